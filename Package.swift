@@ -1,0 +1,48 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "rbac",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "rbac", targets: ["rbac"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries, found through pkg-config (install pkg-config, libpq-dev and libssl-dev).
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // The only module that touches libpq.
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        // The only module that touches OpenSSL.
+        .target(name: "Secrets", dependencies: ["COpenSSL"]),
+        // Postgres-backed repositories and the migration runner.
+        .target(name: "Storage", dependencies: ["Postgres", "Secrets"]),
+        .executableTarget(
+            name: "rbac",
+            dependencies: [
+                "Storage",
+                "Postgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        // Helpers shared by the test targets: a fresh database per test on the disposable server.
+        .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "Postgres", "TestSupport"]),
+    ]
+)

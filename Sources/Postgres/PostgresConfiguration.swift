@@ -1,0 +1,113 @@
+import CLibPQ
+import Foundation
+
+/// Where and how to connect.
+///
+/// `connectionString` is a `postgres://` URL or a libpq `key=value` string; whatever it leaves out comes from
+/// the standard `PG*` environment variables (`PGHOST`, `PGPORT`, `PGDATABASE`, `PGUSER`, `PGPASSWORD`, ...).
+public struct PostgresConfiguration: Sendable {
+    public var connectionString: String
+    public var applicationName: String
+    /// Server-side limit on each statement; nil keeps the server's setting.
+    public var statementTimeout: Duration?
+    /// Seconds to wait for a connection to open.
+    public var connectTimeout: Int
+
+    public init(
+        connectionString: String = "", applicationName: String = "rbac", statementTimeout: Duration? = nil,
+        connectTimeout: Int = 10
+    ) {
+        self.connectionString = connectionString
+        self.applicationName = applicationName
+        self.statementTimeout = statementTimeout
+        self.connectTimeout = connectTimeout
+    }
+
+    /// Checks the connection string's syntax without connecting.
+    public func validate() throws {
+        guard !connectionString.isEmpty else { return }
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &errorMessage) else {
+            let reason = errorMessage.map { String(cString: $0) } ?? "it cannot be parsed"
+            errorMessage.map { PQfreemem($0) }
+            throw PostgresError(
+                .connection,
+                message: "invalid database URL: \(reason.trimmingTrailingNewlines)")
+        }
+        PQconninfoFree(options)
+    }
+
+    /// Host, port, database and user as libpq will resolve them; never the password.
+    public var redactedDescription: String {
+        var fields: [String: String] = [:]
+        if let defaults = PQconndefaults() {
+            collect(defaults, into: &fields)
+            PQconninfoFree(defaults)
+        }
+        if !connectionString.isEmpty, let options = PQconninfoParse(connectionString, nil) {
+            collect(options, into: &fields)
+            PQconninfoFree(options)
+        }
+        let host = fields["host"] ?? fields["hostaddr"] ?? "localhost"
+        let port = fields["port"] ?? "5432"
+        let user = fields["user"].map { "\($0)@" } ?? ""
+        let database = fields["dbname"] ?? fields["user"] ?? ""
+        return host.hasPrefix("/")
+            ? "\(user)\(database) via socket \(host) port \(port)" : "postgres://\(user)\(host):\(port)/\(database)"
+    }
+
+    private func collect(_ options: UnsafeMutablePointer<PQconninfoOption>, into fields: inout [String: String]) {
+        var option = options
+        while let keyword = option.pointee.keyword {
+            if let value = option.pointee.val, value.pointee != 0 {
+                fields[String(cString: keyword)] = String(cString: value)
+            }
+            option += 1
+        }
+    }
+
+    /// Calls `body` with the NULL-terminated keyword and value arrays `PQconnectdbParams` takes.
+    func withConnectParameters<T>(
+        _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> T
+    ) -> T {
+        var parameters: [(String, String)] = [
+            ("application_name", applicationName),
+            ("client_encoding", "UTF8"),
+            ("connect_timeout", String(connectTimeout)),
+        ]
+        if !connectionString.isEmpty {
+            // First, so that with expand_dbname its fields are expanded and the ones below override them.
+            parameters.insert(("dbname", connectionString), at: 0)
+        }
+        if let statementTimeout {
+            let milliseconds =
+                statementTimeout.components.seconds * 1000
+                + statementTimeout.components.attoseconds / 1_000_000_000_000_000
+            parameters.append(("options", "-c statement_timeout=\(milliseconds)"))
+        }
+        let keys = parameters.map { strdup($0.0) }
+        let values = parameters.map { strdup($0.1) }
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let keyPointers = keys.map { UnsafePointer($0) } + [nil]
+        let valuePointers = values.map { UnsafePointer($0) } + [nil]
+        return keyPointers.withUnsafeBufferPointer { k in
+            valuePointers.withUnsafeBufferPointer { v in body(k.baseAddress!, v.baseAddress!) }
+        }
+    }
+}
+
+extension String {
+    var trimmingTrailingNewlines: String {
+        var text = self
+        while text.last?.isNewline == true { text.removeLast() }
+        return text
+    }
+
+    /// libpq's multi-line messages (a reason, then a tab-indented hint) as one line.
+    var asOneLine: String {
+        split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+    }
+}

@@ -1,0 +1,394 @@
+import CLibPQ
+import Dispatch
+import Foundation
+import Synchronization
+
+/// One connection to PostgreSQL, owning one libpq `PGconn`.
+///
+/// Every libpq call runs on a serial dispatch queue that belongs to this connection, never on Swift's
+/// cooperative thread pool, so a slow statement blocks only this connection's queue.
+public final class PostgresConnection: @unchecked Sendable {
+    // Safety: libpq allows one thread at a time per PGconn. `handle`, `preparedStatements` and `isClosed` are
+    // touched only by blocks running on `queue`, a serial queue this connection owns (or in deinit, when no
+    // other reference exists). `cancelHandle` is a PGcancel, which libpq documents as usable from any thread.
+    // `reusable` is atomic.
+    private let handle: OpaquePointer
+    private let cancelHandle: OpaquePointer?
+    private let queue: DispatchQueue
+    private var preparedStatements: [String: String] = [:]
+    private var isClosed = false
+    private let reusable = Atomic<Bool>(true)
+
+    /// The server process serving this connection (`pg_backend_pid()`).
+    public let backendPID: Int32
+
+    private init(handle: OpaquePointer, queue: DispatchQueue) {
+        self.handle = handle
+        self.queue = queue
+        self.cancelHandle = PQgetCancel(handle)
+        self.backendPID = PQbackendPID(handle)
+    }
+
+    deinit {
+        if !isClosed { PQfinish(handle) }
+        if let cancelHandle { PQfreeCancel(cancelHandle) }
+    }
+
+    /// Opens a connection. Blocks a dispatch thread, not the caller's, for up to the configured connect timeout.
+    public static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
+        let queue = DispatchQueue(label: "rbac.postgres.connection")
+        let handle: UncheckedHandle = try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                let handle = configuration.withConnectParameters { keys, values in
+                    PQconnectdbParams(keys, values, 1)
+                }
+                guard let handle else {
+                    continuation.resume(
+                        throwing: PostgresError(.connection, message: "libpq could not allocate a connection"))
+                    return
+                }
+                guard PQstatus(handle) == CONNECTION_OK else {
+                    let message = String(cString: PQerrorMessage(handle)).asOneLine
+                    PQfinish(handle)
+                    continuation.resume(throwing: PostgresError(.connection, message: message))
+                    return
+                }
+                // Notices (e.g. "relation already exists, skipping") are not errors; libpq's default prints them.
+                PQsetNoticeProcessor(handle, { _, _ in }, nil)
+                continuation.resume(returning: UncheckedHandle(pointer: handle))
+            }
+        }
+        return PostgresConnection(handle: handle.pointer, queue: queue)
+    }
+
+    // MARK: Statements
+
+    /// Runs one statement and returns its rows (results arrive in binary format).
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> PostgresRows {
+        try await onQueue { cancellation in try self.run(query, cancellation: cancellation) }
+    }
+
+    /// Runs one statement and returns the number of rows it affected.
+    @discardableResult
+    public func execute(_ query: PostgresQuery) async throws -> Int {
+        try await self.query(query).affectedRows
+    }
+
+    /// Runs a script of several statements separated by semicolons (the simple query protocol), such as a
+    /// migration file. A script takes no parameters; its rows are discarded.
+    public func runScript(_ script: PostgresQuery) async throws {
+        guard script.bindings.count == 0, script.statementName == nil else {
+            throw PostgresError(.invalidQuery, message: "a script takes no parameters and cannot be prepared")
+        }
+        _ = try await onQueue { cancellation in
+            try self.ensureOpen()
+            try cancellation.begin()
+            defer { cancellation.end() }
+            guard PQsendQuery(self.handle, script.sql) == 1 else { throw self.connectionError() }
+            cancellation.sent(self.cancelHandle)
+            return try self.collectResult(cancellation: cancellation)
+        }
+    }
+
+    // MARK: Transactions
+
+    public enum IsolationLevel: Sendable {
+        case readCommitted, repeatableRead, serializable
+    }
+
+    /// Runs `body` in a transaction and commits it. A serialization failure (40001) or deadlock (40P01) rolls
+    /// back and runs the whole closure again, up to `maxAttempts` times in all; any other error rolls back and
+    /// is rethrown.
+    public func withTransaction<T: Sendable>(
+        isolation: IsolationLevel = .readCommitted, maxAttempts: Int = 5,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        var attempt = 1
+        while true {
+            switch isolation {
+            case .readCommitted: try await execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+            case .repeatableRead: try await execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            case .serializable: try await execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+            }
+            do {
+                let value = try await body(self)
+                try await execute("COMMIT")
+                return value
+            } catch {
+                await rollback()
+                guard let failure = error as? PostgresError, failure.isTransactionRetryable, attempt < maxAttempts
+                else {
+                    throw error
+                }
+                attempt += 1
+                // Jittered backoff, so that the transactions that collided do not collide again.
+                try await Task.sleep(for: .milliseconds(Int.random(in: 1...(5 * attempt))))
+            }
+        }
+    }
+
+    /// Rolls back whatever transaction is open, even when the task is cancelled; errors are ignored because the
+    /// pool discards a connection left inside a transaction.
+    private func rollback() async {
+        _ = try? await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            queue.async {
+                continuation.resume(
+                    with: Result {
+                        _ = try self.run("ROLLBACK", cancellation: CancellationState())
+                    })
+            }
+        }
+    }
+
+    // MARK: Health
+
+    /// Whether the connection can take a statement now, checked without a round trip: an idle connection has
+    /// nothing to read, so a readable socket means the server sent something unasked, typically the goodbye of a
+    /// server that shut down or restarted, and the connection is not trusted. Also checks that no transaction
+    /// is open.
+    public func isHealthy() async -> Bool {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                guard !self.isClosed, PQstatus(self.handle) == CONNECTION_OK,
+                    PQtransactionStatus(self.handle) == PQTRANS_IDLE
+                else { return continuation.resume(returning: false) }
+                var descriptor = pollfd(fd: PQsocket(self.handle), events: Int16(POLLIN), revents: 0)
+                continuation.resume(returning: poll(&descriptor, 1, 0) == 0)
+            }
+        }
+    }
+
+    /// Whether the last statement left the connection open and outside a transaction (no I/O; for the pool).
+    var isReusable: Bool { reusable.load(ordering: .acquiring) }
+
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                if !self.isClosed {
+                    self.isClosed = true
+                    PQfinish(self.handle)
+                }
+                continuation.resume()
+            }
+        }
+    }
+
+    // MARK: Notifications
+
+    /// LISTENs on `channels` and streams the notifications that arrive. The connection is then dedicated to
+    /// the stream: it is closed when the stream ends, and the stream ends with an error if the connection drops.
+    public func notifications(channels: [String]) async throws -> AsyncThrowingStream<PostgresNotification, any Error> {
+        for channel in channels {
+            try await execute("LISTEN \(identifier: channel)")
+        }
+        let (stream, continuation) = AsyncThrowingStream<PostgresNotification, any Error>.makeStream()
+        queue.async {
+            let source = DispatchSource.makeReadSource(fileDescriptor: PQsocket(self.handle), queue: self.queue)
+            source.setEventHandler {
+                if !self.drainNotifications(into: continuation) { source.cancel() }
+            }
+            source.setCancelHandler {
+                if !self.isClosed {
+                    self.isClosed = true
+                    PQfinish(self.handle)
+                }
+                continuation.finish()
+            }
+            let cancellable = CancellableSource(source: source)
+            continuation.onTermination = { _ in cancellable.source.cancel() }
+            source.resume()
+            // Notifications that arrived together with the LISTEN results are already buffered.
+            if !self.drainNotifications(into: continuation) { source.cancel() }
+        }
+        return stream
+    }
+
+    /// Reads what the socket has and yields every buffered notification. Returns false once the connection is
+    /// gone, after finishing the stream with the error. Runs on `queue`.
+    private func drainNotifications(
+        into continuation: AsyncThrowingStream<PostgresNotification, any Error>.Continuation
+    ) -> Bool {
+        guard !isClosed else { return false }
+        guard PQconsumeInput(handle) == 1, PQstatus(handle) == CONNECTION_OK else {
+            continuation.finish(throwing: connectionError())
+            return false
+        }
+        while let notify = PQnotifies(handle) {
+            let notification = PostgresNotification(
+                channel: String(cString: notify.pointee.relname),
+                payload: String(cString: notify.pointee.extra),
+                senderPID: notify.pointee.be_pid)
+            PQfreemem(notify)
+            continuation.yield(notification)
+        }
+        return true
+    }
+
+    // MARK: Running on the connection's queue
+
+    /// Runs `body` on the connection's queue. If the task is cancelled meanwhile, a statement in flight is
+    /// cancelled on the server (`PQcancel`) and the call throws `CancellationError`.
+    private func onQueue<T: Sendable>(_ body: @escaping @Sendable (CancellationState) throws -> T) async throws -> T {
+        let cancellation = CancellationState()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                queue.async { continuation.resume(with: Result { try body(cancellation) }) }
+            }
+        } onCancel: {
+            cancellation.cancel(self.cancelHandle)
+        }
+    }
+
+    /// Runs on `queue`.
+    private func run(_ query: PostgresQuery, cancellation: CancellationState) throws -> PostgresRows {
+        try ensureOpen()
+        if let name = query.statementName {
+            try prepareIfNeeded(name: name, query: query)
+        }
+        try cancellation.begin()
+        defer { cancellation.end() }
+        let sent = query.bindings.withParameterPointers { count, types, values, lengths, formats in
+            if let name = query.statementName {
+                return PQsendQueryPrepared(
+                    handle, name, count, values, lengths, formats, PostgresFormat.binary.rawValue)
+            }
+            return PQsendQueryParams(
+                handle, query.sql, count, types, values, lengths, formats, PostgresFormat.binary.rawValue)
+        }
+        guard sent == 1 else { throw connectionError() }
+        cancellation.sent(cancelHandle)
+        return try collectResult(cancellation: cancellation)
+    }
+
+    /// Runs on `queue`.
+    private func prepareIfNeeded(name: String, query: PostgresQuery) throws {
+        if let known = preparedStatements[name] {
+            guard known == query.sql else {
+                throw PostgresError(
+                    .invalidQuery, message: "prepared statement \"\(name)\" was already prepared with other SQL")
+            }
+            return
+        }
+        let types = query.bindings.types.map(\.rawValue)
+        let sent = types.withUnsafeBufferPointer { types in
+            PQsendPrepare(handle, name, query.sql, Int32(types.count), types.baseAddress)
+        }
+        guard sent == 1 else { throw connectionError() }
+        _ = try collectResult(cancellation: nil)
+        preparedStatements[name] = query.sql
+    }
+
+    /// Reads every result of the statement just sent; returns the last one or throws the first error.
+    /// Runs on `queue`.
+    private func collectResult(cancellation: CancellationState?) throws -> PostgresRows {
+        var last: PostgresResult?
+        var failure: PostgresError?
+        while let pointer = PQgetResult(handle) {
+            let result = PostgresResult(pointer: pointer)
+            switch PQresultStatus(pointer) {
+            case PGRES_BAD_RESPONSE, PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR:
+                if failure == nil { failure = serverError(result) }
+            default:
+                last = result
+            }
+        }
+        reusable.store(
+            PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
+        if let failure {
+            if cancellation?.isCancelled == true, failure.sqlState == .queryCanceled { throw CancellationError() }
+            throw failure
+        }
+        guard let last else { throw connectionError() }
+        return PostgresRows(result: last)
+    }
+
+    private func ensureOpen() throws {
+        guard !isClosed else { throw PostgresError(.closed, message: "the connection was closed") }
+    }
+
+    private func serverError(_ result: PostgresResult) -> PostgresError {
+        func field(_ code: Int32) -> String? {
+            PQresultErrorField(result.pointer, code).map { String(cString: $0) }
+        }
+        guard PQstatus(handle) == CONNECTION_OK else { return connectionError() }
+        guard let state = field(rbac_PG_DIAG_SQLSTATE) else {
+            let message = String(cString: PQresultErrorMessage(result.pointer)).trimmingTrailingNewlines
+            return PostgresError(.connection, message: message.isEmpty ? "no response from the server" : message)
+        }
+        return PostgresError(
+            .server, sqlState: SQLState(state), message: field(rbac_PG_DIAG_MESSAGE_PRIMARY) ?? "",
+            detail: field(rbac_PG_DIAG_MESSAGE_DETAIL), hint: field(rbac_PG_DIAG_MESSAGE_HINT),
+            schema: field(rbac_PG_DIAG_SCHEMA_NAME), table: field(rbac_PG_DIAG_TABLE_NAME),
+            column: field(rbac_PG_DIAG_COLUMN_NAME), constraint: field(rbac_PG_DIAG_CONSTRAINT_NAME))
+    }
+
+    private func connectionError() -> PostgresError {
+        reusable.store(false, ordering: .releasing)
+        let message = String(cString: PQerrorMessage(handle)).asOneLine
+        return PostgresError(.connection, message: message.isEmpty ? "the connection to the server was lost" : message)
+    }
+}
+
+/// A notification delivered by `NOTIFY channel, 'payload'`.
+public struct PostgresNotification: Sendable, Hashable {
+    public let channel: String
+    public let payload: String
+    public let senderPID: Int32
+}
+
+/// A `PGconn` pointer handed from the queue that opened it to the connection that will own it.
+private struct UncheckedHandle: @unchecked Sendable {
+    // Safety: passed once, from the block that created it to the initialiser; never used concurrently.
+    let pointer: OpaquePointer
+}
+
+/// A dispatch source handed to the stream's termination handler.
+private struct CancellableSource: @unchecked Sendable {
+    // Safety: DispatchSource.cancel may be called from any thread; nothing else is used.
+    let source: any DispatchSourceRead
+}
+
+/// Cancellation of one operation on a connection: a flag, plus whether a statement is in flight, so that
+/// `cancel` sends `PQcancel` only while the server is working on this operation's statement.
+final class CancellationState: Sendable {
+    private struct State {
+        var cancelled = false
+        var inFlight = false
+    }
+    private let state = Mutex(State())
+
+    var isCancelled: Bool { state.withLock { $0.cancelled } }
+
+    /// Marks a statement as about to be sent; throws if cancellation came first.
+    func begin() throws {
+        try state.withLock { state in
+            if state.cancelled { throw CancellationError() }
+            state.inFlight = true
+        }
+    }
+
+    /// Called once the statement is on its way: a cancellation that came while it was being sent may have
+    /// reached the server before the statement did, so it is sent again.
+    func sent(_ cancelHandle: OpaquePointer?) {
+        if isCancelled { Self.sendCancel(cancelHandle) }
+    }
+
+    func end() {
+        state.withLock { $0.inFlight = false }
+    }
+
+    func cancel(_ cancelHandle: OpaquePointer?) {
+        let inFlight = state.withLock { state in
+            state.cancelled = true
+            return state.inFlight
+        }
+        if inFlight { Self.sendCancel(cancelHandle) }
+    }
+
+    private static func sendCancel(_ cancelHandle: OpaquePointer?) {
+        guard let cancelHandle else { return }
+        var errorBuffer = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(cancelHandle, &errorBuffer, Int32(errorBuffer.count))
+    }
+}

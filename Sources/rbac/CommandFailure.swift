@@ -1,0 +1,47 @@
+import Foundation
+import Postgres
+import Storage
+
+/// The process exit codes `rbac --help` documents.
+enum ExitStatus: Int32 {
+    case success = 0
+    case denied = 1
+    case usage = 2
+    case notFound = 3
+    case conflict = 4
+    case databaseUnavailable = 5
+}
+
+/// A failure to report as one line on stderr (what failed, why, what to do) with its exit code.
+struct CommandFailure: Error {
+    let status: ExitStatus
+    let message: String
+
+    init(_ status: ExitStatus, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    /// Maps errors from the lower layers to a line for people. Never includes SQL text, bound values or secrets.
+    init(_ error: any Error, database: PostgresConfiguration? = nil) {
+        switch error {
+        case let failure as CommandFailure:
+            self = failure
+        case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
+            let target = database.map { " at \($0.redactedDescription)" } ?? ""
+            self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
+        case let error as PostgresError:
+            self.init(.databaseUnavailable, "database error: \(error)")
+        case let error as MigrationError:
+            switch error {
+            case .changedAfterApply, .unknownApplied: self.init(.conflict, "\(error)")
+            case .directoryUnreadable: self.init(.notFound, "\(error)")
+            default: self.init(.usage, "\(error)")
+            }
+        case let error as ProjectFilesError:
+            self.init(.notFound, error.description)
+        default:
+            self.init(.usage, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,26 @@
+import Foundation
+
+/// Prints `value` as pretty, key-sorted JSON with ISO 8601 dates.
+func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
+/// A plain-text table with left-aligned columns, for people.
+struct Table {
+    let headers: [String]
+    let rows: [[String]]
+
+    var rendered: String {
+        let widths = headers.indices.map { column in
+            ([headers[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
+        }
+        func line(_ cells: [String]) -> String {
+            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }
+                .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
+        }
+        return ([line(headers)] + rows.map(line)).joined(separator: "\n")
+    }
+}

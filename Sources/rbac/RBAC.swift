@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct RBAC: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rbac",
+        abstract: "Roles and permissions for couples and their collaborators, kept in PostgreSQL.",
+        discussion: """
+            With no database configured (--database-url, DATABASE_URL or PG* variables), rbac uses a local \
+            PostgreSQL cluster of its own, created and started on first use; it says where.
+
+            Exit codes:
+              0  success
+              1  denied, or a negative answer
+              2  usage error (bad arguments or input)
+              3  not found
+              4  conflict (e.g. an applied migration was changed)
+              5  database unavailable
+            """,
+        version: RBACVersion.current,
+        subcommands: [Migrate.self]
+    )
+
+    /// Parses the arguments, runs the command, and turns every failure into one line on stderr and an exit code.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as CommandFailure {
+            FileHandle.standardError.write(Data("rbac: \(failure.message)\n".utf8))
+            Foundation.exit(failure.status.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if code == .success {
+                if !message.isEmpty { print(message) }
+                Foundation.exit(0)
+            }
+            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+            Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
+        }
+    }
+}
+
+enum RBACVersion {
+    static let current = "0.1.0"
+}

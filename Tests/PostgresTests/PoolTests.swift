@@ -1,0 +1,88 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+@Suite("Connection pool")
+struct PoolTests {
+    @Test("a lease waits at most the acquire timeout, then fails clearly")
+    func boundedWait() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let pool = PostgresConnectionPool(
+                configuration: configuration, maxConnections: 1, acquireTimeout: .milliseconds(200))
+            let holding = Barrier(count: 2)
+            let done = Barrier(count: 2)
+            let holder = Task {
+                try await pool.withConnection { _ in
+                    await holding.arrive()
+                    await done.arrive()
+                }
+            }
+            await holding.arrive()
+            let started = ContinuousClock.now
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+            #expect(error?.kind == .poolTimeout)
+            #expect(ContinuousClock.now - started >= .milliseconds(200))
+            await done.arrive()
+            try await holder.value
+            // Once returned, the connection is handed out again.
+            #expect(try await pool.query("SELECT 1 AS one")[0].decode("one", as: Int32.self) == 1)
+            await pool.close()
+        }
+    }
+
+    @Test("never more connections than the limit, with many tasks at once")
+    func limit() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 3)
+            let backends = try await withThrowingTaskGroup(of: Int32.self) { group in
+                for _ in 0..<40 {
+                    group.addTask {
+                        try await pool.withConnection { connection in
+                            try await connection.query("SELECT pg_sleep(0.01)")
+                            return connection.backendPID
+                        }
+                    }
+                }
+                return try await group.reduce(into: Set<Int32>()) { $0.insert($1) }
+            }
+            #expect(backends.count <= 3)
+            await pool.close()
+        }
+    }
+
+    @Test("the pool recovers after the server restarts, and prepared statements are prepared again")
+    func serverRestart() async throws {
+        // A cluster of this test's own, so the restart disturbs no other test.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rbac-restart-\(UUID().uuidString)")
+        try cluster("create", directory)
+        defer { try? cluster("destroy", directory) }
+        try cluster("start", directory)
+        let port = try String(contentsOf: directory.appendingPathComponent("port"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let configuration = PostgresConfiguration(connectionString: "postgresql://postgres@127.0.0.1:\(port)/postgres")
+        let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
+        let check: PostgresQuery = "SELECT pg_backend_pid() AS pid, \(7) AS seven"
+        let before = try await pool.query(check.prepared(as: "check"))
+        #expect(try before[0].decode("seven", as: Int.self) == 7)
+
+        try cluster("restart", directory)
+
+        let after = try await pool.query(check.prepared(as: "check"))
+        #expect(try after[0].decode("seven", as: Int.self) == 7)
+        #expect(try after[0].decode("pid", as: Int32.self) != before[0].decode("pid", as: Int32.self))
+        await pool.close()
+    }
+
+    private func cluster(_ command: String, _ directory: URL) throws {
+        let process = Process()
+        process.executableURL = repositoryRoot.appendingPathComponent("scripts/pg-cluster")
+        process.arguments = [command, directory.path]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw TestSetupError("scripts/pg-cluster \(command) exited with \(process.terminationStatus)")
+        }
+    }
+}
