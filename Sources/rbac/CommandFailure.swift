@@ -30,8 +30,13 @@ struct CommandFailure: Error {
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
+        case let error as PostgresError where error.sqlState?.errorClass == "RB":
+            // Raised by the collaboration functions: the message is written for people and carries no secrets.
+            self.init(Self.status(for: error.sqlState!), error.message + (error.hint.map { " (\($0))" } ?? ""))
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
+        case let error as AccessPolicyError:
+            self.init(.usage, error.description)
         case let error as MigrationError:
             switch error {
             case .changedAfterApply, .unknownApplied: self.init(.conflict, "\(error)")
@@ -42,6 +47,16 @@ struct CommandFailure: Error {
             self.init(.notFound, error.description)
         default:
             self.init(.usage, "\(error)")
+        }
+    }
+
+    /// Exit status for the collaboration functions' SQLSTATEs (sql/0002_collaboration.sql lists them).
+    private static func status(for state: SQLState) -> ExitStatus {
+        switch state.rawValue {
+        case "RBDEN", "RBESC", "RBAUT": .denied
+        case "RBNFD": .notFound
+        case "RBLST", "RBDUP", "RBUSD", "RBREV", "RBEXP", "RBEML": .conflict
+        default: .usage
         }
     }
 }

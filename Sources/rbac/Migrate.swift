@@ -6,7 +6,7 @@ import Storage
 extension RBAC {
     struct Migrate: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Apply the database migrations in sql/, or show their status.",
+            abstract: "Apply the database migrations in sql/ and the access policy in policies/, or show their status.",
             discussion: """
                 Each migration runs in its own transaction and is recorded with its checksum. Running again \
                 applies only what is new; an applied migration whose file changed is refused (exit 4). \
@@ -23,6 +23,7 @@ extension RBAC {
             var configuration: PostgresConfiguration?
             do {
                 let migrations = try Migration.load(from: try ProjectFiles.directory("sql"))
+                let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
                 let runner = MigrationRunner(migrations: migrations)
                 let (pool, resolved) = try await database.pool()
                 configuration = resolved
@@ -33,6 +34,7 @@ extension RBAC {
                     let applied = try await runner.migrate(pool) { migration in
                         FileHandle.standardError.write(Data("applying \(migration.fileName)\n".utf8))
                     }
+                    try await policy.apply(pool)
                     try printApplied(applied, all: migrations, database: resolved)
                 }
             } catch {

@@ -1,0 +1,30 @@
+-- Row-level security for every tenant table, re-applied by every `rbac migrate` (so it is idempotent).
+-- rbac_app, the application role, has no BYPASSRLS: a connection acting for user U (request.jwt.claims
+-- `sub`) sees only rows of couples where U is an active member. Other roles without a policy see nothing.
+-- The predicates are functions keyed by couple_id (see sql/0006), not sub-selects.
+
+ALTER TABLE couples ENABLE ROW LEVEL SECURITY;
+ALTER TABLE couples FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS members_read ON couples;
+CREATE POLICY members_read ON couples FOR SELECT TO rbac_app USING (rbac.is_active_member(id));
+
+ALTER TABLE memberships ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memberships FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS members_read ON memberships;
+CREATE POLICY members_read ON memberships FOR SELECT TO rbac_app USING (rbac.is_active_member(couple_id));
+
+ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE invitations FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS inviters_read ON invitations;
+CREATE POLICY inviters_read ON invitations FOR SELECT TO rbac_app
+    USING (rbac.may(couple_id, 'collaborators.invite'));
+
+ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE audit_log FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS auditors_read ON audit_log;
+CREATE POLICY auditors_read ON audit_log FOR SELECT TO rbac_app USING (rbac.may(couple_id, 'audit.view'));
+
+ALTER TABLE users ENABLE ROW LEVEL SECURITY;
+ALTER TABLE users FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS collaborators_read ON users;
+CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app USING (rbac.can_see_user(id));

@@ -1,0 +1,148 @@
+-- Changing who belongs to a couple and with which role. Each function checks the acting user's permission
+-- (the operator may do anything); the memberships_guard trigger keeps an active owner in every couple.
+
+CREATE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF p_user_id IS NULL OR NOT EXISTS (SELECT 1 FROM users WHERE id = p_user_id) THEN
+        RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    END IF;
+END $$;
+
+-- The member's row, locked; raises RBNFD when p_user_id is not a member of the couple.
+CREATE FUNCTION rbac.lock_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_member memberships;
+BEGIN
+    SELECT * INTO v_member FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'user % is not a member of couple %', coalesce(p_user_id::text, '(null)'), p_couple_id
+            USING ERRCODE = 'RBNFD';
+    END IF;
+    RETURN v_member;
+END $$;
+
+-- Gives p_user_id the role p_role: adds them as an active member, or changes the role they hold. The actor
+-- needs roles.assign and must be allowed to give both the new role and the member's current one.
+CREATE FUNCTION public.grant_role(p_couple_id uuid, p_user_id uuid, p_role text) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid := rbac.require_permission(p_couple_id, 'roles.assign');
+    v_existing memberships;
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_role(p_role);
+    PERFORM rbac.require_user_exists(p_user_id);
+    PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
+    SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
+    IF FOUND THEN
+        PERFORM rbac.require_grantable(p_couple_id, v_actor, v_existing.role);
+        UPDATE memberships SET role = p_role WHERE couple_id = p_couple_id AND user_id = p_user_id
+        RETURNING * INTO v_result;
+    ELSE
+        INSERT INTO memberships (couple_id, user_id, role) VALUES (p_couple_id, p_user_id, p_role)
+        RETURNING * INTO v_result;
+    END IF;
+    RETURN v_result;
+END $$;
+
+-- The member's row, locked, after checking the actor may manage them: collaborators.manage, and a role that
+-- may give the member's role (a partner cannot suspend an owner).
+CREATE FUNCTION rbac.require_manageable(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.manage');
+    v_member memberships := rbac.lock_member(p_couple_id, p_user_id);
+BEGIN
+    PERFORM rbac.require_grantable(p_couple_id, v_actor, v_member.role);
+    RETURN v_member;
+END $$;
+
+CREATE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_manageable(p_couple_id, p_user_id);
+    UPDATE memberships SET status = 'suspended' WHERE couple_id = p_couple_id AND user_id = p_user_id
+    RETURNING * INTO v_result;
+    RETURN v_result;
+END $$;
+
+CREATE FUNCTION public.reactivate_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_manageable(p_couple_id, p_user_id);
+    UPDATE memberships SET status = 'active' WHERE couple_id = p_couple_id AND user_id = p_user_id
+    RETURNING * INTO v_result;
+    RETURN v_result;
+END $$;
+
+CREATE FUNCTION public.remove_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_manageable(p_couple_id, p_user_id);
+    DELETE FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id RETURNING * INTO v_result;
+    RETURN v_result;
+END $$;
+
+-- The acting user leaves the couple. The operator names who leaves; a member may name only themself.
+CREATE FUNCTION public.leave_couple(p_couple_id uuid, p_user_id uuid DEFAULT NULL) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_user uuid := p_user_id;
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_couple(p_couple_id);
+    IF rbac.is_operator() THEN
+        IF v_user IS NULL THEN
+            RAISE EXCEPTION 'name the member who leaves' USING ERRCODE = 'RBINV';
+        END IF;
+    ELSE
+        v_user := rbac.require_user();
+        IF p_user_id IS NOT NULL AND p_user_id <> v_user THEN
+            RAISE EXCEPTION 'permission denied: members can leave only for themselves; remove_member removes others'
+                USING ERRCODE = 'RBDEN';
+        END IF;
+    END IF;
+    PERFORM rbac.lock_member(p_couple_id, v_user);
+    DELETE FROM memberships WHERE couple_id = p_couple_id AND user_id = v_user RETURNING * INTO v_result;
+    RETURN v_result;
+END $$;
+
+-- Makes p_new_owner (an active member) an owner, then gives the previous owner(s) p_previous_owner_role:
+-- the acting owner, or for the operator every other owner. One statement after the other in one
+-- transaction, so the couple always has an owner.
+CREATE FUNCTION public.transfer_ownership(
+    p_couple_id uuid, p_new_owner uuid, p_previous_owner_role text DEFAULT 'partner'
+) RETURNS memberships
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid := rbac.require_permission(p_couple_id, 'couple.transfer');
+    v_target memberships;
+    v_result memberships;
+BEGIN
+    PERFORM rbac.require_role(p_previous_owner_role);
+    IF p_previous_owner_role = 'owner' THEN
+        RAISE EXCEPTION 'the previous owner needs a role other than owner' USING ERRCODE = 'RBINV';
+    END IF;
+    v_target := rbac.lock_member(p_couple_id, p_new_owner);
+    IF v_target.status <> 'active' THEN
+        RAISE EXCEPTION 'user % is suspended in couple %; reactivate them first', p_new_owner, p_couple_id
+            USING ERRCODE = 'RBINV';
+    END IF;
+    IF v_actor = p_new_owner THEN
+        RAISE EXCEPTION 'user % already owns couple %', p_new_owner, p_couple_id USING ERRCODE = 'RBINV';
+    END IF;
+    UPDATE memberships SET role = 'owner' WHERE couple_id = p_couple_id AND user_id = p_new_owner
+    RETURNING * INTO v_result;
+    UPDATE memberships SET role = p_previous_owner_role
+    WHERE couple_id = p_couple_id AND role = 'owner' AND user_id <> p_new_owner
+      AND (v_actor IS NULL OR user_id = v_actor);
+    RETURN v_result;
+END $$;

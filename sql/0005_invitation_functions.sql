@@ -1,0 +1,163 @@
+-- Invitations. The caller generates the token and passes only its SHA-256; redemption is one conditional
+-- UPDATE plus the membership insert in the same transaction, so a token is accepted exactly once.
+
+CREATE FUNCTION rbac.invitation_status(p_invitation invitations) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN p_invitation.accepted_at IS NOT NULL THEN 'accepted'
+        WHEN p_invitation.revoked_at IS NOT NULL THEN 'revoked'
+        WHEN p_invitation.expires_at <= now() THEN 'expired'
+        ELSE 'pending'
+    END
+$$;
+
+CREATE FUNCTION rbac.require_token_hash(p_token_hash bytea) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_token_hash IS NULL OR length(p_token_hash) <> 32 THEN
+        RAISE EXCEPTION 'the token hash must be the 32-byte SHA-256 of the token' USING ERRCODE = 'RBINV';
+    END IF;
+END $$;
+
+-- Raises the error that says why an invitation cannot be used (or RBNFD when there is none).
+CREATE FUNCTION rbac.raise_unusable(p_invitation invitations) RETURNS void
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    CASE rbac.invitation_status(p_invitation)
+        WHEN 'accepted' THEN
+            RAISE EXCEPTION 'this invitation was already accepted' USING ERRCODE = 'RBUSD';
+        WHEN 'revoked' THEN
+            RAISE EXCEPTION 'this invitation was revoked' USING ERRCODE = 'RBREV';
+        WHEN 'expired' THEN
+            RAISE EXCEPTION 'this invitation expired at %', p_invitation.expires_at USING ERRCODE = 'RBEXP';
+        ELSE
+            RAISE EXCEPTION 'invitation not found' USING ERRCODE = 'RBNFD';
+    END CASE;
+END $$;
+
+-- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
+-- the role. p_email, when set, binds the invitation to that address.
+CREATE FUNCTION public.create_invitation(
+    p_couple_id uuid, p_token_hash bytea, p_role text, p_email text DEFAULT NULL,
+    p_expires_in interval DEFAULT interval '7 days'
+) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.invite');
+BEGIN
+    PERFORM rbac.require_token_hash(p_token_hash);
+    PERFORM rbac.require_role(p_role);
+    PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
+    IF p_expires_in IS NULL OR p_expires_in < interval '1 minute' OR p_expires_in > interval '365 days' THEN
+        RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
+    END IF;
+    IF p_email IS NOT NULL AND (p_email !~ '^[^@\s]+@[^@\s]+$' OR length(p_email) > 320) THEN
+        RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
+    END IF;
+    RETURN QUERY
+        INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at)
+        VALUES (p_couple_id, p_token_hash, p_role, p_email, v_actor,
+                CASE WHEN v_actor IS NULL THEN rbac.actor_label() END, now() + p_expires_in)
+        RETURNING i.id, i.expires_at;
+END $$;
+
+-- What the landing page shows for a token: couple, role, inviter, expiry, status. Anyone holding the token may
+-- look; nothing is consumed. No row for an unknown token.
+CREATE FUNCTION public.invitation_preview(p_token_hash bytea)
+RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_bound boolean,
+               expires_at timestamptz, status text)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN QUERY
+        SELECT i.couple_id, c.name, i.role,
+               coalesce(u.display_name, u.email, 'the couple''s administrator'),
+               i.email IS NOT NULL, i.expires_at, rbac.invitation_status(i)
+        FROM invitations i
+        JOIN couples c ON c.id = i.couple_id
+        LEFT JOIN users u ON u.id = i.invited_by
+        WHERE i.token_hash = p_token_hash;
+END $$;
+
+-- Accepts an invitation for the acting user (the operator names the user). Exactly once: of any number of
+-- concurrent calls, one succeeds and the others see it used.
+CREATE FUNCTION public.accept_invitation(p_token_hash bytea, p_user_id uuid DEFAULT NULL)
+RETURNS TABLE (couple_id uuid, user_id uuid, role text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_user uuid := p_user_id;
+    v_email text;
+    v_invitation invitations;
+BEGIN
+    PERFORM rbac.require_token_hash(p_token_hash);
+    IF rbac.is_operator() THEN
+        IF v_user IS NULL THEN
+            RAISE EXCEPTION 'name the user who accepts' USING ERRCODE = 'RBINV';
+        END IF;
+    ELSE
+        v_user := rbac.require_user();
+        IF p_user_id IS NOT NULL AND p_user_id <> v_user THEN
+            RAISE EXCEPTION 'permission denied: users accept invitations only for themselves' USING ERRCODE = 'RBDEN';
+        END IF;
+    END IF;
+    SELECT email INTO v_email FROM users WHERE id = v_user;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'user % does not exist', v_user USING ERRCODE = 'RBNFD';
+    END IF;
+
+    UPDATE invitations i SET accepted_at = now(), accepted_by = v_user
+    WHERE i.token_hash = p_token_hash AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
+    RETURNING * INTO v_invitation;
+    IF NOT FOUND THEN
+        SELECT * INTO v_invitation FROM invitations i WHERE i.token_hash = p_token_hash;
+        PERFORM rbac.raise_unusable(v_invitation);
+    END IF;
+    -- An exception below undoes the acceptance above: the function is one statement.
+    IF v_invitation.email IS NOT NULL AND lower(v_invitation.email) <> lower(v_email) THEN
+        RAISE EXCEPTION 'this invitation is for another email address' USING ERRCODE = 'RBEML';
+    END IF;
+    IF EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = v_invitation.couple_id AND m.user_id = v_user) THEN
+        RAISE EXCEPTION 'user % is already a member of this couple', v_user USING ERRCODE = 'RBDUP';
+    END IF;
+    INSERT INTO memberships (couple_id, user_id, role) VALUES (v_invitation.couple_id, v_user, v_invitation.role);
+    RETURN QUERY SELECT v_invitation.couple_id, v_user, v_invitation.role;
+END $$;
+
+-- Revokes a pending (or expired) invitation; needs collaborators.invite.
+CREATE FUNCTION public.revoke_invitation(p_couple_id uuid, p_invitation_id uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_invitation invitations;
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
+    UPDATE invitations SET revoked_at = now()
+    WHERE couple_id = p_couple_id AND id = p_invitation_id AND accepted_at IS NULL AND revoked_at IS NULL;
+    IF NOT FOUND THEN
+        SELECT * INTO v_invitation FROM invitations WHERE couple_id = p_couple_id AND id = p_invitation_id;
+        PERFORM rbac.raise_unusable(v_invitation);
+    END IF;
+END $$;
+
+-- A couple's invitations in id order (stable pages), optionally of one status; needs collaborators.invite.
+CREATE FUNCTION public.couple_invitations(
+    p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL
+) RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
+                 expires_at timestamptz, status text, accepted_by uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
+    IF p_status IS NOT NULL AND p_status NOT IN ('pending', 'accepted', 'revoked', 'expired') THEN
+        RAISE EXCEPTION 'unknown invitation status "%"; valid: pending, accepted, revoked, expired', p_status
+            USING ERRCODE = 'RBINV';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
+    END IF;
+    RETURN QUERY
+        SELECT i.id, i.role, i.email, coalesce(u.display_name, u.email, i.inviter_label), i.created_at,
+               i.expires_at, rbac.invitation_status(i), i.accepted_by
+        FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
+        WHERE i.couple_id = p_couple_id AND (p_after IS NULL OR i.id > p_after)
+          AND (p_status IS NULL OR rbac.invitation_status(i) = p_status)
+        ORDER BY i.id
+        LIMIT p_limit;
+END $$;

@@ -1,0 +1,176 @@
+-- Applying the access policy (policies/*.json) and what the application role may touch.
+
+-- Replaces roles, permissions, role_permissions and role_grants with the policy `p_policy`:
+--   {"permissions": {"budget.view": "See the budget", ...},
+--    "roles": {"owner": {"rank": 1, "description": "...", "inherits": ["partner"],
+--                        "permissions": ["couple.delete", ...], "grants": ["owner", "partner", ...]}, ...}}
+-- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent. Raises
+-- RBPOL naming every unknown permission or role, an inheritance cycle, or a role still held by members.
+CREATE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_problems text[];
+BEGIN
+    IF NOT rbac.is_operator() THEN
+        RAISE EXCEPTION 'permission denied: only an rbac operator can change the policy' USING ERRCODE = 'RBDEN';
+    END IF;
+    IF jsonb_typeof(p_policy -> 'permissions') IS DISTINCT FROM 'object'
+       OR jsonb_typeof(p_policy -> 'roles') IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'a policy is an object with "permissions" and "roles" objects' USING ERRCODE = 'RBPOL';
+    END IF;
+
+    CREATE TEMPORARY TABLE policy_permissions ON COMMIT DROP AS
+        SELECT key AS name, CASE jsonb_typeof(value) WHEN 'string' THEN value #>> '{}' END AS description
+        FROM jsonb_each(p_policy -> 'permissions');
+    CREATE TEMPORARY TABLE policy_roles ON COMMIT DROP AS
+        SELECT key AS name, value AS definition FROM jsonb_each(p_policy -> 'roles');
+    CREATE TEMPORARY TABLE policy_references ON COMMIT DROP AS
+        SELECT r.name AS role, kind, reference
+        FROM policy_roles r,
+             LATERAL (SELECT 'permissions' AS kind, jsonb_array_elements_text(
+                          CASE jsonb_typeof(r.definition -> 'permissions') WHEN 'array' THEN r.definition -> 'permissions' ELSE '[]' END)
+                      UNION ALL
+                      SELECT 'inherits', jsonb_array_elements_text(
+                          CASE jsonb_typeof(r.definition -> 'inherits') WHEN 'array' THEN r.definition -> 'inherits' ELSE '[]' END)
+                      UNION ALL
+                      SELECT 'grants', jsonb_array_elements_text(
+                          CASE jsonb_typeof(r.definition -> 'grants') WHEN 'array' THEN r.definition -> 'grants' ELSE '[]' END)
+                     ) AS refs (kind, reference);
+
+    SELECT array_agg(problem ORDER BY problem) INTO v_problems FROM (
+        SELECT format('permission "%s" is not named area.action in lower case', name) AS problem
+        FROM policy_permissions WHERE name !~ '^[a-z][a-z_]*\.[a-z][a-z_]*$'
+        UNION ALL
+        SELECT format('permission "%s" needs a description', name) FROM policy_permissions WHERE description IS NULL
+        UNION ALL
+        SELECT format('role "%s" is not named in lower-case letters and underscores', name)
+        FROM policy_roles WHERE name !~ '^[a-z][a-z_]*$'
+        UNION ALL
+        SELECT format('role "%s" needs a "description" string and an integer "rank"', name) FROM policy_roles
+        WHERE jsonb_typeof(definition -> 'description') IS DISTINCT FROM 'string'
+           OR jsonb_typeof(definition -> 'rank') IS DISTINCT FROM 'number'
+        UNION ALL
+        SELECT format('role "%s" lists unknown permission "%s"', role, reference) FROM policy_references
+        WHERE kind = 'permissions' AND reference NOT IN (SELECT name FROM policy_permissions)
+        UNION ALL
+        SELECT format('role "%s" %s unknown role "%s"', role, CASE kind WHEN 'inherits' THEN 'inherits' ELSE 'grants' END,
+                      reference)
+        FROM policy_references WHERE kind IN ('inherits', 'grants') AND reference NOT IN (SELECT name FROM policy_roles)
+        UNION ALL
+        SELECT 'the policy must define the "owner" role' WHERE NOT EXISTS (SELECT 1 FROM policy_roles WHERE name = 'owner')
+        UNION ALL
+        SELECT format('role "%s" is held by %s membership(s) or invitation(s) but is not in the policy', role, count(*))
+        FROM (SELECT role FROM memberships UNION ALL SELECT role FROM invitations) AS held
+        WHERE role NOT IN (SELECT name FROM policy_roles) GROUP BY role
+    ) AS problems;
+    IF v_problems IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid policy: %', array_to_string(v_problems, '; ') USING ERRCODE = 'RBPOL';
+    END IF;
+
+    -- Effective permissions: each role's own plus its ancestors', following "inherits" transitively.
+    CREATE TEMPORARY TABLE policy_effective ON COMMIT DROP AS
+        WITH RECURSIVE reach (role, ancestor, path) AS (
+            SELECT name, name, ARRAY[name] FROM policy_roles
+            UNION ALL
+            SELECT reach.role, ref.reference, reach.path || ref.reference
+            FROM reach JOIN policy_references ref ON ref.role = reach.ancestor AND ref.kind = 'inherits'
+            WHERE NOT ref.reference = ANY (reach.path)
+        )
+        SELECT role, ancestor FROM reach;
+    -- A role is on a cycle when something it inherits from inherits from it.
+    SELECT array_agg(DISTINCT e.role ORDER BY e.role) INTO v_problems
+    FROM policy_effective e JOIN policy_references ref ON ref.role = e.ancestor AND ref.kind = 'inherits'
+    WHERE ref.reference = e.role;
+    IF v_problems IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid policy: roles inherit from themselves: %', array_to_string(v_problems, ', ')
+            USING ERRCODE = 'RBPOL';
+    END IF;
+
+    INSERT INTO permissions (name, description) SELECT name, description FROM policy_permissions
+    ON CONFLICT (name) DO UPDATE SET description = excluded.description
+    WHERE permissions.description IS DISTINCT FROM excluded.description;
+    INSERT INTO roles (name, description, rank)
+    SELECT name, definition ->> 'description', (definition ->> 'rank')::integer FROM policy_roles
+    ON CONFLICT (name) DO UPDATE SET description = excluded.description, rank = excluded.rank
+    WHERE (roles.description, roles.rank) IS DISTINCT FROM (excluded.description, excluded.rank);
+
+    DELETE FROM role_permissions rp WHERE NOT EXISTS (
+        SELECT 1 FROM policy_effective e JOIN policy_references ref ON ref.role = e.ancestor AND ref.kind = 'permissions'
+        WHERE e.role = rp.role AND ref.reference = rp.permission);
+    INSERT INTO role_permissions (role, permission)
+    SELECT DISTINCT e.role, ref.reference
+    FROM policy_effective e JOIN policy_references ref ON ref.role = e.ancestor AND ref.kind = 'permissions'
+    ON CONFLICT DO NOTHING;
+
+    DELETE FROM role_grants g WHERE NOT EXISTS (
+        SELECT 1 FROM policy_references ref
+        WHERE ref.kind = 'grants' AND ref.role = g.role AND ref.reference = g.grantable_role);
+    INSERT INTO role_grants (role, grantable_role)
+    SELECT role, reference FROM policy_references WHERE kind = 'grants'
+    ON CONFLICT DO NOTHING;
+
+    DELETE FROM roles WHERE name NOT IN (SELECT name FROM policy_roles);
+    DELETE FROM permissions WHERE name NOT IN (SELECT name FROM policy_permissions);
+
+    DROP TABLE policy_permissions, policy_roles, policy_references, policy_effective;
+END $$;
+
+-- Privileges. Nothing is open to PUBLIC; rbac_app reads tenant tables through row-level security
+-- (policies/rls.sql) and calls the API functions, which check permissions themselves.
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public, rbac FROM PUBLIC;
+GRANT USAGE ON SCHEMA rbac TO rbac_app;
+GRANT SELECT ON couples, users, memberships, audit_log, roles, permissions, role_permissions, role_grants TO rbac_app;
+GRANT SELECT (couple_id, id, role, email, invited_by, inviter_label, created_at, expires_at, accepted_at,
+              accepted_by, revoked_at) ON invitations TO rbac_app;
+GRANT EXECUTE ON FUNCTION
+    public.user_has_permission(uuid, text),
+    public.user_has_permission(uuid, uuid, text),
+    public.user_permissions(uuid, uuid),
+    public.user_role(uuid, uuid),
+    public.can_leave_collaboration(uuid, uuid),
+    public.user_couples(uuid, integer, uuid),
+    public.couple_members(uuid, integer, uuid),
+    public.grant_role(uuid, uuid, text),
+    public.suspend_member(uuid, uuid),
+    public.reactivate_member(uuid, uuid),
+    public.remove_member(uuid, uuid),
+    public.leave_couple(uuid, uuid),
+    public.transfer_ownership(uuid, uuid, text),
+    public.create_invitation(uuid, bytea, text, text, interval),
+    public.invitation_preview(bytea),
+    public.accept_invitation(bytea, uuid),
+    public.revoke_invitation(uuid, uuid),
+    public.couple_invitations(uuid, text, integer, uuid)
+TO rbac_app;
+
+-- Row-level security predicates (used by policies/rls.sql). Each takes the couple first and reads only that
+-- couple's rows, which keeps tenant isolation in functions keyed by couple_id.
+CREATE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM memberships
+        WHERE couple_id = p_couple_id AND user_id = rbac.jwt_user_id() AND status = 'active');
+END $$;
+
+CREATE FUNCTION rbac.may(p_couple_id uuid, p_permission text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN rbac.has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
+END $$;
+
+-- A user sees their own row and the rows of people they share an active couple with.
+CREATE FUNCTION rbac.can_see_user(p_user_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_me uuid := rbac.jwt_user_id();
+BEGIN
+    RETURN p_user_id = v_me OR EXISTS (
+        SELECT 1 FROM memberships mine JOIN memberships theirs ON theirs.couple_id = mine.couple_id
+        WHERE mine.user_id = v_me AND mine.status = 'active' AND theirs.user_id = p_user_id);
+END $$;
+
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rbac FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rbac.is_active_member(uuid), rbac.may(uuid, text), rbac.can_see_user(uuid),
+    rbac.jwt_user_id() TO rbac_app;
