@@ -1,0 +1,53 @@
+-- The audit log: one row per membership or invitation change, with actor, before and after; append-only.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'guest']) AS name;
+SELECT set_config('rbac.actor_label', 'admin-alice', true);
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT results_eq(
+    $$SELECT action, actor_id, actor_label, after ->> 'role' FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul')$$,
+    $$VALUES ('membership.insert', NULL::uuid, 'operator:admin-alice', 'owner')$$,
+    'an operator''s change is recorded with the operator''s label');
+
+SELECT pg_temp.act_as('olivia');
+SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'planner');
+SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'partner');
+SELECT results_eq(
+    $$SELECT actor_id, before ->> 'role', after ->> 'role' FROM audit_log
+      WHERE couple_id = pg_temp.id('Olivia & Paul') AND action = 'membership.update'$$,
+    $$VALUES (pg_temp.id('olivia'), 'planner', 'partner')$$,
+    'a role change is recorded with the acting user, before and after');
+
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_secret'), 'viewer');
+SELECT pg_temp.act_as('guest');
+SELECT accept_invitation(pg_temp.hash('inv_secret'));
+SELECT results_eq(
+    $$SELECT action, actor_id FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul') AND action LIKE 'invitation.%' ORDER BY id$$,
+    $$VALUES ('invitation.insert', pg_temp.id('olivia')), ('invitation.update', pg_temp.id('guest'))$$,
+    'creating and accepting an invitation are recorded');
+SELECT is_empty(
+    $$SELECT 1 FROM audit_log WHERE before ? 'token_hash' OR after ? 'token_hash'$$,
+    'token hashes stay out of the audit log');
+
+SELECT pg_temp.act_as('olivia');
+SELECT transfer_ownership(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'));
+SELECT leave_couple(pg_temp.id('Olivia & Paul'));
+SELECT pg_temp.act_as('paul');
+SELECT remove_member(pg_temp.id('Olivia & Paul'), pg_temp.id('guest'));
+SELECT results_eq(
+    $$SELECT actor_id, before ->> 'user_id', before ->> 'role', after FROM audit_log
+      WHERE couple_id = pg_temp.id('Olivia & Paul') AND action = 'membership.delete' ORDER BY id$$,
+    $$VALUES (pg_temp.id('olivia'), pg_temp.id('olivia')::text, 'partner', NULL::jsonb),
+             (pg_temp.id('paul'), pg_temp.id('guest')::text, 'viewer', NULL::jsonb)$$,
+    'leaving and removal are recorded with the member as it was');
+SELECT pg_temp.act_as_operator();
+
+SELECT throws_ok($$UPDATE audit_log SET action = 'nothing'$$, 'RBDEN', NULL, 'audit rows cannot be updated, even by a superuser');
+SELECT throws_ok($$DELETE FROM audit_log$$, 'RBDEN', NULL, 'audit rows cannot be deleted');
+SELECT throws_ok($$TRUNCATE audit_log$$, 'RBDEN', NULL, 'the audit log cannot be truncated');
+SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul')), 10, 'all ten rows are still there');
+
+SELECT * FROM finish();
+ROLLBACK;

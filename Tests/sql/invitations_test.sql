@@ -1,0 +1,107 @@
+-- Invitations: creation, preview, acceptance exactly once, expiry, revocation, email binding, escalation.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'pia', 'vera', 'guest', 'second', 'bound']) AS name;
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
+
+-- Who may invite to what.
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_a'), 'owner')$$, 'RBESC', NULL,
+                 'a planner cannot invite an owner');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_a'), 'partner')$$, 'RBESC', NULL,
+                 'a planner cannot invite a partner');
+SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_viewer'), 'viewer')$$,
+                'a planner invites a viewer');
+SELECT is((SELECT invited_by FROM invitations WHERE token_hash = pg_temp.hash('inv_viewer')), pg_temp.id('pia'),
+          'the invitation is from the planner');
+SELECT pg_temp.act_as('vera');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_b'), 'viewer')$$, 'RBDEN', NULL,
+                 'a viewer cannot invite');
+SELECT pg_temp.act_as('olivia');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), decode('abcd', 'hex'), 'viewer')$$, 'RBINV', NULL,
+                 'a token hash must be 32 bytes');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', 'not an email')$$,
+                 'RBINV', NULL, 'a bound email must look like one');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', NULL, interval '0')$$,
+                 'RBINV', NULL, 'an invitation must not expire at once');
+SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_partner'), 'partner')$$,
+                'an owner invites a partner');
+SELECT is((SELECT expires_at - created_at FROM invitations WHERE token_hash = pg_temp.hash('inv_partner')), interval '7 days',
+          'invitations expire after 7 days by default');
+
+-- Preview never consumes.
+SELECT pg_temp.act_as('guest');
+SELECT results_eq(
+    $$SELECT couple_name, role, inviter, status FROM invitation_preview(pg_temp.hash('inv_partner'))$$,
+    $$VALUES ('Olivia & Paul', 'partner', 'Olivia', 'pending')$$,
+    'the preview shows couple, role, inviter and status');
+SELECT results_eq(
+    $$SELECT status FROM invitation_preview(pg_temp.hash('inv_partner'))$$, $$VALUES ('pending')$$,
+    'looking twice leaves it pending');
+SELECT is_empty($$SELECT * FROM invitation_preview(pg_temp.hash('inv_unknown'))$$, 'an unknown token previews nothing');
+
+-- Accept exactly once.
+SELECT results_eq(
+    $$SELECT role FROM accept_invitation(pg_temp.hash('inv_partner'))$$, $$VALUES ('partner')$$, 'the guest accepts');
+SELECT is(user_role(pg_temp.id('Olivia & Paul'), pg_temp.id('guest')), 'partner', 'and is a partner');
+SELECT pg_temp.act_as('second');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_partner'))$$, 'RBUSD', 'this invitation was already accepted',
+                 'a used token cannot be accepted again');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_unknown'))$$, 'RBNFD', NULL, 'an unknown token is not found');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_viewer'), pg_temp.id('guest'))$$, 'RBDEN', NULL,
+                 'a user cannot accept for someone else');
+
+-- Expired and revoked.
+SELECT pg_temp.act_as_operator();
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_old'), 'viewer');
+UPDATE invitations SET created_at = now() - interval '8 days', expires_at = now() - interval '1 day'
+WHERE token_hash = pg_temp.hash('inv_old');
+SELECT pg_temp.act_as('second');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_old'))$$, 'RBEXP', NULL, 'an expired token is refused');
+SELECT pg_temp.act_as('olivia');
+SELECT lives_ok(
+    $$SELECT revoke_invitation(pg_temp.id('Olivia & Paul'), (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_viewer')))$$,
+    'the owner revokes the planner''s invitation');
+SELECT throws_ok(
+    $$SELECT revoke_invitation(pg_temp.id('Olivia & Paul'), (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_viewer')))$$,
+    'RBREV', NULL, 'revoking twice says it is revoked');
+SELECT pg_temp.act_as('second');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_viewer'))$$, 'RBREV', NULL, 'a revoked token is refused');
+SELECT is(user_role(pg_temp.id('Olivia & Paul'), pg_temp.id('second')), NULL, 'and no membership came of any refusal');
+
+-- Email binding.
+SELECT pg_temp.act_as('olivia');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_bound'), 'viewer', 'BOUND@example.com');
+SELECT pg_temp.act_as('second');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_bound'))$$, 'RBEML', NULL,
+                 'an invitation bound to an email refuses another user');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_bound'))$$, $$VALUES ('pending')$$,
+                  'and stays pending');
+SELECT pg_temp.act_as('bound');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_bound'))$$, 'the bound user accepts (email case does not matter)');
+
+-- An existing member cannot take a second membership.
+SELECT pg_temp.act_as('olivia');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_again'), 'viewer');
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_again'))$$, 'RBDUP', NULL, 'a member cannot accept another invitation');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_again'))$$, $$VALUES ('pending')$$,
+                  'and the invitation stays pending');
+
+-- Listing.
+SELECT pg_temp.act_as('olivia');
+SELECT set_eq(
+    $$SELECT status, count(*)::int FROM couple_invitations(pg_temp.id('Olivia & Paul')) GROUP BY status$$,
+    $$VALUES ('accepted', 2), ('revoked', 1), ('expired', 1), ('pending', 1)$$,
+    'the list shows each invitation''s status');
+SELECT is((SELECT count(*)::int FROM couple_invitations(pg_temp.id('Olivia & Paul'), 'pending')), 1, 'filtering by status');
+SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'), 'lost')$$, 'RBINV', NULL, 'an unknown status is refused');
+SELECT pg_temp.act_as('vera');
+SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'))$$, 'RBDEN', NULL, 'a viewer cannot list invitations');
+
+SELECT * FROM finish();
+ROLLBACK;

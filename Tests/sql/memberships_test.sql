@@ -1,0 +1,63 @@
+-- Granting, changing, suspending and removing members, and who may do it.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'newbie', 'other']) AS name;
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
+SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
+
+-- The operator may do anything.
+SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')).role, 'viewer', 'the operator grants a role to a new member');
+SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'planner')).role, 'planner', 'granting again changes the role');
+SELECT throws_like($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'overlord')$$,
+                   'unknown role "overlord"; valid roles: owner, partner, planner, viewer', 'an unknown role is refused, naming the valid roles');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'overlord')$$, 'RBINV', NULL, 'an unknown role is RBINV');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), gen_random_uuid(), 'viewer')$$, 'RBNFD', NULL, 'an unknown user is RBNFD');
+SELECT throws_ok($$SELECT grant_role(gen_random_uuid(), pg_temp.id('newbie'), 'viewer')$$, 'RBNFD', NULL, 'an unknown couple is RBNFD');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), $x$'); DROP TABLE memberships; --$x$)$$,
+                 'RBINV', NULL, 'SQL metacharacters in a role name are just an unknown role');
+SELECT has_table('memberships', 'and the table is still there');
+
+-- A partner may give partner, planner and viewer, but not owner; and may not touch an owner.
+SELECT pg_temp.act_as('paul');
+SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')).role, 'viewer', 'a partner demotes a planner to viewer');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'owner')$$, 'RBESC', NULL, 'a partner cannot make an owner');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), 'viewer')$$, 'RBESC', NULL, 'a partner cannot demote an owner');
+SELECT throws_ok($$SELECT suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'))$$, 'RBESC', NULL, 'a partner cannot suspend an owner');
+SELECT is((suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).status, 'suspended', 'a partner suspends a viewer');
+SELECT ok(NOT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'budget.view'), 'the suspended viewer may do nothing');
+SELECT is((reactivate_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).status, 'active', 'a partner reactivates the viewer');
+SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'budget.view'), 'the reactivated viewer may see the budget again');
+
+-- A planner has no roles.assign; a viewer has nothing to manage with.
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')$$, 'RBDEN', NULL, 'a planner cannot assign roles');
+SELECT throws_ok($$SELECT remove_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))$$, 'RBDEN', NULL, 'a planner cannot remove members');
+SELECT pg_temp.act_as('vera');
+SELECT throws_ok($$SELECT suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'))$$, 'RBDEN', NULL, 'a viewer cannot suspend members');
+SELECT pg_temp.act_as('other');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('other'), 'owner')$$, 'RBDEN', NULL, 'an outsider cannot grant themself a role');
+
+-- Removing and leaving.
+SELECT pg_temp.act_as('olivia');
+SELECT is((remove_member(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'))).user_id, pg_temp.id('newbie'), 'an owner removes a member');
+SELECT is(user_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie')), NULL, 'the removed member has no role');
+SELECT throws_ok($$SELECT remove_member(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'))$$, 'RBNFD', NULL, 'removing a non-member is RBNFD');
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok($$SELECT leave_couple(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))$$, 'RBDEN', NULL, 'a member cannot make another leave');
+SELECT is((leave_couple(pg_temp.id('Olivia & Paul'))).user_id, pg_temp.id('pia'), 'a planner leaves');
+SELECT pg_temp.act_as_operator();
+SELECT throws_ok($$SELECT leave_couple(pg_temp.id('Olivia & Paul'))$$, 'RBINV', NULL, 'the operator must name who leaves');
+SELECT is((leave_couple(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).user_id, pg_temp.id('vera'), 'the operator makes a viewer leave');
+
+-- Outside any JWT and without the operator role, nothing happens.
+SET LOCAL SESSION AUTHORIZATION rbac_app;
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')$$, 'RBAUT', NULL,
+                 'a non-operator session without claims has no acting user');
+RESET SESSION AUTHORIZATION;
+
+SELECT * FROM finish();
+ROLLBACK;

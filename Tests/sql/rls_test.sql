@@ -1,0 +1,48 @@
+-- Row-level security, seen through the application role rbac_app (no BYPASSRLS).
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'vera', 'xena', 'sam']) AS name;
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
+SELECT pg_temp.add_member('Olivia & Paul', 'sam', 'viewer');
+UPDATE memberships SET status = 'suspended' WHERE user_id = pg_temp.id('sam');
+SELECT pg_temp.new_couple('Xena & Co', 'xena');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_1'), 'viewer');
+
+SELECT ok(NOT rolbypassrls AND NOT rolsuper, 'rbac_app is neither superuser nor BYPASSRLS') FROM pg_roles WHERE rolname = 'rbac_app';
+SELECT ok(relrowsecurity AND relforcerowsecurity, relname || ': row-level security enabled and forced')
+FROM pg_class WHERE relname IN ('couples', 'users', 'memberships', 'invitations', 'audit_log') ORDER BY relname;
+
+SET LOCAL ROLE rbac_app;
+SELECT pg_temp.act_as('olivia');
+SELECT results_eq($$SELECT name FROM couples$$, $$VALUES ('Olivia & Paul')$$, 'an owner sees only their couple');
+SELECT is((SELECT count(*)::int FROM memberships), 3, 'and its three memberships');
+SELECT is((SELECT count(*)::int FROM invitations), 1, 'and its invitation');
+SELECT ok((SELECT count(*) FROM audit_log) > 0, 'and its audit log');
+SELECT is((SELECT count(*)::int FROM users), 3, 'and the users they share a couple with');
+SELECT throws_ok($$SELECT token_hash FROM invitations$$, '42501', NULL, 'token hashes are not readable at all');
+
+SELECT pg_temp.act_as('vera');
+SELECT is((SELECT count(*)::int FROM memberships), 3, 'a viewer sees the members');
+SELECT is((SELECT count(*)::int FROM invitations), 0, 'but not the invitations (no collaborators.invite)');
+SELECT is((SELECT count(*)::int FROM audit_log), 0, 'nor the audit log (no audit.view)');
+
+SELECT pg_temp.act_as('xena');
+SELECT results_eq($$SELECT name FROM couples$$, $$VALUES ('Xena & Co')$$, 'another couple''s owner sees only theirs');
+SELECT is_empty($$SELECT 1 FROM memberships WHERE couple_id = pg_temp.id('Olivia & Paul')$$, 'and none of the first couple''s members');
+SELECT is_empty($$SELECT 1 FROM users WHERE id = pg_temp.id('olivia')$$, 'nor its users');
+
+SELECT pg_temp.act_as('sam');
+SELECT is_empty($$SELECT 1 FROM couples$$, 'a suspended member sees nothing');
+
+SELECT pg_temp.act_as_operator();
+SELECT is_empty($$SELECT 1 FROM memberships$$, 'without claims the application role sees nothing');
+SELECT throws_ok($$INSERT INTO memberships (couple_id, user_id, role) VALUES (pg_temp.id('Xena & Co'), pg_temp.id('olivia'), 'owner')$$,
+                 '42501', NULL, 'the application role cannot write memberships directly');
+SELECT throws_ok($$DELETE FROM memberships$$, '42501', NULL, 'nor delete them');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
