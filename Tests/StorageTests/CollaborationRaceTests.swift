@@ -1,0 +1,153 @@
+import Foundation
+import Postgres
+import Secrets
+import TestSupport
+import Testing
+
+/// The collaboration rules under real concurrency: separate connections, released together by a barrier,
+/// each scenario repeated 100 times.
+@Suite("Collaboration rules under concurrency")
+struct CollaborationRaceTests {
+    static let rounds = 100
+
+    @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
+    func bothOwnersLeave() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            for _ in 0..<Self.rounds {
+                let (first, second) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
+                let barrier = Barrier(count: 2)
+                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+                    for owner in [first, second] {
+                        group.addTask {
+                            try await Outcome.of {
+                                try await pool.acting(as: owner) { connection in
+                                    await barrier.arrive()
+                                    try await connection.query("SELECT leave_couple(\(couple))")
+                                }
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
+                }
+                #expect(outcomes.filter { $0 == .success }.count == 1)
+                #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
+                let owners = try await pool.count(
+                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
+                )
+                #expect(owners == 1)
+            }
+        }
+    }
+
+    @Test("one owner demotes the other while the other leaves: an owner always remains")
+    func demoteWhileLeaving() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
+                let barrier = Barrier(count: 2)
+                async let demote = Outcome.of {
+                    try await pool.acting(as: demoter) { connection in
+                        await barrier.arrive()
+                        try await connection.query("SELECT grant_role(\(couple), \(leaver), 'partner')")
+                    }
+                }
+                async let leave = Outcome.of {
+                    try await pool.acting(as: leaver) { connection in
+                        await barrier.arrive()
+                        try await connection.query("SELECT leave_couple(\(couple))")
+                    }
+                }
+                let outcomes = [try await demote, try await leave]
+                seen.insert(outcomes)
+                // Either order is fine: demoted then left, or left and then there is no one to demote.
+                #expect([[.success, .success], [.refused("RBNFD"), .success]].contains(outcomes))
+                let owners = try await pool.count(
+                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
+                )
+                #expect(owners == 1)
+            }
+            #expect(!seen.isEmpty)
+        }
+    }
+
+    @Test("20 users accept one invitation at once: exactly one membership")
+    func twentyAcceptOneInvitation() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 21) { pool in
+            for _ in 0..<Self.rounds {
+                let owner = try await pool.newUser()
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let token = SecretToken.generate(.invitation)
+                let hash = Data(token.hash)
+                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+                var users: [UUID] = []
+                for _ in 0..<20 { users.append(try await pool.newUser()) }
+                let barrier = Barrier(count: users.count)
+                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+                    for user in users {
+                        group.addTask {
+                            try await Outcome.of {
+                                try await pool.acting(as: user) { connection in
+                                    await barrier.arrive()
+                                    try await connection.query("SELECT * FROM accept_invitation(\(hash))")
+                                }
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
+                }
+                #expect(outcomes.filter { $0 == .success }.count == 1)
+                #expect(outcomes.filter { $0 == .refused("RBUSD") }.count == 19)
+                let viewers = try await pool.count(
+                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'viewer'")
+                #expect(viewers == 1)
+            }
+        }
+    }
+
+    @Test("accepting races revoking: exactly one of the two happens")
+    func acceptRacesRevoke() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            var winners = Set<String>()
+            for _ in 0..<Self.rounds {
+                let (owner, invitee) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                let invitation: UUID = try await pool.query(
+                    "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
+                        "invitation_id")
+                let barrier = Barrier(count: 2)
+                async let accept = Outcome.of {
+                    try await pool.acting(as: invitee) { connection in
+                        await barrier.arrive()
+                        try await connection.query("SELECT * FROM accept_invitation(\(hash))")
+                    }
+                }
+                async let revoke = Outcome.of {
+                    try await pool.acting(as: owner) { connection in
+                        await barrier.arrive()
+                        try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
+                    }
+                }
+                let (accepted, revoked) = (try await accept, try await revoke)
+                let member = try await pool.count(
+                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(invitee)")
+                let status: String = try await pool.query(
+                    "SELECT status FROM invitation_preview(\(hash))")[0].decode("status")
+                if accepted == .success {
+                    #expect(revoked == .refused("RBUSD"))
+                    #expect(member == 1 && status == "accepted")
+                    winners.insert("accept")
+                } else {
+                    #expect(accepted == .refused("RBREV"))
+                    #expect(revoked == .success)
+                    #expect(member == 0 && status == "revoked")
+                    winners.insert("revoke")
+                }
+            }
+            #expect(!winners.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Postgres
+import Storage
+import TestSupport
+
+/// A fresh database with the project's migrations and access policy applied.
+enum MigratedDatabase {
+    static func withPool<T>(maxConnections: Int = 4, _ body: (PostgresConnectionPool) async throws -> T) async throws
+        -> T
+    {
+        try await TestDatabase.withFreshPool(maxConnections: maxConnections) { pool in
+            let migrations = try Migration.load(from: repositoryRoot.appendingPathComponent("sql"))
+            try await MigrationRunner(migrations: migrations).migrate(pool)
+            try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+            return try await body(pool)
+        }
+    }
+}
+
+extension PostgresConnectionPool {
+    /// Runs `body` in a transaction acting for the end user `user`, as PostgREST does with a verified JWT.
+    func acting<T: Sendable>(as user: UUID, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await withTransaction(maxAttempts: 1) { connection in
+            let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])
+            try await connection.query("SELECT set_config('request.jwt.claims', \(claims.text), true)")
+            return try await body(connection)
+        }
+    }
+
+    /// A new user with a unique email address.
+    func newUser() async throws -> UUID {
+        let email = "user-\(UUID().uuidString.lowercased())@example.com"
+        return try await query("INSERT INTO users (email) VALUES (\(email)) RETURNING id")[0].decode("id")
+    }
+
+    /// A new couple whose members hold the given roles (the first should be an owner).
+    func newCouple(members: [(UUID, String)]) async throws -> UUID {
+        try await withTransaction { connection in
+            let couple: UUID = try await connection.query("INSERT INTO couples (name) VALUES ('Race') RETURNING id")[0]
+                .decode("id")
+            for (user, role) in members {
+                try await connection.query(
+                    "INSERT INTO memberships (couple_id, user_id, role) VALUES (\(couple), \(user), \(role))")
+            }
+            return couple
+        }
+    }
+
+    func count(_ query: PostgresQuery) async throws -> Int {
+        try await self.query(query)[0].decode(column: 0)
+    }
+}
+
+/// What one racing call came to: success, or the SQLSTATE it was refused with.
+enum Outcome: Hashable, Sendable {
+    case success
+    case refused(String)
+
+    static func of(_ body: () async throws -> Void) async throws -> Outcome {
+        do {
+            try await body()
+            return .success
+        } catch let error as PostgresError where error.kind == .server {
+            return .refused(error.sqlState?.rawValue ?? "?")
+        }
+    }
+}
