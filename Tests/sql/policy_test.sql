@@ -1,0 +1,61 @@
+-- apply_policy: validation that names what is wrong and changes nothing, idempotence, and effect.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+CREATE TEMPORARY TABLE base AS
+SELECT jsonb_build_object(
+    'permissions', (SELECT jsonb_object_agg(name, description) FROM permissions),
+    'roles', (SELECT jsonb_object_agg(r.name, jsonb_build_object(
+        'rank', r.rank, 'description', r.description,
+        'permissions', (SELECT coalesce(jsonb_agg(permission), '[]') FROM role_permissions WHERE role = r.name),
+        'grants', (SELECT coalesce(jsonb_agg(grantable_role), '[]') FROM role_grants WHERE role = r.name)))
+        FROM roles r)) AS policy;
+GRANT SELECT ON base TO PUBLIC;
+CREATE TEMPORARY TABLE before AS SELECT role, permission FROM role_permissions;
+
+SELECT lives_ok($$SELECT apply_policy((SELECT policy FROM base))$$, 'the current policy, flattened, applies again');
+SELECT set_eq($$SELECT role, permission FROM role_permissions$$, $$SELECT role, permission FROM before$$,
+              'and applying it changes nothing');
+
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,viewer,permissions}', '["budget.view", "budget.veiw"]'))$$,
+    '%role "viewer" lists unknown permission "budget.veiw"%', 'an unknown permission is named');
+SELECT throws_ok(
+    $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,viewer,permissions}', '["budget.veiw"]'))$$,
+    'RBPOL', NULL, 'an invalid policy is RBPOL');
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,planner,grants}', '["viewer", "intern"]'))$$,
+    '%role "planner" grants unknown role "intern"%', 'an unknown granted role is named');
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_set(jsonb_set((SELECT policy FROM base), '{roles,viewer,inherits}', '["planner"]'),
+                                    '{roles,planner,inherits}', '["viewer"]'))$$,
+    '%roles inherit from themselves: planner, viewer%', 'an inheritance cycle is named');
+SELECT throws_like(
+    $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,owner}')$$,
+    '%must define the "owner" role%', 'the owner role is required');
+SELECT throws_like($$SELECT apply_policy('{"roles": []}')$$, '%"permissions" and "roles" objects%', 'the shape is checked');
+
+SELECT pg_temp.new_user('olivia');
+SELECT pg_temp.new_user('pia');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT throws_like(
+    $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,planner}' #- '{roles,partner,grants}' #- '{roles,owner,grants}')$$,
+    '%role "planner" is held by 1 membership(s) or invitation(s) but is not in the policy%', 'a role still held cannot go');
+SELECT set_eq($$SELECT role, permission FROM role_permissions$$, $$SELECT role, permission FROM before$$,
+              'every refused policy changed nothing');
+
+-- Inheritance is transitive, and a change takes effect at once.
+SELECT lives_ok(
+    $$SELECT apply_policy(jsonb_set(jsonb_set((SELECT policy FROM base), '{roles,viewer,permissions}', '["budget.view", "gifts.edit"]'),
+                                    '{roles,planner,inherits}', '["viewer"]'))$$,
+    'a policy giving viewers gifts.edit applies');
+SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'gifts.edit'),
+          'a planner inherits it from viewer at once');
+
+SELECT pg_temp.act_as('olivia');
+SELECT throws_ok($$SELECT apply_policy((SELECT policy FROM base))$$, 'RBDEN', NULL, 'only the operator may change the policy');
+
+SELECT * FROM finish();
+ROLLBACK;
