@@ -28,11 +28,14 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // The only module that touches OpenSSL.
         .target(name: "Secrets", dependencies: ["COpenSSL"]),
+        // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).
+        .target(name: "Collaboration", dependencies: ["Secrets"]),
         // Postgres-backed repositories and the migration runner.
-        .target(name: "Storage", dependencies: ["Postgres", "Secrets"]),
+        .target(name: "Storage", dependencies: ["Collaboration", "Postgres", "Secrets"]),
         .executableTarget(
             name: "rbac",
             dependencies: [
+                "Collaboration",
                 "Storage",
                 "Postgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -43,6 +46,8 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "Postgres", "TestSupport"]),
+        .testTarget(name: "CollaborationTests", dependencies: ["Collaboration"]),
+        .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "Collaboration", "Postgres", "TestSupport"]),
     ]
 )

@@ -1,3 +1,4 @@
+import Collaboration
 import Foundation
 import Postgres
 import Storage
@@ -27,12 +28,14 @@ struct CommandFailure: Error {
         switch error {
         case let failure as CommandFailure:
             self = failure
+        case let error as CollaborationError:
+            self.init(Self.status(for: error.code), error.message)
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
         case let error as PostgresError where error.sqlState?.errorClass == "RB":
             // Raised by the collaboration functions: the message is written for people and carries no secrets.
-            self.init(Self.status(for: error.sqlState!), error.message + (error.hint.map { " (\($0))" } ?? ""))
+            self.init(Self.status(for: error.sqlState!), error.message + (error.hint.map { "; \($0)" } ?? ""))
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
@@ -47,6 +50,19 @@ struct CommandFailure: Error {
             self.init(.notFound, error.description)
         default:
             self.init(.usage, "\(error)")
+        }
+    }
+
+    /// Exit status for each kind of refusal.
+    static func status(for code: CollaborationError.Code) -> ExitStatus {
+        switch code {
+        case .permissionDenied, .roleNotGrantable, .notAuthenticated: .denied
+        case .notFound: .notFound
+        case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired,
+            .invitationEmailMismatch:
+            .conflict
+        case .invalidInput, .invalidPolicy: .usage
+        case .unavailable: .databaseUnavailable
         }
     }
 

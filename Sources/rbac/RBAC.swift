@@ -15,11 +15,14 @@ struct RBAC: AsyncParsableCommand {
               1  denied, or a negative answer
               2  usage error (bad arguments or input)
               3  not found
-              4  conflict (e.g. an applied migration was changed)
+              4  conflict (last owner, token already used, duplicate, changed migration)
               5  database unavailable
             """,
         version: RBACVersion.current,
-        subcommands: [Migrate.self]
+        subcommands: [
+            Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Members.self, Check.self, Invite.self,
+            Invitations.self, Redeem.self, TransferOwnership.self, Leave.self, Audit.self, Roles.self,
+        ]
     )
 
     /// Parses the arguments, runs the command, and turns every failure into one line on stderr and an exit code.

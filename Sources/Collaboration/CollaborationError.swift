@@ -1,0 +1,28 @@
+/// Every refusal of a collaboration operation: a stable code for programs and a message for people.
+public struct CollaborationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Code: String, Sendable, Codable, CaseIterable {
+        case notAuthenticated = "not_authenticated"
+        case permissionDenied = "permission_denied"
+        case roleNotGrantable = "role_not_grantable"
+        case notFound = "not_found"
+        case alreadyExists = "already_exists"
+        case invalidInput = "invalid_input"
+        case lastOwner = "last_owner"
+        case invitationExpired = "invitation_expired"
+        case invitationRevoked = "invitation_revoked"
+        case invitationUsed = "invitation_used"
+        case invitationEmailMismatch = "invitation_email_mismatch"
+        case invalidPolicy = "invalid_policy"
+        case unavailable = "unavailable"
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// Data access for the collaboration domain. Every operation names who performs it; implementations enforce
+/// the same rules (permissions, grantable roles, last owner, single-use invitations) and throw
+/// `CollaborationError`. `PostgresCollaborationRepository` calls the SQL functions; the in-memory one is for
+/// fast tests of the services.
+public protocol CollaborationRepository: Sendable {
+    func addUser(email: EmailAddress, displayName: String?) async throws -> User
+    func user(_ reference: UserReference) async throws -> User
+    func users(limit: Int) async throws -> [User]
+
+    /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
+    func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
+    func couple(_ id: UUID) async throws -> Couple
+    func couples(limit: Int) async throws -> [Couple]
+
+    func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool
+    func permissions(couple: UUID, user: UUID, as actor: Actor) async throws -> [Permission]
+    func role(couple: UUID, user: UUID, as actor: Actor) async throws -> RoleName?
+    func canLeave(couple: UUID, user: UUID, as actor: Actor) async throws -> Bool
+    func roles() async throws -> [RoleDefinition]
+
+    func members(couple: UUID, as actor: Actor) async throws -> [Member]
+    /// Adds `user` with `role`, or changes the role they hold.
+    func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership
+    func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
+    func reactivate(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
+    func remove(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
+    /// `user` leaves; nil means the acting user.
+    func leave(couple: UUID, user: UUID?, as actor: Actor) async throws -> Membership
+    func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership
+
+    func createInvitation(
+        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+    ) async throws -> Invitation
+    func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview?
+    /// Accepts for `user` (nil: the acting user).
+    func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership
+    func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws
+    func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation]
+
+    func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry]
+}

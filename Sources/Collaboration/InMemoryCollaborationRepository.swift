@@ -1,0 +1,418 @@
+import Foundation
+
+/// The collaboration rules over in-memory state, for fast tests of the services. It enforces what the SQL
+/// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding);
+/// actor isolation stands in for the database's locks.
+public actor InMemoryCollaborationRepository: CollaborationRepository {
+    private let roleDefinitions: [RoleName: RoleDefinition]
+    private var usersByID: [UUID: User] = [:]
+    private var couplesByID: [UUID: Couple] = [:]
+    private var memberships: [UUID: [UUID: (membership: Membership, joinedAt: Date)]] = [:]
+    private var invitationsByHash: [[UInt8]: StoredInvitation] = [:]
+    private var auditLog: [UUID: [AuditEntry]] = [:]
+    private var nextAuditID: Int64 = 1
+    private let now: @Sendable () -> Date
+
+    private struct StoredInvitation {
+        var invitation: Invitation
+        var invitedBy: UUID?
+        var acceptedAt: Date?
+        var revokedAt: Date?
+
+        func status(at now: Date) -> InvitationStatus {
+            if acceptedAt != nil { return .accepted }
+            if revokedAt != nil { return .revoked }
+            return invitation.expiresAt <= now ? .expired : .pending
+        }
+    }
+
+    public init(roles: [RoleDefinition], now: @escaping @Sendable () -> Date = { Date() }) {
+        self.roleDefinitions = Dictionary(uniqueKeysWithValues: roles.map { ($0.name, $0) })
+        self.now = now
+    }
+
+    // MARK: Users and couples
+
+    public func addUser(email: EmailAddress, displayName: String?) throws -> User {
+        guard !usersByID.values.contains(where: { $0.email.lowercased() == email.rawValue.lowercased() }) else {
+            throw CollaborationError(.alreadyExists, "a user with this email address already exists")
+        }
+        let user = User(id: UUID(), email: email.rawValue, displayName: displayName)
+        usersByID[user.id] = user
+        return user
+    }
+
+    public func user(_ reference: UserReference) throws -> User {
+        let found: User? =
+            switch reference {
+            case .id(let id): usersByID[id]
+            case .email(let email): usersByID.values.first { $0.email.lowercased() == email.rawValue.lowercased() }
+            }
+        guard let found else { throw CollaborationError(.notFound, "user \(reference) does not exist") }
+        return found
+    }
+
+    public func users(limit: Int) -> [User] {
+        Array(usersByID.values.sorted { $0.email < $1.email }.prefix(limit))
+    }
+
+    public func createCouple(name: String, owner: UUID, as actor: Actor) throws -> Couple {
+        if case .user(let id) = actor, id != owner {
+            throw CollaborationError(
+                .permissionDenied, "permission denied: users can create couples only with themselves as owner")
+        }
+        try requireUser(owner)
+        let couple = Couple(id: UUID(), name: try Couple.validateName(name), createdAt: now(), revision: 0)
+        couplesByID[couple.id] = couple
+        try write(couple.id, as: actor, action: "membership.insert") {
+            $0[owner] = (Membership(coupleID: couple.id, userID: owner, role: .owner, status: .active), now())
+        }
+        return couplesByID[couple.id]!
+    }
+
+    public func couple(_ id: UUID) throws -> Couple {
+        guard let couple = couplesByID[id] else {
+            throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
+        }
+        return couple
+    }
+
+    public func couples(limit: Int) -> [Couple] {
+        Array(
+            couplesByID.values.sorted { ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString) }.prefix(
+                limit))
+    }
+
+    // MARK: Permissions
+
+    public func hasPermission(couple: UUID, user: UUID, permission: Permission) -> Bool {
+        guard let member = memberships[couple]?[user]?.membership, member.status == .active else { return false }
+        return roleDefinitions[member.role]?.permissions.contains(permission) ?? false
+    }
+
+    public func permissions(couple: UUID, user: UUID, as actor: Actor) throws -> [Permission] {
+        try requireMemberView(couple, user, actor)
+        guard let member = memberships[couple]?[user]?.membership, member.status == .active else { return [] }
+        return (roleDefinitions[member.role]?.permissions ?? []).sorted { $0.rawValue < $1.rawValue }
+    }
+
+    public func role(couple: UUID, user: UUID, as actor: Actor) throws -> RoleName? {
+        try requireMemberView(couple, user, actor)
+        return memberships[couple]?[user]?.membership.role
+    }
+
+    public func canLeave(couple: UUID, user: UUID, as actor: Actor) throws -> Bool {
+        try requireMemberView(couple, user, actor)
+        guard let member = memberships[couple]?[user]?.membership else { return false }
+        return !isActiveOwner(member) || activeOwners(couple).count > 1
+    }
+
+    public func roles() -> [RoleDefinition] {
+        roleDefinitions.values.sorted { $0.rank < $1.rank }
+    }
+
+    // MARK: Memberships
+
+    public func members(couple: UUID, as actor: Actor) throws -> [Member] {
+        _ = try requirePermission(couple, "collaborators.view", actor)
+        return (memberships[couple] ?? [:]).values.sorted {
+            $0.membership.userID.uuidString < $1.membership.userID.uuidString
+        }
+        .map { entry in
+            Member(
+                user: usersByID[entry.membership.userID]!, role: entry.membership.role,
+                status: entry.membership.status, joinedAt: entry.joinedAt)
+        }
+    }
+
+    public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) throws -> Membership {
+        let acting = try requirePermission(couple, "roles.assign", actor)
+        guard roleDefinitions[role] != nil else {
+            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
+        }
+        try requireUser(user)
+        try requireGrantable(couple, acting, role)
+        if let existing = memberships[couple]?[user]?.membership {
+            try requireGrantable(couple, acting, existing.role)
+            return try change(couple, user, as: actor) { $0.role = role }
+        }
+        try write(couple, as: actor, action: "membership.insert") {
+            $0[user] = (Membership(coupleID: couple, userID: user, role: role, status: .active), now())
+        }
+        return memberships[couple]![user]!.membership
+    }
+
+    public func suspend(couple: UUID, user: UUID, as actor: Actor) throws -> Membership {
+        try requireManageable(couple, user, actor)
+        return try change(couple, user, as: actor) { $0.status = .suspended }
+    }
+
+    public func reactivate(couple: UUID, user: UUID, as actor: Actor) throws -> Membership {
+        try requireManageable(couple, user, actor)
+        return try change(couple, user, as: actor) { $0.status = .active }
+    }
+
+    public func remove(couple: UUID, user: UUID, as actor: Actor) throws -> Membership {
+        try requireManageable(couple, user, actor)
+        return try delete(couple, user, as: actor)
+    }
+
+    public func leave(couple: UUID, user: UUID?, as actor: Actor) throws -> Membership {
+        _ = try self.couple(couple)
+        let leaver: UUID
+        switch actor {
+        case .operator:
+            guard let user else { throw CollaborationError(.invalidInput, "name the member who leaves") }
+            leaver = user
+        case .user(let id):
+            guard user == nil || user == id else {
+                throw CollaborationError(.permissionDenied, "permission denied: members can leave only for themselves")
+            }
+            leaver = id
+        }
+        return try delete(couple, leaver, as: actor)
+    }
+
+    public func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) throws -> Membership {
+        let acting = try requirePermission(couple, "couple.transfer", actor)
+        guard let target = memberships[couple]?[newOwner]?.membership else {
+            throw CollaborationError(.notFound, "user \(newOwner) is not a member of couple \(couple)")
+        }
+        guard target.status == .active else {
+            throw CollaborationError(.invalidInput, "user \(newOwner) is suspended; reactivate them first")
+        }
+        guard acting != newOwner else {
+            throw CollaborationError(.invalidInput, "user \(newOwner) already owns the couple")
+        }
+        let result = try change(couple, newOwner, as: actor) { $0.role = .owner }
+        let previous = memberships[couple]!.values.map(\.membership).filter {
+            $0.role == .owner && $0.userID != newOwner && (acting == nil || $0.userID == acting)
+        }
+        for owner in previous {
+            _ = try change(couple, owner.userID, as: actor) { $0.role = RoleName(rawValue: "partner")! }
+        }
+        return result
+    }
+
+    // MARK: Invitations
+
+    public func createInvitation(
+        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+    ) throws -> Invitation {
+        let acting = try requirePermission(couple, "collaborators.invite", actor)
+        guard tokenHash.count == 32 else {
+            throw CollaborationError(.invalidInput, "the token hash must be the 32-byte SHA-256 of the token")
+        }
+        guard roleDefinitions[role] != nil else {
+            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
+        }
+        try requireGrantable(couple, acting, role)
+        guard expiresIn >= .seconds(60), expiresIn <= .seconds(365 * 24 * 3600) else {
+            throw CollaborationError(.invalidInput, "an invitation must expire between 1 minute and 365 days from now")
+        }
+        let created = now()
+        let inviter = acting.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email } ?? "\(actor)"
+        let invitation = Invitation(
+            id: UUID(), coupleID: couple, role: role, email: email?.rawValue, inviter: inviter, createdAt: created,
+            expiresAt: created.addingTimeInterval(TimeInterval(expiresIn.components.seconds)), status: .pending,
+            acceptedBy: nil)
+        invitationsByHash[tokenHash] = StoredInvitation(invitation: invitation, invitedBy: acting)
+        record(couple, actor, "invitation.insert")
+        return invitation
+    }
+
+    public func invitationPreview(tokenHash: [UInt8]) -> InvitationPreview? {
+        guard let stored = invitationsByHash[tokenHash], let couple = couplesByID[stored.invitation.coupleID] else {
+            return nil
+        }
+        return InvitationPreview(
+            coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
+            inviter: stored.invitation.inviter, emailBound: stored.invitation.email != nil,
+            expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()))
+    }
+
+    public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) throws -> Membership {
+        let accepter: UUID
+        switch actor {
+        case .operator:
+            guard let user else { throw CollaborationError(.invalidInput, "name the user who accepts") }
+            accepter = user
+        case .user(let id):
+            guard user == nil || user == id else {
+                throw CollaborationError(
+                    .permissionDenied, "permission denied: users accept invitations only for themselves")
+            }
+            accepter = id
+        }
+        guard let account = usersByID[accepter] else {
+            throw CollaborationError(.notFound, "user \(accepter) does not exist")
+        }
+        guard var stored = invitationsByHash[tokenHash] else {
+            throw CollaborationError(.notFound, "invitation not found")
+        }
+        switch stored.status(at: now()) {
+        case .accepted: throw CollaborationError(.invitationUsed, "this invitation was already accepted")
+        case .revoked: throw CollaborationError(.invitationRevoked, "this invitation was revoked")
+        case .expired: throw CollaborationError(.invitationExpired, "this invitation expired")
+        case .pending: break
+        }
+        let invitation = stored.invitation
+        if let email = invitation.email, email.lowercased() != account.email.lowercased() {
+            throw CollaborationError(.invitationEmailMismatch, "this invitation is for another email address")
+        }
+        guard memberships[invitation.coupleID]?[accepter] == nil else {
+            throw CollaborationError(.alreadyExists, "user \(accepter) is already a member of this couple")
+        }
+        stored.acceptedAt = now()
+        stored.invitation = Invitation(
+            id: invitation.id, coupleID: invitation.coupleID, role: invitation.role, email: invitation.email,
+            inviter: invitation.inviter, createdAt: invitation.createdAt, expiresAt: invitation.expiresAt,
+            status: .accepted, acceptedBy: accepter)
+        invitationsByHash[tokenHash] = stored
+        record(invitation.coupleID, actor, "invitation.update")
+        try write(invitation.coupleID, as: actor, action: "membership.insert") {
+            $0[accepter] = (
+                Membership(coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active),
+                now()
+            )
+        }
+        return memberships[invitation.coupleID]![accepter]!.membership
+    }
+
+    public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) throws {
+        _ = try requirePermission(couple, "collaborators.invite", actor)
+        guard
+            let (hash, stored) = invitationsByHash.first(where: {
+                $0.value.invitation.id == invitation && $0.value.invitation.coupleID == couple
+            })
+        else { throw CollaborationError(.notFound, "invitation not found") }
+        switch stored.status(at: now()) {
+        case .accepted: throw CollaborationError(.invitationUsed, "this invitation was already accepted")
+        case .revoked: throw CollaborationError(.invitationRevoked, "this invitation was revoked")
+        case .pending, .expired: break
+        }
+        invitationsByHash[hash]?.revokedAt = now()
+        record(couple, actor, "invitation.update")
+    }
+
+    public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) throws -> [Invitation] {
+        _ = try requirePermission(couple, "collaborators.invite", actor)
+        let at = now()
+        return invitationsByHash.values.filter { $0.invitation.coupleID == couple }
+            .map { stored in
+                let invitation = stored.invitation
+                return Invitation(
+                    id: invitation.id, coupleID: couple, role: invitation.role, email: invitation.email,
+                    inviter: invitation.inviter, createdAt: invitation.createdAt, expiresAt: invitation.expiresAt,
+                    status: stored.status(at: at), acceptedBy: invitation.acceptedBy)
+            }
+            .filter { status == nil || $0.status == status }
+            .sorted { $0.id.uuidString < $1.id.uuidString }
+    }
+
+    public func audit(couple: UUID, since: Date?, as actor: Actor) throws -> [AuditEntry] {
+        _ = try requirePermission(couple, "audit.view", actor)
+        return (auditLog[couple] ?? []).filter { since == nil || $0.at >= since! }
+    }
+
+    // MARK: Rules
+
+    private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
+
+    private func requireUser(_ id: UUID) throws {
+        guard usersByID[id] != nil else { throw CollaborationError(.notFound, "user \(id) does not exist") }
+    }
+
+    /// The acting user after checking `permission` (nil for the operator).
+    private func requirePermission(_ couple: UUID, _ permission: String, _ actor: Actor) throws -> UUID? {
+        _ = try self.couple(couple)
+        guard case .user(let id) = actor else { return nil }
+        guard hasPermission(couple: couple, user: id, permission: Permission(rawValue: permission)!) else {
+            throw CollaborationError(
+                .permissionDenied, "permission denied: \(id) needs \(permission) in couple \(couple)")
+        }
+        return id
+    }
+
+    private func requireMemberView(_ couple: UUID, _ user: UUID, _ actor: Actor) throws {
+        _ = try self.couple(couple)
+        guard case .user(let id) = actor, id != user else { return }
+        guard memberships[couple]?[id]?.membership.status == .active else {
+            throw CollaborationError(
+                .permissionDenied, "permission denied: only members of couple \(couple) can see its members")
+        }
+    }
+
+    private func requireGrantable(_ couple: UUID, _ acting: UUID?, _ role: RoleName) throws {
+        guard let acting else { return }
+        let actingRole = memberships[couple]?[acting]?.membership.role
+        guard let actingRole, roleDefinitions[actingRole]?.grants.contains(role) == true else {
+            throw CollaborationError(
+                .roleNotGrantable, "a \(actingRole?.rawValue ?? "non-member") cannot give the \(role) role")
+        }
+    }
+
+    private func requireManageable(_ couple: UUID, _ user: UUID, _ actor: Actor) throws {
+        let acting = try requirePermission(couple, "collaborators.manage", actor)
+        guard let member = memberships[couple]?[user]?.membership else {
+            throw CollaborationError(.notFound, "user \(user) is not a member of couple \(couple)")
+        }
+        try requireGrantable(couple, acting, member.role)
+    }
+
+    private func isActiveOwner(_ membership: Membership) -> Bool {
+        membership.role == .owner && membership.status == .active
+    }
+
+    private func activeOwners(_ couple: UUID) -> [UUID] {
+        (memberships[couple] ?? [:]).values.map(\.membership).filter(isActiveOwner).map(\.userID)
+    }
+
+    private func change(_ couple: UUID, _ user: UUID, as actor: Actor, _ update: (inout Membership) -> Void) throws
+        -> Membership
+    {
+        guard var member = memberships[couple]?[user] else {
+            throw CollaborationError(.notFound, "user \(user) is not a member of couple \(couple)")
+        }
+        update(&member.membership)
+        try write(couple, as: actor, action: "membership.update") { $0[user] = member }
+        return member.membership
+    }
+
+    private func delete(_ couple: UUID, _ user: UUID, as actor: Actor) throws -> Membership {
+        guard let member = memberships[couple]?[user]?.membership else {
+            throw CollaborationError(.notFound, "user \(user) is not a member of couple \(couple)")
+        }
+        try write(couple, as: actor, action: "membership.delete") { $0[user] = nil }
+        return member
+    }
+
+    /// Applies a change to one couple's memberships if it keeps an active owner (the last-owner rule), advances
+    /// the couple's revision and records the change.
+    private func write(
+        _ couple: UUID, as actor: Actor, action: String,
+        _ change: (inout [UUID: (membership: Membership, joinedAt: Date)]) -> Void
+    ) throws {
+        var updated = memberships[couple] ?? [:]
+        let hadOwner = !activeOwners(couple).isEmpty
+        change(&updated)
+        if hadOwner && !updated.values.contains(where: { isActiveOwner($0.membership) }) {
+            throw CollaborationError(
+                .lastOwner, "couple \"\(couplesByID[couple]?.name ?? "?")\" must keep at least one owner")
+        }
+        memberships[couple] = updated
+        couplesByID[couple]?.revision += 1
+        record(couple, actor, action)
+    }
+
+    private func record(_ couple: UUID, _ actor: Actor, _ action: String) {
+        let label: String =
+            switch actor {
+            case .operator(let label): "operator:\(label)"
+            case .user(let id): "user:\(id.uuidString.lowercased())"
+            }
+        auditLog[couple, default: []].append(
+            AuditEntry(id: nextAuditID, at: now(), actor: label, action: action, before: nil, after: nil))
+        nextAuditID += 1
+    }
+}

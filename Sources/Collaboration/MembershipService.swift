@@ -1,0 +1,48 @@
+import Foundation
+
+/// Who belongs to a couple and with which role.
+public actor MembershipService {
+    private let repository: any CollaborationRepository
+
+    public init(repository: any CollaborationRepository) {
+        self.repository = repository
+    }
+
+    public func members(of couple: UUID, as actor: Actor) async throws -> [Member] {
+        try await repository.members(couple: couple, as: actor)
+    }
+
+    /// Adds the user with `role`, or changes the role they hold. An unknown role is refused with the valid ones.
+    public func grant(_ role: RoleName, to user: UUID, in couple: UUID, as actor: Actor) async throws -> Membership {
+        try await requireKnown(role)
+        return try await repository.grant(couple: couple, user: user, role: role, as: actor)
+    }
+
+    public func suspend(_ user: UUID, in couple: UUID, as actor: Actor) async throws -> Membership {
+        try await repository.suspend(couple: couple, user: user, as: actor)
+    }
+
+    public func reactivate(_ user: UUID, in couple: UUID, as actor: Actor) async throws -> Membership {
+        try await repository.reactivate(couple: couple, user: user, as: actor)
+    }
+
+    public func remove(_ user: UUID, from couple: UUID, as actor: Actor) async throws -> Membership {
+        try await repository.remove(couple: couple, user: user, as: actor)
+    }
+
+    public func leave(_ couple: UUID, user: UUID?, as actor: Actor) async throws -> Membership {
+        try await repository.leave(couple: couple, user: user, as: actor)
+    }
+
+    public func transferOwnership(of couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership {
+        try await repository.transferOwnership(couple: couple, to: newOwner, as: actor)
+    }
+
+    private func requireKnown(_ role: RoleName) async throws {
+        let roles = try await repository.roles().sorted { $0.rank < $1.rank }
+        guard roles.contains(where: { $0.name == role }) else {
+            let valid = roles.map(\.name.rawValue).joined(separator: ", ")
+            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(valid)")
+        }
+    }
+}

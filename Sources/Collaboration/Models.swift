@@ -1,0 +1,177 @@
+import Foundation
+
+/// The tenant: two people planning a wedding, and everyone they invite.
+public struct Couple: Sendable, Hashable, Codable {
+    public let id: UUID
+    public var name: String
+    public let createdAt: Date
+    /// Advanced by every membership change.
+    public var revision: Int64
+
+    public init(id: UUID, name: String, createdAt: Date, revision: Int64) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+        self.revision = revision
+    }
+
+    /// Checks a couple name a person typed.
+    public static func validateName(_ name: String) throws(CollaborationError) -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(trimmed.count) else {
+            throw CollaborationError(.invalidInput, "a couple's name must be 1 to 200 characters")
+        }
+        return trimmed
+    }
+}
+
+public struct User: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let email: String
+    public let displayName: String?
+
+    public init(id: UUID, email: String, displayName: String?) {
+        self.id = id
+        self.email = email
+        self.displayName = displayName
+    }
+}
+
+public enum MembershipStatus: String, Sendable, Codable {
+    case active, suspended
+}
+
+/// A user's place in a couple.
+public struct Membership: Sendable, Hashable, Codable {
+    public let coupleID: UUID
+    public let userID: UUID
+    public var role: RoleName
+    public var status: MembershipStatus
+
+    public init(coupleID: UUID, userID: UUID, role: RoleName, status: MembershipStatus) {
+        self.coupleID = coupleID
+        self.userID = userID
+        self.role = role
+        self.status = status
+    }
+}
+
+/// A member as listed: the membership with who the user is.
+public struct Member: Sendable, Hashable, Codable {
+    public let user: User
+    public let role: RoleName
+    public let status: MembershipStatus
+    public let joinedAt: Date
+
+    public init(user: User, role: RoleName, status: MembershipStatus, joinedAt: Date) {
+        self.user = user
+        self.role = role
+        self.status = status
+        self.joinedAt = joinedAt
+    }
+}
+
+public enum InvitationStatus: String, Sendable, Codable, CaseIterable {
+    case pending, accepted, revoked, expired
+}
+
+public struct Invitation: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let coupleID: UUID
+    public let role: RoleName
+    public let email: String?
+    public let inviter: String
+    public let createdAt: Date
+    public let expiresAt: Date
+    public let status: InvitationStatus
+    public let acceptedBy: UUID?
+
+    public init(
+        id: UUID, coupleID: UUID, role: RoleName, email: String?, inviter: String, createdAt: Date, expiresAt: Date,
+        status: InvitationStatus, acceptedBy: UUID?
+    ) {
+        self.id = id
+        self.coupleID = coupleID
+        self.role = role
+        self.email = email
+        self.inviter = inviter
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.status = status
+        self.acceptedBy = acceptedBy
+    }
+}
+
+/// What an invitation link's page shows before anyone accepts.
+public struct InvitationPreview: Sendable, Hashable, Codable {
+    public let coupleID: UUID
+    public let coupleName: String
+    public let role: RoleName
+    public let inviter: String
+    public let emailBound: Bool
+    public let expiresAt: Date
+    public let status: InvitationStatus
+
+    public init(
+        coupleID: UUID, coupleName: String, role: RoleName, inviter: String, emailBound: Bool, expiresAt: Date,
+        status: InvitationStatus
+    ) {
+        self.coupleID = coupleID
+        self.coupleName = coupleName
+        self.role = role
+        self.inviter = inviter
+        self.emailBound = emailBound
+        self.expiresAt = expiresAt
+        self.status = status
+    }
+}
+
+/// A role as the policy defines it.
+public struct RoleDefinition: Sendable, Hashable, Codable {
+    public let name: RoleName
+    public let rank: Int
+    public let description: String
+    public let permissions: [Permission]
+    public let grants: [RoleName]
+
+    public init(name: RoleName, rank: Int, description: String, permissions: [Permission], grants: [RoleName]) {
+        self.name = name
+        self.rank = rank
+        self.description = description
+        self.permissions = permissions
+        self.grants = grants
+    }
+}
+
+public struct AuditEntry: Sendable, Hashable, Codable {
+    public let id: Int64
+    public let at: Date
+    public let actor: String
+    public let action: String
+    public let before: String?
+    public let after: String?
+
+    public init(id: Int64, at: Date, actor: String, action: String, before: String?, after: String?) {
+        self.id = id
+        self.at = at
+        self.actor = actor
+        self.action = action
+        self.before = before
+        self.after = after
+    }
+}
+
+/// Who performs an operation.
+public enum Actor: Sendable, Hashable, CustomStringConvertible {
+    /// The operator running the CLI, with full rights, recorded under this label.
+    case `operator`(label: String)
+    /// An end user, whose permissions and grantable roles apply.
+    case user(UUID)
+
+    public var description: String {
+        switch self {
+        case .operator(let label): "operator \(label)"
+        case .user(let id): "user \(id.uuidString.lowercased())"
+        }
+    }
+}

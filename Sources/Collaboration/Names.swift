@@ -1,0 +1,93 @@
+import Foundation
+
+/// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
+public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(rawValue: String) {
+        guard rawValue.wholeMatch(of: /[a-z][a-z_]{0,62}/) != nil else { return nil }
+        self.rawValue = rawValue
+    }
+
+    /// Parses a role a person typed; the error says what a role name looks like.
+    public init(validating text: String) throws(CollaborationError) {
+        guard let role = RoleName(rawValue: text) else {
+            throw CollaborationError(
+                .invalidInput, "\"\(text)\" is not a role name (lower-case letters and underscores)")
+        }
+        self = role
+    }
+
+    public static let owner = RoleName(rawValue: "owner")!
+    public var description: String { rawValue }
+}
+
+/// A permission string, `area.action`, such as `budget.edit`.
+public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(rawValue: String) {
+        guard rawValue.wholeMatch(of: /[a-z][a-z_]*\.[a-z][a-z_]*/) != nil, rawValue.count <= 100 else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public init(validating text: String) throws(CollaborationError) {
+        guard let permission = Permission(rawValue: text) else {
+            throw CollaborationError(.invalidInput, "\"\(text)\" is not a permission (area.action, e.g. budget.edit)")
+        }
+        self = permission
+    }
+
+    public var description: String { rawValue }
+}
+
+/// An email address, checked for shape only (something@domain, at most 320 characters).
+public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init?(rawValue: String) {
+        guard rawValue.count <= 320, rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/) != nil else { return nil }
+        self.rawValue = rawValue
+    }
+
+    public init(validating text: String) throws(CollaborationError) {
+        guard let email = EmailAddress(rawValue: text) else {
+            throw CollaborationError(.invalidInput, "\"\(text)\" is not an email address")
+        }
+        self = email
+    }
+
+    public var description: String { rawValue }
+}
+
+/// A user named by id or by email address, as people name them on the command line.
+public enum UserReference: Sendable, Hashable, CustomStringConvertible {
+    case id(UUID)
+    case email(EmailAddress)
+
+    /// A UUID, else an email address; anything else is refused before any query runs.
+    public init(parsing text: String) throws(CollaborationError) {
+        if let id = UUID(uuidString: text) {
+            self = .id(id)
+        } else if let email = EmailAddress(rawValue: text) {
+            self = .email(email)
+        } else {
+            throw CollaborationError(.invalidInput, "\"\(text)\" is neither a user id (UUID) nor an email address")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .id(let id): id.uuidString.lowercased()
+        case .email(let email): email.rawValue
+        }
+    }
+}
+
+/// Parses a couple id, refusing anything that is not a UUID before any query runs.
+public func parseCoupleID(_ text: String) throws(CollaborationError) -> UUID {
+    guard let id = UUID(uuidString: text) else {
+        throw CollaborationError(.invalidInput, "\"\(text)\" is not a couple id (a UUID)")
+    }
+    return id
+}

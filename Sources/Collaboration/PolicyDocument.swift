@@ -1,0 +1,62 @@
+import Foundation
+
+/// `policies/policy.json` as data: permissions, and roles with their own permissions, the roles they inherit
+/// from and the roles they may give. `sql/0006` applies the same document in the database; this reading is
+/// for the in-memory repository and for checking a policy without a database.
+public struct PolicyDocument: Sendable, Decodable {
+    public struct Role: Sendable, Decodable {
+        public let rank: Int
+        public let description: String
+        public let inherits: [String]?
+        public let permissions: [String]?
+        public let grants: [String]?
+    }
+
+    public let permissions: [String: String]
+    public let roles: [String: Role]
+
+    public static func load(from url: URL) throws -> PolicyDocument {
+        try JSONDecoder().decode(PolicyDocument.self, from: Data(contentsOf: url))
+    }
+
+    /// Each role with its effective permissions (its own and its ancestors'). Throws `invalidPolicy` naming
+    /// every unknown permission or role and any inheritance cycle.
+    public func flattened() throws(CollaborationError) -> [RoleDefinition] {
+        var problems: [String] = []
+        for (name, role) in roles.sorted(by: { $0.key < $1.key }) {
+            for permission in role.permissions ?? [] where permissions[permission] == nil {
+                problems.append("role \"\(name)\" lists unknown permission \"\(permission)\"")
+            }
+            for other in (role.inherits ?? []) + (role.grants ?? []) where roles[other] == nil {
+                problems.append("role \"\(name)\" names unknown role \"\(other)\"")
+            }
+        }
+        if roles["owner"] == nil { problems.append("the policy must define the \"owner\" role") }
+        guard problems.isEmpty else {
+            throw CollaborationError(.invalidPolicy, "invalid policy: " + problems.joined(separator: "; "))
+        }
+        var definitions: [RoleDefinition] = []
+        for (name, role) in roles {
+            var seen: Set<String> = [name]
+            var queue = role.inherits ?? []
+            var effective = Set(role.permissions ?? [])
+            while let ancestor = queue.popLast() {
+                if ancestor == name {
+                    throw CollaborationError(.invalidPolicy, "invalid policy: role \"\(name)\" inherits from itself")
+                }
+                guard seen.insert(ancestor).inserted, let definition = roles[ancestor] else { continue }
+                effective.formUnion(definition.permissions ?? [])
+                queue += definition.inherits ?? []
+            }
+            guard let roleName = RoleName(rawValue: name) else {
+                throw CollaborationError(.invalidPolicy, "invalid policy: \"\(name)\" is not a role name")
+            }
+            definitions.append(
+                RoleDefinition(
+                    name: roleName, rank: role.rank, description: role.description,
+                    permissions: effective.sorted().compactMap(Permission.init(rawValue:)),
+                    grants: (role.grants ?? []).compactMap(RoleName.init(rawValue:))))
+        }
+        return definitions.sorted { $0.rank < $1.rank }
+    }
+}

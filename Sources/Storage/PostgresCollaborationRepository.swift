@@ -1,0 +1,380 @@
+import Collaboration
+import Foundation
+import Postgres
+
+/// The collaboration repository on PostgreSQL: each operation is one transaction that names the actor the way
+/// the SQL functions read it (request.jwt.claims for an end user; rbac.actor_label for the operator) and calls
+/// the function that enforces the rules.
+public struct PostgresCollaborationRepository: CollaborationRepository {
+    private let pool: PostgresConnectionPool
+
+    public init(pool: PostgresConnectionPool) {
+        self.pool = pool
+    }
+
+    // MARK: Users and couples
+
+    public func addUser(email: EmailAddress, displayName: String?) async throws -> User {
+        try await run(as: nil) { connection in
+            let rows = try await connection.query(
+                """
+                INSERT INTO users (email, display_name) VALUES (\(email.rawValue), \(displayName))
+                RETURNING id, email, display_name
+                """)
+            return try Self.user(rows[0])
+        }
+    }
+
+    public func user(_ reference: UserReference) async throws -> User {
+        let rows = try await run(as: nil) { connection in
+            switch reference {
+            case .id(let id):
+                try await connection.query("SELECT id, email, display_name FROM users WHERE id = \(id)")
+            case .email(let email):
+                try await connection.query(
+                    "SELECT id, email, display_name FROM users WHERE lower(email) = lower(\(email.rawValue))")
+            }
+        }
+        guard let row = rows.first else { throw CollaborationError(.notFound, "user \(reference) does not exist") }
+        return try Self.user(row)
+    }
+
+    public func users(limit: Int) async throws -> [User] {
+        try await run(as: nil) { connection in
+            try await connection.query("SELECT id, email, display_name FROM users ORDER BY email LIMIT \(limit)")
+                .map(Self.user)
+        }
+    }
+
+    public func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple {
+        try await run(as: actor) { connection in
+            try Self.couple(
+                try await connection.query(
+                    "SELECT id, name, created_at, revision FROM create_couple(\(name), \(owner))")[0])
+        }
+    }
+
+    public func couple(_ id: UUID) async throws -> Couple {
+        let rows = try await run(as: nil) { connection in
+            try await connection.query("SELECT id, name, created_at, revision FROM couples WHERE id = \(id)")
+        }
+        guard let row = rows.first else {
+            throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
+        }
+        return try Self.couple(row)
+    }
+
+    public func couples(limit: Int) async throws -> [Couple] {
+        try await run(as: nil) { connection in
+            try await connection.query(
+                "SELECT id, name, created_at, revision FROM couples ORDER BY created_at, id LIMIT \(limit)"
+            ).map(Self.couple)
+        }
+    }
+
+    // MARK: Permissions
+
+    public func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool {
+        let check: PostgresQuery = "SELECT user_has_permission(\(couple), \(user), \(permission.rawValue)) AS allowed"
+        return try await run(as: nil) { connection in
+            try await connection.query(check.prepared(as: "user_has_permission"))[0].decode("allowed")
+        }
+    }
+
+    public func permissions(couple: UUID, user: UUID, as actor: Actor) async throws -> [Permission] {
+        try await run(as: actor) { connection in
+            let names: [String] = try await connection.query(
+                "SELECT user_permissions(\(couple), \(user)) AS permissions")[0].decode("permissions")
+            return names.compactMap(Permission.init(rawValue:))
+        }
+    }
+
+    public func role(couple: UUID, user: UUID, as actor: Actor) async throws -> RoleName? {
+        try await run(as: actor) { connection in
+            let name: String? = try await connection.query("SELECT user_role(\(couple), \(user)) AS role")[0]
+                .decode("role")
+            return name.flatMap(RoleName.init(rawValue:))
+        }
+    }
+
+    public func canLeave(couple: UUID, user: UUID, as actor: Actor) async throws -> Bool {
+        try await run(as: actor) { connection in
+            try await connection.query("SELECT can_leave_collaboration(\(couple), \(user)) AS allowed")[0]
+                .decode("allowed")
+        }
+    }
+
+    public func roles() async throws -> [RoleDefinition] {
+        try await run(as: nil) { connection in
+            try await connection.query(
+                """
+                SELECT r.name, r.rank, r.description,
+                       coalesce((SELECT array_agg(permission ORDER BY permission) FROM role_permissions WHERE role = r.name), '{}') AS permissions,
+                       coalesce((SELECT array_agg(g.grantable_role ORDER BY gr.rank) FROM role_grants g
+                                 JOIN roles gr ON gr.name = g.grantable_role WHERE g.role = r.name), '{}') AS grants
+                FROM roles r ORDER BY r.rank
+                """
+            ).map { row in
+                RoleDefinition(
+                    name: try Self.roleName(row.decode("name")), rank: try row.decode("rank", as: Int.self),
+                    description: try row.decode("description"),
+                    permissions: try row.decode("permissions", as: [String].self).compactMap(
+                        Permission.init(rawValue:)),
+                    grants: try row.decode("grants", as: [String].self).compactMap(RoleName.init(rawValue:)))
+            }
+        }
+    }
+
+    // MARK: Memberships
+
+    public func members(couple: UUID, as actor: Actor) async throws -> [Member] {
+        try await run(as: actor) { connection in
+            var members: [Member] = []
+            var after: UUID?
+            while true {
+                let page = try await connection.query(
+                    """
+                    SELECT user_id, email, display_name, role, status, joined_at
+                    FROM couple_members(\(couple), \(Int32(1000)), \(after))
+                    """)
+                for row in page {
+                    members.append(
+                        Member(
+                            user: User(
+                                id: try row.decode("user_id"), email: try row.decode("email"),
+                                displayName: try row.decode("display_name")),
+                            role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
+                            joinedAt: try row.decode("joined_at")))
+                }
+                guard page.count == 1000, let last = members.last else { return members }
+                after = last.user.id
+            }
+        }
+    }
+
+    public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM grant_role(\(couple), \(user), \(role.rawValue))")
+    }
+
+    public func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM suspend_member(\(couple), \(user))")
+    }
+
+    public func reactivate(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM reactivate_member(\(couple), \(user))")
+    }
+
+    public func remove(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM remove_member(\(couple), \(user))")
+    }
+
+    public func leave(couple: UUID, user: UUID?, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM leave_couple(\(couple), \(user))")
+    }
+
+    public func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership {
+        try await membership(as: actor, "SELECT * FROM transfer_ownership(\(couple), \(newOwner))")
+    }
+
+    private func membership(as actor: Actor, _ query: PostgresQuery) async throws -> Membership {
+        try await run(as: actor) { connection in
+            let row = try await connection.query(query)[0]
+            return Membership(
+                coupleID: try row.decode("couple_id"), userID: try row.decode("user_id"),
+                role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")))
+        }
+    }
+
+    // MARK: Invitations
+
+    public func createInvitation(
+        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+    ) async throws -> Invitation {
+        let seconds = Int(expiresIn.components.seconds)
+        return try await run(as: actor) { connection in
+            let created = try await connection.query(
+                """
+                SELECT invitation_id FROM create_invitation(
+                    \(couple), \(Data(tokenHash)), \(role.rawValue), \(email?.rawValue), make_interval(secs => \(seconds)))
+                """)
+            let id: UUID = try created[0].decode("invitation_id")
+            let rows = try await connection.query(Self.invitationsQuery(couple: couple, status: nil))
+            guard let invitation = try rows.map(Self.invitation).first(where: { $0.id == id }) else {
+                throw CollaborationError(.notFound, "the new invitation could not be read back")
+            }
+            return invitation
+        }
+    }
+
+    public func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview? {
+        try await run(as: nil) { connection in
+            try await connection.query(
+                """
+                SELECT couple_id, couple_name, role, inviter, email_bound, expires_at, status
+                FROM invitation_preview(\(Data(tokenHash)))
+                """
+            ).first.map { row in
+                InvitationPreview(
+                    coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
+                    role: try Self.roleName(row.decode("role")), inviter: try row.decode("inviter"),
+                    emailBound: try row.decode("email_bound"), expiresAt: try row.decode("expires_at"),
+                    status: try Self.invitationStatus(row.decode("status")))
+            }
+        }
+    }
+
+    public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership {
+        try await run(as: actor) { connection in
+            let row = try await connection.query(
+                "SELECT couple_id, user_id, role FROM accept_invitation(\(Data(tokenHash)), \(user))")[0]
+            return Membership(
+                coupleID: try row.decode("couple_id"), userID: try row.decode("user_id"),
+                role: try Self.roleName(row.decode("role")), status: .active)
+        }
+    }
+
+    public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws {
+        try await run(as: actor) { connection in
+            try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
+        }
+    }
+
+    public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation] {
+        try await run(as: actor) { connection in
+            try await connection.query(Self.invitationsQuery(couple: couple, status: status)).map(Self.invitation)
+        }
+    }
+
+    private static func invitationsQuery(couple: UUID, status: InvitationStatus?) -> PostgresQuery {
+        """
+        SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
+        FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)))
+        """
+    }
+
+    // MARK: Audit
+
+    public func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry] {
+        try await run(as: actor) { connection in
+            if case .user(let user) = actor {
+                let check: PostgresQuery = "SELECT user_has_permission(\(couple), \(user), 'audit.view') AS allowed"
+                guard try await connection.query(check)[0].decode("allowed", as: Bool.self) else {
+                    throw CollaborationError(
+                        .permissionDenied, "permission denied: reading the audit log needs audit.view")
+                }
+            }
+            return try await connection.query(
+                """
+                SELECT id, at, actor_label, action, before::text AS before, after::text AS after FROM audit_log
+                WHERE couple_id = \(couple) AND at >= coalesce(\(since), '-infinity') ORDER BY id
+                """
+            ).map { row in
+                AuditEntry(
+                    id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor_label"),
+                    action: try row.decode("action"), before: try row.decode("before"), after: try row.decode("after"))
+            }
+        }
+    }
+
+    // MARK: Running as an actor
+
+    /// Runs `body` in a transaction that acts for `actor` (nil: the connection's own rights, for operator-only
+    /// reads), mapping the functions' refusals to `CollaborationError`.
+    private func run<T: Sendable>(as actor: Actor?, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await pool.withTransaction { connection in
+                switch actor {
+                case .user(let id):
+                    let claims = try PostgresJSON(encoding: ["sub": id.uuidString.lowercased()])
+                    try await connection.query(
+                        "SELECT set_config('request.jwt.claims', \(claims.text), true), set_config('rbac.actor_label', '', true)"
+                    )
+                case .operator(let label):
+                    try await connection.query(
+                        "SELECT set_config('request.jwt.claims', '', true), set_config('rbac.actor_label', \(label), true)"
+                    )
+                case nil:
+                    break
+                }
+                return try await body(connection)
+            }
+        } catch let error as PostgresError {
+            throw Self.collaborationError(error)
+        }
+    }
+
+    /// The domain error for a database error: the functions' RB* codes, unique violations, lost connections.
+    static func collaborationError(_ error: PostgresError) -> any Error {
+        switch error.kind {
+        case .connection, .poolTimeout, .closed:
+            return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+        case .server, .decoding, .invalidQuery:
+            break
+        }
+        let message = error.message + (error.hint.map { "; \($0)" } ?? "")
+        switch error.sqlState?.rawValue {
+        case "RBAUT": return CollaborationError(.notAuthenticated, message)
+        case "RBDEN": return CollaborationError(.permissionDenied, message)
+        case "RBESC": return CollaborationError(.roleNotGrantable, message)
+        case "RBNFD": return CollaborationError(.notFound, message)
+        case "RBDUP": return CollaborationError(.alreadyExists, message)
+        case "RBINV": return CollaborationError(.invalidInput, message)
+        case "RBLST": return CollaborationError(.lastOwner, message)
+        case "RBEXP": return CollaborationError(.invitationExpired, message)
+        case "RBREV": return CollaborationError(.invitationRevoked, message)
+        case "RBUSD": return CollaborationError(.invitationUsed, message)
+        case "RBEML": return CollaborationError(.invitationEmailMismatch, message)
+        case "RBPOL": return CollaborationError(.invalidPolicy, message)
+        case SQLState.uniqueViolation.rawValue where error.constraint == "users_email_key":
+            return CollaborationError(.alreadyExists, "a user with this email address already exists")
+        case SQLState.uniqueViolation.rawValue:
+            return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
+        case SQLState.checkViolation.rawValue:
+            return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
+        default:
+            return error
+        }
+    }
+
+    // MARK: Decoding
+
+    private static func user(_ row: PostgresRow) throws -> User {
+        User(id: try row.decode("id"), email: try row.decode("email"), displayName: try row.decode("display_name"))
+    }
+
+    private static func couple(_ row: PostgresRow) throws -> Couple {
+        Couple(
+            id: try row.decode("id"), name: try row.decode("name"), createdAt: try row.decode("created_at"),
+            revision: try row.decode("revision"))
+    }
+
+    private static func invitation(_ row: PostgresRow) throws -> Invitation {
+        Invitation(
+            id: try row.decode("invitation_id"), coupleID: try row.decode("couple_id"),
+            role: try roleName(row.decode("role")), email: try row.decode("email"),
+            inviter: try row.decode("inviter", as: String?.self) ?? "operator", createdAt: try row.decode("created_at"),
+            expiresAt: try row.decode("expires_at"), status: try invitationStatus(row.decode("status")),
+            acceptedBy: try row.decode("accepted_by"))
+    }
+
+    private static func roleName(_ text: String) throws -> RoleName {
+        guard let role = RoleName(rawValue: text) else {
+            throw PostgresError(.decoding, message: "the database holds a malformed role name")
+        }
+        return role
+    }
+
+    private static func status(_ text: String) throws -> MembershipStatus {
+        guard let status = MembershipStatus(rawValue: text) else {
+            throw PostgresError(.decoding, message: "the database holds an unknown membership status")
+        }
+        return status
+    }
+
+    private static func invitationStatus(_ text: String) throws -> InvitationStatus {
+        guard let status = InvitationStatus(rawValue: text) else {
+            throw PostgresError(.decoding, message: "the database holds an unknown invitation status")
+        }
+        return status
+    }
+}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+
+/// Who acts: by default the operator running the CLI (full rights, recorded under the OS user or
+/// --actor-label); with --actor, that member of the couple, whose permissions and grantable roles apply.
+struct ActorOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Act as this member (user id or email) instead of as the operator.", valueName: "user"))
+    var actor: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Record the operator in the audit log under this label (default: the OS user).", valueName: "label"))
+    var actorLabel: String?
+
+    func validate() throws {
+        if let actor { _ = try UserReference(parsing: actor) }
+    }
+}
+
+/// The services a command works with, on the configured database.
+struct CommandContext {
+    let repository: PostgresCollaborationRepository
+    let pool: PostgresConnectionPool
+    let permissions: CollaborationPermissionService
+    let memberships: MembershipService
+    let invitations: CollaborationInvitationService
+
+    /// Runs `body` with a context on the configured database, turning every failure into a `CommandFailure`.
+    static func run<T>(_ database: DatabaseOptions, _ body: (CommandContext) async throws -> T) async throws -> T {
+        var configuration: PostgresConfiguration?
+        do {
+            let (pool, resolved) = try await database.pool()
+            configuration = resolved
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let context = CommandContext(
+                repository: repository, pool: pool,
+                permissions: CollaborationPermissionService(repository: repository),
+                memberships: MembershipService(repository: repository),
+                invitations: CollaborationInvitationService(repository: repository, baseURL: publicBaseURL))
+            do {
+                let value = try await body(context)
+                await pool.close()
+                return value
+            } catch {
+                await pool.close()
+                throw error
+            }
+        } catch {
+            throw CommandFailure(error, database: configuration)
+        }
+    }
+
+    /// Base URL of invitation links: $RBAC_PUBLIC_URL, else the local server's default address.
+    static var publicBaseURL: URL {
+        let configured = ProcessInfo.processInfo.environment["RBAC_PUBLIC_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        return URL(string: configured ?? "http://localhost:8080") ?? URL(string: "http://localhost:8080")!
+    }
+
+    func actor(_ options: ActorOptions) async throws -> Actor {
+        if let name = options.actor {
+            return .user(try await repository.user(try UserReference(parsing: name)).id)
+        }
+        return Self.operatorActor(label: options.actorLabel)
+    }
+
+    /// The operator, recorded under `label`, else the OS user.
+    static func operatorActor(label: String? = nil) -> Actor {
+        let environment = ProcessInfo.processInfo.environment
+        return .operator(label: label ?? environment["USER"] ?? environment["LOGNAME"] ?? "uid-\(getuid())")
+    }
+
+    func user(_ text: String) async throws -> User {
+        try await repository.user(try UserReference(parsing: text))
+    }
+}
+
+/// Shared parsing of ids people type: refused before any query runs.
+enum Parse {
+    static func couple(_ text: String) throws -> UUID {
+        do {
+            return try parseCoupleID(text)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    static func user(_ text: String) throws {
+        do {
+            _ = try UserReference(parsing: text)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    static func role(_ text: String) throws {
+        do {
+            _ = try RoleName(validating: text)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+extension Date {
+    var iso8601: String { formatted(.iso8601) }
+}

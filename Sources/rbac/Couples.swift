@@ -1,0 +1,116 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct Couples: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Create, list and show couples.", subcommands: [Create.self, List.self, Show.self])
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Create a couple with its first owner (created when the email is new).")
+
+            @Option(help: "The couple's name.") var name: String
+            @Option(help: "The owner's email address.") var ownerEmail: String
+            @Option(help: "The owner's display name, when the user is new.") var ownerName: String?
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                guard EmailAddress(rawValue: ownerEmail) != nil else {
+                    throw ValidationError("\"\(ownerEmail)\" is not an email address")
+                }
+                do { _ = try Couple.validateName(name) } catch { throw ValidationError(error.message) }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let email = EmailAddress(rawValue: ownerEmail)!
+                    let owner: User
+                    do {
+                        owner = try await context.repository.user(.email(email))
+                    } catch let error as CollaborationError where error.code == .notFound {
+                        owner = try await context.repository.addUser(email: email, displayName: ownerName)
+                    }
+                    let couple = try await context.repository.createCouple(
+                        name: name, owner: owner.id, as: try await context.actor(actor))
+                    if output.json {
+                        try printJSON(CoupleReport(couple: couple, owner: owner))
+                    } else {
+                        print(
+                            "Created couple \"\(couple.name)\" \(couple.id.uuidString.lowercased()) owned by \(owner.email)"
+                        )
+                    }
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List couples (oldest first).")
+            @Option(help: "At most this many.") var limit = 100
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let couples = try await context.repository.couples(limit: limit)
+                    if output.json { return try printJSON(couples) }
+                    print(
+                        Table(
+                            headers: ["ID", "NAME", "CREATED", "REVISION"],
+                            rows: couples.map {
+                                [$0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601, String($0.revision)]
+                            }
+                        ).rendered)
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Show a couple and its members.")
+            @Argument(help: "The couple's id.") var couple: String
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws { _ = try Parse.couple(couple) }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let id = try Parse.couple(couple)
+                    let found = try await context.repository.couple(id)
+                    let members = try await context.memberships.members(of: id, as: try await context.actor(actor))
+                    if output.json { return try printJSON(CoupleDetail(couple: found, members: members)) }
+                    print(
+                        "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)"
+                    )
+                    print(memberTable(members))
+                }
+            }
+        }
+    }
+}
+
+struct CoupleReport: Encodable {
+    let couple: Couple
+    let owner: User
+}
+
+struct CoupleDetail: Encodable {
+    let couple: Couple
+    let members: [Member]
+}
+
+func memberTable(_ members: [Member]) -> String {
+    Table(
+        headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED"],
+        rows: members.map {
+            [
+                $0.user.id.uuidString.lowercased(), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
+                $0.status.rawValue, $0.joinedAt.iso8601,
+            ]
+        }
+    ).rendered
+}

@@ -1,0 +1,243 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+
+/// An invitation's lifetime as people write it: 30m, 12h, 7d.
+struct Lifetime: ExpressibleByArgument {
+    let duration: Duration
+
+    init?(argument: String) {
+        guard let match = argument.wholeMatch(of: /(\d{1,6})([mhd])/), let count = Int(match.1) else { return nil }
+        let unit: Int =
+            switch match.2 {
+            case "m": 60
+            case "h": 3600
+            default: 86_400
+            }
+        duration = .seconds(count * unit)
+    }
+}
+
+struct IssuedReport: Encodable {
+    let invitation: Invitation
+    let token: String
+    let link: String
+
+    init(_ issued: IssuedInvitation) {
+        invitation = issued.invitation
+        token = issued.token.rawValue
+        link = issued.link.absoluteString
+    }
+}
+
+func printIssued(_ issued: IssuedInvitation, json: Bool) throws {
+    if json { return try printJSON(IssuedReport(issued)) }
+    let invitation = issued.invitation
+    print(
+        "Invitation \(invitation.id.uuidString.lowercased()) as \(invitation.role), expires \(invitation.expiresAt.iso8601)"
+    )
+    print("Link (shown once; only its hash is stored): \(issued.link.absoluteString)")
+}
+
+extension RBAC {
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Invite someone to a couple with a role; prints the link once.",
+            discussion: "Links start with $RBAC_PUBLIC_URL (default http://localhost:8080).")
+        @Option(help: "The couple's id.") var couple: String
+        @Option(help: "The role the invitee will get.") var role: String
+        @Option(help: "Only the user with this email address may accept.") var email: String?
+        @Option(
+            help: ArgumentHelp(
+                "How long the link works: 30m, 12h, 7d (default 7d, at most 365d).", valueName: "lifetime"))
+        var expires: Lifetime = Lifetime(argument: "7d")!
+        @OptionGroup var actor: ActorOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            _ = try Parse.couple(couple)
+            try Parse.role(role)
+            if let email, EmailAddress(rawValue: email) == nil {
+                throw ValidationError("\"\(email)\" is not an email address")
+            }
+        }
+
+        func run() async throws {
+            try await CommandContext.run(database) { context in
+                let issued = try await context.invitations.invite(
+                    to: try Parse.couple(couple), role: try RoleName(validating: role),
+                    email: email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expires.duration,
+                    as: try await context.actor(actor))
+                try printIssued(issued, json: output.json)
+            }
+        }
+    }
+
+    struct Invitations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List, revoke and resend a couple's invitations.",
+            subcommands: [List.self, Revoke.self, Resend.self])
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List invitations with their status.")
+            @Option(help: "The couple's id.") var couple: String
+            @Option(help: "Only pending, accepted, revoked or expired ones.") var status: String?
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                if let status, InvitationStatus(rawValue: status) == nil {
+                    throw ValidationError("unknown status \"\(status)\"; valid: pending, accepted, revoked, expired")
+                }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let invitations = try await context.invitations.invitations(
+                        of: try Parse.couple(couple), status: status.flatMap(InvitationStatus.init(rawValue:)),
+                        as: try await context.actor(actor))
+                    if output.json { return try printJSON(invitations) }
+                    print(
+                        Table(
+                            headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"],
+                            rows: invitations.map {
+                                [
+                                    $0.id.uuidString.lowercased(), $0.role.rawValue, $0.email ?? "", $0.inviter,
+                                    $0.status.rawValue, $0.expiresAt.iso8601,
+                                ]
+                            }
+                        ).rendered)
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Revoke a pending invitation.")
+            @Option(help: "The couple's id.") var couple: String
+            @Argument(help: "The invitation's id.") var invitation: String
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                guard UUID(uuidString: invitation) != nil else {
+                    throw ValidationError("\"\(invitation)\" is not an invitation id")
+                }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    try await context.invitations.revoke(
+                        UUID(uuidString: invitation)!, in: try Parse.couple(couple), as: try await context.actor(actor))
+                    print("Revoked invitation \(invitation.lowercased())")
+                }
+            }
+        }
+
+        struct Resend: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Revoke an invitation and issue a new link for the same role and email.")
+            @Option(help: "The couple's id.") var couple: String
+            @Argument(help: "The invitation's id.") var invitation: String
+            @Option(help: ArgumentHelp("How long the new link works (default 7d).", valueName: "lifetime"))
+            var expires: Lifetime = Lifetime(argument: "7d")!
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                guard UUID(uuidString: invitation) != nil else {
+                    throw ValidationError("\"\(invitation)\" is not an invitation id")
+                }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let issued = try await context.invitations.resend(
+                        UUID(uuidString: invitation)!, in: try Parse.couple(couple), expiresIn: expires.duration,
+                        as: try await context.actor(actor))
+                    try printIssued(issued, json: output.json)
+                }
+            }
+        }
+    }
+
+    struct Redeem: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Accept an invitation token for a user.")
+        @Argument(help: "The token (inv_...) or the whole link.") var token: String
+        @Option(help: "The user who accepts (id or email).") var user: String
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws { try Parse.user(user) }
+
+        func run() async throws {
+            try await CommandContext.run(database) { context in
+                let accepter = try await context.user(user)
+                // A pasted link works too: the token is its last path component.
+                let text = token.split(separator: "/").last.map(String.init) ?? token
+                let membership = try await context.invitations.accept(
+                    token: text, user: accepter.id, as: CommandContext.operatorActor())
+                if output.json { return try printJSON(membership) }
+                print(
+                    "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"
+                )
+            }
+        }
+    }
+
+    struct Audit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Read a couple's audit log, oldest first.")
+        @Option(help: "The couple's id.") var couple: String
+        @Option(help: "Only entries at or after this time (ISO 8601, e.g. 2026-11-22T10:00:00Z).") var since: String?
+        @OptionGroup var actor: ActorOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            _ = try Parse.couple(couple)
+            if let since, (try? Date(since, strategy: .iso8601)) == nil {
+                throw ValidationError("\"\(since)\" is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
+            }
+        }
+
+        func run() async throws {
+            try await CommandContext.run(database) { context in
+                let entries = try await context.repository.audit(
+                    couple: try Parse.couple(couple), since: try since.map { try Date($0, strategy: .iso8601) },
+                    as: try await context.actor(actor))
+                if output.json { return try printJSON(entries) }
+                print(
+                    Table(
+                        headers: ["AT", "ACTOR", "ACTION", "CHANGE"],
+                        rows: entries.map { [$0.at.iso8601, $0.actor, $0.action, Self.change($0)] }
+                    ).rendered)
+            }
+        }
+
+        /// A one-line summary of what changed: the fields whose values differ.
+        static func change(_ entry: AuditEntry) -> String {
+            func fields(_ json: String?) -> [String: String] {
+                guard let data = json?.data(using: .utf8),
+                    let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+                else { return [:] }
+                return object.mapValues { "\($0)" }
+            }
+            let before = fields(entry.before)
+            let after = fields(entry.after)
+            let keys = ["user_id", "role", "status", "email", "accepted_by", "revoked_at"]
+            return keys.compactMap { key in
+                switch (before[key], after[key]) {
+                case (nil, let value?) where value != "<null>": "\(key)=\(value)"
+                case (let old?, let new?) where old != new: "\(key) \(old)→\(new)"
+                case (let old?, nil) where key == "user_id": "\(key)=\(old)"
+                default: nil
+                }
+            }.joined(separator: " ")
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct Users: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add and list users.", subcommands: [Add.self, List.self])
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Add a user.")
+            @Option(help: "Email address (unique, whatever its case).") var email: String
+            @Option(help: "Display name.") var name: String?
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                guard EmailAddress(rawValue: email) != nil else {
+                    throw ValidationError("\"\(email)\" is not an email address")
+                }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let user = try await context.repository.addUser(
+                        email: EmailAddress(rawValue: email)!, displayName: name)
+                    if output.json { return try printJSON(user) }
+                    print("Added user \(user.email) \(user.id.uuidString.lowercased())")
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List users by email.")
+            @Option(help: "At most this many.") var limit = 100
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let users = try await context.repository.users(limit: limit)
+                    if output.json { return try printJSON(users) }
+                    print(
+                        Table(
+                            headers: ["ID", "EMAIL", "NAME"],
+                            rows: users.map { [$0.id.uuidString.lowercased(), $0.email, $0.displayName ?? ""] }
+                        ).rendered)
+                }
+            }
+        }
+    }
+}

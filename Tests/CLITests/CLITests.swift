@@ -1,0 +1,165 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+/// End-to-end: the built `rbac` binary against a fresh, migrated database on the disposable server.
+@Suite("The rbac command, end to end")
+struct CLITests {
+    struct Result {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+    }
+
+    /// Runs `rbac` with `arguments` against `database` (a libpq connection string).
+    static func rbac(_ arguments: [String], database: String) throws -> Result {
+        let process = Process()
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("rbac")
+        process.executableURL =
+            FileManager.default.isExecutableFile(atPath: besideTests.path)
+            ? besideTests : repositoryRoot.appendingPathComponent(".build/debug/rbac")
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = database
+        environment["RBAC_PUBLIC_URL"] = "https://rbac.test"
+        process.environment = environment
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// A migrated database and a `rbac` runner bound to it.
+    static func withDatabase(_ body: (@escaping ([String]) throws -> Result) async throws -> Void) async throws {
+        try await TestDatabase.withFresh { configuration in
+            let database = configuration.connectionString
+            let migrate = try rbac(["migrate"], database: database)
+            #expect(migrate.status == 0, "\(migrate.stderr)")
+            try await body { try rbac($0, database: database) }
+        }
+    }
+
+    /// The value at `key` of the JSON object a command printed.
+    static func json(_ result: Result) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    static func createCouple(_ run: ([String]) throws -> Result) throws -> String {
+        let created = try run([
+            "couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com", "--json",
+        ])
+        #expect(created.status == 0, "\(created.stderr)")
+        let couple = try #require(try json(created)["couple"] as? [String: Any])
+        return try #require(couple["id"] as? String)
+    }
+
+    @Test("create couple, grant, check exits 0; revoke, check exits 1")
+    func grantCheckRevoke() async throws {
+        try await Self.withDatabase { run in
+            let couple = try Self.createCouple(run)
+            #expect(try run(["users", "add", "--email", "pia@example.com", "--name", "Pia"]).status == 0)
+            let grant = try run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"])
+            #expect(grant.status == 0, "\(grant.stderr)")
+            let allowed = try run([
+                "check", "--couple", couple, "--user", "pia@example.com", "--permission", "budget.edit",
+            ])
+            #expect(allowed.status == 0 && allowed.stdout == "allowed\n")
+            let denied = try run([
+                "check", "--couple", couple, "--user", "pia@example.com", "--permission", "couple.delete",
+            ])
+            #expect(denied.status == 1 && denied.stdout == "denied\n")
+            #expect(try run(["revoke", "--couple", couple, "--user", "pia@example.com"]).status == 0)
+            let after = try run([
+                "check", "--couple", couple, "--user", "pia@example.com", "--permission", "budget.edit", "--json",
+            ])
+            #expect(after.status == 1)
+            #expect(try Self.json(after)["allowed"] as? Bool == false)
+        }
+    }
+
+    @Test("the sole owner leaving exits 4 with the last-owner message and changes nothing")
+    func soleOwnerLeaving() async throws {
+        try await Self.withDatabase { run in
+            let couple = try Self.createCouple(run)
+            let before = try run(["members", "--couple", couple, "--json"])
+            let leave = try run(["leave", "--couple", couple, "--user", "olivia@example.com"])
+            #expect(leave.status == 4)
+            #expect(leave.stderr.contains("couple \"Olivia & Paul\" must keep at least one owner"))
+            #expect(leave.stderr.split(separator: "\n").count == 1, "one line on stderr")
+            #expect(try run(["members", "--couple", couple, "--json"]).stdout == before.stdout)
+        }
+    }
+
+    @Test("invite, redeem: the user is a member with the invited role; redeeming again exits 4")
+    func inviteAndRedeem() async throws {
+        try await Self.withDatabase { run in
+            let couple = try Self.createCouple(run)
+            #expect(try run(["users", "add", "--email", "paul@example.com"]).status == 0)
+            let invite = try run(["invite", "--couple", couple, "--role", "partner", "--json"])
+            #expect(invite.status == 0, "\(invite.stderr)")
+            let link = try #require(try Self.json(invite)["link"] as? String)
+            #expect(link.hasPrefix("https://rbac.test/invitations/inv_"))
+            let redeem = try run(["redeem", link, "--user", "paul@example.com"])
+            #expect(redeem.status == 0, "\(redeem.stderr)")
+            let check = try run([
+                "check", "--couple", couple, "--user", "paul@example.com", "--permission", "audit.view",
+            ])
+            #expect(check.status == 0)
+            let again = try run(["redeem", link, "--user", "paul@example.com"])
+            #expect(again.status == 4)
+            #expect(again.stderr.contains("already accepted"))
+            #expect(!again.stderr.contains(link.split(separator: "/").last!), "the token never appears in an error")
+            let audit = try run(["audit", "--couple", couple])
+            #expect(audit.status == 0)
+            #expect(audit.stdout.contains("invitation.update") && audit.stdout.contains("membership.insert"))
+        }
+    }
+
+    @Test("an unknown role exits 2 with a message naming the valid roles")
+    func unknownRole() async throws {
+        try await Self.withDatabase { run in
+            let couple = try Self.createCouple(run)
+            let grant = try run(["grant", "--couple", couple, "--user", "olivia@example.com", "--role", "overlord"])
+            #expect(grant.status == 2)
+            #expect(grant.stderr.contains("valid roles: owner, partner, planner, viewer"))
+        }
+    }
+
+    @Test(
+        "malformed ids and emails are refused before any SQL runs",
+        arguments: [
+            ["grant", "--couple", "not-a-uuid", "--user", "a@example.com", "--role", "viewer"],
+            [
+                "grant", "--couple", "00000000-0000-0000-0000-000000000000", "--user", "'); drop table users; --",
+                "--role", "viewer",
+            ],
+            ["users", "add", "--email", "not an email"],
+            [
+                "check", "--couple", "00000000-0000-0000-0000-000000000000", "--user", "a@example.com", "--permission",
+                "nope",
+            ],
+            ["invite", "--couple", "00000000-0000-0000-0000-000000000000", "--role", "viewer", "--expires", "forever"],
+        ])
+    func malformedInput(arguments: [String]) throws {
+        // An unreachable database: reaching it would exit 5, so exit 2 shows nothing was sent.
+        let result = try Self.rbac(arguments, database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(result.status == 2, "\(result.stderr)")
+        #expect(!result.stderr.isEmpty)
+    }
+
+    @Test("an unreachable database exits 5 with one clear line")
+    func databaseUnavailable() throws {
+        let result = try Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(result.status == 5)
+        #expect(result.stderr.hasPrefix("rbac: cannot reach the database"))
+    }
+}

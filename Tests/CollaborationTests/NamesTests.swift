@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+
+@testable import Collaboration
+
+@Suite("Names people type")
+struct NamesTests {
+    @Test("role names, permissions and emails are checked for shape", arguments: ["owner", "wedding_planner"])
+    func validRoles(name: String) {
+        #expect(RoleName(rawValue: name) != nil)
+    }
+
+    @Test(
+        "malformed role names are refused",
+        arguments: ["", "Owner", "own er", "owner;", "'); drop table roles; --", "1st"])
+    func invalidRoles(name: String) {
+        #expect(RoleName(rawValue: name) == nil)
+        #expect(throws: CollaborationError.self) { try RoleName(validating: name) }
+    }
+
+    @Test("permissions are area.action")
+    func permissions() {
+        #expect(Permission(rawValue: "budget.edit") != nil)
+        #expect(Permission(rawValue: "budget") == nil)
+        #expect(Permission(rawValue: "budget.edit.more") == nil)
+        #expect(Permission(rawValue: "Budget.Edit") == nil)
+    }
+
+    @Test("a user is named by UUID or by email address, nothing else")
+    func userReferences() throws {
+        let id = UUID()
+        #expect(try UserReference(parsing: id.uuidString) == .id(id))
+        #expect(try UserReference(parsing: "pia@example.com") == .email(EmailAddress(rawValue: "pia@example.com")!))
+        #expect(throws: CollaborationError(.invalidInput, "\"pia\" is neither a user id (UUID) nor an email address")) {
+            try UserReference(parsing: "pia")
+        }
+        #expect(throws: CollaborationError.self) { try parseCoupleID("12345") }
+    }
+}
+
+@Suite("The policy document")
+struct PolicyDocumentTests {
+    private func document(_ json: String) throws -> PolicyDocument {
+        try JSONDecoder().decode(PolicyDocument.self, from: Data(json.utf8))
+    }
+
+    @Test("inheritance is flattened transitively")
+    func flattening() throws {
+        let roles = try document(
+            """
+            {"permissions": {"a.view": "", "a.edit": "", "a.own": ""},
+             "roles": {"owner": {"rank": 1, "description": "", "inherits": ["editor"], "permissions": ["a.own"], "grants": ["viewer"]},
+                       "editor": {"rank": 2, "description": "", "inherits": ["viewer"], "permissions": ["a.edit"]},
+                       "viewer": {"rank": 3, "description": "", "permissions": ["a.view"]}}}
+            """
+        ).flattened()
+        #expect(roles.map(\.name.rawValue) == ["owner", "editor", "viewer"])
+        #expect(roles[0].permissions.map(\.rawValue) == ["a.edit", "a.own", "a.view"])
+        #expect(roles[0].grants.map(\.rawValue) == ["viewer"])
+    }
+
+    @Test("unknown permissions and roles are named; cycles are refused")
+    func validation() throws {
+        let unknown = try document(
+            """
+            {"permissions": {"a.view": ""},
+             "roles": {"owner": {"rank": 1, "description": "", "permissions": ["a.veiw"], "grants": ["boss"]}}}
+            """)
+        #expect(throws: CollaborationError.self) { try unknown.flattened() }
+        do {
+            _ = try unknown.flattened()
+        } catch {
+            #expect(error.message.contains("unknown permission \"a.veiw\""))
+            #expect(error.message.contains("unknown role \"boss\""))
+        }
+        let cycle = try document(
+            """
+            {"permissions": {},
+             "roles": {"owner": {"rank": 1, "description": "", "inherits": ["b"]},
+                       "b": {"rank": 2, "description": "", "inherits": ["owner"]}}}
+            """)
+        #expect(throws: CollaborationError.self) { try cycle.flattened() }
+    }
+
+    @Test("the shipped policy is valid and has the four roles")
+    func shippedPolicy() throws {
+        var root = URL(fileURLWithPath: #filePath)
+        while !FileManager.default.fileExists(atPath: root.appendingPathComponent("Package.swift").path) {
+            root.deleteLastPathComponent()
+        }
+        let roles = try PolicyDocument.load(from: root.appendingPathComponent("policies/policy.json")).flattened()
+        #expect(roles.map(\.name.rawValue) == ["owner", "partner", "planner", "viewer"])
+    }
+}

@@ -1,0 +1,256 @@
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+import TestSupport
+import Testing
+
+/// The collaboration services' rules, as one list of scenarios run against both repositories: the in-memory
+/// one (fast, for domain tests) and the Postgres one (the SQL functions), so the two cannot drift apart.
+@Suite("Collaboration services on both repositories")
+struct CollaborationScenarioTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case memory, postgres
+        var testDescription: String { rawValue }
+    }
+
+    /// The services over a fresh repository of the given kind, and a way to make users.
+    struct World {
+        let repository: any CollaborationRepository
+        let permissions: CollaborationPermissionService
+        let memberships: MembershipService
+        let invitations: CollaborationInvitationService
+        let admin = Actor.operator(label: "tests")
+
+        init(_ repository: any CollaborationRepository) {
+            self.repository = repository
+            permissions = CollaborationPermissionService(repository: repository)
+            memberships = MembershipService(repository: repository)
+            invitations = CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "https://rbac.test")!)
+        }
+
+        func user(_ name: String) async throws -> UUID {
+            try await repository.addUser(
+                email: EmailAddress(rawValue: "\(name)-\(UUID().uuidString.prefix(8))@example.com")!, displayName: name
+            ).id
+        }
+
+        /// A couple owned by a new user; returns (couple, owner).
+        func couple() async throws -> (UUID, UUID) {
+            let owner = try await user("owner")
+            return (try await repository.createCouple(name: "Olivia & Paul", owner: owner, as: admin).id, owner)
+        }
+
+        func member(_ couple: UUID, _ role: String) async throws -> UUID {
+            let id = try await user(role)
+            _ = try await memberships.grant(RoleName(rawValue: role)!, to: id, in: couple, as: admin)
+            return id
+        }
+    }
+
+    static func withWorld(_ backend: Backend, _ body: (World) async throws -> Void) async throws {
+        switch backend {
+        case .memory:
+            let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+                .flattened()
+            try await body(World(InMemoryCollaborationRepository(roles: roles)))
+        case .postgres:
+            try await MigratedDatabase.withPool { pool in
+                try await body(World(PostgresCollaborationRepository(pool: pool)))
+            }
+        }
+    }
+
+    private func expectRefusal(
+        _ code: CollaborationError.Code, _ body: () async throws -> Void,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        do {
+            try await body()
+            Issue.record("expected a refusal with \(code), but it succeeded", sourceLocation: sourceLocation)
+        } catch let error as CollaborationError {
+            #expect(error.code == code, "\(error.message)", sourceLocation: sourceLocation)
+        } catch {
+            Issue.record("expected a CollaborationError \(code), got \(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a planner may edit the budget; a viewer may not invite", arguments: Backend.allCases)
+    func rolesGrantPermissions(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, _) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let viewer = try await world.member(couple, "viewer")
+            #expect(
+                try await world.permissions.hasPermission(
+                    Permission(rawValue: "budget.edit")!, user: planner, couple: couple))
+            #expect(
+                !(try await world.permissions.hasPermission(
+                    Permission(rawValue: "collaborators.invite")!, user: viewer, couple: couple)))
+            #expect(
+                try await world.permissions.role(user: planner, couple: couple, as: world.admin)
+                    == RoleName(rawValue: "planner"))
+            let viewerPermissions = try await world.permissions.permissions(
+                user: viewer, couple: couple, as: .user(viewer))
+            #expect(viewerPermissions.allSatisfy { $0.rawValue.hasSuffix(".view") })
+        }
+    }
+
+    @Test("an unknown permission or role is refused, naming the valid ones", arguments: Backend.allCases)
+    func unknownNames(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            await expectRefusal(.invalidInput) {
+                _ = try await world.permissions.hasPermission(
+                    Permission(rawValue: "budget.edt")!, user: owner, couple: couple)
+            }
+            do {
+                _ = try await world.memberships.grant(
+                    RoleName(rawValue: "overlord")!, to: owner, in: couple, as: world.admin)
+                Issue.record("an unknown role was accepted")
+            } catch let error as CollaborationError {
+                #expect(error.code == .invalidInput)
+                #expect(error.message.contains("owner, partner, planner, viewer"))
+            }
+        }
+    }
+
+    @Test("the sole owner cannot leave, and nothing changes", arguments: Backend.allCases)
+    func soleOwnerCannotLeave(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            await expectRefusal(.lastOwner) {
+                _ = try await world.memberships.leave(couple, user: nil, as: .user(owner))
+            }
+            await expectRefusal(.lastOwner) {
+                _ = try await world.memberships.grant(
+                    RoleName(rawValue: "viewer")!, to: owner, in: couple, as: world.admin)
+            }
+            #expect(try await world.permissions.role(user: owner, couple: couple, as: world.admin) == .owner)
+            #expect(!(try await world.permissions.canLeave(user: owner, couple: couple, as: .user(owner))))
+        }
+    }
+
+    @Test(
+        "escalation is refused: a partner cannot make an owner, a planner cannot invite a partner",
+        arguments: Backend.allCases)
+    func escalation(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let partner = try await world.member(couple, "partner")
+            let planner = try await world.member(couple, "planner")
+            await expectRefusal(.roleNotGrantable) {
+                _ = try await world.memberships.grant(.owner, to: planner, in: couple, as: .user(partner))
+            }
+            await expectRefusal(.roleNotGrantable) {
+                _ = try await world.memberships.suspend(owner, in: couple, as: .user(partner))
+            }
+            await expectRefusal(.roleNotGrantable) {
+                _ = try await world.invitations.invite(
+                    to: couple, role: RoleName(rawValue: "partner")!, as: .user(planner))
+            }
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.grant(
+                    RoleName(rawValue: "viewer")!, to: partner, in: couple, as: .user(planner))
+            }
+            let outsider = try await world.user("outsider")
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.members(of: couple, as: .user(outsider))
+            }
+        }
+    }
+
+    @Test(
+        "invite, preview, accept once: the invitee becomes a member with the invited role", arguments: Backend.allCases)
+    func invitationFlow(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let issued = try await world.invitations.invite(
+                to: couple, role: RoleName(rawValue: "partner")!, as: .user(owner))
+            #expect(issued.link.absoluteString == "https://rbac.test/invitations/\(issued.token.rawValue)")
+            let preview = try await world.invitations.preview(token: issued.token.rawValue)
+            #expect(
+                preview.coupleName == "Olivia & Paul" && preview.role.rawValue == "partner"
+                    && preview.status == .pending)
+            let invitee = try await world.user("invitee")
+            let membership = try await world.invitations.accept(
+                token: issued.token.rawValue, user: nil, as: .user(invitee))
+            #expect(membership.role.rawValue == "partner" && membership.coupleID == couple)
+            await expectRefusal(.invitationUsed) {
+                _ = try await world.invitations.accept(
+                    token: issued.token.rawValue, user: nil, as: .user(try await world.user("late")))
+            }
+            await expectRefusal(.notFound) { _ = try await world.invitations.preview(token: "inv_not-a-token") }
+            let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(listed.map(\.status) == [.accepted])
+        }
+    }
+
+    @Test("revoked and email-bound invitations refuse, and resend issues a working link", arguments: Backend.allCases)
+    func revokeBindResend(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let stranger = try await world.user("stranger")
+            let viewer = RoleName(rawValue: "viewer")!
+            let revoked = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner))
+            try await world.invitations.revoke(revoked.invitation.id, in: couple, as: .user(owner))
+            await expectRefusal(.invitationRevoked) {
+                _ = try await world.invitations.accept(token: revoked.token.rawValue, user: nil, as: .user(stranger))
+            }
+            let bound = try await world.invitations.invite(
+                to: couple, role: viewer, email: EmailAddress(rawValue: "bound@example.com")!, as: .user(owner))
+            await expectRefusal(.invitationEmailMismatch) {
+                _ = try await world.invitations.accept(token: bound.token.rawValue, user: nil, as: .user(stranger))
+            }
+            let resent = try await world.invitations.resend(bound.invitation.id, in: couple, as: .user(owner))
+            #expect(resent.token != bound.token)
+            #expect(resent.invitation.email == "bound@example.com")
+            let boundUser = try await world.repository.addUser(
+                email: EmailAddress(rawValue: "Bound@Example.com")!, displayName: nil)
+            await expectRefusal(.invitationRevoked) {
+                _ = try await world.invitations.accept(token: bound.token.rawValue, user: nil, as: .user(boundUser.id))
+            }
+            _ = try await world.invitations.accept(token: resent.token.rawValue, user: nil, as: .user(boundUser.id))
+            #expect(try await world.permissions.role(user: boundUser.id, couple: couple, as: world.admin) == viewer)
+        }
+    }
+
+    @Test("ownership moves to a member, and the old owner becomes a partner", arguments: Backend.allCases)
+    func transferOwnership(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let partner = try await world.member(couple, "partner")
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.transferOwnership(of: couple, to: partner, as: .user(partner))
+            }
+            _ = try await world.memberships.transferOwnership(of: couple, to: partner, as: .user(owner))
+            #expect(try await world.permissions.role(user: partner, couple: couple, as: world.admin) == .owner)
+            #expect(
+                try await world.permissions.role(user: owner, couple: couple, as: world.admin)
+                    == RoleName(rawValue: "partner"))
+            _ = try await world.memberships.leave(couple, user: nil, as: .user(owner))
+            await expectRefusal(.lastOwner) {
+                _ = try await world.memberships.leave(couple, user: nil, as: .user(partner))
+            }
+        }
+    }
+
+    @Test("suspending and removing take permissions away at once", arguments: Backend.allCases)
+    func suspendAndRemove(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let edit = Permission(rawValue: "budget.edit")!
+            _ = try await world.memberships.suspend(planner, in: couple, as: .user(owner))
+            #expect(!(try await world.permissions.hasPermission(edit, user: planner, couple: couple)))
+            _ = try await world.memberships.reactivate(planner, in: couple, as: .user(owner))
+            #expect(try await world.permissions.hasPermission(edit, user: planner, couple: couple))
+            _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
+            #expect(!(try await world.permissions.hasPermission(edit, user: planner, couple: couple)))
+            await expectRefusal(.notFound) {
+                _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
+            }
+        }
+    }
+}
