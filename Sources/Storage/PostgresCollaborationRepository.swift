@@ -265,12 +265,14 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             }
             return try await connection.query(
                 """
-                SELECT id, at, actor_label, action, before::text AS before, after::text AS after FROM audit_log
-                WHERE couple_id = \(couple) AND at >= coalesce(\(since), '-infinity') ORDER BY id
+                SELECT a.id, a.at, coalesce(u.email, a.actor_label) AS actor, a.action,
+                       a.before::text AS before, a.after::text AS after
+                FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
+                WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity') ORDER BY a.id
                 """
             ).map { row in
                 AuditEntry(
-                    id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor_label"),
+                    id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor"),
                     action: try row.decode("action"), before: try row.decode("before"), after: try row.decode("after"))
             }
         }

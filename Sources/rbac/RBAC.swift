@@ -21,7 +21,7 @@ struct RBAC: AsyncParsableCommand {
         version: RBACVersion.current,
         subcommands: [
             Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Members.self, Check.self, Invite.self,
-            Invitations.self, Redeem.self, TransferOwnership.self, Leave.self, Audit.self, Roles.self,
+            Invitations.self, Redeem.self, TransferOwnership.self, Leave.self, Audit.self, Roles.self, Policy.self,
         ]
     )
 

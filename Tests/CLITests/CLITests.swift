@@ -162,4 +162,35 @@ struct CLITests {
         #expect(result.status == 5)
         #expect(result.stderr.hasPrefix("rbac: cannot reach the database"))
     }
+
+    @Test("policy validate and test pass on the shipped policy; a failing test and an unknown permission are reported")
+    func policyCommands() throws {
+        let offline = "postgres://nobody@127.0.0.1:1/none"
+        #expect(try Self.rbac(["policy", "validate"], database: offline).status == 0)
+        let shipped = try Self.rbac(["policy", "test"], database: offline)
+        #expect(shipped.status == 0)
+        #expect(shipped.stdout.contains("ok - a planner may not invite an owner"))
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rbac-policy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let policy = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json"), encoding: .utf8)
+        try policy.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        try
+            #"[{"description": "a viewer may edit the budget", "role": "viewer", "permission": "budget.edit", "allowed": true}]"#
+            .write(to: directory.appendingPathComponent("tests.json"), atomically: true, encoding: .utf8)
+        let failing = try Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
+        #expect(failing.status == 1)
+        #expect(failing.stdout.contains("not ok - a viewer may edit the budget"))
+
+        try policy.replacingOccurrences(
+            of: "\"budget.edit\", \"expenses.edit\"", with: "\"budget.edt\", \"expenses.edit\""
+        )
+        .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        let invalid = try Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
+        #expect(invalid.status == 2)
+        #expect(invalid.stderr.contains("unknown permission \"budget.edt\""))
+    }
 }

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC {
+    struct Policy: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check, test and apply the access policy in policies/.",
+            subcommands: [Validate.self, Test.self, Apply.self])
+
+        /// Where the policy files are: --dir, else the project's policies/.
+        struct Location: ParsableArguments {
+            @Option(help: ArgumentHelp("The policy directory (default: the project's policies/).", valueName: "dir"))
+            var dir: String?
+
+            func directory() throws -> URL {
+                if let dir { return URL(fileURLWithPath: dir) }
+                return try ProjectFiles.directory("policies")
+            }
+
+            func roles() throws -> [RoleDefinition] {
+                let file = try directory().appendingPathComponent(AccessPolicy.policyFileName)
+                let document: PolicyDocument
+                do {
+                    document = try PolicyDocument.load(from: file)
+                } catch {
+                    throw CommandFailure(.usage, "\(file.path) is not a valid policy document: \(error)")
+                }
+                return try document.flattened()
+            }
+        }
+
+        struct Validate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Check policy.json without a database: names, unknown permissions or roles, cycles.")
+            @OptionGroup var location: Location
+
+            func run() throws {
+                do {
+                    let roles = try location.roles()
+                    print(
+                        "The policy is valid: \(roles.count) roles (\(roles.map(\.name.rawValue).joined(separator: ", ")))."
+                    )
+                } catch {
+                    throw CommandFailure(error)
+                }
+            }
+        }
+
+        struct Test: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Run the policy tests in tests.json against policy.json (exit 1 if any fails).")
+            @OptionGroup var location: Location
+            @OptionGroup var output: OutputOptions
+
+            func run() throws {
+                let results: [(PolicyTest, Bool)]
+                do {
+                    let roles = try location.roles()
+                    let file = try location.directory().appendingPathComponent("tests.json")
+                    let tests = try JSONDecoder().decode([PolicyTest].self, from: Data(contentsOf: file))
+                    results = tests.map { ($0, $0.passes(in: roles)) }
+                } catch {
+                    throw CommandFailure(error)
+                }
+                let failed = results.filter { !$0.1 }.count
+                if output.json {
+                    struct Result: Encodable {
+                        let description: String
+                        let passed: Bool
+                    }
+                    try printJSON(results.map { Result(description: $0.0.description, passed: $0.1) })
+                } else {
+                    for (test, passed) in results { print("\(passed ? "ok" : "not ok") - \(test.description)") }
+                    print("\(results.count - failed) passed, \(failed) failed")
+                }
+                if failed > 0 { throw ExitCode(ExitStatus.denied.rawValue) }
+            }
+        }
+
+        struct Apply: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract:
+                    "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.")
+            @OptionGroup var location: Location
+            @OptionGroup var database: DatabaseOptions
+
+            func run() async throws {
+                let policy: AccessPolicy
+                do {
+                    _ = try location.roles()
+                    policy = try AccessPolicy.load(from: try location.directory())
+                } catch {
+                    throw CommandFailure(error)
+                }
+                try await CommandContext.run(database) { context in
+                    try await policy.apply(context.pool)
+                    print("Applied the policy: \(try await context.permissions.roles().count) roles.")
+                }
+            }
+        }
+    }
+}
