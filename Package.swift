@@ -10,6 +10,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // Already in the graph through Hummingbird; named so the server can use Logger directly.
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     ],
     targets: [
         // C libraries, found through pkg-config (install pkg-config, libpq-dev and libssl-dev).
@@ -32,10 +34,20 @@ let package = Package(
         .target(name: "Collaboration", dependencies: ["Secrets"]),
         // Postgres-backed repositories and the migration runner.
         .target(name: "Storage", dependencies: ["Collaboration", "Postgres", "Secrets"]),
+        // The HTTP service: invitation pages and the permission API.
+        .target(
+            name: "Server",
+            dependencies: [
+                "Collaboration", "Secrets",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "rbac",
             dependencies: [
                 "Collaboration",
+                "Server",
                 "Storage",
                 "Postgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -47,6 +59,13 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "CollaborationTests", dependencies: ["Collaboration"]),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: [
+                "Server", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
         .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "Collaboration", "Postgres", "TestSupport"]),
     ]

@@ -14,6 +14,9 @@ public protocol CollaborationRepository: Sendable {
     func couple(_ id: UUID) async throws -> Couple
     func couples(limit: Int) async throws -> [Couple]
 
+    /// The couples `user` belongs to, by couple id: a page of at most `limit` after the couple id `after`.
+    func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple]
+
     func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool
     func permissions(couple: UUID, user: UUID, as actor: Actor) async throws -> [Permission]
     func role(couple: UUID, user: UUID, as actor: Actor) async throws -> RoleName?

@@ -83,6 +83,22 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 limit))
     }
 
+    public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [UserCouple] {
+        if case .user(let id) = actor, id != user {
+            throw CollaborationError(.permissionDenied, "permission denied: users can list only their own couples")
+        }
+        guard (1...1000).contains(limit) else {
+            throw CollaborationError(.invalidInput, "page size must be between 1 and 1000, not \(limit)")
+        }
+        return memberships.compactMap { couple, members -> UserCouple? in
+            guard let member = members[user]?.membership, let name = couplesByID[couple]?.name else { return nil }
+            return UserCouple(coupleID: couple, coupleName: name, role: member.role, status: member.status)
+        }
+        .filter { after == nil || $0.coupleID.uuidString.lowercased() > after!.uuidString.lowercased() }
+        .sorted { $0.coupleID.uuidString.lowercased() < $1.coupleID.uuidString.lowercased() }
+        .prefix(limit).map { $0 }
+    }
+
     // MARK: Permissions
 
     public func hasPermission(couple: UUID, user: UUID, permission: Permission) -> Bool {

@@ -175,3 +175,18 @@ public enum Actor: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+/// One of a user's couples, as listed for that user.
+public struct UserCouple: Sendable, Hashable, Codable {
+    public let coupleID: UUID
+    public let coupleName: String
+    public let role: RoleName
+    public let status: MembershipStatus
+
+    public init(coupleID: UUID, coupleName: String, role: RoleName, status: MembershipStatus) {
+        self.coupleID = coupleID
+        self.coupleName = coupleName
+        self.role = role
+        self.status = status
+    }
+}

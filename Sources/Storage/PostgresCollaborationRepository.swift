@@ -72,6 +72,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple] {
+        try await run(as: actor) { connection in
+            try await connection.query(
+                "SELECT couple_id, couple_name, role, status FROM user_couples(\(user), \(Int32(clamping: limit)), \(after))"
+            ).map { row in
+                UserCouple(
+                    coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
+                    role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")))
+            }
+        }
+    }
+
     // MARK: Permissions
 
     public func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool {

@@ -1,0 +1,85 @@
+import Foundation
+import Secrets
+
+/// A backend service's API key, as listed: never the key itself.
+public struct ServiceKey: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let name: String
+    public let createdAt: Date
+    public let revokedAt: Date?
+
+    public init(id: UUID, name: String, createdAt: Date, revokedAt: Date?) {
+        self.id = id
+        self.name = name
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// Storage of service keys by their SHA-256.
+public protocol ServiceKeyRepository: Sendable {
+    func createKey(name: String, keyHash: [UInt8]) async throws -> ServiceKey
+    func keys() async throws -> [ServiceKey]
+    func revokeKey(_ id: UUID) async throws -> ServiceKey
+    /// The live (not revoked) key with this hash, if any.
+    func key(withHash hash: [UInt8]) async throws -> ServiceKey?
+}
+
+/// Issues, lists, revokes and checks service API keys (`rbk_...`).
+public actor ServiceKeyService {
+    private let repository: any ServiceKeyRepository
+
+    public init(repository: any ServiceKeyRepository) {
+        self.repository = repository
+    }
+
+    /// A new key: the raw key is returned once; only its hash is stored.
+    public func create(name: String) async throws -> (ServiceKey, SecretToken) {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...100).contains(trimmed.count) else {
+            throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
+        }
+        let token = SecretToken.generate(.apiKey)
+        return (try await repository.createKey(name: trimmed, keyHash: token.hash), token)
+    }
+
+    public func keys() async throws -> [ServiceKey] { try await repository.keys() }
+
+    public func revoke(_ id: UUID) async throws -> ServiceKey { try await repository.revokeKey(id) }
+
+    /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
+    public func authenticate(_ presented: String) async throws -> ServiceKey? {
+        guard let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
+        return try await repository.key(withHash: token.hash)
+    }
+}
+
+/// Service keys in memory, for tests.
+public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
+    private var stored: [(key: ServiceKey, hash: [UInt8])] = []
+
+    public init() {}
+
+    public func createKey(name: String, keyHash: [UInt8]) -> ServiceKey {
+        let key = ServiceKey(id: UUID(), name: name, createdAt: Date(), revokedAt: nil)
+        stored.append((key, keyHash))
+        return key
+    }
+
+    public func keys() -> [ServiceKey] { stored.map(\.key) }
+
+    public func revokeKey(_ id: UUID) throws -> ServiceKey {
+        guard let index = stored.firstIndex(where: { $0.key.id == id }) else {
+            throw CollaborationError(.notFound, "service key \(id.uuidString.lowercased()) not found")
+        }
+        let old = stored[index].key
+        let revoked = ServiceKey(
+            id: old.id, name: old.name, createdAt: old.createdAt, revokedAt: old.revokedAt ?? Date())
+        stored[index].key = revoked
+        return revoked
+    }
+
+    public func key(withHash hash: [UInt8]) -> ServiceKey? {
+        stored.first { Digest.constantTimeEquals($0.hash, hash) && $0.key.revokedAt == nil }?.key
+    }
+}

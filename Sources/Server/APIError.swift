@@ -1,0 +1,94 @@
+import Collaboration
+import Foundation
+import Hummingbird
+
+/// An error as the API answers it: a status and `{"error": {"code", "message"}}`. Messages never hold tokens,
+/// keys or SQL.
+public struct APIError: HTTPResponseError, Sendable {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+
+    public init(_ status: HTTPResponse.Status, code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    private struct Body: Encodable {
+        struct Detail: Encodable {
+            let code: String
+            let message: String
+        }
+        let error: Detail
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        let data = try JSONEncoder().encode(Body(error: Body.Detail(code: code, message: message)))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.cacheControl] = "no-store"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    public static func badRequest(_ message: String) -> APIError {
+        APIError(.badRequest, code: "invalid_input", message)
+    }
+    public static let unauthorized = APIError(
+        .unauthorized, code: "unauthorized", "a valid service API key is required")
+    public static let unavailable = APIError(
+        .serviceUnavailable, code: "unavailable", "the database is unavailable; try again shortly")
+
+    /// The HTTP answer for a domain refusal.
+    public init(_ error: CollaborationError) {
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .invalidInput, .invalidPolicy: .badRequest
+            case .notAuthenticated: .unauthorized
+            case .permissionDenied, .roleNotGrantable, .invitationEmailMismatch: .forbidden
+            case .notFound: .notFound
+            case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired: .conflict
+            case .unavailable: .serviceUnavailable
+            }
+        self.init(status, code: error.code.rawValue, error.message)
+    }
+
+    /// Any error from a handler as an APIError; unexpected ones become a 503 that says nothing internal, so a
+    /// check never answers "allowed" when it could not ask.
+    public static func from(_ error: any Error) -> APIError {
+        switch error {
+        case let error as APIError: error
+        case let error as CollaborationError: APIError(error)
+        case let error as any HTTPResponseError where error.status == .contentTooLarge:
+            APIError(.contentTooLarge, code: "body_too_large", "the request body is too large")
+        case let error as HTTPError where error.status == .badRequest:
+            // Hummingbird's decoding failures: say what is expected without echoing the body.
+            .badRequest("the request body is not JSON of the expected shape")
+        case let error as HTTPError where error.status.code < 500:
+            APIError(error.status, code: "invalid_request", error.body ?? "the request is malformed")
+        case let error as any HTTPResponseError where error.status.code < 500:
+            APIError(error.status, code: "invalid_request", "the request is malformed")
+        case is DecodingError:
+            .badRequest("the request body is not the expected JSON")
+        default:
+            .unavailable
+        }
+    }
+}
+
+/// Turns every error below it into an `APIError` response.
+struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            return try await next(request, context)
+        } catch {
+            let apiError = APIError.from(error)
+            if apiError.status == .serviceUnavailable {
+                context.logger.error("request failed", metadata: ["error": "\(type(of: error))"])
+            }
+            return try apiError.response(from: request, context: context)
+        }
+    }
+}

@@ -1,0 +1,87 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import Logging
+
+/// What the HTTP service needs; tests build it with in-memory repositories.
+public struct ServerDependencies: Sendable {
+    public let repository: any CollaborationRepository
+    public let keys: ServiceKeyService
+    public let verifier: JWTVerifier
+    public let publicBaseURL: URL
+    public let limiter: FailedAttemptLimiter
+    /// Whether the database answers (`/ready`).
+    public let isReady: @Sendable () async -> Bool
+
+    public init(
+        repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), isReady: @escaping @Sendable () async -> Bool
+    ) {
+        self.repository = repository
+        self.keys = keys
+        self.verifier = verifier
+        self.publicBaseURL = publicBaseURL
+        self.limiter = limiter
+        self.isReady = isReady
+    }
+}
+
+/// Every route of the service.
+public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequestContext> {
+    let router = Router(context: AppRequestContext.self)
+    router.add(middleware: RequestLogMiddleware())
+    router.add(middleware: APIErrorMiddleware())
+    router.get("health") { _, _ in "ok" }
+    router.get("ready") { _, _ -> Response in
+        guard await dependencies.isReady() else { throw APIError.unavailable }
+        return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready")))
+    }
+    InvitationController(
+        invitations: CollaborationInvitationService(
+            repository: dependencies.repository, baseURL: dependencies.publicBaseURL),
+        verifier: dependencies.verifier, limiter: dependencies.limiter
+    ).addRoutes(to: router)
+    PermissionAPIController(
+        repository: dependencies.repository,
+        permissions: CollaborationPermissionService(repository: dependencies.repository),
+        memberships: MembershipService(repository: dependencies.repository)
+    ).addRoutes(to: router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys)))
+    return router
+}
+
+/// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.
+public func buildApplication(
+    _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger
+) -> some ApplicationProtocol {
+    Application(
+        router: buildRouter(dependencies),
+        configuration: .init(address: .hostname(host, port: port), serverName: "rbac"),
+        logger: logger)
+}
+
+/// One log line per request, with Hummingbird's request id; invitation tokens in paths are redacted.
+struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let started = ContinuousClock.now
+        let response = try await next(request, context)
+        let elapsed = ContinuousClock.now - started
+        context.logger.info(
+            "request",
+            metadata: [
+                "method": "\(request.method)", "path": "\(Self.redacted(request.uri.path))",
+                "status": "\(response.status.code)",
+                "ms": "\(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)",
+            ])
+        return response
+    }
+
+    /// `/invitations/<token>...` with the token replaced.
+    static func redacted(_ path: String) -> String {
+        guard path.hasPrefix("/invitations/") else { return path }
+        let rest = path.dropFirst("/invitations/".count)
+        let suffix = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? ""
+        return "/invitations/[redacted]" + suffix
+    }
+}

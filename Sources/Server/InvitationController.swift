@@ -1,0 +1,133 @@
+import Collaboration
+import Foundation
+import Hummingbird
+
+/// `GET /invitations/{token}` (a preview that never consumes the token) and
+/// `POST /invitations/{token}/accept` (exactly once, for the user a bearer JWT names).
+struct InvitationController {
+    let invitations: CollaborationInvitationService
+    let verifier: JWTVerifier
+    let limiter: FailedAttemptLimiter
+
+    func addRoutes(to router: Router<AppRequestContext>) {
+        router.get("invitations/:token", use: show)
+        router.post("invitations/:token/accept", use: accept)
+    }
+
+    @Sendable func show(_ request: Request, context: AppRequestContext) async throws -> Response {
+        if await limiter.isBlocked(context.clientAddress) { return Self.tooManyAttempts(json: false) }
+        let token = context.parameters.get("token") ?? ""
+        do {
+            let preview = try await invitations.preview(token: token)
+            guard preview.status == .pending else { throw CollaborationError(.notFound, "invitation not found") }
+            return Self.html(.ok, InvitationPage.pending(preview, token: token))
+        } catch let error as CollaborationError where error.code == .notFound {
+            await limiter.recordFailure(context.clientAddress)
+            return Self.html(.notFound, InvitationPage.unusable)
+        }
+    }
+
+    @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let json = request.headers[.accept]?.contains("application/json") ?? false
+        if await limiter.isBlocked(context.clientAddress) { return Self.tooManyAttempts(json: json) }
+        let token = context.parameters.get("token") ?? ""
+        var request = request
+        guard let bearer = try await Self.bearerToken(&request, context: context), let user = verifier.verify(bearer)
+        else {
+            return try respond(
+                APIError(.unauthorized, code: "unauthorized", "sign in to accept the invitation"), json: json, request,
+                context)
+        }
+        do {
+            let membership = try await invitations.accept(token: token, user: nil, as: .user(user.id))
+            if json {
+                struct Accepted: Encodable {
+                    let coupleID: UUID
+                    let userID: UUID
+                    let role: String
+                    enum CodingKeys: String, CodingKey {
+                        case coupleID = "couple_id"
+                        case userID = "user_id"
+                        case role
+                    }
+                }
+                return try Self.json(
+                    .ok,
+                    Accepted(coupleID: membership.coupleID, userID: membership.userID, role: membership.role.rawValue))
+            }
+            let name = (try? await invitations.preview(token: token).coupleName) ?? "the couple"
+            return Self.html(.ok, InvitationPage.accepted(membership, coupleName: name))
+        } catch let error as CollaborationError {
+            switch error.code {
+            case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
+                // One answer for every unusable token, so its state cannot be probed.
+                await limiter.recordFailure(context.clientAddress)
+                if json {
+                    return try APIError(.notFound, code: "invitation_not_valid", "this invitation link is not valid")
+                        .response(from: request, context: context)
+                }
+                return Self.html(.notFound, InvitationPage.unusable)
+            default:
+                return try respond(APIError(error), json: json, request, context)
+            }
+        }
+    }
+
+    private func respond(_ error: APIError, json: Bool, _ request: Request, _ context: AppRequestContext) throws
+        -> Response
+    {
+        if json { return try error.response(from: request, context: context) }
+        return Self.html(error.status, InvitationPage.problem(error.message))
+    }
+
+    /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`.
+    private static func bearerToken(_ request: inout Request, context: AppRequestContext) async throws -> String? {
+        if let header = request.headers[.authorization], header.hasPrefix("Bearer ") {
+            return String(header.dropFirst("Bearer ".count))
+        }
+        guard request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true else { return nil }
+        struct Form: Decodable {
+            let accessToken: String?
+            enum CodingKeys: String, CodingKey { case accessToken = "access_token" }
+        }
+        let form = try await URLEncodedFormDecoder().decode(Form.self, from: request, context: context)
+        return form.accessToken.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    private static func tooManyAttempts(json: Bool) -> Response {
+        var response =
+            json
+            ? (try? Self.json(
+                .tooManyRequests,
+                ["error": ["code": "too_many_attempts", "message": "too many invalid invitation links; wait a minute"]]))
+                ?? Response(status: .tooManyRequests)
+            : html(
+                .tooManyRequests, InvitationPage.problem("Too many invalid invitation links from here; wait a minute."))
+        response.headers[.retryAfter] = "60"
+        return response
+    }
+
+    static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
+        var headers = privateHeaders
+        headers[.contentType] = "text/html; charset=utf-8"
+        headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
+        var headers = privateHeaders
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(
+            status: status, headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+    }
+
+    /// Invitation responses carry a secret in their URL: never cached, never sent on as a referrer.
+    static var privateHeaders: HTTPFields {
+        var headers = HTTPFields()
+        headers[.cacheControl] = "no-store"
+        headers[.init("Referrer-Policy")!] = "no-referrer"
+        headers[.init("X-Content-Type-Options")!] = "nosniff"
+        return headers
+    }
+}

@@ -1,0 +1,84 @@
+import Collaboration
+import Foundation
+
+/// The invitation landing page, server-rendered: no external assets, readable on a phone.
+enum InvitationPage {
+    /// The page for a pending invitation, with an Accept form that posts the bearer token the app supplies.
+    static func pending(_ preview: InvitationPreview, token: String) -> String {
+        let expires = preview.expiresAt.formatted(.iso8601)
+        return layout(
+            title: "Join \(preview.coupleName)",
+            body: """
+                <h1>You're invited to join <span id="couple">\(escape(preview.coupleName))</span></h1>
+                <p><strong>\(escape(preview.inviter))</strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>.</p>
+                <p class="muted">This link expires on <time datetime="\(expires)">\(expires)</time>.\
+                \(preview.emailBound ? " It can be accepted only with the email address it was sent to." : "")</p>
+                <form method="post" action="/invitations/\(escape(token))/accept">
+                  <input type="hidden" name="access_token" id="access_token" value="">
+                  <button type="submit" id="accept">Accept invitation</button>
+                </form>
+                <p class="muted">Sign in to the app first: it adds your session to this form.</p>
+                """)
+    }
+
+    /// The single page for every token that cannot be used: unknown, expired, used or revoked look the same.
+    static let unusable = layout(
+        title: "Invitation not valid",
+        body: """
+            <h1>This invitation link is not valid</h1>
+            <p>It may have expired, been used or been withdrawn. Ask the couple for a new invitation.</p>
+            """)
+
+    static func accepted(_ membership: Membership, coupleName: String) -> String {
+        layout(
+            title: "Welcome",
+            body: """
+                <h1 id="welcome">Welcome to \(escape(coupleName))</h1>
+                <p>You joined as <strong>\(escape(membership.role.rawValue))</strong>.</p>
+                """)
+    }
+
+    static func problem(_ message: String) -> String {
+        layout(title: "Could not accept", body: "<h1>Could not accept the invitation</h1><p>\(escape(message))</p>")
+    }
+
+    private static func layout(title: String, body: String) -> String {
+        """
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <meta name="referrer" content="no-referrer">
+        <title>\(escape(title))</title>
+        <style>
+          body { font-family: system-ui, sans-serif; max-width: 32rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; color: #222; }
+          h1 { font-size: 1.5rem; }
+          button { font-size: 1.1rem; padding: 0.75rem 1.5rem; border-radius: 0.5rem; border: 0; background: #6b4eff; color: white; width: 100%; }
+          .muted { color: #666; font-size: 0.9rem; }
+        </style>
+        </head>
+        <body>
+        \(body)
+        </body>
+        </html>
+        """
+    }
+
+    /// HTML-escapes text for element content and attribute values.
+    static func escape(_ text: String) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.count)
+        for character in text {
+            switch character {
+            case "&": escaped += "&amp;"
+            case "<": escaped += "&lt;"
+            case ">": escaped += "&gt;"
+            case "\"": escaped += "&quot;"
+            case "'": escaped += "&#39;"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+}

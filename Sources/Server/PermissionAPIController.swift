@@ -1,0 +1,153 @@
+import Collaboration
+import Foundation
+import Hummingbird
+
+/// The JSON API for backend services under `/v1`, behind a service API key. Backends act as the operator,
+/// recorded under their key's name.
+struct PermissionAPIController {
+    let repository: any CollaborationRepository
+    let permissions: CollaborationPermissionService
+    let memberships: MembershipService
+
+    static let maxBatch = 100
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("check", use: check)
+        group.post("check/batch", use: checkBatch)
+        group.get("users/:user/couples", use: userCouples)
+        group.get("couples/:couple/members", use: members)
+        group.get("couples/:couple/users/:user/permissions", use: userPermissions)
+    }
+
+    struct CheckRequest: Decodable {
+        let coupleID: String
+        let userID: String
+        let permission: String
+
+        enum CodingKeys: String, CodingKey {
+            case coupleID = "couple_id"
+            case userID = "user_id"
+            case permission
+        }
+    }
+
+    struct CheckResult: Encodable {
+        let allowed: Bool
+    }
+
+    @Sendable func check(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let body = try await request.decode(as: CheckRequest.self, context: context)
+        return try Self.json(CheckResult(allowed: try await answer(body)))
+    }
+
+    @Sendable func checkBatch(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Batch: Decodable { let checks: [CheckRequest] }
+        struct Results: Encodable { let results: [CheckResult] }
+        let batch = try await request.decode(as: Batch.self, context: context)
+        guard (1...Self.maxBatch).contains(batch.checks.count) else {
+            throw APIError.badRequest("a batch holds 1 to \(Self.maxBatch) checks, not \(batch.checks.count)")
+        }
+        // Validate every check before asking the database about any.
+        let parsed = try batch.checks.map(parse)
+        var results: [CheckResult] = []
+        results.reserveCapacity(parsed.count)
+        for (couple, user, permission) in parsed {
+            results.append(
+                CheckResult(
+                    allowed: try await repository.hasPermission(couple: couple, user: user, permission: permission)))
+        }
+        return try Self.json(Results(results: results))
+    }
+
+    @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let user = try Self.uuid(context.parameters.get("user"), "user id")
+        let (limit, after) = try Self.page(request)
+        let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
+        // Snake-cased by the encoder: {"couples": [...], "next_after": ...}.
+        struct Page: Encodable {
+            let couples: [UserCouple]
+            let nextAfter: UUID?
+        }
+        return try Self.json(Page(couples: couples, nextAfter: couples.count == limit ? couples.last?.coupleID : nil))
+    }
+
+    @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let couple = try Self.uuid(context.parameters.get("couple"), "couple id")
+        struct Members: Encodable { let members: [Member] }
+        return try Self.json(Members(members: try await memberships.members(of: couple, as: actor(context))))
+    }
+
+    @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let couple = try Self.uuid(context.parameters.get("couple"), "couple id")
+        let user = try Self.uuid(context.parameters.get("user"), "user id")
+        let actor = actor(context)
+        let role = try await permissions.role(user: user, couple: couple, as: actor)
+        let granted = try await permissions.permissions(user: user, couple: couple, as: actor)
+        struct Standing: Encodable {
+            let role: RoleName?
+            let permissions: [Permission]
+        }
+        return try Self.json(Standing(role: role, permissions: granted))
+    }
+
+    private func answer(_ check: CheckRequest) async throws -> Bool {
+        let (couple, user, permission) = try parse(check)
+        return try await repository.hasPermission(couple: couple, user: user, permission: permission)
+    }
+
+    private func parse(_ check: CheckRequest) throws -> (UUID, UUID, Permission) {
+        guard let permission = Permission(rawValue: check.permission) else {
+            throw APIError.badRequest("\"permission\" must look like area.action, e.g. budget.edit")
+        }
+        return (try Self.uuid(check.coupleID, "couple_id"), try Self.uuid(check.userID, "user_id"), permission)
+    }
+
+    private func actor(_ context: AppRequestContext) -> Actor {
+        .operator(label: "key:\(context.serviceKey?.name ?? "unknown")")
+    }
+
+    private static func uuid(_ text: String?, _ name: String) throws -> UUID {
+        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
+        return id
+    }
+
+    private static func page(_ request: Request) throws -> (Int, UUID?) {
+        let query = request.uri.queryParameters
+        let limit =
+            try query["limit"].map { text -> Int in
+                guard let value = Int(String(text)), (1...1000).contains(value) else {
+                    throw APIError.badRequest("limit must be a number from 1 to 1000")
+                }
+                return value
+            } ?? 100
+        let after = try query["after"].map { try uuid(String($0), "after") }
+        return (limit, after)
+    }
+
+    static func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+    }
+}
+
+/// Authenticates `/v1` requests with `Authorization: Bearer rbk_...`; anything else is 401. If the keys cannot
+/// be checked, the request fails with 503: never through.
+struct ServiceKeyMiddleware: RouterMiddleware {
+    let keys: ServiceKeyService
+
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
+            let key = try await keys.authenticate(String(header.dropFirst("Bearer ".count)))
+        else { throw APIError.unauthorized }
+        var context = context
+        context.serviceKey = key
+        return try await next(request, context)
+    }
+}

@@ -1,0 +1,159 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Logging
+import Postgres
+import Server
+import Storage
+
+extension RBAC {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the HTTP service: invitation pages and the permission API.",
+            discussion: """
+                Needs the HS256 secret that signs end users' JWTs (as Supabase Auth issues them): \
+                --jwt-secret-file, or $RBAC_JWT_SECRET. Stops gracefully on SIGINT/SIGTERM, finishing requests \
+                in flight.
+                """)
+
+        @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
+        @Option(help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
+        @Option(help: ArgumentHelp("File holding the JWT secret (default: $RBAC_JWT_SECRET).", valueName: "path"))
+        var jwtSecretFile: String?
+        @Option(
+            help: ArgumentHelp(
+                "Public base URL of invitation links (default $RBAC_PUBLIC_URL, else http://HOST:PORT).",
+                valueName: "url"))
+        var publicURL: String?
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let environment = ProcessInfo.processInfo.environment
+            let host = host ?? environment["RBAC_HOST"] ?? "127.0.0.1"
+            guard let port = port ?? Int(environment["RBAC_PORT"] ?? "8080"), (1...65535).contains(port) else {
+                throw CommandFailure(.usage, "the port must be a number from 1 to 65535")
+            }
+            let secret = try jwtSecret(environment)
+            guard let baseURL = URL(string: publicURL ?? environment["RBAC_PUBLIC_URL"] ?? "http://\(host):\(port)"),
+                baseURL.scheme != nil, baseURL.host != nil
+            else { throw CommandFailure(.usage, "the public URL must be an absolute http(s) URL") }
+
+            var configuration: PostgresConfiguration?
+            do {
+                let resolved = try await database.configuration()
+                configuration = resolved
+                let pool = PostgresConnectionPool(
+                    configuration: resolved, maxConnections: 16, acquireTimeout: .seconds(5))
+                let dependencies = ServerDependencies(
+                    repository: PostgresCollaborationRepository(pool: pool),
+                    keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
+                    verifier: JWTVerifier(secret: secret), publicBaseURL: baseURL,
+                    isReady: { (try? await pool.query("SELECT 1")) != nil })
+                var logger = Logger(label: "rbac")
+                logger.logLevel = .info
+                logger.info(
+                    "rbac serve", metadata: ["database": "\(resolved.redactedDescription)", "url": "\(baseURL)"])
+                try await buildApplication(dependencies, host: host, port: port, logger: logger).runService()
+                await pool.close()
+            } catch {
+                throw CommandFailure(error, database: configuration)
+            }
+        }
+
+        private func jwtSecret(_ environment: [String: String]) throws -> String {
+            if let path = jwtSecretFile {
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                    throw CommandFailure(.usage, "cannot read the JWT secret file \(path)")
+                }
+                return try checked(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            }
+            guard let secret = environment["RBAC_JWT_SECRET"], !secret.isEmpty else {
+                throw CommandFailure(
+                    .usage,
+                    "no JWT secret: pass --jwt-secret-file PATH or set RBAC_JWT_SECRET to the HS256 secret of your identity provider"
+                )
+            }
+            return try checked(secret)
+        }
+
+        private func checked(_ secret: String) throws -> String {
+            guard secret.utf8.count >= 32 else {
+                throw CommandFailure(.usage, "the JWT secret must be at least 32 bytes long")
+            }
+            return secret
+        }
+    }
+
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "API keys for backend services (shown once, stored hashed).",
+            subcommands: [Create.self, List.self, Revoke.self])
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create a key; prints it once.")
+            @Option(help: "What the key is for, e.g. the service's name.") var name: String
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let (key, secret) = try await ServiceKeyService(
+                        repository: PostgresServiceKeyRepository(pool: context.pool)
+                    )
+                    .create(name: name)
+                    if output.json {
+                        struct Created: Encodable {
+                            let key: ServiceKey
+                            let secret: String
+                        }
+                        return try printJSON(Created(key: key, secret: secret.rawValue))
+                    }
+                    print(
+                        "Key \(key.id.uuidString.lowercased()) \"\(key.name)\" (shown once; only its hash is stored):")
+                    print(secret.rawValue)
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List keys (never the keys themselves).")
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let keys = try await PostgresServiceKeyRepository(pool: context.pool).keys()
+                    if output.json { return try printJSON(keys) }
+                    print(
+                        Table(
+                            headers: ["ID", "NAME", "CREATED", "REVOKED"],
+                            rows: keys.map {
+                                [
+                                    $0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601,
+                                    $0.revokedAt?.iso8601 ?? "",
+                                ]
+                            }
+                        ).rendered)
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Revoke a key at once.")
+            @Argument(help: "The key's id.") var id: String
+            @OptionGroup var database: DatabaseOptions
+
+            func validate() throws {
+                guard UUID(uuidString: id) != nil else { throw ValidationError("\"\(id)\" is not a key id (a UUID)") }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
+                        UUID(uuidString: id)!)
+                    print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
+                }
+            }
+        }
+    }
+}

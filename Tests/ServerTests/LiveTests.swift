@@ -1,0 +1,141 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import Secrets
+import Storage
+import TestSupport
+import Testing
+
+@testable import Server
+
+/// The service over real HTTP and a real database.
+@Suite("HTTP service, live, on PostgreSQL")
+struct LiveTests {
+    static let secret = "live-secret-0123456789abcdef0123456789"
+
+    static func dependencies(_ pool: PostgresConnectionPool) -> ServerDependencies {
+        ServerDependencies(
+            repository: PostgresCollaborationRepository(pool: pool),
+            keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
+            verifier: JWTVerifier(secret: secret), publicBaseURL: URL(string: "https://rbac.test")!,
+            isReady: { (try? await pool.query("SELECT 1")) != nil })
+    }
+
+    static func migrate(_ pool: PostgresConnectionPool) async throws {
+        try await MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))
+            .migrate(pool)
+        try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+    }
+
+    @Test("invite, open the page, accept with a JWT, and the check answers true")
+    func invitationFlow() async throws {
+        try await TestDatabase.withFreshPool { pool in
+            try await Self.migrate(pool)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let admin = Actor.operator(label: "tests")
+            let owner = try await repository.addUser(
+                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: "Olivia")
+            let invitee = try await repository.addUser(
+                email: EmailAddress(rawValue: "paul@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Olivia & Paul", owner: owner.id, as: admin)
+            let issued = try await CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "https://rbac.test")!
+            )
+            .invite(to: couple.id, role: RoleName(rawValue: "planner")!, as: .user(owner.id))
+            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
+                name: "live"
+            ).1
+            let jwt = JWTVerifier(secret: Self.secret).sign([
+                "sub": invitee.id.uuidString.lowercased(), "email": invitee.email,
+            ])
+            let check = ByteBuffer(
+                string: #"{"couple_id":"\#(couple.id)","user_id":"\#(invitee.id)","permission":"budget.edit"}"#)
+            let app = Application(
+                router: buildRouter(Self.dependencies(pool)),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                try await client.execute(
+                    uri: "/v1/check", method: .post, headers: [.authorization: "Bearer \(key.rawValue)"], body: check
+                ) {
+                    #expect(String(buffer: $0.body) == #"{"allowed":false}"#)
+                }
+                for _ in 0..<2 {
+                    try await client.execute(uri: "/invitations/\(issued.token.rawValue)", method: .get) { response in
+                        #expect(response.status == .ok)
+                        #expect(String(buffer: response.body).contains(">planner<"))
+                    }
+                }
+                try await client.execute(
+                    uri: "/invitations/\(issued.token.rawValue)/accept", method: .post,
+                    headers: [.authorization: "Bearer \(jwt)", .accept: "application/json"]
+                ) { #expect($0.status == .ok) }
+                try await client.execute(
+                    uri: "/v1/check", method: .post, headers: [.authorization: "Bearer \(key.rawValue)"], body: check
+                ) {
+                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+                }
+                try await client.execute(
+                    uri: "/invitations/\(issued.token.rawValue)/accept", method: .post,
+                    headers: [.authorization: "Bearer \(jwt)", .accept: "application/json"]
+                ) { #expect($0.status == .notFound) }
+                try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .ok) }
+            }
+        }
+    }
+
+    @Test("with the database stopped, checks answer 503 (never allowed), and recover when it is back")
+    func databaseDown() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-live-\(UUID().uuidString)")
+        try cluster("create", directory)
+        defer { try? cluster("destroy", directory) }
+        try cluster("start", directory)
+        let port = try String(contentsOf: directory.appendingPathComponent("port"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let pool = PostgresConnectionPool(
+            configuration: PostgresConfiguration(
+                connectionString: "postgresql://postgres@127.0.0.1:\(port)/postgres", connectTimeout: 2),
+            maxConnections: 4, acquireTimeout: .seconds(2))
+        try await Self.migrate(pool)
+        let repository = PostgresCollaborationRepository(pool: pool)
+        let owner = try await repository.addUser(email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+        let couple = try await repository.createCouple(name: "Down", owner: owner.id, as: .operator(label: "tests"))
+        let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(name: "live")
+            .1
+        let headers: HTTPFields = [.authorization: "Bearer \(key.rawValue)"]
+        let check = ByteBuffer(
+            string: #"{"couple_id":"\#(couple.id)","user_id":"\#(owner.id)","permission":"budget.edit"}"#)
+        let app = Application(
+            router: buildRouter(Self.dependencies(pool)), configuration: .init(address: .hostname("127.0.0.1", port: 0))
+        )
+        try await app.test(.live) { client in
+            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
+                #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+            }
+            try cluster("stop", directory)
+            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(!String(buffer: response.body).contains("allowed"))
+            }
+            try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
+            try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
+            try cluster("start", directory)
+            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
+                #expect(String(buffer: $0.body) == #"{"allowed":true}"#, "recovered without a restart")
+            }
+        }
+        await pool.close()
+    }
+
+    private func cluster(_ command: String, _ directory: URL) throws {
+        let process = Process()
+        process.executableURL = repositoryRoot.appendingPathComponent("scripts/pg-cluster")
+        process.arguments = [command, directory.path]
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw TestSetupError("scripts/pg-cluster \(command) exited with \(process.terminationStatus)")
+        }
+    }
+}
