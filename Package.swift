@@ -41,7 +41,8 @@ let package = Package(
                 "Collaboration", "Secrets",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            resources: [.copy("openapi.json")]
         ),
         .executableTarget(
             name: "rbac",

@@ -32,6 +32,12 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
     router.add(middleware: RequestLogMiddleware())
     router.add(middleware: APIErrorMiddleware())
     router.get("health") { _, _ in "ok" }
+    router.get("openapi.json") { _, _ -> Response in
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json; charset=utf-8"
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try openAPIDocument())))
+    }
     router.get("ready") { _, _ -> Response in
         guard await dependencies.isReady() else { throw APIError.unavailable }
         return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready")))
@@ -47,6 +53,14 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
         memberships: MembershipService(repository: dependencies.repository)
     ).addRoutes(to: router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys)))
     return router
+}
+
+/// The OpenAPI 3.1 document of every route (Sources/Server/openapi.json, shipped as a resource).
+public func openAPIDocument() throws -> Data {
+    guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json") else {
+        throw APIError(.internalServerError, code: "missing_document", "the OpenAPI document is not installed")
+    }
+    return try Data(contentsOf: url)
 }
 
 /// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.

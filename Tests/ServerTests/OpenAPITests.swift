@@ -1,0 +1,48 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import Server
+
+@Suite("OpenAPI document")
+struct OpenAPITests {
+    @Test("every route in the router is in the document, with its method, and nothing else is")
+    func everyRouteDocumented() async throws {
+        let fixture = try await Fixture()
+        let router = buildRouter(
+            ServerDependencies(
+                repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+                publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true }))
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        #expect(document["openapi"] as? String == "3.1.0")
+        let paths = try #require(document["paths"] as? [String: [String: Any]])
+        let documented = Set(paths.flatMap { path, operations in operations.keys.map { "\($0.uppercased()) \(path)" } })
+        // The router writes parameters as :name; OpenAPI as {name}.
+        let routed = Set(
+            router.routes.map { route in
+                let path = route.path.description.split(separator: "/").map {
+                    $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0)
+                }
+                return "\(route.method) /\(path.joined(separator: "/"))"
+            })
+        #expect(
+            routed.subtracting(documented).isEmpty,
+            "routes missing from openapi.json: \(routed.subtracting(documented))")
+        #expect(
+            documented.subtracting(routed).isEmpty,
+            "documented routes that do not exist: \(documented.subtracting(routed))")
+    }
+
+    @Test("the document is served at /openapi.json")
+    func served() async throws {
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            try await client.execute(uri: "/openapi.json", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body).contains("\"openapi\": \"3.1.0\""))
+            }
+        }
+    }
+}
