@@ -47,11 +47,17 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
             repository: dependencies.repository, baseURL: dependencies.publicBaseURL),
         verifier: dependencies.verifier, limiter: dependencies.limiter
     ).addRoutes(to: router)
+    let memberships = MembershipService(repository: dependencies.repository)
+    let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
     PermissionAPIController(
         repository: dependencies.repository,
-        permissions: CollaborationPermissionService(repository: dependencies.repository),
-        memberships: MembershipService(repository: dependencies.repository)
-    ).addRoutes(to: router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys)))
+        permissions: CollaborationPermissionService(repository: dependencies.repository), memberships: memberships
+    ).addRoutes(to: v1)
+    ManagementAPIController(
+        memberships: memberships,
+        invitations: CollaborationInvitationService(
+            repository: dependencies.repository, baseURL: dependencies.publicBaseURL)
+    ).addRoutes(to: v1)
     return router
 }
 

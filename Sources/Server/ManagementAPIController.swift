@@ -1,0 +1,149 @@
+import Collaboration
+import Foundation
+import Hummingbird
+
+/// Membership and invitation management under `/v1/couples/{couple}`, for backend services acting for one of
+/// their users: the service key authenticates the backend, `X-Acting-User` names the user, and that user's
+/// permissions and grantable roles decide (the same rules as `rbac --actor`).
+struct ManagementAPIController {
+    let memberships: MembershipService
+    let invitations: CollaborationInvitationService
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("couples/:couple/members", use: grant)
+        group.delete("couples/:couple/members/:user", use: remove)
+        group.post("couples/:couple/members/:user/suspend", use: suspend)
+        group.post("couples/:couple/members/:user/reactivate", use: reactivate)
+        group.post("couples/:couple/leave", use: leave)
+        group.post("couples/:couple/transfer-ownership", use: transfer)
+        group.get("couples/:couple/invitations", use: listInvitations)
+        group.post("couples/:couple/invitations", use: invite)
+        group.delete("couples/:couple/invitations/:invitation", use: revoke)
+        group.post("couples/:couple/invitations/:invitation/resend", use: resend)
+    }
+
+    @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable {
+            let userID: String
+            let role: String
+            enum CodingKeys: String, CodingKey {
+                case userID = "user_id"
+                case role
+            }
+        }
+        let body = try await request.decode(as: Body.self, context: context)
+        let role = try RoleName(validating: body.role)
+        let membership = try await memberships.grant(
+            role, to: try Self.uuid(body.userID, "user_id"), in: try couple(context), as: try actor(request))
+        return try PermissionAPIController.json(membership)
+    }
+
+    @Sendable func remove(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try PermissionAPIController.json(
+            try await memberships.remove(try user(context), from: try couple(context), as: try actor(request)))
+    }
+
+    @Sendable func suspend(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try PermissionAPIController.json(
+            try await memberships.suspend(try user(context), in: try couple(context), as: try actor(request)))
+    }
+
+    @Sendable func reactivate(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try PermissionAPIController.json(
+            try await memberships.reactivate(try user(context), in: try couple(context), as: try actor(request)))
+    }
+
+    @Sendable func leave(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try PermissionAPIController.json(
+            try await memberships.leave(try couple(context), user: nil, as: try actor(request)))
+    }
+
+    @Sendable func transfer(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable { let to: String }
+        let body = try await request.decode(as: Body.self, context: context)
+        return try PermissionAPIController.json(
+            try await memberships.transferOwnership(
+                of: try couple(context), to: try Self.uuid(body.to, "to"), as: try actor(request)))
+    }
+
+    @Sendable func listInvitations(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let status = try request.uri.queryParameters["status"].map { text -> InvitationStatus in
+            guard let status = InvitationStatus(rawValue: String(text)) else {
+                throw APIError.badRequest("status must be pending, accepted, revoked or expired")
+            }
+            return status
+        }
+        struct Invitations: Encodable { let invitations: [Invitation] }
+        return try PermissionAPIController.json(
+            Invitations(
+                invitations: try await invitations.invitations(
+                    of: try couple(context), status: status, as: try actor(request))))
+    }
+
+    @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable {
+            let role: String
+            let email: String?
+            let expiresInSeconds: Int?
+            enum CodingKeys: String, CodingKey {
+                case role, email
+                case expiresInSeconds = "expires_in_seconds"
+            }
+        }
+        let body = try await request.decode(as: Body.self, context: context)
+        let email = try body.email.map { try EmailAddress(validating: $0) }
+        let issued = try await invitations.invite(
+            to: try couple(context), role: try RoleName(validating: body.role), email: email,
+            expiresIn: body.expiresInSeconds.map { .seconds($0) } ?? CollaborationInvitationService.defaultExpiry,
+            as: try actor(request))
+        return try Self.issued(issued)
+    }
+
+    @Sendable func revoke(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try await invitations.revoke(try invitation(context), in: try couple(context), as: try actor(request))
+        return Response(status: .noContent)
+    }
+
+    @Sendable func resend(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try Self.issued(
+            try await invitations.resend(try invitation(context), in: try couple(context), as: try actor(request)))
+    }
+
+    /// An issued invitation: the only response that carries a token, never cached.
+    private static func issued(_ issued: IssuedInvitation) throws -> Response {
+        struct Issued: Encodable {
+            let invitation: Invitation
+            let token: String
+            let link: String
+        }
+        var response = try PermissionAPIController.json(
+            Issued(invitation: issued.invitation, token: issued.token.rawValue, link: issued.link.absoluteString))
+        response.status = .created
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    private func actor(_ request: Request) throws -> Actor {
+        guard let header = request.headers[.init("X-Acting-User")!] else {
+            throw APIError.badRequest("X-Acting-User must name the user this request acts for")
+        }
+        return .user(try Self.uuid(header, "X-Acting-User"))
+    }
+
+    private func couple(_ context: AppRequestContext) throws -> UUID {
+        try Self.uuid(context.parameters.get("couple"), "couple id")
+    }
+
+    private func user(_ context: AppRequestContext) throws -> UUID {
+        try Self.uuid(context.parameters.get("user"), "user id")
+    }
+
+    private func invitation(_ context: AppRequestContext) throws -> UUID {
+        try Self.uuid(context.parameters.get("invitation"), "invitation id")
+    }
+
+    private static func uuid(_ text: String?, _ name: String) throws -> UUID {
+        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
+        return id
+    }
+}
