@@ -54,35 +54,18 @@ struct PoolTests {
     @Test("the pool recovers after the server restarts, and prepared statements are prepared again")
     func serverRestart() async throws {
         // A cluster of this test's own, so the restart disturbs no other test.
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "rbac-restart-\(UUID().uuidString)")
-        try cluster("create", directory)
-        defer { try? cluster("destroy", directory) }
-        try cluster("start", directory)
-        let port = try String(contentsOf: directory.appendingPathComponent("port"), encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        let configuration = PostgresConfiguration(connectionString: "postgresql://postgres@127.0.0.1:\(port)/postgres")
+        let cluster = try DisposableCluster()
+        let configuration = PostgresConfiguration(connectionString: cluster.url)
         let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
         let check: PostgresQuery = "SELECT pg_backend_pid() AS pid, \(7) AS seven"
         let before = try await pool.query(check.prepared(as: "check"))
         #expect(try before[0].decode("seven", as: Int.self) == 7)
 
-        try cluster("restart", directory)
+        try cluster.restart()
 
         let after = try await pool.query(check.prepared(as: "check"))
         #expect(try after[0].decode("seven", as: Int.self) == 7)
         #expect(try after[0].decode("pid", as: Int32.self) != before[0].decode("pid", as: Int32.self))
         await pool.close()
-    }
-
-    private func cluster(_ command: String, _ directory: URL) throws {
-        let process = Process()
-        process.executableURL = repositoryRoot.appendingPathComponent("scripts/pg-cluster")
-        process.arguments = [command, directory.path]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestSetupError("scripts/pg-cluster \(command) exited with \(process.terminationStatus)")
-        }
     }
 }

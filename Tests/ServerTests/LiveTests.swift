@@ -87,15 +87,10 @@ struct LiveTests {
 
     @Test("with the database stopped, checks answer 503 (never allowed), and recover when it is back")
     func databaseDown() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-live-\(UUID().uuidString)")
-        try cluster("create", directory)
-        defer { try? cluster("destroy", directory) }
-        try cluster("start", directory)
-        let port = try String(contentsOf: directory.appendingPathComponent("port"), encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // A cluster of this test's own, so stopping it disturbs no other test.
+        let cluster = try DisposableCluster()
         let pool = PostgresConnectionPool(
-            configuration: PostgresConfiguration(
-                connectionString: "postgresql://postgres@127.0.0.1:\(port)/postgres", connectTimeout: 2),
+            configuration: PostgresConfiguration(connectionString: cluster.url, connectTimeout: 2),
             maxConnections: 4, acquireTimeout: .seconds(2))
         try await Self.migrate(pool)
         let repository = PostgresCollaborationRepository(pool: pool)
@@ -113,29 +108,18 @@ struct LiveTests {
             try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
                 #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
             }
-            try cluster("stop", directory)
+            try cluster.stop()
             try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
                 #expect(response.status == .serviceUnavailable)
                 #expect(!String(buffer: response.body).contains("allowed"))
             }
             try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
             try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
-            try cluster("start", directory)
+            try cluster.start()
             try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
                 #expect(String(buffer: $0.body) == #"{"allowed":true}"#, "recovered without a restart")
             }
         }
         await pool.close()
-    }
-
-    private func cluster(_ command: String, _ directory: URL) throws {
-        let process = Process()
-        process.executableURL = repositoryRoot.appendingPathComponent("scripts/pg-cluster")
-        process.arguments = [command, directory.path]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestSetupError("scripts/pg-cluster \(command) exited with \(process.terminationStatus)")
-        }
     }
 }

@@ -6,14 +6,15 @@ import Testing
 
 @Suite("Migrations")
 struct MigrationTests {
-    /// A directory of migration files for one test.
-    private func directory(_ files: [String: String]) throws -> URL {
+    /// Writes `files` to a directory of their own, loads them as migrations, and removes the directory.
+    private func load(_ files: [String: String]) throws -> [Migration] {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-migrations-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: url) }
         for (name, sql) in files {
             try Data(sql.utf8).write(to: url.appendingPathComponent(name))
         }
-        return url
+        return try Migration.load(from: url)
     }
 
     private let twoMigrations = [
@@ -27,7 +28,7 @@ struct MigrationTests {
 
     @Test("a fresh database gets every migration in order; running again changes nothing")
     func freshThenNoOp() async throws {
-        let runner = MigrationRunner(migrations: try Migration.load(from: try directory(twoMigrations)))
+        let runner = MigrationRunner(migrations: try load(twoMigrations))
         try await TestDatabase.withFreshPool { pool in
             let applied = try await runner.migrate(pool)
             #expect(applied.map(\.fileName) == ["0001_first.sql", "0002_second.sql"])
@@ -44,8 +45,8 @@ struct MigrationTests {
     @Test("a new migration file is applied on the next run, and status lists it as pending before")
     func incremental() async throws {
         let first = MigrationRunner(
-            migrations: try Migration.load(from: try directory(["0001_first.sql": twoMigrations["0001_first.sql"]!])))
-        let both = MigrationRunner(migrations: try Migration.load(from: try directory(twoMigrations)))
+            migrations: try load(["0001_first.sql": twoMigrations["0001_first.sql"]!]))
+        let both = MigrationRunner(migrations: try load(twoMigrations))
         try await TestDatabase.withFreshPool { pool in
             try await first.migrate(pool)
             #expect(try await both.status(pool).map(\.state) == [.applied, .pending])
@@ -55,11 +56,11 @@ struct MigrationTests {
 
     @Test("an applied migration whose file changed is refused, naming the file, and nothing runs")
     func editedFileRefused() async throws {
-        let original = MigrationRunner(migrations: try Migration.load(from: try directory(twoMigrations)))
+        let original = MigrationRunner(migrations: try load(twoMigrations))
         var edited = twoMigrations
         edited["0001_first.sql"] = "CREATE TABLE first (id bigint PRIMARY KEY);"
         edited["0003_third.sql"] = "CREATE TABLE third (id int);"
-        let changed = MigrationRunner(migrations: try Migration.load(from: try directory(edited)))
+        let changed = MigrationRunner(migrations: try load(edited))
         try await TestDatabase.withFreshPool { pool in
             try await original.migrate(pool)
             let error = await #expect(throws: MigrationError.self) { try await changed.migrate(pool) }
@@ -73,7 +74,7 @@ struct MigrationTests {
     func failingMigration() async throws {
         var files = twoMigrations
         files["0003_broken.sql"] = "CREATE TABLE third (id int); SELECT 1/0;"
-        let runner = MigrationRunner(migrations: try Migration.load(from: try directory(files)))
+        let runner = MigrationRunner(migrations: try load(files))
         try await TestDatabase.withFreshPool { pool in
             await #expect(throws: PostgresError.self) { try await runner.migrate(pool) }
             #expect(try await count(pool, "schema_migrations") == 2)
@@ -84,17 +85,15 @@ struct MigrationTests {
 
     @Test("badly named files and duplicate numbers are refused before anything runs")
     func badFiles() throws {
-        let badName = try directory(["1_first.sql": "SELECT 1"])
-        #expect(throws: MigrationError.badFileName("1_first.sql")) { try Migration.load(from: badName) }
-        let duplicate = try directory(["0001_a.sql": "SELECT 1", "0001_b.sql": "SELECT 2"])
+        #expect(throws: MigrationError.badFileName("1_first.sql")) { try load(["1_first.sql": "SELECT 1"]) }
         #expect(throws: MigrationError.duplicateVersion("0001_a.sql", "0001_b.sql")) {
-            try Migration.load(from: duplicate)
+            try load(["0001_a.sql": "SELECT 1", "0001_b.sql": "SELECT 2"])
         }
     }
 
     @Test("two migrate runs at once apply each migration exactly once", arguments: 0..<10)
     func concurrentRuns(round: Int) async throws {
-        let runner = MigrationRunner(migrations: try Migration.load(from: try directory(twoMigrations)))
+        let runner = MigrationRunner(migrations: try load(twoMigrations))
         try await TestDatabase.withFresh { configuration in
             // Two pools: two separate sessions, like two `rbac migrate` processes.
             let pools = (0..<2).map { _ in PostgresConnectionPool(configuration: configuration, maxConnections: 1) }

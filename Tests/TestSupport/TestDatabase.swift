@@ -59,21 +59,40 @@ public struct TestSetupError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Releases a group of tasks together: each `arrive()` waits until `count` tasks have arrived.
+/// Releases a group of tasks together: each `arrive()` waits until `count` tasks have arrived. If they have not
+/// all arrived within `timeout` (one failed before reaching it, say), everyone is released anyway, so a broken
+/// test fails on its assertions instead of hanging.
 public actor Barrier {
     private let count: Int
+    private let timeout: Duration
+    private var arrived = 0
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
-    public init(count: Int) { self.count = count }
+    public init(count: Int, timeout: Duration = .seconds(30)) {
+        self.count = count
+        self.timeout = timeout
+    }
 
     public func arrive() async {
-        if waiting.count + 1 == count {
-            let released = waiting
-            waiting = []
-            released.forEach { $0.resume() }
+        arrived += 1
+        if arrived >= count {
+            releaseAll()
             return
         }
+        if arrived == 1 {
+            let timeout = timeout
+            Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                await self?.releaseAll()
+            }
+        }
         await withCheckedContinuation { waiting.append($0) }
+    }
+
+    private func releaseAll() {
+        let released = waiting
+        waiting = []
+        for continuation in released { continuation.resume() }
     }
 }
 

@@ -1,0 +1,55 @@
+"""A real browser opens an invitation link, sees the couple's name and the role, and accepts.
+
+Run by scripts/browser-test against a running `rbac serve`; prints TAP-like lines and "N passed, M failed".
+Usage: invitation_flow.py LINK COUPLE_NAME ROLE USER_ID JWT_SECRET
+"""
+import base64
+import hashlib
+import hmac
+import json
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+
+def jwt(user_id: str, secret: str) -> str:
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    header = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    payload = b64(json.dumps({"sub": user_id, "exp": int(time.time()) + 600}).encode())
+    signature = hmac.new(secret.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{b64(signature)}"
+
+
+def main() -> int:
+    link, couple_name, role, user_id, secret = sys.argv[1:6]
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
+        options.add_argument(flag)
+    # Debian's driver, named explicitly: Selenium Manager would try to download one.
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+    results = []
+    try:
+        driver.get(link)
+        results.append(("the page shows the couple's name", driver.find_element(By.ID, "couple").text == couple_name))
+        results.append(("the page shows the role", driver.find_element(By.ID, "role").text == role))
+        # The app signs the user in and hands the page its session, as a real app's web view would.
+        driver.execute_script("document.getElementById('access_token').value = arguments[0];", jwt(user_id, secret))
+        driver.find_element(By.ID, "accept").click()
+        welcome = driver.find_element(By.ID, "welcome").text
+        results.append(("accepting shows the welcome", welcome == f"Welcome to {couple_name}"))
+    finally:
+        driver.quit()
+    for description, passed in results:
+        print(f"{'ok' if passed else 'not ok'} - browser: {description}")
+    failed = sum(1 for _, passed in results if not passed)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
