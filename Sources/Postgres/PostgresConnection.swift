@@ -178,28 +178,41 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// LISTENs on `channels` and streams the notifications that arrive. The connection is then dedicated to
     /// the stream: it is closed when the stream ends, and the stream ends with an error if the connection drops.
-    public func notifications(channels: [String]) async throws -> AsyncThrowingStream<PostgresNotification, any Error> {
+    ///
+    /// The socket is watched for input, and also polled every `pollInterval`, so a dropped connection is
+    /// noticed even when no readable event reports it.
+    public func notifications(channels: [String], pollInterval: Duration = .seconds(1)) async throws
+        -> AsyncThrowingStream<PostgresNotification, any Error>
+    {
         for channel in channels {
             try await execute("LISTEN \(identifier: channel)")
         }
         let (stream, continuation) = AsyncThrowingStream<PostgresNotification, any Error>.makeStream()
         queue.async {
-            let source = DispatchSource.makeReadSource(fileDescriptor: PQsocket(self.handle), queue: self.queue)
-            source.setEventHandler {
-                if !self.drainNotifications(into: continuation) { source.cancel() }
+            let readable = DispatchSource.makeReadSource(fileDescriptor: PQsocket(self.handle), queue: self.queue)
+            let timer = DispatchSource.makeTimerSource(queue: self.queue)
+            let sources = ListenerSources(readable: readable, timer: timer)
+            let drain = {
+                if !self.drainNotifications(into: continuation) { sources.cancel() }
             }
-            source.setCancelHandler {
+            readable.setEventHandler(handler: drain)
+            timer.setEventHandler(handler: drain)
+            readable.setCancelHandler {
                 if !self.isClosed {
                     self.isClosed = true
                     PQfinish(self.handle)
                 }
                 continuation.finish()
             }
-            let cancellable = CancellableSource(source: source)
-            continuation.onTermination = { _ in cancellable.source.cancel() }
-            source.resume()
+            continuation.onTermination = { _ in sources.cancel() }
+            let milliseconds =
+                pollInterval.components.seconds * 1000 + pollInterval.components.attoseconds / 1_000_000_000_000_000
+            let interval = DispatchTimeInterval.milliseconds(Int(max(milliseconds, 10)))
+            timer.schedule(deadline: .now() + interval, repeating: interval)
+            readable.resume()
+            timer.resume()
             // Notifications that arrived together with the LISTEN results are already buffered.
-            if !self.drainNotifications(into: continuation) { source.cancel() }
+            drain()
         }
         return stream
     }
@@ -343,10 +356,16 @@ private struct UncheckedHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// A dispatch source handed to the stream's termination handler.
-private struct CancellableSource: @unchecked Sendable {
-    // Safety: DispatchSource.cancel may be called from any thread; nothing else is used.
-    let source: any DispatchSourceRead
+/// The two dispatch sources of a notification stream, cancelled together.
+private struct ListenerSources: @unchecked Sendable {
+    // Safety: DispatchSource.cancel may be called from any thread, any number of times; nothing else is used.
+    let readable: any DispatchSourceRead
+    let timer: any DispatchSourceTimer
+
+    func cancel() {
+        timer.cancel()
+        readable.cancel()
+    }
 }
 
 /// Cancellation of one operation on a connection: a flag, plus whether a statement is in flight, so that

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// End-to-end: the built `rbac` binary against a fresh, migrated database on the disposable server.
-@Suite("The rbac command, end to end")
+@Suite("The rbac command, end to end", .timeLimit(.minutes(2)))
 struct CLITests {
     struct Result {
         let status: Int32

@@ -3,7 +3,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("Statements, errors, transactions, cancellation and notifications")
+@Suite("Statements, errors, transactions, cancellation and notifications", .timeLimit(.minutes(2)))
 struct ConnectionTests {
     @Test("SQL metacharacters in bound values are stored and read back verbatim")
     func metacharactersStayData() async throws {

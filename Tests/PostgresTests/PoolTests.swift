@@ -3,7 +3,7 @@ import Postgres
 import TestSupport
 import Testing
 
-@Suite("Connection pool")
+@Suite("Connection pool", .timeLimit(.minutes(2)))
 struct PoolTests {
     @Test("a lease waits at most the acquire timeout, then fails clearly")
     func boundedWait() async throws {

@@ -11,7 +11,7 @@ import Testing
 @testable import Server
 
 /// The service over real HTTP and a real database.
-@Suite("HTTP service, live, on PostgreSQL")
+@Suite("HTTP service, live, on PostgreSQL", .timeLimit(.minutes(2)))
 struct LiveTests {
     static let secret = "live-secret-0123456789abcdef0123456789"
 

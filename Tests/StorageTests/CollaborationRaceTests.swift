@@ -6,7 +6,7 @@ import Testing
 
 /// The collaboration rules under real concurrency: separate connections, released together by a barrier,
 /// each scenario repeated 100 times.
-@Suite("Collaboration rules under concurrency")
+@Suite("Collaboration rules under concurrency", .timeLimit(.minutes(2)))
 struct CollaborationRaceTests {
     static let rounds = 100
 
