@@ -12,6 +12,8 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 
 def jwt(user_id: str, secret: str) -> str:
@@ -40,7 +42,9 @@ def main() -> int:
         # The app signs the user in and hands the page its session, as a real app's web view would.
         driver.execute_script("document.getElementById('access_token').value = arguments[0];", jwt(user_id, secret))
         driver.find_element(By.ID, "accept").click()
-        welcome = driver.find_element(By.ID, "welcome").text
+        # The click submits a form: wait for the answer page rather than reading the old one.
+        welcome = WebDriverWait(driver, 20).until(
+            expected_conditions.presence_of_element_located((By.ID, "welcome"))).text
         results.append(("accepting shows the welcome", welcome == f"Welcome to {couple_name}"))
     finally:
         driver.quit()
