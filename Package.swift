@@ -26,6 +26,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
 
+        // Runs other programs without blocking the cooperative thread pool.
+        .target(name: "ChildProcess"),
         // The only module that touches libpq.
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // The only module that touches OpenSSL.
@@ -51,12 +53,13 @@ let package = Package(
                 "Server",
                 "Storage",
                 "Postgres",
+                "ChildProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
-        .target(name: "TestSupport", dependencies: ["Postgres"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "CollaborationTests", dependencies: ["Collaboration"]),
@@ -67,7 +70,8 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
-        .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport"]),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "Collaboration", "Postgres", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
+        .testTarget(
+            name: "StorageTests", dependencies: ["Storage", "Collaboration", "Postgres", "TestSupport", "ChildProcess"]),
     ]
 )

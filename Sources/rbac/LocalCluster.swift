@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import Postgres
 
@@ -44,11 +45,11 @@ struct LocalCluster {
 
         let binaries = try Self.serverBinaries()
         if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
-            try create(binaries)
+            try await create(binaries)
             note("created a local PostgreSQL cluster in \(clusterDirectory.path)")
         }
-        if try runAsOwner(binaries.appendingPathComponent("pg_ctl"), ["status", "-D", dataDirectory.path]) != 0 {
-            let status = try runAsOwner(
+        if try await runAsOwner(binaries.appendingPathComponent("pg_ctl"), ["status", "-D", dataDirectory.path]) != 0 {
+            let status = try await runAsOwner(
                 binaries.appendingPathComponent("pg_ctl"),
                 ["start", "-w", "-t", "60", "-D", dataDirectory.path, "-l", logFile.path])
             guard status == 0 else {
@@ -63,16 +64,17 @@ struct LocalCluster {
         return configuration
     }
 
-    private func create(_ binaries: URL) throws {
+    private func create(_ binaries: URL) async throws {
         try? FileManager.default.removeItem(at: clusterDirectory)
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: socketDirectory, withIntermediateDirectories: true)
         if getuid() == 0 {
-            guard try run(URL(fileURLWithPath: "/bin/chown"), ["-R", "postgres:", clusterDirectory.path]) == 0 else {
+            guard try await run(URL(fileURLWithPath: "/bin/chown"), ["-R", "postgres:", clusterDirectory.path]) == 0
+            else {
                 throw CommandFailure(.databaseUnavailable, "cannot hand \(clusterDirectory.path) to the postgres user")
             }
         }
-        let status = try runAsOwner(
+        let status = try await runAsOwner(
             binaries.appendingPathComponent("initdb"),
             [
                 "-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8",
@@ -123,47 +125,25 @@ struct LocalCluster {
                 + "install it (apt-get install -y postgresql) or pass --database-url")
     }
 
-    private func runAsOwner(_ executable: URL, _ arguments: [String]) throws -> Int32 {
+    private func runAsOwner(_ executable: URL, _ arguments: [String]) async throws -> Int32 {
         if getuid() == 0 {
-            return try run(
+            return try await run(
                 URL(fileURLWithPath: "/sbin/runuser"), ["-u", "postgres", "--", executable.path] + arguments)
         }
-        return try run(executable, arguments)
+        return try await run(executable, arguments)
     }
 
-    /// Runs a program with its output appended to the server log and every other descriptor closed: the
-    /// server that `pg_ctl start` leaves running inherits what the program has open, and must not keep any of
-    /// this process's pipes (Foundation's `Process` waits on one, and would wait for the server to exit).
-    private func run(_ executable: URL, _ arguments: [String]) throws -> Int32 {
+    /// Runs a program with its output appended to the server log (see `ChildProcess` on descriptors).
+    private func run(_ executable: URL, _ arguments: [String]) async throws -> Int32 {
         if !FileManager.default.fileExists(atPath: logFile.path) {
             _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
             if getuid() == 0 { _ = chown(logFile.path, Self.postgresUserID(), gid_t(bitPattern: -1)) }
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logFile.path, O_WRONLY | O_APPEND, 0)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        // Closing a descriptor that is already closed is not an error for glibc's posix_spawn.
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
-            if let descriptor = Int32(name), descriptor > 2 {
-                posix_spawn_file_actions_addclose(&actions, descriptor)
-            }
+        do {
+            return try await ChildProcess.run(executable.path, arguments, output: .append(to: logFile.path)).status
+        } catch let failure as ChildProcessError {
+            throw CommandFailure(.databaseUnavailable, failure.description)
         }
-
-        let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, executable.path, &actions, nil, argv, environ)
-        guard spawned == 0 else {
-            throw CommandFailure(
-                .databaseUnavailable, "cannot run \(executable.path): \(String(cString: strerror(spawned)))")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        // WIFEXITED / WEXITSTATUS, which are macros Swift does not import.
-        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     }
 
     private static func postgresUserID() -> uid_t {

@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import Postgres
 import TestSupport
@@ -13,38 +14,26 @@ struct CLITests {
     }
 
     /// Runs `rbac` with `arguments` against `database` (a libpq connection string).
-    static func rbac(_ arguments: [String], database: String) throws -> Result {
-        let process = Process()
+    static func rbac(_ arguments: [String], database: String) async throws -> Result {
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("rbac")
-        process.executableURL =
+        let executable =
             FileManager.default.isExecutableFile(atPath: besideTests.path)
             ? besideTests : repositoryRoot.appendingPathComponent(".build/debug/rbac")
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = database
         environment["RBAC_PUBLIC_URL"] = "https://rbac.test"
-        process.environment = environment
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+        let result = try await ChildProcess.run(executable.path, arguments, environment: environment)
+        return Result(status: result.status, stdout: result.output, stderr: result.errorOutput)
     }
 
     /// A migrated database and a `rbac` runner bound to it.
-    static func withDatabase(_ body: (@escaping ([String]) throws -> Result) async throws -> Void) async throws {
+    static func withDatabase(_ body: (@escaping ([String]) async throws -> Result) async throws -> Void) async throws {
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
-            let migrate = try rbac(["migrate"], database: database)
+            let migrate = try await rbac(["migrate"], database: database)
             #expect(migrate.status == 0, "\(migrate.stderr)")
-            try await body { try rbac($0, database: database) }
+            try await body { try await rbac($0, database: database) }
         }
     }
 
@@ -53,8 +42,8 @@ struct CLITests {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
-    static func createCouple(_ run: ([String]) throws -> Result) throws -> String {
-        let created = try run([
+    static func createCouple(_ run: ([String]) async throws -> Result) async throws -> String {
+        let created = try await run([
             "couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com", "--json",
         ])
         #expect(created.status == 0, "\(created.stderr)")
@@ -65,20 +54,20 @@ struct CLITests {
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
     func grantCheckRevoke() async throws {
         try await Self.withDatabase { run in
-            let couple = try Self.createCouple(run)
-            #expect(try run(["users", "add", "--email", "pia@example.com", "--name", "Pia"]).status == 0)
-            let grant = try run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"])
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com", "--name", "Pia"]).status == 0)
+            let grant = try await run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"])
             #expect(grant.status == 0, "\(grant.stderr)")
-            let allowed = try run([
+            let allowed = try await run([
                 "check", "--couple", couple, "--user", "pia@example.com", "--permission", "budget.edit",
             ])
             #expect(allowed.status == 0 && allowed.stdout == "allowed\n")
-            let denied = try run([
+            let denied = try await run([
                 "check", "--couple", couple, "--user", "pia@example.com", "--permission", "couple.delete",
             ])
             #expect(denied.status == 1 && denied.stdout == "denied\n")
-            #expect(try run(["revoke", "--couple", couple, "--user", "pia@example.com"]).status == 0)
-            let after = try run([
+            #expect(try await run(["revoke", "--couple", couple, "--user", "pia@example.com"]).status == 0)
+            let after = try await run([
                 "check", "--couple", couple, "--user", "pia@example.com", "--permission", "budget.edit", "--json",
             ])
             #expect(after.status == 1)
@@ -89,36 +78,36 @@ struct CLITests {
     @Test("the sole owner leaving exits 4 with the last-owner message and changes nothing")
     func soleOwnerLeaving() async throws {
         try await Self.withDatabase { run in
-            let couple = try Self.createCouple(run)
-            let before = try run(["members", "--couple", couple, "--json"])
-            let leave = try run(["leave", "--couple", couple, "--user", "olivia@example.com"])
+            let couple = try await Self.createCouple(run)
+            let before = try await run(["members", "--couple", couple, "--json"])
+            let leave = try await run(["leave", "--couple", couple, "--user", "olivia@example.com"])
             #expect(leave.status == 4)
             #expect(leave.stderr.contains("couple \"Olivia & Paul\" must keep at least one owner"))
             #expect(leave.stderr.split(separator: "\n").count == 1, "one line on stderr")
-            #expect(try run(["members", "--couple", couple, "--json"]).stdout == before.stdout)
+            #expect(try await run(["members", "--couple", couple, "--json"]).stdout == before.stdout)
         }
     }
 
     @Test("invite, redeem: the user is a member with the invited role; redeeming again exits 4")
     func inviteAndRedeem() async throws {
         try await Self.withDatabase { run in
-            let couple = try Self.createCouple(run)
-            #expect(try run(["users", "add", "--email", "paul@example.com"]).status == 0)
-            let invite = try run(["invite", "--couple", couple, "--role", "partner", "--json"])
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "paul@example.com"]).status == 0)
+            let invite = try await run(["invite", "--couple", couple, "--role", "partner", "--json"])
             #expect(invite.status == 0, "\(invite.stderr)")
             let link = try #require(try Self.json(invite)["link"] as? String)
             #expect(link.hasPrefix("https://rbac.test/invitations/inv_"))
-            let redeem = try run(["redeem", link, "--user", "paul@example.com"])
+            let redeem = try await run(["redeem", link, "--user", "paul@example.com"])
             #expect(redeem.status == 0, "\(redeem.stderr)")
-            let check = try run([
+            let check = try await run([
                 "check", "--couple", couple, "--user", "paul@example.com", "--permission", "audit.view",
             ])
             #expect(check.status == 0)
-            let again = try run(["redeem", link, "--user", "paul@example.com"])
+            let again = try await run(["redeem", link, "--user", "paul@example.com"])
             #expect(again.status == 4)
             #expect(again.stderr.contains("already accepted"))
             #expect(!again.stderr.contains(link.split(separator: "/").last!), "the token never appears in an error")
-            let audit = try run(["audit", "--couple", couple])
+            let audit = try await run(["audit", "--couple", couple])
             #expect(audit.status == 0)
             #expect(audit.stdout.contains("invitation.update") && audit.stdout.contains("membership.insert"))
         }
@@ -127,8 +116,10 @@ struct CLITests {
     @Test("an unknown role exits 2 with a message naming the valid roles")
     func unknownRole() async throws {
         try await Self.withDatabase { run in
-            let couple = try Self.createCouple(run)
-            let grant = try run(["grant", "--couple", couple, "--user", "olivia@example.com", "--role", "overlord"])
+            let couple = try await Self.createCouple(run)
+            let grant = try await run([
+                "grant", "--couple", couple, "--user", "olivia@example.com", "--role", "overlord",
+            ])
             #expect(grant.status == 2)
             #expect(grant.stderr.contains("valid roles: owner, partner, planner, viewer"))
         }
@@ -149,25 +140,25 @@ struct CLITests {
             ],
             ["invite", "--couple", "00000000-0000-0000-0000-000000000000", "--role", "viewer", "--expires", "forever"],
         ])
-    func malformedInput(arguments: [String]) throws {
+    func malformedInput(arguments: [String]) async throws {
         // An unreachable database: reaching it would exit 5, so exit 2 shows nothing was sent.
-        let result = try Self.rbac(arguments, database: "postgres://nobody@127.0.0.1:1/none")
+        let result = try await Self.rbac(arguments, database: "postgres://nobody@127.0.0.1:1/none")
         #expect(result.status == 2, "\(result.stderr)")
         #expect(!result.stderr.isEmpty)
     }
 
     @Test("an unreachable database exits 5 with one clear line")
-    func databaseUnavailable() throws {
-        let result = try Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
+    func databaseUnavailable() async throws {
+        let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
         #expect(result.status == 5)
         #expect(result.stderr.hasPrefix("rbac: cannot reach the database"))
     }
 
     @Test("policy validate and test pass on the shipped policy; a failing test and an unknown permission are reported")
-    func policyCommands() throws {
+    func policyCommands() async throws {
         let offline = "postgres://nobody@127.0.0.1:1/none"
-        #expect(try Self.rbac(["policy", "validate"], database: offline).status == 0)
-        let shipped = try Self.rbac(["policy", "test"], database: offline)
+        #expect(try await Self.rbac(["policy", "validate"], database: offline).status == 0)
+        let shipped = try await Self.rbac(["policy", "test"], database: offline)
         #expect(shipped.status == 0)
         #expect(shipped.stdout.contains("ok - a planner may not invite an owner"))
 
@@ -181,7 +172,7 @@ struct CLITests {
         try
             #"[{"description": "a viewer may edit the budget", "role": "viewer", "permission": "budget.edit", "allowed": true}]"#
             .write(to: directory.appendingPathComponent("tests.json"), atomically: true, encoding: .utf8)
-        let failing = try Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
+        let failing = try await Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
         #expect(failing.status == 1)
         #expect(failing.stdout.contains("not ok - a viewer may edit the budget"))
 
@@ -189,7 +180,7 @@ struct CLITests {
             of: "\"budget.edit\", \"expenses.edit\"", with: "\"budget.edt\", \"expenses.edit\""
         )
         .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
-        let invalid = try Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
+        let invalid = try await Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
         #expect(invalid.status == 2)
         #expect(invalid.stderr.contains("unknown permission \"budget.edt\""))
     }

@@ -54,18 +54,19 @@ struct PoolTests {
     @Test("the pool recovers after the server restarts, and prepared statements are prepared again")
     func serverRestart() async throws {
         // A cluster of this test's own, so the restart disturbs no other test.
-        let cluster = try DisposableCluster()
-        let configuration = PostgresConfiguration(connectionString: cluster.url)
-        let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
-        let check: PostgresQuery = "SELECT pg_backend_pid() AS pid, \(7) AS seven"
-        let before = try await pool.query(check.prepared(as: "check"))
-        #expect(try before[0].decode("seven", as: Int.self) == 7)
+        try await DisposableCluster.with { cluster in
+            let configuration = PostgresConfiguration(connectionString: cluster.url)
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
+            let check: PostgresQuery = "SELECT pg_backend_pid() AS pid, \(7) AS seven"
+            let before = try await pool.query(check.prepared(as: "check"))
+            #expect(try before[0].decode("seven", as: Int.self) == 7)
 
-        try cluster.restart()
+            try await cluster.restart()
 
-        let after = try await pool.query(check.prepared(as: "check"))
-        #expect(try after[0].decode("seven", as: Int.self) == 7)
-        #expect(try after[0].decode("pid", as: Int32.self) != before[0].decode("pid", as: Int32.self))
-        await pool.close()
+            let after = try await pool.query(check.prepared(as: "check"))
+            #expect(try after[0].decode("seven", as: Int.self) == 7)
+            #expect(try after[0].decode("pid", as: Int32.self) != before[0].decode("pid", as: Int32.self))
+            await pool.close()
+        }
     }
 }

@@ -88,38 +88,43 @@ struct LiveTests {
     @Test("with the database stopped, checks answer 503 (never allowed), and recover when it is back")
     func databaseDown() async throws {
         // A cluster of this test's own, so stopping it disturbs no other test.
-        let cluster = try DisposableCluster()
-        let pool = PostgresConnectionPool(
-            configuration: PostgresConfiguration(connectionString: cluster.url, connectTimeout: 2),
-            maxConnections: 4, acquireTimeout: .seconds(2))
-        try await Self.migrate(pool)
-        let repository = PostgresCollaborationRepository(pool: pool)
-        let owner = try await repository.addUser(email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
-        let couple = try await repository.createCouple(name: "Down", owner: owner.id, as: .operator(label: "tests"))
-        let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(name: "live")
+        try await DisposableCluster.with { cluster in
+            let pool = PostgresConnectionPool(
+                configuration: PostgresConfiguration(connectionString: cluster.url, connectTimeout: 2),
+                maxConnections: 4, acquireTimeout: .seconds(2))
+            try await Self.migrate(pool)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await repository.addUser(
+                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Down", owner: owner.id, as: .operator(label: "tests"))
+            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
+                name: "live"
+            )
             .1
-        let headers: HTTPFields = [.authorization: "Bearer \(key.rawValue)"]
-        let check = ByteBuffer(
-            string: #"{"couple_id":"\#(couple.id)","user_id":"\#(owner.id)","permission":"budget.edit"}"#)
-        let app = Application(
-            router: buildRouter(Self.dependencies(pool)), configuration: .init(address: .hostname("127.0.0.1", port: 0))
-        )
-        try await app.test(.live) { client in
-            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
-                #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+            let headers: HTTPFields = [.authorization: "Bearer \(key.rawValue)"]
+            let check = ByteBuffer(
+                string: #"{"couple_id":"\#(couple.id)","user_id":"\#(owner.id)","permission":"budget.edit"}"#)
+            let app = Application(
+                router: buildRouter(Self.dependencies(pool)),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0))
+            )
+            try await app.test(.live) { client in
+                try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
+                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+                }
+                try await cluster.stop()
+                try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(!String(buffer: response.body).contains("allowed"))
+                }
+                try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
+                try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
+                try await cluster.start()
+                try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
+                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#, "recovered without a restart")
+                }
             }
-            try cluster.stop()
-            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
-                #expect(response.status == .serviceUnavailable)
-                #expect(!String(buffer: response.body).contains("allowed"))
-            }
-            try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
-            try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
-            try cluster.start()
-            try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
-                #expect(String(buffer: $0.body) == #"{"allowed":true}"#, "recovered without a restart")
-            }
+            await pool.close()
         }
-        await pool.close()
     }
 }

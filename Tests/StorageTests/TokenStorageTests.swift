@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 import Postgres
 import Secrets
@@ -23,25 +24,21 @@ struct TokenStorageTests {
             }
 
             let database: String = try await pool.query("SELECT current_database() AS db")[0].decode("db")
-            let dump = try pgDump(database: database)
+            let dump = try await pgDump(database: database)
             #expect(dump.contains(token.hash.hexString), "the dump should hold the token's SHA-256")
             #expect(!dump.contains(token.rawValue.dropFirst(4)), "the dump must not hold the token")
             #expect(!dump.contains(Base64URL.encode(token.hash)))
         }
     }
 
-    private func pgDump(database: String) throws -> String {
+    private func pgDump(database: String) async throws -> String {
         guard let bin = ProcessInfo.processInfo.environment["PG_BINDIR"] else {
             throw TestSetupError("PG_BINDIR is not set; run the tests through scripts/with-postgres")
         }
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-dump-\(UUID().uuidString).sql")
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: bin).appendingPathComponent("pg_dump")
-        process.arguments = ["--data-only", "--file", output.path, database]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestSetupError("pg_dump failed") }
+        let dump = try await ChildProcess.run(bin + "/pg_dump", ["--data-only", "--file", output.path, database])
+        guard dump.status == 0 else { throw TestSetupError("pg_dump failed: \(dump.errorOutput)") }
         return try String(contentsOf: output, encoding: .utf8)
     }
 }

@@ -1,3 +1,4 @@
+import ChildProcess
 import Foundation
 
 /// A PostgreSQL cluster of one test's own (scripts/pg-cluster), for tests that stop or restart the server and
@@ -6,30 +7,38 @@ public final class DisposableCluster: Sendable {
     public let directory: URL
     public let url: String
 
-    /// Creates and starts the cluster.
-    public init() throws {
+    /// Runs `body` with a new, started cluster, and deletes the cluster afterwards.
+    public static func with<T>(_ body: (DisposableCluster) async throws -> T) async throws -> T {
+        let cluster = try await DisposableCluster()
+        do {
+            let value = try await body(cluster)
+            try await run("destroy", cluster.directory)
+            return value
+        } catch {
+            try? await run("destroy", cluster.directory)
+            throw error
+        }
+    }
+
+    private init() async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-cluster-\(UUID().uuidString)")
-        try Self.run("create", directory)
-        try Self.run("start", directory)
+        try await Self.run("create", directory)
+        try await Self.run("start", directory)
         let port = try String(contentsOf: directory.appendingPathComponent("port"), encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         url = "postgresql://postgres@127.0.0.1:\(port)/postgres"
     }
 
-    deinit { try? Self.run("destroy", directory) }
+    public func stop() async throws { try await Self.run("stop", directory) }
+    public func start() async throws { try await Self.run("start", directory) }
+    public func restart() async throws { try await Self.run("restart", directory) }
 
-    public func stop() throws { try Self.run("stop", directory) }
-    public func start() throws { try Self.run("start", directory) }
-    public func restart() throws { try Self.run("restart", directory) }
-
-    private static func run(_ command: String, _ directory: URL) throws {
-        let process = Process()
-        process.executableURL = repositoryRoot.appendingPathComponent("scripts/pg-cluster")
-        process.arguments = [command, directory.path]
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestSetupError("scripts/pg-cluster \(command) exited with \(process.terminationStatus)")
+    private static func run(_ command: String, _ directory: URL) async throws {
+        let result = try await ChildProcess.run(
+            repositoryRoot.appendingPathComponent("scripts/pg-cluster").path, [command, directory.path])
+        guard result.status == 0 else {
+            throw TestSetupError(
+                "scripts/pg-cluster \(command) exited with \(result.status): \(result.errorOutput)")
         }
     }
 }
