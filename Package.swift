@@ -12,6 +12,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         // Already in the graph through Hummingbird; named so the server can use Logger directly.
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // Already in the graph through Hummingbird; named so tests can drive graceful shutdown.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // C libraries, found through pkg-config (install pkg-config, libpq-dev and libssl-dev).
@@ -68,6 +70,7 @@ let package = Package(
             dependencies: [
                 "Server", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),

@@ -70,12 +70,15 @@ public func openAPIDocument() throws -> Data {
 }
 
 /// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.
+/// `onServerRunning` is told the address the server listens on (port 0 picks a free one).
 public func buildApplication(
-    _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger
+    _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     Application(
         router: buildRouter(dependencies),
         configuration: .init(address: .hostname(host, port: port), serverName: "rbac"),
+        onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },
         logger: logger)
 }
 
