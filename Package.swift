@@ -12,6 +12,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         // Already in the graph through Hummingbird; named so the server can use Logger directly.
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        // Operation timing (swift-metrics), served at /metrics in Prometheus's text format.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Already in the graph through Hummingbird; named so tests can drive graceful shutdown.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
@@ -35,7 +38,9 @@ let package = Package(
         // The only module that touches OpenSSL.
         .target(name: "Secrets", dependencies: ["COpenSSL"]),
         // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).
-        .target(name: "Collaboration", dependencies: ["Secrets"]),
+        .target(
+            name: "Collaboration",
+            dependencies: ["Secrets", .product(name: "CoreMetrics", package: "swift-metrics")]),
         // Postgres-backed repositories and the migration runner.
         .target(name: "Storage", dependencies: ["Collaboration", "Postgres", "Secrets"]),
         // The HTTP service: invitation pages and the permission API.
@@ -45,6 +50,8 @@ let package = Package(
                 "Collaboration", "Secrets",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             resources: [.copy("openapi.json")]
         ),
@@ -64,13 +71,14 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
-        .testTarget(name: "CollaborationTests", dependencies: ["Collaboration"]),
+        .testTarget(name: "CollaborationTests", dependencies: ["Collaboration", "TestSupport"]),
         .testTarget(
             name: "ServerTests",
             dependencies: [
                 "Server", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),

@@ -16,9 +16,12 @@ public actor CollaborationInvitationService {
 
     public static let defaultExpiry: Duration = .seconds(7 * 24 * 3600)
 
-    public init(repository: any CollaborationRepository, baseURL: URL) {
+    private let metrics: OperationMetrics
+
+    public init(repository: any CollaborationRepository, baseURL: URL, metrics: OperationMetrics = OperationMetrics()) {
         self.repository = repository
         self.baseURL = baseURL
+        self.metrics = metrics
     }
 
     /// Issues an invitation to `couple` with `role`, optionally bound to `email`. The token comes from
@@ -27,50 +30,63 @@ public actor CollaborationInvitationService {
         to couple: UUID, role: RoleName, email: EmailAddress? = nil, expiresIn: Duration = defaultExpiry,
         as actor: Actor
     ) async throws -> IssuedInvitation {
-        let token = SecretToken.generate(.invitation)
-        let invitation = try await repository.createInvitation(
-            couple: couple, tokenHash: token.hash, role: role, email: email, expiresIn: expiresIn, as: actor)
-        return IssuedInvitation(invitation: invitation, token: token, link: link(for: token))
+        try await metrics.measure("invitation.invite") {
+            let token = SecretToken.generate(.invitation)
+            let invitation = try await repository.createInvitation(
+                couple: couple, tokenHash: token.hash, role: role, email: email, expiresIn: expiresIn, as: actor)
+            return IssuedInvitation(invitation: invitation, token: token, link: link(for: token))
+        }
     }
 
     /// What the token's page shows. A string that is not a well-formed token is simply not found.
     public func preview(token text: String) async throws -> InvitationPreview {
-        guard let token = SecretToken(parsing: text, as: .invitation),
-            let preview = try await repository.invitationPreview(tokenHash: token.hash)
-        else { throw CollaborationError(.notFound, "invitation not found") }
-        return preview
+        try await metrics.measure("invitation.preview") {
+            guard let token = SecretToken(parsing: text, as: .invitation),
+                let preview = try await repository.invitationPreview(tokenHash: token.hash)
+            else { throw CollaborationError(.notFound, "invitation not found") }
+            return preview
+        }
     }
 
     /// Accepts the invitation for `user` (nil: the acting user). Exactly once.
     public func accept(token text: String, user: UUID?, as actor: Actor) async throws -> Membership {
-        guard let token = SecretToken(parsing: text, as: .invitation) else {
-            throw CollaborationError(.notFound, "invitation not found")
+        try await metrics.measure("invitation.accept") {
+            guard let token = SecretToken(parsing: text, as: .invitation) else {
+                throw CollaborationError(.notFound, "invitation not found")
+            }
+            return try await repository.acceptInvitation(tokenHash: token.hash, user: user, as: actor)
         }
-        return try await repository.acceptInvitation(tokenHash: token.hash, user: user, as: actor)
     }
 
     public func revoke(_ invitation: UUID, in couple: UUID, as actor: Actor) async throws {
-        try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)
+        try await metrics.measure("invitation.revoke") {
+            try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)
+        }
     }
 
     /// Revokes the invitation and issues a new token for the same role and email, with a fresh expiry.
     public func resend(_ invitation: UUID, in couple: UUID, expiresIn: Duration = defaultExpiry, as actor: Actor)
         async throws -> IssuedInvitation
     {
-        guard
-            let old = try await repository.invitations(couple: couple, status: nil, as: actor)
-                .first(where: { $0.id == invitation })
-        else { throw CollaborationError(.notFound, "invitation \(invitation.uuidString.lowercased()) not found") }
-        try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)
-        return try await invite(
-            to: couple, role: old.role, email: old.email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expiresIn,
-            as: actor)
+        try await metrics.measure("invitation.resend") {
+            guard
+                let old = try await repository.invitations(couple: couple, status: nil, as: actor)
+                    .first(where: { $0.id == invitation })
+            else { throw CollaborationError(.notFound, "invitation \(invitation.uuidString.lowercased()) not found") }
+            try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)
+            return try await invite(
+                to: couple, role: old.role, email: old.email.flatMap(EmailAddress.init(rawValue:)),
+                expiresIn: expiresIn,
+                as: actor)
+        }
     }
 
     public func invitations(of couple: UUID, status: InvitationStatus? = nil, as actor: Actor) async throws
         -> [Invitation]
     {
-        try await repository.invitations(couple: couple, status: status, as: actor)
+        try await metrics.measure("invitation.invitations") {
+            try await repository.invitations(couple: couple, status: status, as: actor)
+        }
     }
 
     public func link(for token: SecretToken) -> URL {

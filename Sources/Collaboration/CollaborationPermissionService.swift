@@ -3,35 +3,49 @@ import Foundation
 /// Permission questions: may a user do something in a couple, and what may they do.
 public actor CollaborationPermissionService {
     private let repository: any CollaborationRepository
+    private let metrics: OperationMetrics
 
-    public init(repository: any CollaborationRepository) {
+    public init(repository: any CollaborationRepository, metrics: OperationMetrics = OperationMetrics()) {
         self.repository = repository
+        self.metrics = metrics
     }
 
-    /// Whether `user` holds `permission` in `couple`. An unknown permission is refused (not answered "no"),
-    /// so a typo cannot pass for a denial.
-    public func hasPermission(_ permission: Permission, user: UUID, couple: UUID) async throws -> Bool {
-        let known = try await repository.roles().flatMap(\.permissions)
-        guard known.contains(permission) else {
-            let valid = Set(known).map(\.rawValue).sorted().joined(separator: ", ")
-            throw CollaborationError(.invalidInput, "unknown permission \"\(permission)\"; valid permissions: \(valid)")
+    /// Whether `user` holds `permission` in `couple`, and the couple revision that answer was read at. An
+    /// unknown permission is refused (not answered "no"), so a typo cannot pass for a denial.
+    public func check(_ permission: Permission, user: UUID, couple: UUID) async throws -> PermissionCheck {
+        try await metrics.measure("permission.check") {
+            let known = try await repository.roles().flatMap(\.permissions)
+            guard known.contains(permission) else {
+                let valid = Set(known).map(\.rawValue).sorted().joined(separator: ", ")
+                throw CollaborationError(
+                    .invalidInput, "unknown permission \"\(permission)\"; valid permissions: \(valid)")
+            }
+            let set = try await repository.permissionSet(couple: couple, user: user)
+            return PermissionCheck(allowed: set.permissions.contains(permission), revision: set.revision)
         }
-        return try await repository.hasPermission(couple: couple, user: user, permission: permission)
     }
 
     public func permissions(user: UUID, couple: UUID, as actor: Actor) async throws -> [Permission] {
-        try await repository.permissions(couple: couple, user: user, as: actor)
+        try await metrics.measure("permission.permissions") {
+            try await repository.permissions(couple: couple, user: user, as: actor)
+        }
     }
 
     public func role(user: UUID, couple: UUID, as actor: Actor) async throws -> RoleName? {
-        try await repository.role(couple: couple, user: user, as: actor)
+        try await metrics.measure("permission.role") {
+            try await repository.role(couple: couple, user: user, as: actor)
+        }
     }
 
     public func canLeave(user: UUID, couple: UUID, as actor: Actor) async throws -> Bool {
-        try await repository.canLeave(couple: couple, user: user, as: actor)
+        try await metrics.measure("permission.canLeave") {
+            try await repository.canLeave(couple: couple, user: user, as: actor)
+        }
     }
 
     public func roles() async throws -> [RoleDefinition] {
-        try await repository.roles().sorted { $0.rank < $1.rank }
+        try await metrics.measure("permission.roles") {
+            try await repository.roles().sorted { $0.rank < $1.rank }
+        }
     }
 }

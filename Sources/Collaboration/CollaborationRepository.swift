@@ -17,7 +17,9 @@ public protocol CollaborationRepository: Sendable {
     /// The couples `user` belongs to, by couple id: a page of at most `limit` after the couple id `after`.
     func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple]
 
-    func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool
+    /// Everything `user` may do in `couple`, read together with the couple's revision (for trusted backends;
+    /// no acting user).
+    func permissionSet(couple: UUID, user: UUID) async throws -> PermissionSet
     func permissions(couple: UUID, user: UUID, as actor: Actor) async throws -> [Permission]
     func role(couple: UUID, user: UUID, as actor: Actor) async throws -> RoleName?
     func canLeave(couple: UUID, user: UUID, as actor: Actor) async throws -> Bool

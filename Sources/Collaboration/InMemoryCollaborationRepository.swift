@@ -65,7 +65,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         let couple = Couple(id: UUID(), name: try Couple.validateName(name), createdAt: now(), revision: 0)
         couplesByID[couple.id] = couple
         try write(couple.id, as: actor, action: "membership.insert") {
-            $0[owner] = (Membership(coupleID: couple.id, userID: owner, role: .owner, status: .active), now())
+            $0[owner] = (
+                Membership(coupleID: couple.id, userID: owner, role: .owner, status: .active, revision: 0), now()
+            )
         }
         return couplesByID[couple.id]!
     }
@@ -101,9 +103,16 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     // MARK: Permissions
 
-    public func hasPermission(couple: UUID, user: UUID, permission: Permission) -> Bool {
-        guard let member = memberships[couple]?[user]?.membership, member.status == .active else { return false }
-        return roleDefinitions[member.role]?.permissions.contains(permission) ?? false
+    public func permissionSet(couple: UUID, user: UUID) -> PermissionSet {
+        guard let member = memberships[couple]?[user]?.membership, member.status == .active else {
+            return PermissionSet(permissions: [], revision: couplesByID[couple]?.revision)
+        }
+        return PermissionSet(
+            permissions: Set(roleDefinitions[member.role]?.permissions ?? []), revision: couplesByID[couple]?.revision)
+    }
+
+    private func hasPermission(couple: UUID, user: UUID, permission: Permission) -> Bool {
+        permissionSet(couple: couple, user: user).permissions.contains(permission)
     }
 
     public func permissions(couple: UUID, user: UUID, as actor: Actor) throws -> [Permission] {
@@ -153,7 +162,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             return try change(couple, user, as: actor) { $0.role = role }
         }
         try write(couple, as: actor, action: "membership.insert") {
-            $0[user] = (Membership(coupleID: couple, userID: user, role: role, status: .active), now())
+            $0[user] = (Membership(coupleID: couple, userID: user, role: role, status: .active, revision: 0), now())
         }
         return memberships[couple]![user]!.membership
     }
@@ -288,7 +297,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         record(invitation.coupleID, actor, "invitation.update")
         try write(invitation.coupleID, as: actor, action: "membership.insert") {
             $0[accepter] = (
-                Membership(coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active),
+                Membership(
+                    coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active, revision: 0
+                ),
                 now()
             )
         }
@@ -392,14 +403,15 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
         update(&member.membership)
         try write(couple, as: actor, action: "membership.update") { $0[user] = member }
-        return member.membership
+        return memberships[couple]![user]!.membership
     }
 
     private func delete(_ couple: UUID, _ user: UUID, as actor: Actor) throws -> Membership {
-        guard let member = memberships[couple]?[user]?.membership else {
+        guard var member = memberships[couple]?[user]?.membership else {
             throw CollaborationError(.notFound, "user \(user) is not a member of couple \(couple)")
         }
         try write(couple, as: actor, action: "membership.delete") { $0[user] = nil }
+        member.revision = couplesByID[couple]?.revision ?? member.revision
         return member
     }
 
@@ -416,8 +428,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             throw CollaborationError(
                 .lastOwner, "couple \"\(couplesByID[couple]?.name ?? "?")\" must keep at least one owner")
         }
-        memberships[couple] = updated
         couplesByID[couple]?.revision += 1
+        // Memberships carry the revision of the latest write, as the database's writes report it.
+        let revision = couplesByID[couple]?.revision ?? 0
+        for user in updated.keys { updated[user]?.membership.revision = revision }
+        memberships[couple] = updated
         record(couple, actor, action)
     }
 

@@ -41,18 +41,32 @@ public enum MembershipStatus: String, Sendable, Codable {
     case active, suspended
 }
 
-/// A user's place in a couple.
+/// A user's place in a couple, as a write left it.
 public struct Membership: Sendable, Hashable, Codable {
     public let coupleID: UUID
     public let userID: UUID
     public var role: RoleName
     public var status: MembershipStatus
+    /// The couple's revision after the write: a check passing it as `min_revision` sees this write.
+    public var revision: Int64
 
-    public init(coupleID: UUID, userID: UUID, role: RoleName, status: MembershipStatus) {
+    public init(coupleID: UUID, userID: UUID, role: RoleName, status: MembershipStatus, revision: Int64) {
         self.coupleID = coupleID
         self.userID = userID
         self.role = role
         self.status = status
+        self.revision = revision
+    }
+}
+
+/// Everything a user may do in a couple, and the couple's revision it was read at (nil: no such couple).
+public struct PermissionSet: Sendable, Hashable {
+    public let permissions: Set<Permission>
+    public let revision: Int64?
+
+    public init(permissions: Set<Permission>, revision: Int64?) {
+        self.permissions = permissions
+        self.revision = revision
     }
 }
 

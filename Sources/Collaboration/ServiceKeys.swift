@@ -1,5 +1,6 @@
 import Foundation
 import Secrets
+import Synchronization
 
 /// A backend service's API key, as listed: never the key itself.
 public struct ServiceKey: Sendable, Hashable, Codable {
@@ -28,19 +29,31 @@ public protocol ServiceKeyRepository: Sendable {
 /// Issues, lists, revokes and checks service API keys (`rbk_...`).
 public actor ServiceKeyService {
     private let repository: any ServiceKeyRepository
+    private let cache: ServiceKeyCache?
+    private let isCacheTrusted: @Sendable () -> Bool
+    private let metrics: OperationMetrics
 
-    public init(repository: any ServiceKeyRepository) {
+    /// With a `cache`, `authenticate` answers from it while `isCacheTrusted` (its change feed is live).
+    public init(
+        repository: any ServiceKeyRepository, cache: ServiceKeyCache? = nil,
+        isCacheTrusted: @escaping @Sendable () -> Bool = { false }, metrics: OperationMetrics = OperationMetrics()
+    ) {
         self.repository = repository
+        self.cache = cache
+        self.isCacheTrusted = isCacheTrusted
+        self.metrics = metrics
     }
 
     /// A new key: the raw key is returned once; only its hash is stored.
     public func create(name: String) async throws -> (ServiceKey, SecretToken) {
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...100).contains(trimmed.count) else {
-            throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
+        try await metrics.measure("key.create") {
+            let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard (1...100).contains(trimmed.count) else {
+                throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
+            }
+            let token = SecretToken.generate(.apiKey)
+            return (try await repository.createKey(name: trimmed, keyHash: token.hash), token)
         }
-        let token = SecretToken.generate(.apiKey)
-        return (try await repository.createKey(name: trimmed, keyHash: token.hash), token)
     }
 
     public func keys() async throws -> [ServiceKey] { try await repository.keys() }
@@ -48,9 +61,55 @@ public actor ServiceKeyService {
     public func revoke(_ id: UUID) async throws -> ServiceKey { try await repository.revokeKey(id) }
 
     /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
-    public func authenticate(_ presented: String) async throws -> ServiceKey? {
+    /// Runs on the caller's executor: every API request authenticates, and must not queue behind others.
+    public nonisolated func authenticate(_ presented: String) async throws -> ServiceKey? {
         guard let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
-        return try await repository.key(withHash: token.hash)
+        guard let cache, isCacheTrusted() else {
+            return try await metrics.measure("key.authenticate") { try await repository.key(withHash: token.hash) }
+        }
+        if let known = cache.lookup(token.hash) { return known }
+        let ticket = cache.ticket()
+        let key = try await metrics.measure("key.authenticate") { try await repository.key(withHash: token.hash) }
+        if let key { cache.store(key, hash: token.hash, ticket: ticket) }
+        return key
+    }
+}
+
+/// Live service keys by hash, kept while a change feed vouches for them; any key change
+/// (`invalidateAll`) forgets them all, and every lookup in flight.
+public final class ServiceKeyCache: Sendable {
+    public struct Ticket: Sendable {
+        fileprivate let epoch: UInt64
+    }
+
+    private struct State {
+        var epoch: UInt64 = 0
+        var keys: [[UInt8]: ServiceKey] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let capacity: Int
+
+    public init(capacity: Int = 10_000) {
+        self.capacity = capacity
+    }
+
+    func lookup(_ hash: [UInt8]) -> ServiceKey? { state.withLock { $0.keys[hash] } }
+
+    func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch) } }
+
+    func store(_ key: ServiceKey, hash: [UInt8], ticket: Ticket) {
+        state.withLock { state in
+            guard ticket.epoch == state.epoch, state.keys.count < capacity else { return }
+            state.keys[hash] = key
+        }
+    }
+
+    public func invalidateAll() {
+        state.withLock { state in
+            state.epoch &+= 1
+            state.keys = [:]
+        }
     }
 }
 

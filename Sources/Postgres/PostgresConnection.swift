@@ -159,6 +159,14 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// A duplicate of the connection's socket descriptor (-1 once closed), so that another thread can `poll`
+    /// it for input without touching the connection. The caller closes it.
+    public func duplicateSocket() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.isClosed ? -1 : dup(PQsocket(self.handle))) }
+        }
+    }
+
     /// Whether the last statement left the connection open and outside a transaction (no I/O; for the pool).
     var isReusable: Bool { reusable.load(ordering: .acquiring) }
 

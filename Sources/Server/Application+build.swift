@@ -1,7 +1,9 @@
 import Collaboration
+import CoreMetrics
 import Foundation
 import Hummingbird
 import Logging
+import Prometheus
 
 /// What the HTTP service needs; tests build it with in-memory repositories.
 public struct ServerDependencies: Sendable {
@@ -12,26 +14,54 @@ public struct ServerDependencies: Sendable {
     public let limiter: FailedAttemptLimiter
     /// Whether the database answers (`/ready`).
     public let isReady: @Sendable () async -> Bool
+    /// Answers `/v1/check`: through a permission cache when the service runs with one.
+    public let checker: PermissionChecker
+    /// What `/metrics` serves: route timings, and the operation timings of services built with
+    /// `operationMetrics`.
+    public let metrics: PrometheusCollectorRegistry
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
-        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), isReady: @escaping @Sendable () async -> Bool
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), checker: PermissionChecker? = nil,
+        metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        isReady: @escaping @Sendable () async -> Bool
     ) {
         self.repository = repository
         self.keys = keys
         self.verifier = verifier
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
+        self.metrics = metrics
+        self.checker =
+            checker ?? PermissionChecker(repository: repository, metrics: Self.operationMetrics(metrics))
         self.isReady = isReady
     }
+
+    /// Operation metrics recorded into `registry`.
+    public static func operationMetrics(_ registry: PrometheusCollectorRegistry) -> OperationMetrics {
+        OperationMetrics(factory: PrometheusMetricsFactory(registry: registry))
+    }
+
+    var operationMetrics: OperationMetrics { Self.operationMetrics(metrics) }
 }
 
 /// Every route of the service.
 public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequestContext> {
     let router = Router(context: AppRequestContext.self)
     router.add(middleware: RequestLogMiddleware())
+    router.add(
+        middleware: RouteMetricsMiddleware<AppRequestContext>(
+            factory: PrometheusMetricsFactory(registry: dependencies.metrics)))
     router.add(middleware: APIErrorMiddleware())
     router.get("health") { _, _ in "ok" }
+    router.get("metrics") { _, _ -> Response in
+        var headers = HTTPFields()
+        headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+        return Response(
+            status: .ok, headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: dependencies.metrics.emitToBuffer()))
+        )
+    }
     router.get("openapi.json") { _, _ -> Response in
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
@@ -42,22 +72,19 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
         guard await dependencies.isReady() else { throw APIError.unavailable }
         return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready")))
     }
-    InvitationController(
-        invitations: CollaborationInvitationService(
-            repository: dependencies.repository, baseURL: dependencies.publicBaseURL),
-        verifier: dependencies.verifier, limiter: dependencies.limiter
-    ).addRoutes(to: router)
-    let memberships = MembershipService(repository: dependencies.repository)
+    let metrics = dependencies.operationMetrics
+    let invitations = CollaborationInvitationService(
+        repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
+    InvitationController(invitations: invitations, verifier: dependencies.verifier, limiter: dependencies.limiter)
+        .addRoutes(to: router)
+    let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
     PermissionAPIController(
-        repository: dependencies.repository,
-        permissions: CollaborationPermissionService(repository: dependencies.repository), memberships: memberships
+        repository: dependencies.repository, checker: dependencies.checker,
+        permissions: CollaborationPermissionService(repository: dependencies.repository, metrics: metrics),
+        memberships: memberships
     ).addRoutes(to: v1)
-    ManagementAPIController(
-        memberships: memberships,
-        invitations: CollaborationInvitationService(
-            repository: dependencies.repository, baseURL: dependencies.publicBaseURL)
-    ).addRoutes(to: v1)
+    ManagementAPIController(memberships: memberships, invitations: invitations).addRoutes(to: v1)
     return router
 }
 
@@ -106,5 +133,38 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let rest = path.dropFirst("/invitations/".count)
         let suffix = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? ""
         return "/invitations/[redacted]" + suffix
+    }
+}
+
+/// Times every request through swift-metrics: `http_requests_total` and `http_request_duration_seconds`, by
+/// method, route (the matched pattern, so ids and tokens never become labels) and status.
+struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+    let factory: any MetricsFactory
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        let started = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            record(request, context, status: response.status.code, since: started)
+            return response
+        } catch {
+            let status = (error as? any HTTPResponseError)?.status.code ?? 500
+            record(request, context, status: status, since: started)
+            throw error
+        }
+    }
+
+    private func record(_ request: Request, _ context: Context, status: Int, since started: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - started
+        let dimensions = [
+            ("method", request.method.rawValue), ("route", context.endpointPath ?? "unmatched"),
+            ("status", "\(status)"),
+        ]
+        CoreMetrics.Counter(label: "http_requests_total", dimensions: dimensions, factory: factory).increment()
+        CoreMetrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions, factory: factory)
+            .recordNanoseconds(
+                elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
     }
 }

@@ -6,6 +6,7 @@ import Hummingbird
 /// recorded under their key's name.
 struct PermissionAPIController {
     let repository: any CollaborationRepository
+    let checker: PermissionChecker
     let permissions: CollaborationPermissionService
     let memberships: MembershipService
 
@@ -23,38 +24,35 @@ struct PermissionAPIController {
         let coupleID: String
         let userID: String
         let permission: String
+        /// Answer no staler than this couple revision (one a write returned).
+        let minRevision: Int64?
 
         enum CodingKeys: String, CodingKey {
             case coupleID = "couple_id"
             case userID = "user_id"
             case permission
+            case minRevision = "min_revision"
         }
-    }
-
-    struct CheckResult: Encodable {
-        let allowed: Bool
     }
 
     @Sendable func check(_ request: Request, context: AppRequestContext) async throws -> Response {
         let body = try await request.decode(as: CheckRequest.self, context: context)
-        return try Self.json(CheckResult(allowed: try await answer(body)))
+        return try Self.json(try await answer(body))
     }
 
     @Sendable func checkBatch(_ request: Request, context: AppRequestContext) async throws -> Response {
         struct Batch: Decodable { let checks: [CheckRequest] }
-        struct Results: Encodable { let results: [CheckResult] }
+        struct Results: Encodable { let results: [PermissionCheck] }
         let batch = try await request.decode(as: Batch.self, context: context)
         guard (1...Self.maxBatch).contains(batch.checks.count) else {
             throw APIError.badRequest("a batch holds 1 to \(Self.maxBatch) checks, not \(batch.checks.count)")
         }
         // Validate every check before asking the database about any.
         let parsed = try batch.checks.map(parse)
-        var results: [CheckResult] = []
+        var results: [PermissionCheck] = []
         results.reserveCapacity(parsed.count)
-        for (couple, user, permission) in parsed {
-            results.append(
-                CheckResult(
-                    allowed: try await repository.hasPermission(couple: couple, user: user, permission: permission)))
+        for check in parsed {
+            results.append(try await answer(check))
         }
         return try Self.json(Results(results: results))
     }
@@ -90,16 +88,32 @@ struct PermissionAPIController {
         return try Self.json(Standing(role: role, permissions: granted))
     }
 
-    private func answer(_ check: CheckRequest) async throws -> Bool {
-        let (couple, user, permission) = try parse(check)
-        return try await repository.hasPermission(couple: couple, user: user, permission: permission)
+    private struct ParsedCheck {
+        let couple: UUID
+        let user: UUID
+        let permission: Permission
+        let minRevision: Int64?
     }
 
-    private func parse(_ check: CheckRequest) throws -> (UUID, UUID, Permission) {
+    private func answer(_ check: CheckRequest) async throws -> PermissionCheck {
+        try await answer(try parse(check))
+    }
+
+    private func answer(_ check: ParsedCheck) async throws -> PermissionCheck {
+        try await checker.check(
+            couple: check.couple, user: check.user, permission: check.permission, minRevision: check.minRevision)
+    }
+
+    private func parse(_ check: CheckRequest) throws -> ParsedCheck {
         guard let permission = Permission(rawValue: check.permission) else {
             throw APIError.badRequest("\"permission\" must look like area.action, e.g. budget.edit")
         }
-        return (try Self.uuid(check.coupleID, "couple_id"), try Self.uuid(check.userID, "user_id"), permission)
+        if let minRevision = check.minRevision, minRevision < 0 {
+            throw APIError.badRequest("min_revision must not be negative")
+        }
+        return ParsedCheck(
+            couple: try Self.uuid(check.coupleID, "couple_id"), user: try Self.uuid(check.userID, "user_id"),
+            permission: permission, minRevision: check.minRevision)
     }
 
     private func actor(_ context: AppRequestContext) -> Actor {
@@ -128,6 +142,7 @@ struct PermissionAPIController {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.keyEncodingStrategy = .convertToSnakeCase
+        encoder.outputFormatting = .sortedKeys
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(

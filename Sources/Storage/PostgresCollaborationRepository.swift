@@ -7,9 +7,13 @@ import Postgres
 /// the function that enforces the rules.
 public struct PostgresCollaborationRepository: CollaborationRepository {
     private let pool: PostgresConnectionPool
+    private let cache: PermissionCache?
 
-    public init(pool: PostgresConnectionPool) {
+    /// Membership writes made through this repository drop their couple from `cache` as soon as they commit,
+    /// before any notification could: the next check on this instance sees them.
+    public init(pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil) {
         self.pool = pool
+        self.cache = cache
     }
 
     // MARK: Users and couples
@@ -86,12 +90,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Permissions
 
-    public func hasPermission(couple: UUID, user: UUID, permission: Permission) async throws -> Bool {
+    public func permissionSet(couple: UUID, user: UUID) async throws -> PermissionSet {
         // The hot path: one prepared statement, no transaction around it (BEGIN and COMMIT would triple the
-        // round trips).
-        let check: PostgresQuery = "SELECT user_has_permission(\(couple), \(user), \(permission.rawValue)) AS allowed"
+        // round trips); the function reads the revision and the permissions from one snapshot.
+        let read: PostgresQuery = "SELECT revision, permissions FROM user_permission_set(\(couple), \(user))"
         do {
-            return try await pool.query(check.prepared(as: "user_has_permission"))[0].decode("allowed")
+            let row = try await pool.query(read.prepared(as: "user_permission_set"))[0]
+            let names: [String] = try row.decode("permissions")
+            return PermissionSet(
+                permissions: Set(names.compactMap(Permission.init(rawValue:))), revision: try row.decode("revision"))
         } catch let error as PostgresError {
             throw Self.collaborationError(error)
         }
@@ -193,12 +200,29 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     private func membership(as actor: Actor, _ query: PostgresQuery) async throws -> Membership {
-        try await run(as: actor) { connection in
+        try await changingMembership(as: actor) { connection in
             let row = try await connection.query(query)[0]
-            return Membership(
-                coupleID: try row.decode("couple_id"), userID: try row.decode("user_id"),
-                role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")))
+            return (
+                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")),
+                try Self.status(row.decode("status"))
+            )
         }
+    }
+
+    /// Runs a membership write and reads the revision it brought its couple to, in one transaction; once it
+    /// has committed, the couple's cached permissions are dropped.
+    private func changingMembership(
+        as actor: Actor, _ write: (PostgresConnection) async throws -> (UUID, UUID, RoleName, MembershipStatus)
+    ) async throws -> Membership {
+        let membership = try await run(as: actor) { connection in
+            let (couple, user, role, status) = try await write(connection)
+            let revision: Int64 =
+                try await connection.query("SELECT revision FROM couples WHERE id = \(couple)").first?
+                .decode("revision") ?? 0
+            return Membership(coupleID: couple, userID: user, role: role, status: status, revision: revision)
+        }
+        cache?.invalidate(couple: membership.coupleID, revision: membership.revision)
+        return membership
     }
 
     // MARK: Invitations
@@ -240,12 +264,12 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership {
-        try await run(as: actor) { connection in
+        try await changingMembership(as: actor) { connection in
             let row = try await connection.query(
                 "SELECT couple_id, user_id, role FROM accept_invitation(\(Data(tokenHash)), \(user))")[0]
-            return Membership(
-                coupleID: try row.decode("couple_id"), userID: try row.decode("user_id"),
-                role: try Self.roleName(row.decode("role")), status: .active)
+            return (
+                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")), .active
+            )
         }
     }
 

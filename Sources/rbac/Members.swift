@@ -137,15 +137,14 @@ extension RBAC {
         func run() async throws {
             let allowed = try await CommandContext.run(database) { context in
                 let user = try await context.user(member.user)
-                let allowed = try await context.permissions.hasPermission(
+                let answer = try await context.permissions.check(
                     Permission(rawValue: permission)!, user: user.id, couple: try Parse.couple(member.couple))
                 if output.json {
-                    struct Answer: Encodable { let allowed: Bool }
-                    try printJSON(Answer(allowed: allowed))
+                    try printJSON(answer)
                 } else {
-                    print(allowed ? "allowed" : "denied")
+                    print(answer.allowed ? "allowed" : "denied")
                 }
-                return allowed
+                return answer.allowed
             }
             if !allowed { throw ExitCode(ExitStatus.denied.rawValue) }
         }

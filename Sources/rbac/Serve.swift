@@ -3,6 +3,7 @@ import Collaboration
 import Foundation
 import Logging
 import Postgres
+import Prometheus
 import Server
 import Storage
 
@@ -25,7 +26,16 @@ extension RBAC {
                 "Public base URL of invitation links (default $RBAC_PUBLIC_URL, else http://HOST:PORT).",
                 valueName: "url"))
         var publicURL: String?
+        @Flag(help: "Answer every check from the database (no permission or key cache).") var noCache = false
+        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+        var logLevel: String = "info"
         @OptionGroup var database: DatabaseOptions
+
+        func validate() throws {
+            guard Logger.Level(rawValue: logLevel) != nil else {
+                throw ValidationError("unknown log level \"\(logLevel)\"")
+            }
+        }
 
         func run() async throws {
             let environment = ProcessInfo.processInfo.environment
@@ -44,16 +54,46 @@ extension RBAC {
                 configuration = resolved
                 let pool = PostgresConnectionPool(
                     configuration: resolved, maxConnections: 16, acquireTimeout: .seconds(5))
-                let dependencies = ServerDependencies(
-                    repository: PostgresCollaborationRepository(pool: pool),
-                    keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
-                    verifier: JWTVerifier(secret: secret), publicBaseURL: baseURL,
-                    isReady: { (try? await pool.query("SELECT 1")) != nil })
                 var logger = Logger(label: "rbac")
-                logger.logLevel = .info
+                logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+                let registry = PrometheusCollectorRegistry()
+                let metrics = ServerDependencies.operationMetrics(registry)
+                let permissionCache = PermissionCache()
+                let keyCache = ServiceKeyCache()
+                let feed = ChangeFeed(configuration: resolved, permissions: permissionCache, keys: keyCache)
+                let repository = PostgresCollaborationRepository(pool: pool, invalidating: permissionCache)
+                let dependencies = ServerDependencies(
+                    repository: repository,
+                    keys: ServiceKeyService(
+                        repository: PostgresServiceKeyRepository(pool: pool),
+                        cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
+                    verifier: JWTVerifier(secret: secret), publicBaseURL: baseURL,
+                    checker: PermissionChecker(
+                        repository: repository, cache: noCache ? nil : permissionCache,
+                        isCacheTrusted: feed.isTrusted, metrics: metrics),
+                    metrics: registry,
+                    isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
-                    "rbac serve", metadata: ["database": "\(resolved.redactedDescription)", "url": "\(baseURL)"])
+                    "rbac serve",
+                    metadata: [
+                        "database": "\(resolved.redactedDescription)", "url": "\(baseURL)",
+                        "cache": "\(noCache ? "off" : "on")",
+                    ])
+                let listener = Task { [logger] in
+                    guard !noCache else { return }
+                    await feed.run { listening, error in
+                        if listening {
+                            logger.info("change feed listening; permission cache on")
+                        } else {
+                            logger.warning(
+                                "change feed lost; permission cache off until it is back",
+                                metadata: error.map { ["error": "\($0)"] } ?? [:])
+                        }
+                    }
+                }
                 try await buildApplication(dependencies, host: host, port: port, logger: logger).runService()
+                listener.cancel()
+                await listener.value
                 await pool.close()
             } catch {
                 throw CommandFailure(error, database: configuration)

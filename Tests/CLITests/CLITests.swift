@@ -66,12 +66,15 @@ struct CLITests {
                 "check", "--couple", couple, "--user", "pia@example.com", "--permission", "couple.delete",
             ])
             #expect(denied.status == 1 && denied.stdout == "denied\n")
-            #expect(try await run(["revoke", "--couple", couple, "--user", "pia@example.com"]).status == 0)
+            let revoke = try await run(["revoke", "--couple", couple, "--user", "pia@example.com", "--json"])
+            #expect(revoke.status == 0)
+            let revision = try #require(try Self.json(revoke)["revision"] as? Int, "a write reports its revision")
             let after = try await run([
                 "check", "--couple", couple, "--user", "pia@example.com", "--permission", "budget.edit", "--json",
             ])
             #expect(after.status == 1)
             #expect(try Self.json(after)["allowed"] as? Bool == false)
+            #expect(try Self.json(after)["revision"] as? Int == revision, "the check reads the write's revision")
         }
     }
 

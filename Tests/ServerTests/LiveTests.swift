@@ -59,7 +59,7 @@ struct LiveTests {
                 try await client.execute(
                     uri: "/v1/check", method: .post, headers: [.authorization: "Bearer \(key.rawValue)"], body: check
                 ) {
-                    #expect(String(buffer: $0.body) == #"{"allowed":false}"#)
+                    #expect(String(buffer: $0.body) == #"{"allowed":false,"revision":1}"#)
                 }
                 for _ in 0..<2 {
                     try await client.execute(uri: "/invitations/\(issued.token.rawValue)", method: .get) { response in
@@ -74,7 +74,7 @@ struct LiveTests {
                 try await client.execute(
                     uri: "/v1/check", method: .post, headers: [.authorization: "Bearer \(key.rawValue)"], body: check
                 ) {
-                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+                    #expect(String(buffer: $0.body) == #"{"allowed":true,"revision":2}"#)
                 }
                 try await client.execute(
                     uri: "/invitations/\(issued.token.rawValue)/accept", method: .post,
@@ -110,7 +110,7 @@ struct LiveTests {
             )
             try await app.test(.live) { client in
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
-                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#)
+                    #expect(String(buffer: $0.body) == #"{"allowed":true,"revision":1}"#)
                 }
                 try await cluster.stop()
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
@@ -121,7 +121,7 @@ struct LiveTests {
                 try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
                 try await cluster.start()
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
-                    #expect(String(buffer: $0.body) == #"{"allowed":true}"#, "recovered without a restart")
+                    #expect(String(buffer: $0.body) == #"{"allowed":true,"revision":1}"#, "recovered without a restart")
                 }
             }
             await pool.close()

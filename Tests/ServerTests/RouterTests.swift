@@ -202,12 +202,12 @@ struct RouterTests {
             try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: body) {
                 response in
                 #expect(response.status == .ok)
-                #expect(text(response) == #"{"allowed":true}"#)
+                #expect(text(response) == #"{"allowed":true,"revision":1}"#)
             }
             let cross = ByteBuffer(
                 string: #"{"couple_id":"\#(other)","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#)
             try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: cross) {
-                #expect(text($0) == #"{"allowed":false}"#, "an owner of one couple has nothing in another")
+                #expect(text($0) == #"{"allowed":false,"revision":1}"#, "an owner of one couple has nothing in another")
             }
             for malformed in [
                 "{not json", #"{"couple_id":"nope","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#,
@@ -230,7 +230,10 @@ struct RouterTests {
                 }
             let batch = ByteBuffer(string: #"{"checks":[\#(checks.joined(separator: ","))]}"#)
             try await client.execute(uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader, body: batch) {
-                #expect(text($0) == #"{"results":[{"allowed":true},{"allowed":true},{"allowed":false}]}"#)
+                #expect(
+                    text($0)
+                        == #"{"results":[{"allowed":true,"revision":1},{"allowed":true,"revision":1},{"allowed":false,"revision":1}]}"#
+                )
             }
             let tooMany = ByteBuffer(
                 string: #"{"checks":[\#(Array(repeating: checks[0], count: 101).joined(separator: ","))]}"#)

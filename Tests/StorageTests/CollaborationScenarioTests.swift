@@ -83,11 +83,13 @@ struct CollaborationScenarioTests {
             let planner = try await world.member(couple, "planner")
             let viewer = try await world.member(couple, "viewer")
             #expect(
-                try await world.permissions.hasPermission(
-                    Permission(rawValue: "budget.edit")!, user: planner, couple: couple))
+                try await world.permissions.check(
+                    Permission(rawValue: "budget.edit")!, user: planner, couple: couple
+                ).allowed)
             #expect(
-                !(try await world.permissions.hasPermission(
-                    Permission(rawValue: "collaborators.invite")!, user: viewer, couple: couple)))
+                !(try await world.permissions.check(
+                    Permission(rawValue: "collaborators.invite")!, user: viewer, couple: couple
+                ).allowed))
             #expect(
                 try await world.permissions.role(user: planner, couple: couple, as: world.admin)
                     == RoleName(rawValue: "planner"))
@@ -102,8 +104,9 @@ struct CollaborationScenarioTests {
         try await Self.withWorld(backend) { world in
             let (couple, owner) = try await world.couple()
             await expectRefusal(.invalidInput) {
-                _ = try await world.permissions.hasPermission(
-                    Permission(rawValue: "budget.edt")!, user: owner, couple: couple)
+                _ = try await world.permissions.check(
+                    Permission(rawValue: "budget.edt")!, user: owner, couple: couple
+                ).allowed
             }
             do {
                 _ = try await world.memberships.grant(
@@ -243,11 +246,11 @@ struct CollaborationScenarioTests {
             let planner = try await world.member(couple, "planner")
             let edit = Permission(rawValue: "budget.edit")!
             _ = try await world.memberships.suspend(planner, in: couple, as: .user(owner))
-            #expect(!(try await world.permissions.hasPermission(edit, user: planner, couple: couple)))
+            #expect(!(try await world.permissions.check(edit, user: planner, couple: couple).allowed))
             _ = try await world.memberships.reactivate(planner, in: couple, as: .user(owner))
-            #expect(try await world.permissions.hasPermission(edit, user: planner, couple: couple))
+            #expect(try await world.permissions.check(edit, user: planner, couple: couple).allowed)
             _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
-            #expect(!(try await world.permissions.hasPermission(edit, user: planner, couple: couple)))
+            #expect(!(try await world.permissions.check(edit, user: planner, couple: couple).allowed))
             await expectRefusal(.notFound) {
                 _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
             }

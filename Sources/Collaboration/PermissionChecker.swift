@@ -1,0 +1,61 @@
+import Foundation
+
+/// The answer to "may user U do P in couple C", with the couple revision it was read at.
+public struct PermissionCheck: Sendable, Hashable, Encodable {
+    public let allowed: Bool
+    /// Nil when the couple does not exist.
+    public let revision: Int64?
+
+    public init(allowed: Bool, revision: Int64?) {
+        self.allowed = allowed
+        self.revision = revision
+    }
+}
+
+/// Answers permission checks for backends, from a cache when one is given and its change feed vouches for it,
+/// else from the repository. A check with `minRevision` is answered from a set read at that revision or later.
+///
+/// Checks never act for anyone, and a check the repository cannot answer throws: it never falls back to "yes".
+public final class PermissionChecker: Sendable {
+    private let repository: any CollaborationRepository
+    private let cache: PermissionCache?
+    private let isCacheTrusted: @Sendable () -> Bool
+    private let metrics: OperationMetrics
+
+    /// `isCacheTrusted` says whether the cache's change feed is live; while it is not, every check reads the
+    /// repository and nothing is cached.
+    public init(
+        repository: any CollaborationRepository, cache: PermissionCache? = nil,
+        isCacheTrusted: @escaping @Sendable () -> Bool = { false }, metrics: OperationMetrics = OperationMetrics()
+    ) {
+        self.repository = repository
+        self.cache = cache
+        self.isCacheTrusted = isCacheTrusted
+        self.metrics = metrics
+    }
+
+    public func check(couple: UUID, user: UUID, permission: Permission, minRevision: Int64? = nil) async throws
+        -> PermissionCheck
+    {
+        let set = try await permissionSet(couple: couple, user: user, minRevision: minRevision)
+        return PermissionCheck(allowed: set.permissions.contains(permission), revision: set.revision)
+    }
+
+    public func permissionSet(couple: UUID, user: UUID, minRevision: Int64? = nil) async throws -> PermissionSet {
+        guard let cache, isCacheTrusted() else {
+            return try await metrics.measure("permission.check", outcome: "database") {
+                try await repository.permissionSet(couple: couple, user: user)
+            }
+        }
+        if let cached = cache.lookup(couple: couple, user: user, minRevision: minRevision) {
+            metrics.record("permission.check", outcome: "cached")
+            return cached
+        }
+        let ticket = cache.ticket()
+        let loaded = try await metrics.measure("permission.check", outcome: "database") {
+            try await repository.permissionSet(couple: couple, user: user)
+        }
+        if isCacheTrusted() { cache.store(loaded, couple: couple, user: user, ticket: ticket) }
+        return loaded
+    }
+}

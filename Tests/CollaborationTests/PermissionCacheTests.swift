@@ -1,0 +1,94 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Collaboration
+
+@Suite("Permission cache rules")
+struct PermissionCacheTests {
+    let couple = UUID()
+    let user = UUID()
+    let edit = Permission(rawValue: "budget.edit")!
+
+    func set(revision: Int64?) -> PermissionSet { PermissionSet(permissions: [edit], revision: revision) }
+
+    @Test("a stored set is found, and only at its revision or older min_revision")
+    func lookup() {
+        let cache = PermissionCache()
+        cache.store(set(revision: 4), couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.lookup(couple: couple, user: user) == set(revision: 4))
+        #expect(cache.lookup(couple: couple, user: user, minRevision: 4) == set(revision: 4))
+        #expect(cache.lookup(couple: couple, user: user, minRevision: 5) == nil)
+        #expect(cache.lookup(couple: couple, user: UUID()) == nil)
+    }
+
+    @Test("a load that read before a change it heard of afterwards is not stored")
+    func floor() {
+        let cache = PermissionCache()
+        let ticket = cache.ticket()
+        cache.invalidate(couple: couple, revision: 5)
+        cache.store(set(revision: 4), couple: couple, user: user, ticket: ticket)
+        #expect(cache.lookup(couple: couple, user: user) == nil)
+        cache.store(set(revision: 5), couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.lookup(couple: couple, user: user) == set(revision: 5))
+        cache.invalidate(couple: couple, revision: 6)
+        #expect(cache.lookup(couple: couple, user: user) == nil)
+    }
+
+    @Test("invalidateAll disowns loads in flight; unknown couples and deleted couples are never stored")
+    func epochs() {
+        let cache = PermissionCache()
+        let ticket = cache.ticket()
+        cache.invalidateAll()
+        cache.store(set(revision: 1), couple: couple, user: user, ticket: ticket)
+        #expect(cache.count == 0)
+        cache.store(set(revision: nil), couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.count == 0)
+        cache.invalidate(couple: couple, revision: nil)
+        cache.store(set(revision: 99), couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.count == 0)
+    }
+
+    @Test("the cache holds at most its capacity of couples")
+    func capacity() {
+        let cache = PermissionCache(capacity: 3)
+        for _ in 0..<10 {
+            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket())
+        }
+        #expect(cache.count <= 3)
+        #expect(cache.count >= 1)
+    }
+
+    @Test("the checker answers from the cache only while trusted, and reads through min_revision")
+    func checker() async throws {
+        let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+            .flattened()
+        let repository = InMemoryCollaborationRepository(roles: roles)
+        let owner = try await repository.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
+        let couple = try await repository.createCouple(name: "C", owner: owner.id, as: .operator(label: "t"))
+        let cache = PermissionCache()
+        let trusted = Flag()
+        let checker = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: { trusted.value })
+
+        #expect(try await checker.check(couple: couple.id, user: owner.id, permission: edit).allowed)
+        #expect(cache.count == 0, "nothing is cached while the feed is not trusted")
+        trusted.value = true
+        let first = try await checker.check(couple: couple.id, user: owner.id, permission: edit)
+        #expect(cache.count == 1)
+        // A write the cache has not heard of: a plain check may still be served from the cache, but one with
+        // the write's revision reads through.
+        let partner = try await repository.addUser(email: EmailAddress(rawValue: "p@example.com")!, displayName: nil)
+        let written = try await repository.grant(
+            couple: couple.id, user: partner.id, role: RoleName(rawValue: "partner")!, as: .operator(label: "t"))
+        #expect(try await checker.check(couple: couple.id, user: owner.id, permission: edit).revision == first.revision)
+        let fresh = try await checker.check(
+            couple: couple.id, user: owner.id, permission: edit, minRevision: written.revision)
+        #expect(fresh.revision == written.revision)
+    }
+}
+
+/// A Bool tests flip while a checker reads it.
+final class Flag: @unchecked Sendable {
+    // Safety: written only between checks in one test.
+    var value = false
+}

@@ -1,0 +1,251 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Postgres
+import Prometheus
+import Secrets
+import Storage
+import TestSupport
+import Testing
+
+@testable import Server
+
+/// The permission cache over real HTTP and PostgreSQL: two service instances (each with its own pool, cache and
+/// change feed) on one database.
+@Suite("Permission cache, live, on PostgreSQL", .timeLimit(.minutes(2)))
+struct CacheTests {
+    /// One `rbac serve`, as Serve.swift assembles it, without the process around it.
+    struct Instance {
+        let pool: PostgresConnectionPool
+        let feed: ChangeFeed
+        let cache: PermissionCache
+        let dependencies: ServerDependencies
+        let listener: Task<Void, Never>
+
+        init(_ configuration: PostgresConfiguration) {
+            pool = PostgresConnectionPool(configuration: configuration, maxConnections: 4)
+            cache = PermissionCache()
+            let keys = ServiceKeyCache()
+            let feed = ChangeFeed(configuration: configuration, permissions: cache, keys: keys)
+            self.feed = feed
+            let repository = PostgresCollaborationRepository(pool: pool, invalidating: cache)
+            dependencies = ServerDependencies(
+                repository: repository,
+                keys: ServiceKeyService(
+                    repository: PostgresServiceKeyRepository(pool: pool), cache: keys, isCacheTrusted: feed.isTrusted),
+                verifier: JWTVerifier(secret: LiveTests.secret), publicBaseURL: URL(string: "https://rbac.test")!,
+                checker: PermissionChecker(repository: repository, cache: cache, isCacheTrusted: feed.isTrusted),
+                isReady: { true })
+            listener = Task { await feed.run() }
+        }
+
+        /// Waits (up to 10 s) until the change feed listens.
+        func waitUntilListening() async throws {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !feed.isTrusted() {
+                guard ContinuousClock.now < deadline else { throw TestSetupError("the change feed never listened") }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+
+        func stop() async {
+            listener.cancel()
+            await listener.value
+            await pool.close()
+        }
+
+        func app() -> some ApplicationProtocol {
+            Application(
+                router: buildRouter(dependencies), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        }
+    }
+
+    /// A couple with an owner and a planner, and a service key.
+    struct World {
+        let couple: UUID
+        let owner: UUID
+        let planner: UUID
+        let key: String
+
+        init(_ pool: PostgresConnectionPool) async throws {
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let admin = Actor.operator(label: "tests")
+            owner = try await repository.addUser(email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+                .id
+            planner = try await repository.addUser(email: EmailAddress(rawValue: "pia@example.com")!, displayName: nil)
+                .id
+            couple = try await repository.createCouple(name: "Cache", owner: owner, as: admin).id
+            _ = try await repository.grant(
+                couple: couple, user: planner, role: RoleName(rawValue: "planner")!, as: admin)
+            key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
+                name: "cache"
+            ).1.rawValue
+        }
+
+        var headers: HTTPFields { [.authorization: "Bearer \(key)", .init("X-Acting-User")!: owner.uuidString] }
+
+        func check(minRevision: Int64? = nil) -> ByteBuffer {
+            let revision = minRevision.map { #","min_revision":\#($0)"# } ?? ""
+            return ByteBuffer(
+                string:
+                    #"{"couple_id":"\#(couple)","user_id":"\#(planner)","permission":"budget.edit"\#(revision)}"#)
+        }
+    }
+
+    struct Written: Decodable {
+        let revision: Int64
+    }
+
+    struct Answer: Decodable {
+        let allowed: Bool
+        let revision: Int64?
+    }
+
+    static func answer(_ client: some TestClientProtocol, _ world: World, minRevision: Int64? = nil) async throws
+        -> Answer
+    {
+        try await client.execute(
+            uri: "/v1/check", method: .post, headers: world.headers, body: world.check(minRevision: minRevision)
+        ) { response in
+            #expect(response.status == .ok)
+            return try JSONDecoder().decode(Answer.self, from: Data(buffer: response.body))
+        }
+    }
+
+    /// Removes the planner through `client`'s instance; returns the revision the write reported.
+    static func removePlanner(_ client: some TestClientProtocol, _ world: World) async throws -> Int64 {
+        try await client.execute(
+            uri: "/v1/couples/\(world.couple)/members/\(world.planner)", method: .delete, headers: world.headers
+        ) { response in
+            #expect(response.status == .ok)
+            return try JSONDecoder().decode(Written.self, from: Data(buffer: response.body)).revision
+        }
+    }
+
+    static func withMigratedDatabase(_ body: (PostgresConfiguration, World) async throws -> Void) async throws {
+        try await TestDatabase.withFresh { configuration in
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
+            try await LiveTests.migrate(pool)
+            let world = try await World(pool)
+            await pool.close()
+            try await body(configuration, world)
+        }
+    }
+
+    @Test("a revoke through an instance is seen by its very next check, with the cache warm")
+    func sameInstance() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let instance = Instance(configuration)
+            try await instance.waitUntilListening()
+            try await instance.app().test(.live) { client in
+                for _ in 0..<3 { #expect(try await Self.answer(client, world).allowed) }
+                #expect(instance.cache.count == 1, "the answers came from a warm cache")
+                _ = try await Self.removePlanner(client, world)
+                #expect(try await Self.answer(client, world).allowed == false)
+            }
+            await instance.stop()
+        }
+    }
+
+    @Test("a revoke through one instance: the other sees it at once with min_revision, and within a second anyway")
+    func twoInstances() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let first = Instance(configuration)
+            let second = Instance(configuration)
+            try await first.waitUntilListening()
+            try await second.waitUntilListening()
+            try await first.app().test(.live) { writer in
+                try await second.app().test(.live) { reader in
+                    #expect(try await Self.answer(reader, world).allowed)
+                    #expect(second.cache.count == 1)
+                    let revision = try await Self.removePlanner(writer, world)
+
+                    let fresh = try await Self.answer(reader, world, minRevision: revision)
+                    #expect(fresh.allowed == false, "min_revision is answered no staler than the write")
+                    #expect(fresh.revision == revision)
+
+                    let deadline = ContinuousClock.now + .seconds(1)
+                    var answer = try await Self.answer(reader, world)
+                    while answer.allowed && ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(10))
+                        answer = try await Self.answer(reader, world)
+                    }
+                    #expect(answer.allowed == false, "the notification reached the other instance within a second")
+                }
+            }
+            await first.stop()
+            await second.stop()
+        }
+    }
+
+    @Test("with its notification connection killed, an instance never answers from its stale cache", arguments: 0..<5)
+    func feedKilled(round: Int) async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let instance = Instance(configuration)
+            try await instance.waitUntilListening()
+            let admin = try await PostgresConnection.connect(configuration)
+            try await instance.app().test(.live) { client in
+                #expect(try await Self.answer(client, world).allowed)
+                #expect(instance.cache.count == 1)
+                // Waits until the listener's backend is gone, so its goodbye is on the socket.
+                let killed = try await admin.query(
+                    """
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) AS killed FROM pg_stat_activity
+                    WHERE application_name = 'rbac-change-feed' AND datname = current_database()
+                    """)
+                #expect(try killed[0].decode("killed", as: Int64.self) == 1)
+                // A change this instance neither made nor can hear of.
+                try await admin.execute(
+                    "DELETE FROM memberships WHERE couple_id = \(world.couple) AND user_id = \(world.planner)")
+                #expect(try await Self.answer(client, world).allowed == false, "no stale allow after the feed died")
+
+                try await instance.waitUntilListening()
+                #expect(try await Self.answer(client, world).allowed == false)
+            }
+            await admin.close()
+            await instance.stop()
+        }
+    }
+
+    @Test("/metrics is Prometheus text and counts the requests made, by route and status")
+    func metrics() async throws {
+        let fixture = try await Fixture()
+        let registry = PrometheusCollectorRegistry()
+        let dependencies = ServerDependencies(
+            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+            publicBaseURL: URL(string: "https://rbac.test")!, metrics: registry, isReady: { true })
+        let app = Application(router: buildRouter(dependencies))
+        try await app.test(.router) { client in
+            for _ in 0..<3 { try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) } }
+            try await client.execute(uri: "/v1/check", method: .post) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/metrics", method: .get) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
+                let samples = try Self.parsePrometheus(String(buffer: response.body))
+                #expect(samples[#"http_requests_total{method="GET",route="/health",status="200"}"#] == 3)
+                #expect(samples[#"http_requests_total{method="POST",route="/v1/check",status="401"}"#] == 1)
+                #expect(
+                    samples[#"http_request_duration_seconds_count{method="GET",route="/health",status="200"}"#] == 3)
+                #expect(samples[#"rbac_operations_total{operation="key.authenticate",outcome="ok"}"#] == nil)
+            }
+        }
+    }
+
+    /// The samples of a Prometheus text exposition, by name and labels (labels sorted); throws on a line that
+    /// is neither a comment nor a sample.
+    static func parsePrometheus(_ text: String) throws -> [String: Double] {
+        var samples: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let match = try #require(
+                line.wholeMatch(of: /([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)/), "not a sample: \(line)")
+            let labels =
+                match.2.map { text in
+                    let pairs = text.dropFirst().dropLast().split(separator: ",").map(String.init).sorted()
+                    return "{" + pairs.joined(separator: ",") + "}"
+                } ?? ""
+            samples[String(match.1) + labels] = try #require(Double(String(match.3)), "not a value: \(line)")
+        }
+        return samples
+    }
+}
