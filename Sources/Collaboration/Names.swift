@@ -5,7 +5,7 @@ public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStr
     public let rawValue: String
 
     public init?(rawValue: String) {
-        guard rawValue.wholeMatch(of: /[a-z][a-z_]{0,62}/) != nil else { return nil }
+        guard rawValue.utf8.count <= 63, isLowercaseWord(rawValue.utf8[...]) else { return nil }
         self.rawValue = rawValue
     }
 
@@ -27,7 +27,10 @@ public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomS
     public let rawValue: String
 
     public init?(rawValue: String) {
-        guard rawValue.wholeMatch(of: /[a-z][a-z_]*\.[a-z][a-z_]*/) != nil, rawValue.count <= 100 else { return nil }
+        let bytes = rawValue.utf8
+        guard bytes.count <= 100, let dot = bytes.firstIndex(of: UInt8(ascii: ".")),
+            isLowercaseWord(bytes[..<dot]), isLowercaseWord(bytes[bytes.index(after: dot)...])
+        else { return nil }
         self.rawValue = rawValue
     }
 
@@ -39,6 +42,13 @@ public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomS
     }
 
     public var description: String { rawValue }
+}
+
+/// `[a-z][a-z_]*`. Checked byte by byte: permission names are parsed for every permission set read from the
+/// database, and a Swift regex literal is compiled anew each time it is evaluated.
+private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
+    guard let first = bytes.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first) else { return false }
+    return bytes.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") }
 }
 
 /// An email address, checked for shape only (something@domain, at most 320 characters).

@@ -1,15 +1,18 @@
 import CoreMetrics
 import Foundation
+import Synchronization
 
 /// Times service operations and counts their outcomes through swift-metrics, as the seeds' PerformanceMonitor
 /// did: `rbac_operation_duration_seconds` and `rbac_operations_total`, both labelled with the operation and
 /// its outcome (`ok`, a `CollaborationError` code, or `error`).
 public struct OperationMetrics: Sendable {
-    private let factory: any MetricsFactory
+    private let timings: CountedTimings
 
     /// Without a factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
     public init(factory: (any MetricsFactory)? = nil) {
-        self.factory = factory ?? MetricsSystem.factory
+        timings = CountedTimings(
+            counter: "rbac_operations_total", timer: "rbac_operation_duration_seconds",
+            dimensions: ["operation", "outcome"], factory: factory)
     }
 
     /// Runs `body`, recording its duration and outcome (`success` when it returns).
@@ -31,13 +34,45 @@ public struct OperationMetrics: Sendable {
 
     /// Counts an operation that did no work worth timing (a cache hit, say), or times one measured elsewhere.
     public func record(_ operation: String, outcome: String, duration: Duration? = nil) {
-        let dimensions = [("operation", operation), ("outcome", outcome)]
-        Counter(label: "rbac_operations_total", dimensions: dimensions, factory: factory).increment()
+        timings.record([operation, outcome], duration: duration)
+    }
+}
+
+/// A counter and a timer with the same dimensions, whose swift-metrics handles are made once per set of
+/// dimension values and then reused: making a handle is a lookup in the factory's registry, too dear for every
+/// request.
+public final class CountedTimings: Sendable {
+    private let counterLabel: String
+    private let timerLabel: String
+    private let dimensionNames: [String]
+    private let factory: any MetricsFactory
+    private let handles = Mutex<[[String]: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
+
+    /// Without a factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
+    public init(counter: String, timer: String, dimensions: [String], factory: (any MetricsFactory)? = nil) {
+        counterLabel = counter
+        timerLabel = timer
+        dimensionNames = dimensions
+        self.factory = factory ?? MetricsSystem.factory
+    }
+
+    /// Counts one event with these dimension values (in the order of the names given at init), and times it
+    /// when `duration` is given.
+    public func record(_ values: [String], duration: Duration?) {
+        let (counter, timer) = handles.withLock { handles in
+            if let made = handles[values] { return made }
+            let dimensions = Array(zip(dimensionNames, values))
+            let made = (
+                CoreMetrics.Counter(label: counterLabel, dimensions: dimensions, factory: factory),
+                CoreMetrics.Timer(label: timerLabel, dimensions: dimensions, factory: factory)
+            )
+            handles[values] = made
+            return made
+        }
+        counter.increment()
         if let duration {
-            let nanoseconds =
-                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
-            Timer(label: "rbac_operation_duration_seconds", dimensions: dimensions, factory: factory)
-                .recordNanoseconds(nanoseconds)
+            timer.recordNanoseconds(
+                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         }
     }
 }

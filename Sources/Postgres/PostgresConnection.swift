@@ -11,13 +11,14 @@ public final class PostgresConnection: @unchecked Sendable {
     // Safety: libpq allows one thread at a time per PGconn. `handle`, `preparedStatements` and `isClosed` are
     // touched only by blocks running on `queue`, a serial queue this connection owns (or in deinit, when no
     // other reference exists). `cancelHandle` is a PGcancel, which libpq documents as usable from any thread.
-    // `reusable` is atomic.
+    // `reusable` and `verifyOnNextUse` are atomic.
     private let handle: OpaquePointer
     private let cancelHandle: OpaquePointer?
     private let queue: DispatchQueue
     private var preparedStatements: [String: String] = [:]
     private var isClosed = false
     private let reusable = Atomic<Bool>(true)
+    private let verifyOnNextUse = Atomic<Bool>(false)
 
     /// The server process serving this connection (`pg_backend_pid()`).
     public let backendPID: Int32
@@ -143,20 +144,22 @@ public final class PostgresConnection: @unchecked Sendable {
 
     // MARK: Health
 
-    /// Whether the connection can take a statement now, checked without a round trip: an idle connection has
-    /// nothing to read, so a readable socket means the server sent something unasked, typically the goodbye of a
-    /// server that shut down or restarted, and the connection is not trusted. Also checks that no transaction
-    /// is open.
-    public func isHealthy() async -> Bool {
-        await withCheckedContinuation { continuation in
-            queue.async {
-                guard !self.isClosed, PQstatus(self.handle) == CONNECTION_OK,
-                    PQtransactionStatus(self.handle) == PQTRANS_IDLE
-                else { return continuation.resume(returning: false) }
-                var descriptor = pollfd(fd: PQsocket(self.handle), events: Int16(POLLIN), revents: 0)
-                continuation.resume(returning: poll(&descriptor, 1, 0) == 0)
-            }
+    /// Asks the next statement to check first, on the connection's queue and without a round trip, that the
+    /// connection is still sound; if it is not, that statement throws `StaleConnection` without sending
+    /// anything. The pool asks this of every idle connection it hands out, so the check costs no extra hop.
+    func verifyBeforeNextStatement() {
+        verifyOnNextUse.store(true, ordering: .releasing)
+    }
+
+    /// Runs on `queue`. An idle connection has nothing to read, so a readable socket means the server sent
+    /// something unasked, typically the goodbye of a server that shut down or restarted, and the connection is
+    /// not trusted. A transaction left open fails the check too.
+    private func isSound() -> Bool {
+        guard !isClosed, PQstatus(handle) == CONNECTION_OK, PQtransactionStatus(handle) == PQTRANS_IDLE else {
+            return false
         }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
     }
 
     /// A duplicate of the connection's socket descriptor (-1 once closed), so that another thread can `poll`
@@ -254,7 +257,16 @@ public final class PostgresConnection: @unchecked Sendable {
         let cancellation = CancellationState()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                queue.async { continuation.resume(with: Result { try body(cancellation) }) }
+                queue.async {
+                    continuation.resume(
+                        with: Result {
+                            if self.verifyOnNextUse.exchange(false, ordering: .acquiring), !self.isSound() {
+                                self.reusable.store(false, ordering: .releasing)
+                                throw StaleConnection()
+                            }
+                            return try body(cancellation)
+                        })
+                }
             }
         } onCancel: {
             cancellation.cancel(self.cancelHandle)
@@ -357,6 +369,10 @@ public struct PostgresNotification: Sendable, Hashable {
     public let payload: String
     public let senderPID: Int32
 }
+
+/// Thrown, only to the pool, by the first statement on a pooled connection that the server dropped while it
+/// was idle; nothing was sent.
+struct StaleConnection: Error {}
 
 /// A `PGconn` pointer handed from the queue that opened it to the connection that will own it.
 private struct UncheckedHandle: @unchecked Sendable {

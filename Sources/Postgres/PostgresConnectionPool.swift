@@ -4,8 +4,9 @@ import Synchronization
 ///
 /// - At most `maxConnections` are open at once; a task that finds none free waits up to `acquireTimeout`, then
 ///   gets a `.poolTimeout` error.
-/// - A connection is checked on checkout (`isHealthy`): one the server dropped, for example after a restart, is
-///   replaced by a new one, which prepares its statements again on first use.
+/// - An idle connection handed out is checked by its first statement, on its own queue: if the server dropped it,
+///   for example in a restart, that statement sends nothing, the connection is discarded, and `body` runs again
+///   on another one, which prepares its statements again on first use.
 public final class PostgresConnectionPool: Sendable {
     public let configuration: PostgresConfiguration
     public let maxConnections: Int
@@ -44,16 +45,20 @@ public final class PostgresConnectionPool: Sendable {
 
     /// Runs `body` with a connection leased from the pool and returns it afterwards.
     public func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        let connection = try await acquire()
-        let value: T
-        do {
-            value = try await body(connection)
-        } catch {
-            await release(connection)
-            throw error
+        while true {
+            let connection = try await acquire()
+            do {
+                let value = try await body(connection)
+                await release(connection)
+                return value
+            } catch is StaleConnection {
+                // Nothing ran on it: discard it and run `body` on another (or a new) connection.
+                await release(connection)
+            } catch {
+                await release(connection)
+                throw error
+            }
         }
-        await release(connection)
-        return value
     }
 
     /// Runs `body` in a transaction on a pooled connection; see `PostgresConnection.withTransaction`.
@@ -95,9 +100,8 @@ public final class PostgresConnectionPool: Sendable {
     private func acquire() async throws -> PostgresConnection {
         switch try await reserve() {
         case .connection(let connection):
-            if await connection.isHealthy() { return connection }
-            // Dropped by the server while idle (e.g. a restart): open a new one in its place.
-            await connection.close()
+            connection.verifyBeforeNextStatement()
+            return connection
         case .slot:
             break
         }

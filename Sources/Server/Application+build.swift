@@ -139,7 +139,13 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
 /// Times every request through swift-metrics: `http_requests_total` and `http_request_duration_seconds`, by
 /// method, route (the matched pattern, so ids and tokens never become labels) and status.
 struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
-    let factory: any MetricsFactory
+    let timings: CountedTimings
+
+    init(factory: any MetricsFactory) {
+        timings = CountedTimings(
+            counter: "http_requests_total", timer: "http_request_duration_seconds",
+            dimensions: ["method", "route", "status"], factory: factory)
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -157,14 +163,8 @@ struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     private func record(_ request: Request, _ context: Context, status: Int, since started: ContinuousClock.Instant) {
-        let elapsed = ContinuousClock.now - started
-        let dimensions = [
-            ("method", request.method.rawValue), ("route", context.endpointPath ?? "unmatched"),
-            ("status", "\(status)"),
-        ]
-        CoreMetrics.Counter(label: "http_requests_total", dimensions: dimensions, factory: factory).increment()
-        CoreMetrics.Timer(label: "http_request_duration_seconds", dimensions: dimensions, factory: factory)
-            .recordNanoseconds(
-                elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+        timings.record(
+            [request.method.rawValue, context.endpointPath ?? "unmatched", String(status)],
+            duration: ContinuousClock.now - started)
     }
 }

@@ -5,14 +5,19 @@ import Testing
 
 @Suite("Names people type")
 struct NamesTests {
-    @Test("role names, permissions and emails are checked for shape", arguments: ["owner", "wedding_planner"])
+    @Test(
+        "role names, permissions and emails are checked for shape",
+        arguments: ["owner", "wedding_planner", String(repeating: "a", count: 63)])
     func validRoles(name: String) {
         #expect(RoleName(rawValue: name) != nil)
     }
 
     @Test(
         "malformed role names are refused",
-        arguments: ["", "Owner", "own er", "owner;", "'); drop table roles; --", "1st"])
+        arguments: [
+            "", "Owner", "own er", "owner;", "'); drop table roles; --", "1st", "_owner", "ówner",
+            String(repeating: "a", count: 64),
+        ])
     func invalidRoles(name: String) {
         #expect(RoleName(rawValue: name) == nil)
         #expect(throws: CollaborationError.self) { try RoleName(validating: name) }
@@ -24,6 +29,13 @@ struct NamesTests {
         #expect(Permission(rawValue: "budget") == nil)
         #expect(Permission(rawValue: "budget.edit.more") == nil)
         #expect(Permission(rawValue: "Budget.Edit") == nil)
+        #expect(Permission(rawValue: "budget.") == nil)
+        #expect(Permission(rawValue: ".edit") == nil)
+        #expect(Permission(rawValue: "budget._edit") == nil)
+        #expect(Permission(rawValue: "budget.édit") == nil)
+        #expect(Permission(rawValue: "gifts_and_owed.view_all") != nil)
+        #expect(Permission(rawValue: "a." + String(repeating: "b", count: 99)) == nil)
+        #expect(Permission(rawValue: "a." + String(repeating: "b", count: 98)) != nil)
     }
 
     @Test("a user is named by UUID or by email address, nothing else")
