@@ -41,13 +41,15 @@ let package = Package(
         .target(
             name: "Collaboration",
             dependencies: ["Secrets", .product(name: "CoreMetrics", package: "swift-metrics")]),
+        // The budget domain: tenant-scoped actors keyed by couple, gated by the couple's permissions.
+        .target(name: "Budget", dependencies: ["Collaboration"]),
         // Postgres-backed repositories and the migration runner.
-        .target(name: "Storage", dependencies: ["Collaboration", "Postgres", "Secrets"]),
+        .target(name: "Storage", dependencies: ["Budget", "Collaboration", "Postgres", "Secrets"]),
         // The HTTP service: invitation pages and the permission API.
         .target(
             name: "Server",
             dependencies: [
-                "Collaboration", "Secrets",
+                "Budget", "Collaboration", "Secrets",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -58,6 +60,7 @@ let package = Package(
         .executableTarget(
             name: "rbac",
             dependencies: [
+                "Budget",
                 "Collaboration",
                 "Server",
                 "Storage",
@@ -72,6 +75,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(name: "CollaborationTests", dependencies: ["Collaboration", "TestSupport"]),
+        .testTarget(name: "BudgetTests", dependencies: ["Budget", "Collaboration", "TestSupport"]),
         .testTarget(
             name: "ServerTests",
             dependencies: [
@@ -83,6 +87,7 @@ let package = Package(
         ),
         .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(
-            name: "StorageTests", dependencies: ["Storage", "Collaboration", "Postgres", "TestSupport", "ChildProcess"]),
+            name: "StorageTests",
+            dependencies: ["Storage", "Budget", "Collaboration", "Postgres", "TestSupport", "ChildProcess"]),
     ]
 )

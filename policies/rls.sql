@@ -28,3 +28,22 @@ ALTER TABLE users ENABLE ROW LEVEL SECURITY;
 ALTER TABLE users FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS collaborators_read ON users;
 CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app USING (rbac.can_see_user(id));
+
+-- The budget (sql/0010): members read what their view permissions cover; writes go through the services.
+DO $$
+DECLARE
+    v_table text;
+    v_permission text;
+BEGIN
+    FOR v_table, v_permission IN VALUES
+        ('budget_scenarios', 'budget.view'), ('budget_folders', 'budget.view'), ('budget_items', 'budget.view'),
+        ('expense_allocations', 'budget.view'), ('expenses', 'expenses.view'),
+        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view')
+    LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
+        EXECUTE format('DROP POLICY IF EXISTS viewers_read ON %I', v_table);
+        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app USING (rbac.may(couple_id, %L))',
+                       v_table, v_permission);
+    END LOOP;
+END $$;

@@ -19,13 +19,16 @@ public final class PostgresConnection: @unchecked Sendable {
     private var isClosed = false
     private let reusable = Atomic<Bool>(true)
     private let verifyOnNextUse = Atomic<Bool>(false)
+    /// Counts the statements sent, for the pool that opened this connection.
+    private let counter: StatementCounter?
 
     /// The server process serving this connection (`pg_backend_pid()`).
     public let backendPID: Int32
 
-    private init(handle: OpaquePointer, queue: DispatchQueue) {
+    private init(handle: OpaquePointer, queue: DispatchQueue, counter: StatementCounter?) {
         self.handle = handle
         self.queue = queue
+        self.counter = counter
         self.cancelHandle = PQgetCancel(handle)
         self.backendPID = PQbackendPID(handle)
     }
@@ -37,6 +40,12 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Opens a connection. Blocks a dispatch thread, not the caller's, for up to the configured connect timeout.
     public static func connect(_ configuration: PostgresConfiguration) async throws -> PostgresConnection {
+        try await connect(configuration, counter: nil)
+    }
+
+    static func connect(_ configuration: PostgresConfiguration, counter: StatementCounter?) async throws
+        -> PostgresConnection
+    {
         let queue = DispatchQueue(label: "rbac.postgres.connection")
         let handle: UncheckedHandle = try await withCheckedThrowingContinuation { continuation in
             queue.async {
@@ -59,7 +68,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 continuation.resume(returning: UncheckedHandle(pointer: handle))
             }
         }
-        return PostgresConnection(handle: handle.pointer, queue: queue)
+        return PostgresConnection(handle: handle.pointer, queue: queue, counter: counter)
     }
 
     // MARK: Statements
@@ -87,6 +96,7 @@ public final class PostgresConnection: @unchecked Sendable {
             try cancellation.begin()
             defer { cancellation.end() }
             guard PQsendQuery(self.handle, script.sql) == 1 else { throw self.connectionError() }
+            self.counter?.count.add(1, ordering: .relaxed)
             cancellation.sent(self.cancelHandle)
             return try self.collectResult(cancellation: cancellation)
         }
@@ -290,6 +300,7 @@ public final class PostgresConnection: @unchecked Sendable {
                 handle, query.sql, count, types, values, lengths, formats, PostgresFormat.binary.rawValue)
         }
         guard sent == 1 else { throw connectionError() }
+        counter?.count.add(1, ordering: .relaxed)
         cancellation.sent(cancelHandle)
         return try collectResult(cancellation: cancellation)
     }
@@ -368,6 +379,11 @@ public struct PostgresNotification: Sendable, Hashable {
     public let channel: String
     public let payload: String
     public let senderPID: Int32
+}
+
+/// How many statements a pool's connections have sent.
+final class StatementCounter: Sendable {
+    let count = Atomic<Int>(0)
 }
 
 /// Thrown, only to the pool, by the first statement on a pooled connection that the server dropped while it

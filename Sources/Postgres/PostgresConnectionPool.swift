@@ -13,6 +13,11 @@ public final class PostgresConnectionPool: Sendable {
     public let acquireTimeout: Duration
 
     private let state = Mutex(State())
+    private let counter = StatementCounter()
+
+    /// How many statements this pool's connections have sent (not counting the preparation of named ones):
+    /// what tests and benchmarks use to prove a fixed number of round trips.
+    public var statementsSent: Int { counter.count.load(ordering: .relaxed) }
 
     private struct State {
         var idle: [PostgresConnection] = []
@@ -106,7 +111,7 @@ public final class PostgresConnectionPool: Sendable {
             break
         }
         do {
-            return try await PostgresConnection.connect(configuration)
+            return try await PostgresConnection.connect(configuration, counter: counter)
         } catch {
             releaseSlot()
             throw error

@@ -1,3 +1,4 @@
+import Budget
 import Collaboration
 import CoreMetrics
 import Foundation
@@ -19,10 +20,13 @@ public struct ServerDependencies: Sendable {
     /// What `/metrics` serves: route timings, and the operation timings of services built with
     /// `operationMetrics`.
     public let metrics: PrometheusCollectorRegistry
+    /// Storage of the budget, served by one `CoupleBudget` actor per couple.
+    public let budgets: any BudgetRepository
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
         limiter: FailedAttemptLimiter = FailedAttemptLimiter(), checker: PermissionChecker? = nil,
+        budgets: any BudgetRepository = InMemoryBudgetRepository(),
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         isReady: @escaping @Sendable () async -> Bool
     ) {
@@ -32,6 +36,7 @@ public struct ServerDependencies: Sendable {
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
         self.metrics = metrics
+        self.budgets = budgets
         self.checker =
             checker ?? PermissionChecker(repository: repository, metrics: Self.operationMetrics(metrics))
         self.isReady = isReady
@@ -85,6 +90,13 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
         memberships: memberships
     ).addRoutes(to: v1)
     ManagementAPIController(memberships: memberships, invitations: invitations).addRoutes(to: v1)
+    let budgets = dependencies.budgets
+    let checker = dependencies.checker
+    BudgetAPIController(
+        registry: BudgetRegistry { couple in
+            CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: metrics)
+        }
+    ).addRoutes(to: v1)
     return router
 }
 

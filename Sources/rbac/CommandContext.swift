@@ -79,6 +79,12 @@ struct CommandContext {
 
 /// Shared parsing of ids people type: refused before any query runs.
 enum Parse {
+    /// An id of a `kind` (scenario, expense, ...): a UUID, else a validation error naming the kind.
+    static func id(_ text: String, _ kind: String) throws -> UUID {
+        guard let id = UUID(uuidString: text) else { throw ValidationError("\"\(text)\" is not a \(kind) id (a UUID)") }
+        return id
+    }
+
     static func couple(_ text: String) throws -> UUID {
         do {
             return try parseCoupleID(text)

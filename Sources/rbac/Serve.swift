@@ -71,6 +71,7 @@ extension RBAC {
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,
                         isCacheTrusted: feed.isTrusted, metrics: metrics),
+                    budgets: PostgresBudgetRepository(pool: pool),
                     metrics: registry,
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(

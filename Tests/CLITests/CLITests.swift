@@ -42,6 +42,10 @@ struct CLITests {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
+    static func jsonArray(_ result: Result) throws -> [[String: Any]] {
+        try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+    }
+
     static func createCouple(_ run: ([String]) async throws -> Result) async throws -> String {
         let created = try await run([
             "couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com", "--json",
@@ -88,6 +92,50 @@ struct CLITests {
             #expect(leave.stderr.contains("couple \"Olivia & Paul\" must keep at least one owner"))
             #expect(leave.stderr.split(separator: "\n").count == 1, "one line on stderr")
             #expect(try await run(["members", "--couple", couple, "--json"]).stdout == before.stdout)
+        }
+    }
+
+    @Test("budget: a scenario, items, an expense split to the cent, the overview; a viewer's edit is denied (exit 1)")
+    func budget() async throws {
+        try await Self.withDatabase { run in
+            let couple = try await Self.createCouple(run)
+            let base = ["--couple", couple]
+            let scenario = try await run(["budget", "scenarios"] + base + ["--create", "Main", "--primary", "--json"])
+            #expect(scenario.status == 0, "\(scenario.stderr)")
+            let scenarioID = try #require((try Self.jsonArray(scenario).first)?["id"] as? String)
+            var items: [String] = []
+            for name in ["Venue", "Food", "Music"] {
+                let item = try await run(
+                    ["budget", "items"] + base + [
+                        "--scenario", scenarioID, "--add", name, "--budgeted", "500", "--json",
+                    ])
+                items.append(try #require((try Self.jsonArray(item).first)?["id"] as? String))
+            }
+            let expense = try await run(
+                ["budget", "expenses"] + base + ["--add", "Deposit", "--amount", "100.00", "--json"])
+            let expenseID = try #require((try Self.jsonArray(expense).first)?["id"] as? String)
+            let allocate = try await run(
+                ["budget", "allocate"] + base + ["--scenario", scenarioID, "--expense", expenseID]
+                    + items.flatMap { ["--item", $0] })
+            #expect(allocate.status == 0, "\(allocate.stderr)")
+            #expect(allocate.stdout.contains("33.34") && allocate.stdout.contains("33.33"))
+            let overview = try await run(["budget", "overview"] + base + ["--scenario", scenarioID])
+            #expect(overview.stdout.contains("total  1500"), "\(overview.stdout)")
+            #expect(try await run(["budget", "expenses"] + base + ["--add", "X", "--amount", "-1"]).status == 2)
+            #expect(try await run(["budget", "overview"] + base + ["--scenario", "nope"]).status == 2)
+            #expect(try await run(["users", "add", "--email", "vic@example.com"]).status == 0)
+            #expect(
+                try await run(["grant", "--couple", couple, "--user", "vic@example.com", "--role", "viewer"]).status
+                    == 0)
+            let before = try await run(["budget", "expenses"] + base + ["--json"])
+            let refused = try await run(
+                ["budget", "expenses"] + base + ["--add", "Y", "--amount", "5", "--actor", "vic@example.com"])
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr.contains("expenses.edit"))
+            #expect(try await run(["budget", "expenses"] + base + ["--json"]).stdout == before.stdout)
+            let payments = try await run(
+                ["budget", "payments"] + base + ["--expense", expenseID, "--amount", "40", "--json"])
+            #expect((try Self.jsonArray(payments).first)?["status"] as? String == "partial")
         }
     }
 

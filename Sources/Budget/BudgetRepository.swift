@@ -1,0 +1,64 @@
+import Foundation
+
+/// Storage of one couple's budget: every method takes the couple first, and reads or writes only its rows.
+/// Each read is one statement whatever the couple's size.
+public protocol BudgetRepository: Sendable {
+    // MARK: The overview's reads
+
+    /// The couple's budget revision (0 before its first budget write), and whether `scenario` is one of its
+    /// scenarios.
+    func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
+    func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem]
+    func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation]
+    /// The expenses with an allocation in `scenario`.
+    func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense]
+    /// The gifts set against items of `scenario`.
+    func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift]
+
+    // MARK: Scenarios, folders, items
+
+    func scenarios(couple: UUID) async throws -> [Scenario]
+    /// Creates a scenario; a primary one takes over from the couple's previous primary.
+    func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario
+    /// Copies `source` with its folders, items and allocations, atomically.
+    func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario
+    func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario
+    func folders(couple: UUID, scenario: UUID) async throws -> [Folder]
+    func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder
+    func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem
+
+    // MARK: Expenses, payments, gifts
+
+    func expenses(couple: UUID) async throws -> [Expense]
+    func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense
+    func payments(couple: UUID) async throws -> [ExpensePayment]
+    func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment
+    func gifts(couple: UUID) async throws -> [Gift]
+    func createGift(couple: UUID, _ gift: Gift) async throws -> Gift
+
+    // MARK: Allocation
+
+    /// Runs `body` in one transaction that holds the couple's budget lock (a transaction-scoped advisory lock in
+    /// PostgreSQL), so recalculations for one couple never interleave, across processes too.
+    func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T) async throws
+        -> T
+}
+
+/// The reads and writes of an allocation recalculation, inside `withBudgetLock`.
+public protocol BudgetTransaction {
+    func expenses(_ ids: [UUID]) async throws -> [Expense]
+    func item(_ id: UUID) async throws -> BudgetItem?
+    func items(_ ids: [UUID]) async throws -> [BudgetItem]
+    func setExpenseAmount(_ id: UUID, _ amount: Decimal) async throws
+    func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws
+    /// The allocations of `expenses`, in `scenario` or (nil) in every scenario.
+    func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation]
+    /// The allocations to `item`.
+    func allocations(item: UUID) async throws -> [Allocation]
+    /// Deletes the allocations of `expenses` in `scenario` and inserts `allocations` in their place.
+    func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws
+}
+
+extension BudgetTransaction {
+    func expense(_ id: UUID) async throws -> Expense? { try await expenses([id]).first }
+}

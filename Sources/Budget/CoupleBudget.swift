@@ -1,0 +1,345 @@
+import Collaboration
+import Foundation
+
+/// One couple's budget services, as one actor: the seeds' BudgetAggregationService, BudgetAllocationService,
+/// BudgetDevelopmentService and ExpensePaymentStatusService, scoped to the couple this actor is keyed by.
+/// `BudgetRegistry` hands out one per couple, so work for a couple runs one operation at a time while other
+/// couples run in parallel. Every operation first checks that the actor (the person acting) holds the
+/// permission it needs.
+public actor CoupleBudget {
+    public nonisolated let couple: UUID
+    private let repository: any BudgetRepository
+    private let checker: PermissionChecker
+    private let metrics: OperationMetrics
+    /// Overviews by scenario, each valid while the couple's budget revision is the one it was read at.
+    private var overviews: [UUID: BudgetOverview] = [:]
+
+    public init(
+        couple: UUID, repository: any BudgetRepository, checker: PermissionChecker,
+        metrics: OperationMetrics = OperationMetrics()
+    ) {
+        self.couple = couple
+        self.repository = repository
+        self.checker = checker
+        self.metrics = metrics
+    }
+
+    // MARK: Aggregation
+
+    /// Per budget item of `scenario`: budgeted, spent (its allocations), received gifts, effective spend, and
+    /// the linked expenses and gifts; plus totals. Five statements whatever the couple's size (one when the
+    /// cached overview is still current); the four data reads run in parallel.
+    public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
+        try await metrics.measure("budget.overview") {
+            try await require(.budgetView, actor)
+            let (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
+            guard exists else { throw Self.noSuchScenario }
+            if let cached = overviews[scenario], cached.revision == revision { return cached }
+            async let items = repository.items(couple: couple, scenario: scenario)
+            async let allocations = repository.allocations(couple: couple, scenario: scenario)
+            async let expenses = repository.allocatedExpenses(couple: couple, scenario: scenario)
+            async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
+            // Read after `revision`, so at least as new as it: safe to keep under it.
+            let overview = BudgetRules.overview(
+                scenario: scenario, revision: revision, items: try await items, allocations: try await allocations,
+                expenses: try await expenses, gifts: try await gifts)
+            overviews[scenario] = overview
+            return overview
+        }
+    }
+
+    // MARK: Development
+
+    public func scenarios(as actor: Actor) async throws -> [Scenario] {
+        try await metrics.measure("budget.scenarios") {
+            try await require(.budgetView, actor)
+            return try await repository.scenarios(couple: couple)
+        }
+    }
+
+    public func createScenario(named name: String, primary: Bool = false, as actor: Actor) async throws -> Scenario {
+        try await metrics.measure("budget.create_scenario") {
+            try await require(.budgetEdit, actor)
+            return try await repository.createScenario(
+                couple: couple, name: try Self.name(name, "name"), primary: primary)
+        }
+    }
+
+    /// Copies `source` with its folders, items and allocations, in one transaction.
+    public func cloneScenario(_ source: UUID, named name: String, as actor: Actor) async throws -> Scenario {
+        try await metrics.measure("budget.clone_scenario") {
+            try await require(.budgetEdit, actor)
+            return try await repository.cloneScenario(couple: couple, source: source, name: try Self.name(name, "name"))
+        }
+    }
+
+    public func setPrimaryScenario(_ scenario: UUID, as actor: Actor) async throws -> Scenario {
+        try await metrics.measure("budget.set_primary") {
+            try await require(.budgetEdit, actor)
+            return try await repository.setPrimaryScenario(couple: couple, scenario: scenario)
+        }
+    }
+
+    public func folders(scenario: UUID, as actor: Actor) async throws -> [Folder] {
+        try await metrics.measure("budget.folders") {
+            try await require(.budgetView, actor)
+            return try await repository.folders(couple: couple, scenario: scenario)
+        }
+    }
+
+    public func createFolder(named name: String, scenario: UUID, as actor: Actor) async throws -> Folder {
+        try await metrics.measure("budget.create_folder") {
+            try await require(.budgetEdit, actor)
+            return try await repository.createFolder(
+                couple: couple, scenario: scenario, name: try Self.name(name, "name"))
+        }
+    }
+
+    public func items(scenario: UUID, as actor: Actor) async throws -> [BudgetItem] {
+        try await metrics.measure("budget.items") {
+            try await require(.budgetView, actor)
+            return try await repository.items(couple: couple, scenario: scenario)
+        }
+    }
+
+    /// The events and categories the scenario's items are grouped by, each listed once, sorted.
+    public func eventCategories(scenario: UUID, as actor: Actor) async throws -> (
+        events: [String], categories: [String]
+    ) {
+        let items = try await items(scenario: scenario, as: actor)
+        return (
+            Set(items.map(\.event)).subtracting([""]).sorted(), Set(items.map(\.category)).subtracting([""]).sorted()
+        )
+    }
+
+    public func createItem(
+        named name: String, scenario: UUID, budgeted: Decimal, folder: UUID? = nil, category: String = "",
+        event: String = "", as actor: Actor
+    ) async throws -> BudgetItem {
+        try await metrics.measure("budget.create_item") {
+            try await require(.budgetEdit, actor)
+            let item = BudgetItem(
+                id: UUID(), scenarioID: scenario, folderID: folder, name: try Self.name(name, "name"),
+                category: try Self.label(category, "category"), event: try Self.label(event, "event"),
+                budgeted: try Money.validated(budgeted, "budgeted"))
+            return try await repository.createItem(couple: couple, item)
+        }
+    }
+
+    // MARK: Expenses, payments, gifts
+
+    public func expenses(as actor: Actor) async throws -> [Expense] {
+        try await metrics.measure("budget.expenses") {
+            try await require(.expensesView, actor)
+            return try await repository.expenses(couple: couple)
+        }
+    }
+
+    public func createExpense(
+        named name: String, amount: Decimal, vendor: String = "", dueDate: CalendarDay? = nil, category: String = "",
+        as actor: Actor
+    ) async throws -> Expense {
+        try await metrics.measure("budget.create_expense") {
+            try await require(.expensesEdit, actor)
+            let expense = Expense(
+                id: UUID(), name: try Self.name(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
+                amount: try Money.validated(amount, "amount"), dueDate: dueDate,
+                category: try Self.label(category, "category"))
+            return try await repository.createExpense(couple: couple, expense)
+        }
+    }
+
+    public func recordPayment(expense: UUID, amount: Decimal, paidAt: CalendarDay? = nil, as actor: Actor)
+        async throws -> ExpensePayment
+    {
+        try await metrics.measure("budget.record_payment") {
+            try await require(.expensesEdit, actor)
+            guard try Money.validated(amount, "amount") > 0 else {
+                throw CollaborationError(.invalidInput, "a payment's amount must be more than 0")
+            }
+            return try await repository.addPayment(
+                couple: couple,
+                ExpensePayment(id: UUID(), expenseID: expense, amount: amount, paidAt: paidAt ?? CalendarDay.today()))
+        }
+    }
+
+    /// Every expense's payment position on `today`, from two statements however many payments there are.
+    public func paymentStatuses(today: CalendarDay = CalendarDay.today(), as actor: Actor) async throws
+        -> [PaymentStatus]
+    {
+        try await metrics.measure("budget.payment_statuses") {
+            try await require(.expensesView, actor)
+            async let expenses = repository.expenses(couple: couple)
+            async let payments = repository.payments(couple: couple)
+            let byExpense = Dictionary(grouping: try await payments, by: \.expenseID)
+            return try await expenses.map {
+                BudgetRules.paymentStatus(of: $0, payments: byExpense[$0.id] ?? [], today: today)
+            }
+        }
+    }
+
+    public func gifts(as actor: Actor) async throws -> [Gift] {
+        try await metrics.measure("budget.gifts") {
+            try await require(.giftsView, actor)
+            return try await repository.gifts(couple: couple)
+        }
+    }
+
+    public func recordGift(
+        from: String, amount: Decimal, received: Bool, budgetItem: UUID? = nil, as actor: Actor
+    ) async throws -> Gift {
+        try await metrics.measure("budget.record_gift") {
+            try await require(.giftsEdit, actor)
+            return try await repository.createGift(
+                couple: couple,
+                Gift(
+                    id: UUID(), from: try Self.name(from, "from"), amount: try Money.validated(amount, "amount"),
+                    received: received, budgetItemID: budgetItem))
+        }
+    }
+
+    // MARK: Allocation
+
+    /// Allocates `expense` in `scenario` to `items`, replacing its allocations there. With amounts, those are
+    /// the shares, which may not add up to more than the expense; without (`nil`), the expense's whole amount
+    /// is split in proportion to the items' budgets.
+    public func allocate(
+        expense: UUID, scenario: UUID, items: [UUID], amounts: [Decimal]? = nil, as actor: Actor
+    ) async throws -> [Allocation] {
+        try await metrics.measure("budget.allocate") {
+            try await require(.expensesEdit, actor)
+            guard !items.isEmpty, Set(items).count == items.count else {
+                throw CollaborationError(.invalidInput, "name each budget item once, and at least one")
+            }
+            if let amounts {
+                guard amounts.count == items.count else {
+                    throw CollaborationError(.invalidInput, "give an amount for every item, or for none")
+                }
+                for amount in amounts { _ = try Money.validated(amount, "amount") }
+            }
+            return try await repository.withBudgetLock(couple: couple) { transaction in
+                guard let found = try await transaction.expense(expense) else { throw Self.noSuchExpense }
+                let budgetItems = try await transaction.items(items)
+                let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+                guard items.allSatisfy({ byID[$0]?.scenarioID == scenario }) else {
+                    throw CollaborationError(.notFound, "every budget item must belong to the scenario")
+                }
+                let shares =
+                    amounts
+                    ?? BudgetRules.distribute(found.amount, weights: items.map { byID[$0]!.budgeted })
+                let total = shares.reduce(Decimal(0), +)
+                guard total <= found.amount else {
+                    throw CollaborationError(
+                        .invalidInput, "the allocations add up to \(total), more than the expense's \(found.amount)")
+                }
+                let allocations = zip(items, shares).map {
+                    Allocation(scenarioID: scenario, expenseID: expense, budgetItemID: $0, amount: $1)
+                }
+                try await transaction.replaceAllocations(scenario: scenario, expenses: [expense], with: allocations)
+                return allocations
+            }
+        }
+    }
+
+    /// Changes a budget item's budget and re-splits, in its scenario, every expense allocated to it across that
+    /// expense's items in proportion to their budgets, to the cent.
+    public func setBudgeted(item: UUID, to amount: Decimal, as actor: Actor) async throws -> [Allocation] {
+        try await metrics.measure("budget.set_budgeted") {
+            try await require(.budgetEdit, actor)
+            let amount = try Money.validated(amount, "budgeted")
+            return try await repository.withBudgetLock(couple: couple) { transaction in
+                guard let found = try await transaction.item(item) else { throw Self.noSuchItem }
+                try await transaction.setItemBudgeted(item, amount)
+                let expenseIDs = Array(Set(try await transaction.allocations(item: item).map(\.expenseID)))
+                guard !expenseIDs.isEmpty else { return [] }
+                let current = try await transaction.allocations(scenario: found.scenarioID, expenses: expenseIDs)
+                let budgets = Dictionary(
+                    try await transaction.items(Array(Set(current.map(\.budgetItemID)))).map { ($0.id, $0.budgeted) },
+                    uniquingKeysWith: { first, _ in first })
+                let amounts = Dictionary(
+                    try await transaction.expenses(expenseIDs).map { ($0.id, $0.amount) },
+                    uniquingKeysWith: { first, _ in first })
+                var replaced: [Allocation] = []
+                for (expenseID, allocations) in Dictionary(grouping: current, by: \.expenseID) {
+                    guard let total = amounts[expenseID] else { continue }
+                    let ordered = allocations.sorted { $0.budgetItemID.uuidString < $1.budgetItemID.uuidString }
+                    let shares = BudgetRules.distribute(
+                        total, weights: ordered.map { budgets[$0.budgetItemID] ?? 0 })
+                    replaced += zip(ordered, shares).map {
+                        Allocation(
+                            scenarioID: found.scenarioID, expenseID: expenseID, budgetItemID: $0.budgetItemID,
+                            amount: $1)
+                    }
+                }
+                try await transaction.replaceAllocations(
+                    scenario: found.scenarioID, expenses: expenseIDs, with: replaced)
+                return replaced
+            }
+        }
+    }
+
+    /// Changes an expense's amount and scales its allocations in `scenario` (nil: in every scenario) in
+    /// proportion to their current amounts, so that they add up to the new amount exactly.
+    public func setAmount(expense: UUID, to amount: Decimal, scenario: UUID? = nil, as actor: Actor) async throws
+        -> [Allocation]
+    {
+        try await metrics.measure("budget.set_amount") {
+            try await require(.expensesEdit, actor)
+            let amount = try Money.validated(amount, "amount")
+            return try await repository.withBudgetLock(couple: couple) { transaction in
+                guard try await transaction.expense(expense) != nil else { throw Self.noSuchExpense }
+                try await transaction.setExpenseAmount(expense, amount)
+                let current = try await transaction.allocations(scenario: scenario, expenses: [expense])
+                var replaced: [Allocation] = []
+                for (scenarioID, allocations) in Dictionary(grouping: current, by: \.scenarioID) {
+                    let ordered = allocations.sorted { $0.budgetItemID.uuidString < $1.budgetItemID.uuidString }
+                    let shares = BudgetRules.distribute(amount, weights: ordered.map(\.amount))
+                    let scaled = zip(ordered, shares).map {
+                        Allocation(
+                            scenarioID: scenarioID, expenseID: expense, budgetItemID: $0.budgetItemID, amount: $1)
+                    }
+                    try await transaction.replaceAllocations(scenario: scenarioID, expenses: [expense], with: scaled)
+                    replaced += scaled
+                }
+                return replaced
+            }
+        }
+    }
+
+    // MARK: Rules
+
+    private func require(_ permission: Permission, _ actor: Actor) async throws {
+        guard case .user(let user) = actor else { return }  // the operator may do everything
+        guard try await checker.check(couple: couple, user: user, permission: permission).allowed else {
+            throw CollaborationError(.permissionDenied, "permission denied: this needs \(permission) in the couple")
+        }
+    }
+
+    private static func name(_ text: String, _ field: String) throws(CollaborationError) -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(trimmed.count) else {
+            throw CollaborationError(.invalidInput, "\(field) must be 1 to 200 characters")
+        }
+        return trimmed
+    }
+
+    private static func label(_ text: String, _ field: String, limit: Int = 100) throws(CollaborationError) -> String {
+        guard text.count <= limit else {
+            throw CollaborationError(.invalidInput, "\(field) must be at most \(limit) characters")
+        }
+        return text
+    }
+
+    static let noSuchScenario = CollaborationError(.notFound, "no such scenario in this couple")
+    static let noSuchExpense = CollaborationError(.notFound, "no such expense in this couple")
+    static let noSuchItem = CollaborationError(.notFound, "no such budget item in this couple")
+}
+
+extension Permission {
+    static let budgetView = Permission(rawValue: "budget.view")!
+    static let budgetEdit = Permission(rawValue: "budget.edit")!
+    static let expensesView = Permission(rawValue: "expenses.view")!
+    static let expensesEdit = Permission(rawValue: "expenses.edit")!
+    static let giftsView = Permission(rawValue: "gifts.view")!
+    static let giftsEdit = Permission(rawValue: "gifts.edit")!
+}

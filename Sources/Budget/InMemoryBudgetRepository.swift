@@ -1,0 +1,244 @@
+import Collaboration
+import Foundation
+import Synchronization
+
+/// Budget storage in memory, for fast tests of the services' rules. A transaction works on a copy of the
+/// data and publishes it when its body returns; the couple's lock is a per-repository async lock.
+public final class InMemoryBudgetRepository: BudgetRepository {
+    public struct Data: Sendable {
+        public var revision: Int64 = 0
+        public var scenarios: [Scenario] = []
+        public var folders: [Folder] = []
+        public var items: [BudgetItem] = []
+        public var expenses: [Expense] = []
+        public var payments: [ExpensePayment] = []
+        public var allocations: [Allocation] = []
+        public var gifts: [Gift] = []
+    }
+
+    private let data = Mutex(Data())
+    private let lock = AsyncLock()
+
+    public init() {}
+
+    /// A copy of everything stored.
+    public var snapshot: Data { data.withLock { $0 } }
+
+    private func read<T>(_ body: (Data) -> T) -> T { data.withLock { body($0) } }
+
+    private func write<T>(_ body: (inout Data) throws -> T) rethrows -> T {
+        try data.withLock { data in
+            let value = try body(&data)
+            data.revision += 1
+            return value
+        }
+    }
+
+    public func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
+        read { ($0.revision, $0.scenarios.contains { $0.id == scenario }) }
+    }
+
+    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
+        read { $0.items.filter { $0.scenarioID == scenario } }
+    }
+
+    public func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation] {
+        read { $0.allocations.filter { $0.scenarioID == scenario } }
+    }
+
+    public func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense] {
+        read { data in
+            let ids = Set(data.allocations.filter { $0.scenarioID == scenario }.map(\.expenseID))
+            return data.expenses.filter { ids.contains($0.id) }
+        }
+    }
+
+    public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
+        read { data in
+            let items = Set(data.items.filter { $0.scenarioID == scenario }.map(\.id))
+            return data.gifts.filter { $0.budgetItemID.map(items.contains) == true }
+        }
+    }
+
+    public func scenarios(couple: UUID) async throws -> [Scenario] { read(\.scenarios) }
+
+    public func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
+        write { data in
+            let scenario = Scenario(id: UUID(), name: name, isPrimary: primary)
+            if primary { data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: false) } }
+            data.scenarios.append(scenario)
+            return scenario
+        }
+    }
+
+    public func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
+        try write { data in
+            guard data.scenarios.contains(where: { $0.id == source }) else { throw CoupleBudget.noSuchScenario }
+            let copy = Scenario(id: UUID(), name: name, isPrimary: false)
+            var newIDs: [UUID: UUID] = [:]
+            func mapped(_ id: UUID) -> UUID {
+                if let known = newIDs[id] { return known }
+                newIDs[id] = UUID()
+                return newIDs[id]!
+            }
+            data.scenarios.append(copy)
+            data.folders += data.folders.filter { $0.scenarioID == source }.map {
+                Folder(id: mapped($0.id), scenarioID: copy.id, name: $0.name)
+            }
+            data.items += data.items.filter { $0.scenarioID == source }.map {
+                BudgetItem(
+                    id: mapped($0.id), scenarioID: copy.id, folderID: $0.folderID.map(mapped), name: $0.name,
+                    category: $0.category, event: $0.event, budgeted: $0.budgeted)
+            }
+            data.allocations += data.allocations.filter { $0.scenarioID == source }.map {
+                Allocation(
+                    scenarioID: copy.id, expenseID: $0.expenseID, budgetItemID: mapped($0.budgetItemID),
+                    amount: $0.amount)
+            }
+            return copy
+        }
+    }
+
+    public func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
+        try write { data in
+            guard let found = data.scenarios.first(where: { $0.id == scenario }) else {
+                throw CoupleBudget.noSuchScenario
+            }
+            data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: $0.id == scenario) }
+            return Scenario(id: found.id, name: found.name, isPrimary: true)
+        }
+    }
+
+    public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
+        read { $0.folders.filter { $0.scenarioID == scenario } }
+    }
+
+    public func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
+        try write { data in
+            guard data.scenarios.contains(where: { $0.id == scenario }) else { throw CoupleBudget.noSuchScenario }
+            let folder = Folder(id: UUID(), scenarioID: scenario, name: name)
+            data.folders.append(folder)
+            return folder
+        }
+    }
+
+    public func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
+        try write { data in
+            guard data.scenarios.contains(where: { $0.id == item.scenarioID }) else {
+                throw CoupleBudget.noSuchScenario
+            }
+            data.items.append(item)
+            return item
+        }
+    }
+
+    public func expenses(couple: UUID) async throws -> [Expense] { read(\.expenses) }
+
+    public func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
+        write { data in
+            data.expenses.append(expense)
+            return expense
+        }
+    }
+
+    public func payments(couple: UUID) async throws -> [ExpensePayment] { read(\.payments) }
+
+    public func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
+        try write { data in
+            guard data.expenses.contains(where: { $0.id == payment.expenseID }) else {
+                throw CoupleBudget.noSuchExpense
+            }
+            data.payments.append(payment)
+            return payment
+        }
+    }
+
+    public func gifts(couple: UUID) async throws -> [Gift] { read(\.gifts) }
+
+    public func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
+        write { data in
+            data.gifts.append(gift)
+            return gift
+        }
+    }
+
+    public func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T)
+        async throws -> T
+    {
+        try await lock.withLock {
+            let transaction = Transaction(data: read { $0 })
+            let value = try await body(transaction)
+            write { $0 = transaction.data.withLock { $0 } }
+            return value
+        }
+    }
+
+    private final class Transaction: BudgetTransaction, Sendable {
+        let data: Mutex<Data>
+        init(data: Data) { self.data = Mutex(data) }
+
+        func expenses(_ ids: [UUID]) async throws -> [Expense] {
+            data.withLock { data in data.expenses.filter { ids.contains($0.id) } }
+        }
+        func item(_ id: UUID) async throws -> BudgetItem? { data.withLock { $0.items.first { $0.id == id } } }
+        func items(_ ids: [UUID]) async throws -> [BudgetItem] {
+            data.withLock { data in data.items.filter { ids.contains($0.id) } }
+        }
+        func setExpenseAmount(_ id: UUID, _ amount: Decimal) async throws {
+            data.withLock { data in
+                if let index = data.expenses.firstIndex(where: { $0.id == id }) { data.expenses[index].amount = amount }
+            }
+        }
+        func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
+            data.withLock { data in
+                if let index = data.items.firstIndex(where: { $0.id == id }) { data.items[index].budgeted = amount }
+            }
+        }
+        func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation] {
+            data.withLock { data in
+                data.allocations.filter {
+                    expenses.contains($0.expenseID) && (scenario == nil || $0.scenarioID == scenario)
+                }
+            }
+        }
+        func allocations(item: UUID) async throws -> [Allocation] {
+            data.withLock { $0.allocations.filter { $0.budgetItemID == item } }
+        }
+        func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws {
+            data.withLock { data in
+                data.allocations.removeAll { $0.scenarioID == scenario && expenses.contains($0.expenseID) }
+                data.allocations += allocations
+            }
+        }
+    }
+}
+
+/// A lock for async code: one holder at a time, the others suspended (not blocked) in arrival order.
+final class AsyncLock: Sendable {
+    private let state = Mutex<(held: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func withLock<T>(_ body: () async throws -> T) async throws -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLock { state in
+                if state.held {
+                    state.waiters.append(continuation)
+                    return false
+                }
+                state.held = true
+                return true
+            }
+            if acquired { continuation.resume() }
+        }
+        defer {
+            let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                if state.waiters.isEmpty {
+                    state.held = false
+                    return nil
+                }
+                return state.waiters.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
+    }
+}

@@ -1,0 +1,214 @@
+import Collaboration
+import Foundation
+
+/// A "what-if" version of the budget; a couple has at most one primary scenario.
+public struct Scenario: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let name: String
+    public let isPrimary: Bool
+
+    public init(id: UUID, name: String, isPrimary: Bool) {
+        self.id = id
+        self.name = name
+        self.isPrimary = isPrimary
+    }
+}
+
+/// A group of budget items within a scenario.
+public struct Folder: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let scenarioID: UUID
+    public let name: String
+
+    public init(id: UUID, scenarioID: UUID, name: String) {
+        self.id = id
+        self.scenarioID = scenarioID
+        self.name = name
+    }
+}
+
+/// One line of a scenario's budget.
+public struct BudgetItem: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let scenarioID: UUID
+    public var folderID: UUID?
+    public var name: String
+    public var category: String
+    public var event: String
+    public var budgeted: Decimal
+
+    public init(
+        id: UUID, scenarioID: UUID, folderID: UUID? = nil, name: String, category: String = "", event: String = "",
+        budgeted: Decimal
+    ) {
+        self.id = id
+        self.scenarioID = scenarioID
+        self.folderID = folderID
+        self.name = name
+        self.category = category
+        self.event = event
+        self.budgeted = budgeted
+    }
+}
+
+/// Something the couple pays for; shared by every scenario, which allocate it to their own items.
+public struct Expense: Sendable, Hashable, Codable {
+    public let id: UUID
+    public var name: String
+    public var vendor: String
+    public var amount: Decimal
+    public var dueDate: CalendarDay?
+    public var category: String
+
+    public init(
+        id: UUID, name: String, vendor: String = "", amount: Decimal, dueDate: CalendarDay? = nil, category: String = ""
+    ) {
+        self.id = id
+        self.name = name
+        self.vendor = vendor
+        self.amount = amount
+        self.dueDate = dueDate
+        self.category = category
+    }
+}
+
+public struct ExpensePayment: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let expenseID: UUID
+    public let amount: Decimal
+    public let paidAt: CalendarDay
+
+    public init(id: UUID, expenseID: UUID, amount: Decimal, paidAt: CalendarDay) {
+        self.id = id
+        self.expenseID = expenseID
+        self.amount = amount
+        self.paidAt = paidAt
+    }
+}
+
+/// How much of an expense one budget item of a scenario carries.
+public struct Allocation: Sendable, Hashable, Codable {
+    public let scenarioID: UUID
+    public let expenseID: UUID
+    public let budgetItemID: UUID
+    public let amount: Decimal
+
+    public init(scenarioID: UUID, expenseID: UUID, budgetItemID: UUID, amount: Decimal) {
+        self.scenarioID = scenarioID
+        self.expenseID = expenseID
+        self.budgetItemID = budgetItemID
+        self.amount = amount
+    }
+}
+
+/// A gift, or money owed to the couple (not yet received), optionally set against a budget item.
+public struct Gift: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let from: String
+    public let amount: Decimal
+    public let received: Bool
+    public let budgetItemID: UUID?
+
+    public init(id: UUID, from: String, amount: Decimal, received: Bool, budgetItemID: UUID?) {
+        self.id = id
+        self.from = from
+        self.amount = amount
+        self.received = received
+        self.budgetItemID = budgetItemID
+    }
+}
+
+/// A date without a time of day, as `YYYY-MM-DD` (due dates, payment dates).
+public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    public let year: Int
+    public let month: Int
+    public let day: Int
+
+    /// Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-02-30).
+    public init?(_ text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
+            let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
+            (1...12).contains(month), (1...Self.days(inMonth: month, year: year)).contains(day)
+        else { return nil }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    /// Today in UTC.
+    public static func today(_ now: Date = Date()) -> CalendarDay {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day], from: now)
+        return CalendarDay(String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!))!
+    }
+
+    public var description: String { String(format: "%04d-%02d-%02d", year, month, day) }
+
+    public static func < (a: CalendarDay, b: CalendarDay) -> Bool {
+        (a.year, a.month, a.day) < (b.year, b.month, b.day)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let day = CalendarDay(text) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date (YYYY-MM-DD)"))
+        }
+        self = day
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    private static func days(inMonth month: Int, year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+}
+
+/// Money: `numeric(12,2)` in the database, `Decimal` here, never floating point.
+public enum Money {
+    /// The largest amount `numeric(12,2)` holds.
+    public static let maximum = Decimal(string: "9999999999.99")!
+
+    /// `amount`, if it is a non-negative amount of whole cents within `numeric(12,2)`; else an `invalid_input`
+    /// error naming `field`.
+    public static func validated(_ amount: Decimal, _ field: String) throws(CollaborationError) -> Decimal {
+        guard amount >= 0 else { throw CollaborationError(.invalidInput, "\(field) must not be negative (\(amount))") }
+        guard amount <= maximum else {
+            throw CollaborationError(.invalidInput, "\(field) must be at most \(maximum) (\(amount))")
+        }
+        guard Decimal(cents(amount)) / 100 == amount else {
+            throw CollaborationError(.invalidInput, "\(field) must be in whole cents (\(amount))")
+        }
+        return amount
+    }
+
+    /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents and commas.
+    public static func parse(_ text: String, _ field: String) throws(CollaborationError) -> Decimal {
+        let shape = text.utf8.allSatisfy {
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
+        }
+        guard shape, !text.isEmpty, text.utf8.count <= 16, let amount = Decimal(string: text) else {
+            throw CollaborationError(.invalidInput, "\(field) \"\(text)\" is not an amount (e.g. 1250 or 99.90)")
+        }
+        return try validated(amount, field)
+    }
+
+    /// `amount` in whole cents, rounded half away from zero.
+    static func cents(_ amount: Decimal) -> Int64 {
+        var scaled = amount * 100
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &scaled, 0, .plain)
+        return Int64(rounded.description) ?? 0
+    }
+
+    static func fromCents(_ cents: Int64) -> Decimal { Decimal(cents) / 100 }
+}

@@ -1,0 +1,142 @@
+import Foundation
+
+/// The budget's arithmetic, free of storage: what the services and the in-memory tests share.
+public enum BudgetRules {
+    /// Splits `total` into shares proportional to `weights`, in whole cents, by largest remainder: each share
+    /// is rounded down, and the cents left over go one each to the shares with the largest remainders (the
+    /// earlier share on a tie). The shares always add up to `total` exactly. All-zero weights split evenly.
+    public static func distribute(_ total: Decimal, weights: [Decimal]) -> [Decimal] {
+        guard !weights.isEmpty else { return [] }
+        let totalCents = Int128(Money.cents(total))
+        var weightCents = weights.map { Int128(max(Money.cents($0), 0)) }
+        if weightCents.allSatisfy({ $0 == 0 }) { weightCents = weightCents.map { _ in 1 } }
+        let weightSum = weightCents.reduce(0, +)
+        var shares = weightCents.map { totalCents * $0 / weightSum }
+        let remainders = weightCents.map { totalCents * $0 % weightSum }
+        let leftover = Int(totalCents - shares.reduce(0, +))
+        let order = remainders.indices.sorted {
+            remainders[$0] > remainders[$1] || (remainders[$0] == remainders[$1] && $0 < $1)
+        }
+        for index in order.prefix(leftover) { shares[index] += 1 }
+        return shares.map { Money.fromCents(Int64($0)) }
+    }
+
+    /// The payment position of `expense` after `payments` (its own), on `today`.
+    public static func paymentStatus(of expense: Expense, payments: [ExpensePayment], today: CalendarDay)
+        -> PaymentStatus
+    {
+        let paid = payments.reduce(Decimal(0)) { $0 + $1.amount }
+        let state: PaymentStatus.State =
+            if paid > expense.amount { .overpaid } else if paid == expense.amount { .paid } else if paid == 0 {
+                .unpaid
+            } else { .partial }
+        var progress = expense.amount == 0 ? Decimal(1) : paid / expense.amount
+        var rounded = Decimal()
+        NSDecimalRound(&rounded, &progress, 4, .plain)
+        let open = state == .unpaid || state == .partial
+        return PaymentStatus(
+            expenseID: expense.id, name: expense.name, amount: expense.amount, paid: paid,
+            remaining: max(expense.amount - paid, 0), progress: rounded, status: state, dueDate: expense.dueDate,
+            isOverdue: open && expense.dueDate.map { $0 < today } == true, payments: payments.count)
+    }
+
+    /// The overview of one scenario: per item its budget, what its allocations spend, the received gifts set
+    /// against it, and the effective spend (spent minus gifts); plus totals. Works in one pass over each input.
+    public static func overview(
+        scenario: UUID, revision: Int64, items: [BudgetItem], allocations: [Allocation], expenses: [Expense],
+        gifts: [Gift]
+    ) -> BudgetOverview {
+        let expensesByID = Dictionary(expenses.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var allocationsByItem: [UUID: [Allocation]] = [:]
+        for allocation in allocations where allocation.scenarioID == scenario {
+            allocationsByItem[allocation.budgetItemID, default: []].append(allocation)
+        }
+        var giftsByItem: [UUID: [Gift]] = [:]
+        for gift in gifts {
+            if let item = gift.budgetItemID { giftsByItem[item, default: []].append(gift) }
+        }
+        var totals = BudgetOverview.Totals(budgeted: 0, spent: 0, gifts: 0, effectiveSpent: 0)
+        let lines = items.filter { $0.scenarioID == scenario }.map { item in
+            let itemAllocations = allocationsByItem[item.id] ?? []
+            let itemGifts = giftsByItem[item.id] ?? []
+            let spent = itemAllocations.reduce(Decimal(0)) { $0 + $1.amount }
+            let giftTotal = itemGifts.filter(\.received).reduce(Decimal(0)) { $0 + $1.amount }
+            totals.budgeted += item.budgeted
+            totals.spent += spent
+            totals.gifts += giftTotal
+            totals.effectiveSpent += spent - giftTotal
+            return BudgetOverview.Line(
+                item: item, spent: spent, gifts: giftTotal, effectiveSpent: spent - giftTotal,
+                remaining: item.budgeted - spent + giftTotal,
+                expenses: itemAllocations.map { allocation in
+                    BudgetOverview.ExpenseLink(
+                        expenseID: allocation.expenseID, name: expensesByID[allocation.expenseID]?.name ?? "",
+                        allocated: allocation.amount)
+                },
+                giftLinks: itemGifts.map {
+                    BudgetOverview.GiftLink(giftID: $0.id, from: $0.from, amount: $0.amount, received: $0.received)
+                })
+        }
+        return BudgetOverview(scenarioID: scenario, revision: revision, items: lines, totals: totals)
+    }
+}
+
+public struct PaymentStatus: Sendable, Hashable, Codable {
+    public enum State: String, Sendable, Codable {
+        case unpaid, partial, paid, overpaid
+    }
+
+    public let expenseID: UUID
+    public let name: String
+    public let amount: Decimal
+    public let paid: Decimal
+    /// What is still to pay; zero once paid or overpaid.
+    public let remaining: Decimal
+    /// Paid over amount, to four places (1 for a zero-amount expense).
+    public let progress: Decimal
+    public let status: State
+    public let dueDate: CalendarDay?
+    /// Unpaid or partly paid after its due date.
+    public let isOverdue: Bool
+    public let payments: Int
+}
+
+public struct BudgetOverview: Sendable, Hashable, Codable {
+    public struct Totals: Sendable, Hashable, Codable {
+        public var budgeted: Decimal
+        public var spent: Decimal
+        public var gifts: Decimal
+        public var effectiveSpent: Decimal
+    }
+
+    public struct ExpenseLink: Sendable, Hashable, Codable {
+        public let expenseID: UUID
+        public let name: String
+        public let allocated: Decimal
+    }
+
+    public struct GiftLink: Sendable, Hashable, Codable {
+        public let giftID: UUID
+        public let from: String
+        public let amount: Decimal
+        public let received: Bool
+    }
+
+    public struct Line: Sendable, Hashable, Codable {
+        public let item: BudgetItem
+        public let spent: Decimal
+        /// Received gifts set against the item.
+        public let gifts: Decimal
+        public let effectiveSpent: Decimal
+        /// Budgeted minus effective spend (negative when over budget).
+        public let remaining: Decimal
+        public let expenses: [ExpenseLink]
+        public let giftLinks: [GiftLink]
+    }
+
+    public let scenarioID: UUID
+    /// The couple's budget revision this overview was read at.
+    public let revision: Int64
+    public let items: [Line]
+    public let totals: Totals
+}

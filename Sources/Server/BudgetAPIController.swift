@@ -1,0 +1,209 @@
+import Budget
+import Collaboration
+import Foundation
+import Hummingbird
+
+/// The budget under `/v1/couples/{couple}/budget`, with the same authentication as the management API: the
+/// service key authenticates the backend and `X-Acting-User` names the user whose permissions apply. Every
+/// request runs on the couple's actor from the registry. Amounts are JSON numbers with at most two decimals.
+struct BudgetAPIController {
+    let registry: BudgetRegistry
+
+    func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        let budget = group.group("couples/:couple/budget")
+        budget.get("scenarios") { request, context in
+            try await run(request, context) { b, actor in try await b.scenarios(as: actor) }
+        }
+        budget.post("scenarios") { request, context in
+            struct Body: Decodable {
+                let name: String
+                let primary: Bool?
+            }
+            let body = try await decode(Body.self, request, context)
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.createScenario(named: body.name, primary: body.primary ?? false, as: actor)
+            }
+        }
+        budget.post("scenarios/:scenario/clone") { request, context in
+            struct Body: Decodable { let name: String }
+            let body = try await decode(Body.self, request, context)
+            let scenario = try id(context, "scenario")
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.cloneScenario(scenario, named: body.name, as: actor)
+            }
+        }
+        budget.post("scenarios/:scenario/primary") { request, context in
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in try await b.setPrimaryScenario(scenario, as: actor) }
+        }
+        budget.get("scenarios/:scenario/overview") { request, context in
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in try await b.overview(scenario: scenario, as: actor) }
+        }
+        budget.get("scenarios/:scenario/items") { request, context in
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in try await b.items(scenario: scenario, as: actor) }
+        }
+        budget.post("scenarios/:scenario/folders") { request, context in
+            struct Body: Decodable { let name: String }
+            let body = try await decode(Body.self, request, context)
+            let scenario = try id(context, "scenario")
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.createFolder(named: body.name, scenario: scenario, as: actor)
+            }
+        }
+        budget.post("scenarios/:scenario/items") { request, context in
+            struct Body: Decodable {
+                let name: String
+                let budgeted: Decimal
+                let folderId: UUID?
+                let category: String?
+                let event: String?
+            }
+            let body = try await decode(Body.self, request, context)
+            let scenario = try id(context, "scenario")
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.createItem(
+                    named: body.name, scenario: scenario, budgeted: body.budgeted, folder: body.folderId,
+                    category: body.category ?? "", event: body.event ?? "", as: actor)
+            }
+        }
+        budget.put("items/:item/budgeted") { request, context in
+            struct Body: Decodable { let amount: Decimal }
+            let body = try await decode(Body.self, request, context)
+            let item = try id(context, "item")
+            return try await run(request, context) { b, actor in
+                try await b.setBudgeted(item: item, to: body.amount, as: actor)
+            }
+        }
+        budget.get("expenses") { request, context in
+            try await run(request, context) { b, actor in try await b.expenses(as: actor) }
+        }
+        budget.post("expenses") { request, context in
+            struct Body: Decodable {
+                let name: String
+                let amount: Decimal
+                let vendor: String?
+                let dueDate: CalendarDay?
+                let category: String?
+            }
+            let body = try await decode(Body.self, request, context)
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.createExpense(
+                    named: body.name, amount: body.amount, vendor: body.vendor ?? "", dueDate: body.dueDate,
+                    category: body.category ?? "", as: actor)
+            }
+        }
+        budget.put("expenses/:expense/amount") { request, context in
+            struct Body: Decodable {
+                let amount: Decimal
+                let scenarioId: UUID?
+            }
+            let body = try await decode(Body.self, request, context)
+            let expense = try id(context, "expense")
+            return try await run(request, context) { b, actor in
+                try await b.setAmount(expense: expense, to: body.amount, scenario: body.scenarioId, as: actor)
+            }
+        }
+        budget.post("expenses/:expense/allocations") { request, context in
+            struct Body: Decodable {
+                let scenarioId: UUID
+                let items: [UUID]
+                let amounts: [Decimal]?
+            }
+            let body = try await decode(Body.self, request, context)
+            let expense = try id(context, "expense")
+            return try await run(request, context) { b, actor in
+                try await b.allocate(
+                    expense: expense, scenario: body.scenarioId, items: body.items, amounts: body.amounts, as: actor)
+            }
+        }
+        budget.post("expenses/:expense/payments") { request, context in
+            struct Body: Decodable {
+                let amount: Decimal
+                let paidAt: CalendarDay?
+            }
+            let body = try await decode(Body.self, request, context)
+            let expense = try id(context, "expense")
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.recordPayment(expense: expense, amount: body.amount, paidAt: body.paidAt, as: actor)
+            }
+        }
+        budget.get("payments") { request, context in
+            try await run(request, context) { b, actor in try await b.paymentStatuses(as: actor) }
+        }
+        budget.get("gifts") { request, context in
+            try await run(request, context) { b, actor in try await b.gifts(as: actor) }
+        }
+        budget.post("gifts") { request, context in
+            struct Body: Decodable {
+                let from: String
+                let amount: Decimal
+                let received: Bool?
+                let budgetItemId: UUID?
+            }
+            let body = try await decode(Body.self, request, context)
+            return try await run(request, context, status: .created) { b, actor in
+                try await b.recordGift(
+                    from: body.from, amount: body.amount, received: body.received ?? false,
+                    budgetItem: body.budgetItemId,
+                    as: actor)
+            }
+        }
+    }
+
+    /// Runs `body` on the couple's actor, acting for `X-Acting-User`, and answers with its result as JSON.
+    private func run(
+        _ request: Request, _ context: AppRequestContext, status: HTTPResponse.Status = .ok,
+        _ body: @Sendable (CoupleBudget, Actor) async throws -> some Encodable & Sendable
+    ) async throws -> Response {
+        guard let header = request.headers[.init("X-Acting-User")!] else {
+            throw APIError.badRequest("X-Acting-User must name the user this request acts for")
+        }
+        guard let user = UUID(uuidString: header) else { throw APIError.badRequest("X-Acting-User must be a UUID") }
+        let couple = try id(context, "couple")
+        let value = try await registry.with(couple) { try await body($0, .user(user)) }
+        var response = try PermissionAPIController.json(value)
+        response.status = status
+        return response
+    }
+
+    private func id(_ context: AppRequestContext, _ name: String) throws -> UUID {
+        guard let text = context.parameters.get(name), let id = UUID(uuidString: text) else {
+            throw APIError.badRequest("the \(name) id must be a UUID")
+        }
+        return id
+    }
+
+    /// The JSON body, with snake_case keys; a body that does not fit is a 400 naming what is wrong.
+    private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: AppRequestContext) async throws
+        -> T
+    {
+        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        do {
+            return try decoder.decode(T.self, from: Data(buffer.readableBytesView))
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw APIError.badRequest("the body lacks \"\(key.stringValue.snakeCased)\"")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
+            let field = context.codingPath.last?.stringValue.snakeCased ?? "the body"
+            throw APIError.badRequest("\(field) is malformed: \(context.debugDescription)")
+        } catch {
+            throw APIError.badRequest("the body is not the JSON this request takes")
+        }
+    }
+}
+
+extension String {
+    /// `budgetItemId` as `budget_item_id`, for error messages about JSON keys.
+    fileprivate var snakeCased: String {
+        reduce(into: "") { result, character in
+            if character.isUppercase {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+import Budget
+import Collaboration
+import Foundation
+import Postgres
+
+/// The budget tables of sql/0010, on a pool whose login role is the operator: the budget services check the
+/// acting user's permissions before they call this. Every statement names the couple first.
+public struct PostgresBudgetRepository: BudgetRepository {
+    private let pool: PostgresConnectionPool
+
+    public init(pool: PostgresConnectionPool) {
+        self.pool = pool
+    }
+
+    // MARK: The overview's reads
+
+    public func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
+        let row = try await run(
+            PostgresQuery(
+                """
+                SELECT coalesce((SELECT revision FROM budget_revisions WHERE couple_id = \(couple)), 0) AS revision,
+                       EXISTS (SELECT 1 FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(scenario)) AS found
+                """
+            ).prepared(as: "budget_revision"))[0]
+        return (try row.decode("revision"), try row.decode("found"))
+    }
+
+    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
+        try await run(
+            PostgresQuery(
+                """
+                SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
+                """
+            ).prepared(as: "budget_items")
+        ).map(Self.item)
+    }
+
+    public func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation] {
+        try await run(
+            PostgresQuery(
+                """
+                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                """
+            ).prepared(as: "budget_allocations")
+        ).map(Self.allocation)
+    }
+
+    public func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense] {
+        try await run(
+            PostgresQuery(
+                """
+                SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e
+                WHERE e.couple_id = \(couple) AND EXISTS (
+                    SELECT 1 FROM expense_allocations a
+                    WHERE a.couple_id = e.couple_id AND a.scenario_id = \(scenario) AND a.expense_id = e.id)
+                """
+            ).prepared(as: "budget_allocated_expenses")
+        ).map(Self.expense)
+    }
+
+    public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
+        try await run(
+            PostgresQuery(
+                """
+                SELECT g.id, g.from_name, g.amount, g.received, g.budget_item_id
+                FROM gifts_and_owed g JOIN budget_items i ON i.couple_id = g.couple_id AND i.id = g.budget_item_id
+                WHERE g.couple_id = \(couple) AND i.scenario_id = \(scenario)
+                """
+            ).prepared(as: "budget_linked_gifts")
+        ).map(Self.gift)
+    }
+
+    // MARK: Scenarios, folders, items
+
+    public func scenarios(couple: UUID) async throws -> [Scenario] {
+        try await run(
+            "SELECT id, name, is_primary FROM budget_scenarios WHERE couple_id = \(couple) ORDER BY created_at, id"
+        ).map(Self.scenario)
+    }
+
+    public func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
+        try await transaction(couple) { connection in
+            if primary {
+                try await connection.query(
+                    "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary")
+            }
+            return try Self.scenario(
+                try await connection.query(
+                    """
+                    INSERT INTO budget_scenarios (couple_id, name, is_primary) VALUES (\(couple), \(name), \(primary))
+                    RETURNING id, name, is_primary
+                    """)[0])
+        }
+    }
+
+    public func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
+        try await transaction(couple) { connection in
+            let id: UUID = try await connection.query(
+                "SELECT clone_budget_scenario(\(couple), \(source), \(name)) AS id")[0].decode("id")
+            return Scenario(id: id, name: name, isPrimary: false)
+        }
+    }
+
+    public func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
+        try await transaction(couple) { connection in
+            try await connection.query(
+                "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary AND id <> \(scenario)"
+            )
+            let rows = try await connection.query(
+                """
+                UPDATE budget_scenarios SET is_primary = true WHERE couple_id = \(couple) AND id = \(scenario)
+                RETURNING id, name, is_primary
+                """)
+            guard rows.count == 1 else { throw CollaborationError(.notFound, "no such scenario in this couple") }
+            return try Self.scenario(rows[0])
+        }
+    }
+
+    public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
+        try await run(
+            """
+            SELECT id, scenario_id, name FROM budget_folders
+            WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
+            """
+        ).map { Folder(id: try $0.decode("id"), scenarioID: try $0.decode("scenario_id"), name: try $0.decode("name")) }
+    }
+
+    public func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
+        let id: UUID = try await run(
+            "INSERT INTO budget_folders (couple_id, scenario_id, name) VALUES (\(couple), \(scenario), \(name)) RETURNING id"
+        )[0].decode("id")
+        return Folder(id: id, scenarioID: scenario, name: name)
+    }
+
+    public func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
+        try await run(
+            """
+            INSERT INTO budget_items (couple_id, id, scenario_id, folder_id, name, category, event, budgeted)
+            VALUES (\(couple), \(item.id), \(item.scenarioID), \(item.folderID), \(item.name), \(item.category),
+                    \(item.event), \(item.budgeted))
+            """)
+        return item
+    }
+
+    // MARK: Expenses, payments, gifts
+
+    public func expenses(couple: UUID) async throws -> [Expense] {
+        try await run(
+            "SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e WHERE e.couple_id = \(couple) ORDER BY e.due_date NULLS LAST, e.name, e.id"
+        ).map(Self.expense)
+    }
+
+    public func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
+        try await run(
+            """
+            INSERT INTO expenses (couple_id, id, name, vendor, amount, due_date, category)
+            VALUES (\(couple), \(expense.id), \(expense.name), \(expense.vendor), \(expense.amount),
+                    \(expense.dueDate?.description)::date, \(expense.category))
+            """)
+        return expense
+    }
+
+    public func payments(couple: UUID) async throws -> [ExpensePayment] {
+        try await run(
+            """
+            SELECT id, expense_id, amount, to_char(paid_at, 'YYYY-MM-DD') AS paid_at FROM expense_payments
+            WHERE couple_id = \(couple) ORDER BY paid_at, id
+            """
+        ).map(Self.payment)
+    }
+
+    public func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
+        try await run(
+            """
+            INSERT INTO expense_payments (couple_id, id, expense_id, amount, paid_at)
+            VALUES (\(couple), \(payment.id), \(payment.expenseID), \(payment.amount), \(payment.paidAt.description)::date)
+            """)
+        return payment
+    }
+
+    public func gifts(couple: UUID) async throws -> [Gift] {
+        try await run(
+            "SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed WHERE couple_id = \(couple) ORDER BY from_name, id"
+        ).map(Self.gift)
+    }
+
+    public func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
+        try await run(
+            """
+            INSERT INTO gifts_and_owed (couple_id, id, from_name, amount, received, budget_item_id)
+            VALUES (\(couple), \(gift.id), \(gift.from), \(gift.amount), \(gift.received), \(gift.budgetItemID))
+            """)
+        return gift
+    }
+
+    // MARK: Allocation
+
+    public func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T)
+        async throws -> T
+    {
+        try await transaction(couple) { connection in
+            // Held to the end of the transaction: a second recalculation for the couple, from any process,
+            // waits here and then reads what the first committed.
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(couple.uuidString), 0))")
+            return try await body(Transaction(couple: couple, connection: connection))
+        }
+    }
+
+    private struct Transaction: BudgetTransaction {
+        let couple: UUID
+        let connection: PostgresConnection
+
+        func expenses(_ ids: [UUID]) async throws -> [Expense] {
+            try await connection.query(
+                "SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e WHERE e.couple_id = \(couple) AND e.id = ANY(\(ids))"
+            ).map(PostgresBudgetRepository.expense)
+        }
+
+        func item(_ id: UUID) async throws -> BudgetItem? { try await items([id]).first }
+
+        func items(_ ids: [UUID]) async throws -> [BudgetItem] {
+            try await connection.query(
+                """
+                SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
+                WHERE couple_id = \(couple) AND id = ANY(\(ids))
+                """
+            ).map(PostgresBudgetRepository.item)
+        }
+
+        func setExpenseAmount(_ id: UUID, _ amount: Decimal) async throws {
+            try await connection.query(
+                "UPDATE expenses SET amount = \(amount) WHERE couple_id = \(couple) AND id = \(id)")
+        }
+
+        func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
+            try await connection.query(
+                "UPDATE budget_items SET budgeted = \(amount) WHERE couple_id = \(couple) AND id = \(id)")
+        }
+
+        func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation] {
+            try await connection.query(
+                """
+                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                WHERE couple_id = \(couple) AND expense_id = ANY(\(expenses))
+                  AND (\(scenario)::uuid IS NULL OR scenario_id = \(scenario))
+                """
+            ).map(PostgresBudgetRepository.allocation)
+        }
+
+        func allocations(item: UUID) async throws -> [Allocation] {
+            try await connection.query(
+                """
+                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                WHERE couple_id = \(couple) AND budget_item_id = \(item)
+                """
+            ).map(PostgresBudgetRepository.allocation)
+        }
+
+        func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws {
+            try await connection.query(
+                """
+                DELETE FROM expense_allocations
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario) AND expense_id = ANY(\(expenses))
+                """)
+            guard !allocations.isEmpty else { return }
+            let expenseIDs = allocations.map(\.expenseID)
+            let itemIDs = allocations.map(\.budgetItemID)
+            let amounts = allocations.map(\.amount.description)
+            try await connection.query(
+                """
+                INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
+                SELECT \(couple), \(scenario), e, i, a::numeric
+                FROM unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[], \(amounts)::text[]) AS t(e, i, a)
+                """)
+        }
+    }
+
+    // MARK: Rows
+
+    private static func scenario(_ row: PostgresRow) throws -> Scenario {
+        Scenario(id: try row.decode("id"), name: try row.decode("name"), isPrimary: try row.decode("is_primary"))
+    }
+
+    private static func item(_ row: PostgresRow) throws -> BudgetItem {
+        BudgetItem(
+            id: try row.decode("id"), scenarioID: try row.decode("scenario_id"), folderID: try row.decode("folder_id"),
+            name: try row.decode("name"), category: try row.decode("category"), event: try row.decode("event"),
+            budgeted: try row.decode("budgeted"))
+    }
+
+    private static func expense(_ row: PostgresRow) throws -> Expense {
+        Expense(
+            id: try row.decode("id"), name: try row.decode("name"), vendor: try row.decode("vendor"),
+            amount: try row.decode("amount"),
+            dueDate: try row.decode("due_date", as: String?.self).flatMap(CalendarDay.init),
+            category: try row.decode("category"))
+    }
+
+    private static func payment(_ row: PostgresRow) throws -> ExpensePayment {
+        ExpensePayment(
+            id: try row.decode("id"), expenseID: try row.decode("expense_id"), amount: try row.decode("amount"),
+            paidAt: CalendarDay(try row.decode("paid_at"))!)
+    }
+
+    private static func allocation(_ row: PostgresRow) throws -> Allocation {
+        Allocation(
+            scenarioID: try row.decode("scenario_id"), expenseID: try row.decode("expense_id"),
+            budgetItemID: try row.decode("budget_item_id"), amount: try row.decode("amount"))
+    }
+
+    private static func gift(_ row: PostgresRow) throws -> Gift {
+        Gift(
+            id: try row.decode("id"), from: try row.decode("from_name"), amount: try row.decode("amount"),
+            received: try row.decode("received"), budgetItemID: try row.decode("budget_item_id"))
+    }
+
+    // MARK: Running
+
+    private func run(_ query: PostgresQuery) async throws -> PostgresRows {
+        do {
+            return try await pool.query(query)
+        } catch let error as PostgresError {
+            throw Self.budgetError(error)
+        }
+    }
+
+    private func transaction<T: Sendable>(_ couple: UUID, _ body: (PostgresConnection) async throws -> T)
+        async throws -> T
+    {
+        do {
+            return try await pool.withTransaction(body)
+        } catch let error as PostgresError {
+            throw Self.budgetError(error)
+        }
+    }
+
+    /// A reference to a row the couple does not have is "not found"; a refused value is "invalid input".
+    private static func budgetError(_ error: PostgresError) -> any Error {
+        switch error.sqlState {
+        case .foreignKeyViolation:
+            return CollaborationError(.notFound, "no such scenario, folder, budget item or expense in this couple")
+        case .checkViolation:
+            return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
+        case .uniqueViolation:
+            return CollaborationError(.alreadyExists, "that already exists")
+        default:
+            return PostgresCollaborationRepository.collaborationError(error)
+        }
+    }
+}

@@ -1,0 +1,286 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC {
+    struct BudgetCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "budget",
+            abstract: "A couple's budget: scenarios, items, expenses, allocations, payments and the overview.",
+            discussion: """
+                Amounts are decimal numbers with at most two places (1250, 99.90); dates are YYYY-MM-DD.
+                Every command acts as the operator, or with --actor as a member whose permissions apply
+                (budget.view / budget.edit / expenses.view / expenses.edit).
+
+                  rbac budget scenarios --couple C --create Main --primary
+                  rbac budget items --couple C --scenario S --add Venue --budgeted 5000
+                  rbac budget expenses --couple C --add "Hall deposit" --amount 1200 --due 2026-05-01
+                  rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
+                  rbac budget overview --couple C --scenario S --json
+                """,
+            subcommands: [
+                Overview.self, Scenarios.self, Clone.self, Items.self, Expenses.self, Allocate.self, Payments.self,
+            ])
+
+        /// The options every budget command takes.
+        struct Common: ParsableArguments {
+            @Option(help: "The couple's id.") var couple: String
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws { _ = try Parse.couple(couple) }
+
+            /// Runs `body` with the couple's budget actor and the acting person.
+            func run<T>(_ body: (CoupleBudget, Actor) async throws -> T) async throws -> T {
+                try await CommandContext.run(database) { context in
+                    let budget = CoupleBudget(
+                        couple: try Parse.couple(couple), repository: PostgresBudgetRepository(pool: context.pool),
+                        checker: PermissionChecker(repository: context.repository))
+                    return try await body(budget, try await context.actor(actor))
+                }
+            }
+        }
+
+        struct Overview: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Per budget item: budgeted, spent, gifts, effective spend; and totals.")
+            @OptionGroup var common: Common
+            @Option(help: "The scenario's id.") var scenario: String
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let overview = try await common.run { try await $0.overview(scenario: scenario, as: $1) }
+                if common.output.json { return try printJSON(overview) }
+                let rows = overview.items.map {
+                    [
+                        $0.item.name, "\($0.item.budgeted)", "\($0.spent)", "\($0.gifts)", "\($0.effectiveSpent)",
+                        "\($0.remaining)",
+                    ]
+                }
+                let totals = overview.totals
+                print(
+                    Table(
+                        headers: ["ITEM", "BUDGETED", "SPENT", "GIFTS", "EFFECTIVE", "REMAINING"],
+                        rows: rows + [
+                            [
+                                "total", "\(totals.budgeted)", "\(totals.spent)", "\(totals.gifts)",
+                                "\(totals.effectiveSpent)", "\(totals.budgeted - totals.effectiveSpent)",
+                            ]
+                        ]
+                    ).rendered)
+            }
+        }
+
+        struct Scenarios: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List scenarios, create one (--create), or make one primary (--make-primary).")
+            @OptionGroup var common: Common
+            @Option(help: "Create a scenario with this name.") var create: String?
+            @Flag(help: "With --create: make the new scenario the primary one.") var primary = false
+            @Option(help: "Make this scenario (id) the primary one.") var makePrimary: String?
+
+            func run() async throws {
+                let makePrimary = try makePrimary.map { try Parse.id($0, "scenario") }
+                let scenarios = try await common.run { budget, actor -> [Scenario] in
+                    if let create {
+                        return [try await budget.createScenario(named: create, primary: primary, as: actor)]
+                    }
+                    if let makePrimary { return [try await budget.setPrimaryScenario(makePrimary, as: actor)] }
+                    return try await budget.scenarios(as: actor)
+                }
+                if common.output.json { return try printJSON(scenarios) }
+                print(
+                    Table(
+                        headers: ["ID", "NAME", "PRIMARY"],
+                        rows: scenarios.map { [$0.id.uuidString.lowercased(), $0.name, $0.isPrimary ? "yes" : ""] }
+                    ).rendered)
+            }
+        }
+
+        struct Clone: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Copy a scenario with its folders, items and allocations, atomically.")
+            @OptionGroup var common: Common
+            @Option(help: "The scenario to copy.") var scenario: String
+            @Option(help: "The copy's name.") var name: String
+
+            func run() async throws {
+                let source = try Parse.id(scenario, "scenario")
+                let copy = try await common.run { try await $0.cloneScenario(source, named: name, as: $1) }
+                if common.output.json { return try printJSON(copy) }
+                print("Cloned into scenario \"\(copy.name)\" \(copy.id.uuidString.lowercased())")
+            }
+        }
+
+        struct Items: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract:
+                    "List a scenario's items, add one (--add), or change one's budget (--set), which re-splits its expenses."
+            )
+            @OptionGroup var common: Common
+            @Option(help: "The scenario's id.") var scenario: String
+            @Option(help: "Add an item with this name.") var add: String?
+            @Option(help: "Change the budget of this item (id).") var set: String?
+            @Option(help: "With --add or --set: the amount budgeted.") var budgeted: String?
+            @Option(help: "With --add: the category.") var category = ""
+            @Option(help: "With --add: the event.") var event = ""
+
+            func validate() throws {
+                guard (add == nil && set == nil) || budgeted != nil else {
+                    throw ValidationError("--add and --set need --budgeted")
+                }
+            }
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let amount = try budgeted.map { try Money.parse($0, "--budgeted") }
+                let setID = try set.map { try Parse.id($0, "item") }
+                let items = try await common.run { budget, actor -> [BudgetItem] in
+                    if let add, let amount {
+                        return [
+                            try await budget.createItem(
+                                named: add, scenario: scenario, budgeted: amount, category: category, event: event,
+                                as: actor)
+                        ]
+                    }
+                    if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
+                    return try await budget.items(scenario: scenario, as: actor)
+                }
+                if common.output.json { return try printJSON(items) }
+                print(
+                    Table(
+                        headers: ["ID", "NAME", "CATEGORY", "EVENT", "BUDGETED"],
+                        rows: items.map {
+                            [$0.id.uuidString.lowercased(), $0.name, $0.category, $0.event, "\($0.budgeted)"]
+                        }
+                    ).rendered)
+            }
+        }
+
+        struct Expenses: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract:
+                    "List expenses, add one (--add), or change one's amount (--set), which scales its allocations.")
+            @OptionGroup var common: Common
+            @Option(help: "Add an expense with this name.") var add: String?
+            @Option(help: "Change the amount of this expense (id).") var set: String?
+            @Option(help: "With --add or --set: the amount.") var amount: String?
+            @Option(help: "With --add: the vendor.") var vendor = ""
+            @Option(help: "With --add: the due date (YYYY-MM-DD).") var due: String?
+            @Option(help: "With --set: scale the allocations of this scenario only (default: every scenario).")
+            var scenario: String?
+
+            func validate() throws {
+                guard (add == nil && set == nil) || amount != nil else {
+                    throw ValidationError("--add and --set need --amount")
+                }
+                if let due, CalendarDay(due) == nil {
+                    throw ValidationError("--due \"\(due)\" is not a date (YYYY-MM-DD)")
+                }
+            }
+
+            func run() async throws {
+                let amount = try amount.map { try Money.parse($0, "--amount") }
+                let setID = try set.map { try Parse.id($0, "expense") }
+                let scenario = try scenario.map { try Parse.id($0, "scenario") }
+                let expenses = try await common.run { budget, actor -> [Expense] in
+                    if let add, let amount {
+                        return [
+                            try await budget.createExpense(
+                                named: add, amount: amount, vendor: vendor, dueDate: due.flatMap(CalendarDay.init),
+                                as: actor)
+                        ]
+                    }
+                    if let setID, let amount {
+                        _ = try await budget.setAmount(expense: setID, to: amount, scenario: scenario, as: actor)
+                    }
+                    return try await budget.expenses(as: actor)
+                }
+                if common.output.json { return try printJSON(expenses) }
+                print(
+                    Table(
+                        headers: ["ID", "NAME", "VENDOR", "AMOUNT", "DUE"],
+                        rows: expenses.map {
+                            [
+                                $0.id.uuidString.lowercased(), $0.name, $0.vendor, "\($0.amount)",
+                                $0.dueDate?.description ?? "",
+                            ]
+                        }
+                    ).rendered)
+            }
+        }
+
+        struct Allocate: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Allocate an expense to budget items of a scenario, replacing its allocations there.",
+                discussion:
+                    "Without --amount, the whole expense is split in proportion to the items' budgets, to the cent.")
+            @OptionGroup var common: Common
+            @Option(help: "The scenario's id.") var scenario: String
+            @Option(help: "The expense's id.") var expense: String
+            @Option(help: "A budget item's id (repeat for several).") var item: [String] = []
+            @Option(help: "The amount for each --item, in order (give one per item, or none).") var amount: [String] =
+                []
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let expense = try Parse.id(expense, "expense")
+                let items = try item.map { try Parse.id($0, "item") }
+                let amounts = amount.isEmpty ? nil : try amount.map { try Money.parse($0, "--amount") }
+                let allocations = try await common.run {
+                    try await $0.allocate(expense: expense, scenario: scenario, items: items, amounts: amounts, as: $1)
+                }
+                if common.output.json { return try printJSON(allocations) }
+                print(
+                    Table(
+                        headers: ["ITEM", "AMOUNT"],
+                        rows: allocations.map { [$0.budgetItemID.uuidString.lowercased(), "\($0.amount)"] }
+                    ).rendered)
+            }
+        }
+
+        struct Payments: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Every expense's payment status, or record a payment (--expense with --amount).")
+            @OptionGroup var common: Common
+            @Option(help: "Record a payment against this expense (id).") var expense: String?
+            @Option(help: "With --expense: the amount paid.") var amount: String?
+            @Option(help: "With --expense: when it was paid (YYYY-MM-DD; default today).") var paidAt: String?
+
+            func validate() throws {
+                guard (expense == nil) == (amount == nil) else {
+                    throw ValidationError("--expense and --amount go together")
+                }
+                if let paidAt, CalendarDay(paidAt) == nil {
+                    throw ValidationError("--paid-at \"\(paidAt)\" is not a date (YYYY-MM-DD)")
+                }
+            }
+
+            func run() async throws {
+                let expense = try expense.map { try Parse.id($0, "expense") }
+                let amount = try amount.map { try Money.parse($0, "--amount") }
+                let statuses = try await common.run { budget, actor -> [PaymentStatus] in
+                    if let expense, let amount {
+                        _ = try await budget.recordPayment(
+                            expense: expense, amount: amount, paidAt: paidAt.flatMap(CalendarDay.init), as: actor)
+                    }
+                    return try await budget.paymentStatuses(as: actor)
+                }
+                if common.output.json { return try printJSON(statuses) }
+                print(
+                    Table(
+                        headers: ["EXPENSE", "AMOUNT", "PAID", "REMAINING", "STATUS", "DUE", "OVERDUE"],
+                        rows: statuses.map {
+                            [
+                                $0.name, "\($0.amount)", "\($0.paid)", "\($0.remaining)", $0.status.rawValue,
+                                $0.dueDate?.description ?? "", $0.isOverdue ? "yes" : "",
+                            ]
+                        }
+                    ).rendered)
+            }
+        }
+    }
+}

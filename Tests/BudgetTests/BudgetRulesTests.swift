@@ -1,0 +1,89 @@
+import Collaboration
+import Foundation
+import Testing
+
+@testable import Budget
+
+private func money(_ text: String) -> Decimal { Decimal(string: text)! }
+
+@Suite("Budget arithmetic")
+struct BudgetRulesTests {
+    @Test(
+        "largest remainder: shares add up to the total exactly, to the cent",
+        arguments: [
+            ("100.00", ["1", "1", "1"], ["33.34", "33.33", "33.33"]),
+            ("0.01", ["1", "1"], ["0.01", "0.00"]),
+            ("0.01", ["1", "3"], ["0.00", "0.01"]),
+            ("10.00", ["0", "0"], ["5.00", "5.00"]),
+            ("99.99", ["500", "300", "200"], ["49.99", "30.00", "20.00"]),
+            ("9999999999.99", ["9999999999.99", "0.01"], ["9999999999.98", "0.01"]),
+            ("0", ["1", "2"], ["0", "0"]),
+        ])
+    func distribute(total: String, weights: [String], expected: [String]) {
+        let shares = BudgetRules.distribute(money(total), weights: weights.map(money))
+        #expect(shares == expected.map(money))
+        #expect(shares.reduce(0, +) == money(total))
+    }
+
+    @Test("random splits always add up exactly and never exceed the total")
+    func randomSplits() {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let total = Decimal(Int.random(in: 0...10_000_000, using: &generator)) / 100
+            let weights = (0..<Int.random(in: 1...7, using: &generator)).map { _ in
+                Decimal(Int.random(in: 0...500_000, using: &generator)) / 100
+            }
+            let shares = BudgetRules.distribute(total, weights: weights)
+            #expect(shares.reduce(0, +) == total)
+            #expect(shares.allSatisfy { $0 >= 0 && $0 <= total })
+        }
+    }
+
+    @Test("payment status: unpaid, partial, paid, overpaid, and overdue only while money is owed")
+    func paymentStatus() {
+        let today = CalendarDay("2026-06-15")!
+        let expense = Expense(id: UUID(), name: "Venue", amount: money("1000.00"), dueDate: CalendarDay("2026-06-01"))
+        func status(_ amounts: [String], _ expense: Expense = expense) -> PaymentStatus {
+            BudgetRules.paymentStatus(
+                of: expense,
+                payments: amounts.map {
+                    ExpensePayment(id: UUID(), expenseID: expense.id, amount: money($0), paidAt: today)
+                }, today: today)
+        }
+        #expect(status([]).status == .unpaid)
+        #expect(status([]).isOverdue)
+        #expect(status([]).remaining == money("1000.00"))
+        let partial = status(["250.00", "100.50"])
+        #expect(partial.status == .partial)
+        #expect(partial.paid == money("350.50"))
+        #expect(partial.remaining == money("649.50"))
+        #expect(partial.progress == money("0.3505"))
+        #expect(partial.isOverdue)
+        #expect(partial.payments == 2)
+        let paid = status(["400", "600"])
+        #expect(paid.status == .paid && !paid.isOverdue && paid.remaining == 0 && paid.progress == 1)
+        let overpaid = status(["1000.01"])
+        #expect(overpaid.status == .overpaid && !overpaid.isOverdue && overpaid.remaining == 0)
+        var notDue = expense
+        notDue.dueDate = CalendarDay("2026-06-15")
+        #expect(!status(["1"], notDue).isOverdue)
+        notDue.dueDate = nil
+        #expect(!status([], notDue).isOverdue)
+        let free = Expense(id: UUID(), name: "Favour", amount: 0)
+        #expect(status([], free).status == .paid)
+    }
+
+    @Test("amounts: negative, fractional cents, too large and malformed input are refused")
+    func amounts() throws {
+        #expect(try Money.parse("1250", "amount") == 1250)
+        #expect(try Money.parse("99.90", "amount") == money("99.90"))
+        for bad in ["-1", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses"] {
+            #expect(throws: CollaborationError.self) { try Money.parse(bad, "amount") }
+        }
+        #expect(throws: CollaborationError.self) { try Money.validated(money("-0.01"), "amount") }
+        #expect(CalendarDay("2026-02-29") == nil)
+        #expect(CalendarDay("2028-02-29") != nil)
+        #expect(CalendarDay("2026-13-01") == nil)
+        #expect(CalendarDay("2026-1-01") == nil)
+    }
+}

@@ -1,0 +1,200 @@
+import Collaboration
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Budget
+
+private func money(_ text: String) -> Decimal { Decimal(string: text)! }
+
+/// A couple with an owner and a viewer, its budget on in-memory repositories.
+private struct World {
+    let budgets: InMemoryBudgetRepository
+    let budget: CoupleBudget
+    let owner: Actor
+    let viewer: Actor
+    let stranger: Actor
+
+    init() async throws {
+        let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+            .flattened()
+        let members = InMemoryCollaborationRepository(roles: roles)
+        let admin = Actor.operator(label: "test")
+        let owner = try await members.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
+        let viewer = try await members.addUser(email: EmailAddress(rawValue: "v@example.com")!, displayName: nil)
+        let stranger = try await members.addUser(email: EmailAddress(rawValue: "s@example.com")!, displayName: nil)
+        let couple = try await members.createCouple(name: "C", owner: owner.id, as: admin)
+        _ = try await members.createCouple(name: "Other", owner: stranger.id, as: admin)
+        _ = try await members.grant(couple: couple.id, user: viewer.id, role: RoleName(rawValue: "viewer")!, as: admin)
+        budgets = InMemoryBudgetRepository()
+        budget = CoupleBudget(couple: couple.id, repository: budgets, checker: PermissionChecker(repository: members))
+        self.owner = .user(owner.id)
+        self.viewer = .user(viewer.id)
+        self.stranger = .user(stranger.id)
+    }
+}
+
+@Suite("Budget services on in-memory repositories")
+struct CoupleBudgetTests {
+    @Test("allocating 100.00 over three equal items, then changing the expense, keeps the sum exact")
+    func allocation() async throws {
+        let world = try await World()
+        let b = world.budget
+        let scenario = try await b.createScenario(named: "Main", primary: true, as: world.owner)
+        var items: [UUID] = []
+        for name in ["Venue", "Food", "Music"] {
+            items.append(try await b.createItem(named: name, scenario: scenario.id, budgeted: 500, as: world.owner).id)
+        }
+        let expense = try await b.createExpense(named: "Deposit", amount: money("100.00"), as: world.owner)
+        let split = try await b.allocate(expense: expense.id, scenario: scenario.id, items: items, as: world.owner)
+        #expect(split.map(\.amount) == [money("33.34"), money("33.33"), money("33.33")])
+
+        // The expense changes: its allocations scale with it and still add up exactly.
+        let scaled = try await b.setAmount(expense: expense.id, to: money("0.01"), as: world.owner)
+        #expect(scaled.reduce(0) { $0 + $1.amount } == money("0.01"))
+
+        // An item's budget changes: the expense is re-split in proportion to the budgets.
+        _ = try await b.setAmount(expense: expense.id, to: money("100.00"), as: world.owner)
+        let resplit = try await b.setBudgeted(item: items[0], to: 1000, as: world.owner)
+        let byItem = Dictionary(uniqueKeysWithValues: resplit.map { ($0.budgetItemID, $0.amount) })
+        #expect(byItem[items[0]] == money("50.00"))
+        #expect(byItem[items[1]] == money("25.00"))
+        #expect(byItem[items[2]] == money("25.00"))
+
+        let overview = try await b.overview(scenario: scenario.id, as: world.owner)
+        #expect(overview.totals.budgeted == 2000)
+        #expect(overview.totals.spent == money("100.00"))
+    }
+
+    @Test("explicit allocations may not exceed the expense, and the refusal changes nothing")
+    func overAllocation() async throws {
+        let world = try await World()
+        let b = world.budget
+        let scenario = try await b.createScenario(named: "Main", as: world.owner)
+        let item = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 500, as: world.owner)
+        let expense = try await b.createExpense(named: "Deposit", amount: 100, as: world.owner)
+        let before = world.budgets.snapshot.allocations
+        await #expect(throws: CollaborationError.self) {
+            try await b.allocate(
+                expense: expense.id, scenario: scenario.id, items: [item.id], amounts: [money("100.01")],
+                as: world.owner)
+        }
+        #expect(world.budgets.snapshot.allocations == before)
+    }
+
+    @Test("the overview sums allocations and received gifts per item, and is recomputed after a change")
+    func overview() async throws {
+        let world = try await World()
+        let b = world.budget
+        let scenario = try await b.createScenario(named: "Main", as: world.owner)
+        let venue = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 5000, as: world.owner)
+        let cake = try await b.createItem(named: "Cake", scenario: scenario.id, budgeted: 300, as: world.owner)
+        let expense = try await b.createExpense(named: "Hall", amount: 4000, as: world.owner)
+        _ = try await b.allocate(
+            expense: expense.id, scenario: scenario.id, items: [venue.id], amounts: [3000], as: world.owner)
+        _ = try await b.recordGift(from: "Gran", amount: 500, received: true, budgetItem: venue.id, as: world.owner)
+        _ = try await b.recordGift(from: "Uncle", amount: 200, received: false, budgetItem: venue.id, as: world.owner)
+
+        let first = try await b.overview(scenario: scenario.id, as: world.viewer)
+        let line = try #require(first.items.first { $0.item.id == venue.id })
+        #expect(line.spent == 3000 && line.gifts == 500 && line.effectiveSpent == 2500 && line.remaining == 2500)
+        #expect(line.expenses.map(\.name) == ["Hall"])
+        #expect(line.giftLinks.count == 2)
+        #expect(first.items.first { $0.item.id == cake.id }?.spent == 0)
+        #expect(first.totals.effectiveSpent == 2500)
+
+        _ = try await b.allocate(
+            expense: expense.id, scenario: scenario.id, items: [venue.id, cake.id], amounts: [3000, 1000],
+            as: world.owner)
+        let second = try await b.overview(scenario: scenario.id, as: world.viewer)
+        #expect(second.totals.spent == 4000)
+        #expect(second.revision > first.revision)
+    }
+
+    @Test("a viewer may read but not edit; a member of another couple may do neither; nothing changes")
+    func permissions() async throws {
+        let world = try await World()
+        let b = world.budget
+        let scenario = try await b.createScenario(named: "Main", as: world.owner)
+        let before = world.budgets.snapshot
+        for attempt in [
+            { _ = try await b.createScenario(named: "Mine", as: world.viewer) },
+            { _ = try await b.createExpense(named: "X", amount: 1, as: world.viewer) },
+            { _ = try await b.recordGift(from: "X", amount: 1, received: true, as: world.viewer) },
+            { _ = try await b.overview(scenario: scenario.id, as: world.stranger) },
+            { _ = try await b.scenarios(as: world.stranger) },
+        ] as [@Sendable () async throws -> Void] {
+            let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+            #expect(error?.code == .permissionDenied)
+        }
+        #expect(world.budgets.snapshot.revision == before.revision)
+        #expect(try await b.scenarios(as: world.viewer).count == 1)
+    }
+
+    @Test("cloning copies folders, items and allocations under new ids")
+    func clone() async throws {
+        let world = try await World()
+        let b = world.budget
+        let scenario = try await b.createScenario(named: "Main", primary: true, as: world.owner)
+        let folder = try await b.createFolder(named: "Party", scenario: scenario.id, as: world.owner)
+        let item = try await b.createItem(
+            named: "Band", scenario: scenario.id, budgeted: 800, folder: folder.id, event: "Reception", as: world.owner)
+        let expense = try await b.createExpense(named: "Band deposit", amount: 200, as: world.owner)
+        _ = try await b.allocate(expense: expense.id, scenario: scenario.id, items: [item.id], as: world.owner)
+
+        let copy = try await b.cloneScenario(scenario.id, named: "Cheaper", as: world.owner)
+        let items = try await b.items(scenario: copy.id, as: world.owner)
+        let folders = try await b.folders(scenario: copy.id, as: world.owner)
+        #expect(items.count == 1 && items[0].id != item.id && items[0].folderID == folders.first?.id)
+        #expect(try await b.overview(scenario: copy.id, as: world.owner).totals.spent == 200)
+        #expect(try await b.eventCategories(scenario: copy.id, as: world.owner).events == ["Reception"])
+        #expect(try await b.setPrimaryScenario(copy.id, as: world.owner).isPrimary)
+        #expect(try await b.scenarios(as: world.owner).filter(\.isPrimary).map(\.id) == [copy.id])
+    }
+}
+
+@Suite("The registry of per-couple actors")
+struct BudgetRegistryTests {
+    final class Clock: Sendable {
+        let start = ContinuousClock.now
+        let offset = Mutex<Duration>(.zero)
+        var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
+        func advance(_ by: Duration) { offset.withLock { $0 += by } }
+    }
+
+    private func registry(capacity: Int, clock: Clock) throws -> BudgetRegistry {
+        let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+            .flattened()
+        let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles))
+        let repository = InMemoryBudgetRepository()
+        return BudgetRegistry(
+            capacity: capacity, idleAfter: .seconds(60), now: { clock.now },
+            make: { CoupleBudget(couple: $0, repository: repository, checker: checker) })
+    }
+
+    @Test("one actor per couple, made on first use; idle ones are dropped, busy ones never")
+    func lifecycle() async throws {
+        let clock = Clock()
+        let registry = try registry(capacity: 2, clock: clock)
+        let (a, b, c) = (UUID(), UUID(), UUID())
+        let first = try await registry.with(a) { $0 }
+        #expect(try await registry.with(a) { $0 } === first)
+        #expect(try await registry.with(b) { $0 } !== first)
+        #expect(registry.count == 2)
+        // Over capacity: the least recently used idle couple goes.
+        clock.advance(.seconds(1))
+        _ = try await registry.with(b) { $0 }
+        _ = try await registry.with(c) { $0 }
+        #expect(registry.count == 2)
+        #expect(try await registry.with(a) { $0 } !== first, "a was evicted and made anew")
+        // A couple with work in flight is kept even when idle time and capacity say otherwise.
+        try await registry.with(a) { busy in
+            clock.advance(.seconds(120))
+            _ = try await registry.with(UUID()) { $0 }
+            _ = try await registry.with(UUID()) { $0 }
+            #expect(try await registry.with(a) { $0 } === busy)
+        }
+        #expect(registry.count <= 3)
+    }
+}

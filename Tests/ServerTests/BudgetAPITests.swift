@@ -1,0 +1,79 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import Server
+
+@Suite("Budget API (in-memory repositories)")
+struct BudgetAPITests {
+    @Test("an owner builds a budget and reads the overview; a viewer reads but may not edit; bad input is 400")
+    func budget() async throws {
+        let fixture = try await Fixture()
+        let viewer = try await fixture.repository.addUser(
+            email: EmailAddress(rawValue: "vic@example.com")!, displayName: nil
+        ).id
+        _ = try await fixture.repository.grant(
+            couple: fixture.couple, user: viewer, role: RoleName(rawValue: "viewer")!, as: .operator(label: "t"))
+        try await fixture.application().test(.router) { client in
+            var owner = fixture.keyHeader
+            owner[.init("X-Acting-User")!] = fixture.owner.uuidString
+            var asViewer = fixture.keyHeader
+            asViewer[.init("X-Acting-User")!] = viewer.uuidString
+            let base = "/v1/couples/\(fixture.couple)/budget"
+
+            func post(_ path: String, _ json: String, _ headers: HTTPFields) async throws -> (
+                HTTPResponse.Status, [String: Any]
+            ) {
+                try await client.execute(
+                    uri: base + path, method: .post, headers: headers, body: ByteBuffer(string: json)
+                ) {
+                    (
+                        $0.status,
+                        (try? JSONSerialization.jsonObject(with: Data(buffer: $0.body))) as? [String: Any] ?? [:]
+                    )
+                }
+            }
+            let (created, scenario) = try await post("/scenarios", #"{"name":"Main","primary":true}"#, owner)
+            #expect(created == .created)
+            let scenarioID = try #require(scenario["id"] as? String)
+            #expect(scenario["is_primary"] as? Bool == true)
+            let (_, venue) = try await post(
+                "/scenarios/\(scenarioID)/items", #"{"name":"Venue","budgeted":1000}"#, owner)
+            let (_, food) = try await post(
+                "/scenarios/\(scenarioID)/items", #"{"name":"Food","budgeted":3000,"event":"Reception"}"#, owner)
+            let (_, expense) = try await post(
+                "/expenses", #"{"name":"Deposit","amount":100.01,"due_date":"2026-01-05"}"#, owner)
+            let items = [venue["id"] as! String, food["id"] as! String]
+            let expenseID = try #require(expense["id"] as? String)
+            let (allocated, _) = try await post(
+                "/expenses/\(expenseID)/allocations",
+                #"{"scenario_id":"\#(scenarioID)","items":["\#(items[0])","\#(items[1])"]}"#, owner)
+            #expect(allocated == .ok)
+
+            try await client.execute(uri: base + "/scenarios/\(scenarioID)/overview", method: .get, headers: asViewer) {
+                #expect($0.status == .ok)
+                let body = try #require(try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [String: Any])
+                let totals = try #require(body["totals"] as? [String: Any])
+                #expect((totals["spent"] as? NSNumber)?.decimalValue == Decimal(string: "100.01"))
+                #expect((body["items"] as? [Any])?.count == 2)
+            }
+            #expect(try await post("/scenarios", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
+            #expect(try await post("/expenses", #"{"name":"X","amount":-5}"#, owner).0 == .badRequest)
+            #expect(try await post("/expenses", #"{"name":"X","amount":1.005}"#, owner).0 == .badRequest)
+            #expect(try await post("/expenses", #"{"name":"X","amount":"lots"}"#, owner).0 == .badRequest)
+            #expect(
+                try await post("/expenses", #"{"name":"X","amount":5,"due_date":"2026-02-30"}"#, owner).0 == .badRequest
+            )
+            #expect(try await post("/expenses", #"{"name":"X","amount":5}"#, fixture.keyHeader).0 == .badRequest)
+            #expect(try await post("/expenses/nope/payments", #"{"amount":5}"#, owner).0 == .badRequest)
+            let (paid, _) = try await post(
+                "/expenses/\(expenseID)/payments", #"{"amount":40,"paid_at":"2026-01-01"}"#, owner)
+            #expect(paid == .created)
+            try await client.execute(uri: base + "/payments", method: .get, headers: asViewer) {
+                #expect(String(buffer: $0.body).contains(#""status":"partial""#))
+            }
+        }
+    }
+}

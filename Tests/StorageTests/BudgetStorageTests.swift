@@ -1,0 +1,248 @@
+import Budget
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+import TestSupport
+import Testing
+
+private func money(_ text: String) -> Decimal { Decimal(string: text)! }
+
+/// A couple with an owner and a viewer, and a stranger who owns another couple, on a migrated database.
+private struct BudgetWorld {
+    let pool: PostgresConnectionPool
+    let couple: UUID
+    let owner: Actor
+    let viewer: Actor
+    let stranger: Actor
+    let repository: PostgresBudgetRepository
+
+    init(_ pool: PostgresConnectionPool) async throws {
+        self.pool = pool
+        let owner = try await pool.newUser()
+        let viewer = try await pool.newUser()
+        let stranger = try await pool.newUser()
+        couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
+        _ = try await pool.newCouple(members: [(stranger, "owner")])
+        self.owner = .user(owner)
+        self.viewer = .user(viewer)
+        self.stranger = .user(stranger)
+        repository = PostgresBudgetRepository(pool: pool)
+    }
+
+    /// A new actor for the couple, as another process would have.
+    func budget() -> CoupleBudget {
+        CoupleBudget(
+            couple: couple, repository: repository,
+            checker: PermissionChecker(repository: PostgresCollaborationRepository(pool: pool)))
+    }
+
+    /// Every budget row of the database, as text: to prove that a refusal changed nothing.
+    func dump() async throws -> [String] {
+        try await pool.query(
+            """
+            SELECT t::text AS row FROM (
+                SELECT 's' || b::text AS t FROM budget_scenarios b UNION ALL SELECT 'i' || b::text FROM budget_items b
+                UNION ALL SELECT 'e' || b::text FROM expenses b UNION ALL SELECT 'a' || b::text FROM expense_allocations b
+                UNION ALL SELECT 'g' || b::text FROM gifts_and_owed b UNION ALL SELECT 'p' || b::text FROM expense_payments b
+                UNION ALL SELECT 'r' || b::text FROM budget_revisions b) rows ORDER BY 1
+            """
+        ).map { try $0.decode("row") }
+    }
+}
+
+@Suite("Budget services on PostgreSQL")
+struct BudgetStorageTests {
+    @Test("scenarios, items, expenses, allocation, gifts, payments and the overview, end to end")
+    func endToEnd() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let b = world.budget()
+            let scenario = try await b.createScenario(named: "Main", primary: true, as: world.owner)
+            let folder = try await b.createFolder(named: "Reception", scenario: scenario.id, as: world.owner)
+            var items: [UUID] = []
+            for name in ["Venue", "Food", "Music"] {
+                items.append(
+                    try await b.createItem(
+                        named: name, scenario: scenario.id, budgeted: 1000, folder: folder.id, category: "party",
+                        as: world.owner
+                    ).id)
+            }
+            let expense = try await b.createExpense(
+                named: "Deposit", amount: money("100.00"), vendor: "Hall & Co", dueDate: CalendarDay("2026-01-01"),
+                as: world.owner)
+            let split = try await b.allocate(expense: expense.id, scenario: scenario.id, items: items, as: world.owner)
+            #expect(split.map(\.amount).sorted() == [money("33.33"), money("33.33"), money("33.34")])
+            _ = try await b.recordGift(from: "Gran", amount: 20, received: true, budgetItem: items[0], as: world.owner)
+            _ = try await b.recordPayment(expense: expense.id, amount: 40, as: world.owner)
+
+            let overview = try await b.overview(scenario: scenario.id, as: world.viewer)
+            #expect(overview.totals.budgeted == 3000)
+            #expect(overview.totals.spent == money("100.00"))
+            #expect(overview.totals.gifts == 20)
+            #expect(overview.totals.effectiveSpent == money("80.00"))
+            #expect(overview.items.count == 3)
+
+            // The expense grows: every scenario's allocations scale and add up exactly.
+            let copy = try await b.cloneScenario(scenario.id, named: "Copy", as: world.owner)
+            _ = try await b.setAmount(expense: expense.id, to: money("200.01"), as: world.owner)
+            for id in [scenario.id, copy.id] {
+                #expect(try await b.overview(scenario: id, as: world.owner).totals.spent == money("200.01"))
+            }
+            #expect(try await b.items(scenario: copy.id, as: world.owner).allSatisfy { $0.folderID != nil })
+
+            let status = try #require(try await b.paymentStatuses(as: world.viewer).first)
+            #expect(status.status == .partial && status.paid == 40 && status.isOverdue)
+            #expect(try await b.scenarios(as: world.viewer).filter(\.isPrimary).map(\.id) == [scenario.id])
+        }
+    }
+
+    @Test("a viewer's edits and a stranger's reads are refused, and the database is exactly as before")
+    func refusals() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let b = world.budget()
+            let scenario = try await b.createScenario(named: "Main", as: world.owner)
+            let item = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 100, as: world.owner)
+            let expense = try await b.createExpense(named: "Hall", amount: 50, as: world.owner)
+            let before = try await world.dump()
+            let attempts: [@Sendable () async throws -> Void] = [
+                { _ = try await b.createItem(named: "X", scenario: scenario.id, budgeted: 1, as: world.viewer) },
+                { _ = try await b.setBudgeted(item: item.id, to: 5, as: world.viewer) },
+                {
+                    _ = try await b.allocate(
+                        expense: expense.id, scenario: scenario.id, items: [item.id], as: world.viewer)
+                },
+                { _ = try await b.recordPayment(expense: expense.id, amount: 1, as: world.viewer) },
+                { _ = try await b.overview(scenario: scenario.id, as: world.stranger) },
+                { _ = try await b.expenses(as: world.stranger) },
+            ]
+            for attempt in attempts {
+                let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+                #expect(error?.code == .permissionDenied)
+            }
+            #expect(try await world.dump() == before)
+            // Bad input from someone allowed: refused too, with nothing changed.
+            let other = try await b.createScenario(named: "Other", as: world.owner)
+            let afterOther = try await world.dump()
+            let invalid: [@Sendable () async throws -> Void] = [
+                {
+                    _ = try await b.allocate(expense: expense.id, scenario: other.id, items: [item.id], as: world.owner)
+                },
+                {
+                    _ = try await b.allocate(
+                        expense: expense.id, scenario: scenario.id, items: [item.id], amounts: [51], as: world.owner)
+                },
+                { _ = try await b.createItem(named: "X", scenario: UUID(), budgeted: 1, as: world.owner) },
+                { _ = try await b.createItem(named: "X", scenario: scenario.id, budgeted: -1, as: world.owner) },
+                { _ = try await b.recordPayment(expense: UUID(), amount: 1, as: world.owner) },
+                {
+                    _ = try await b.createExpense(
+                        named: "'; DROP TABLE expenses; --", amount: money("0.001"), as: world.owner)
+                },
+            ]
+            for attempt in invalid {
+                let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+                #expect(error?.code == .notFound || error?.code == .invalidInput)
+            }
+            #expect(try await world.dump() == afterOther)
+        }
+    }
+
+    @Test("an overview costs the same number of statements at 10 and at 1,000 items", arguments: [10, 1_000])
+    func statementCount(items: Int) async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let scenario = try await world.budget().createScenario(named: "Main", as: .operator(label: "t"))
+            try await Self.seed(pool, couple: world.couple, scenario: scenario.id, items: items)
+            let b = world.budget()
+            let before = pool.statementsSent
+            let overview = try await b.overview(scenario: scenario.id, as: .operator(label: "t"))
+            #expect(pool.statementsSent - before == 5)
+            #expect(overview.items.count == items)
+            #expect(overview.totals.spent == Decimal(items * 2 * 10))
+            // Unchanged data: the cached overview costs one statement.
+            let again = pool.statementsSent
+            #expect(try await b.overview(scenario: scenario.id, as: .operator(label: "t")) == overview)
+            #expect(pool.statementsSent - again == 1)
+        }
+    }
+
+    /// `items` items of 100.00, each with two expenses of 10.00 allocated to it, and a received gift.
+    static func seed(_ pool: PostgresConnectionPool, couple: UUID, scenario: UUID, items: Int) async throws {
+        try await pool.query(
+            """
+            WITH i AS (
+                INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+                SELECT \(couple), \(scenario), 'item ' || n, 100 FROM generate_series(1, \(items)) n RETURNING id
+            ), e AS (
+                INSERT INTO expenses (couple_id, name, amount)
+                SELECT \(couple), 'expense ' || n, 10 FROM generate_series(1, 2 * \(items)) n RETURNING id
+            ), paired AS (
+                SELECT i.id AS item, e.id AS expense
+                FROM (SELECT id, row_number() OVER () AS n FROM i) i
+                JOIN (SELECT id, row_number() OVER () AS n FROM e) e ON (e.n + 1) / 2 = i.n
+            ), a AS (
+                INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
+                SELECT \(couple), \(scenario), expense, item, 10 FROM paired
+            )
+            INSERT INTO gifts_and_owed (couple_id, from_name, amount, received, budget_item_id)
+            SELECT \(couple), 'friend', 5, true, id FROM i
+            """)
+    }
+
+    @Test("concurrent recalculations for one couple, from separate actors, end as if run one by one", arguments: 0..<10)
+    func concurrentRecalculations(round: Int) async throws {
+        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+            let world = try await BudgetWorld(pool)
+            let setup = world.budget()
+            let admin = Actor.operator(label: "t")
+            let scenario = try await setup.createScenario(named: "Main", as: admin)
+            var items: [UUID] = []
+            for index in 0..<3 {
+                items.append(
+                    try await setup.createItem(named: "i\(index)", scenario: scenario.id, budgeted: 100, as: admin).id)
+            }
+            var expenses: [Expense] = []
+            for index in 0..<4 {
+                let expense = try await setup.createExpense(
+                    named: "e\(index)", amount: money("100.0\(index)"), as: admin)
+                _ = try await setup.allocate(expense: expense.id, scenario: scenario.id, items: items, as: admin)
+                expenses.append(expense)
+            }
+            // At once, through three actors (as three processes would have), on connections opened beforehand so
+            // that they really overlap: each expense is re-split over the items by budget, and given a new amount.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<6 { group.addTask { try await pool.query("SELECT pg_sleep(0.02)") } }
+                try await group.waitForAll()
+            }
+            let actors = [world.budget(), world.budget(), world.budget()]
+            let barrier = Barrier(count: 2 * expenses.count)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, expense) in expenses.enumerated() {
+                    group.addTask { [items] in
+                        await barrier.arrive()
+                        _ = try await actors[index % 3].allocate(
+                            expense: expense.id, scenario: scenario.id, items: items, as: admin)
+                    }
+                    group.addTask {
+                        await barrier.arrive()
+                        _ = try await actors[(index + 1) % 3].setAmount(
+                            expense: expense.id, to: Decimal(Int.random(in: 1...100_000)) / 100, as: admin)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // In either order, each expense ends wholly allocated at its final amount.
+            let amounts = Dictionary(
+                uniqueKeysWithValues: try await setup.expenses(as: admin).map { ($0.id, $0.amount) })
+            let overview = try await setup.overview(scenario: scenario.id, as: admin)
+            for expense in expenses {
+                let allocated = overview.items.flatMap(\.expenses).filter { $0.expenseID == expense.id }
+                #expect(allocated.count == items.count)
+                #expect(allocated.reduce(0) { $0 + $1.allocated } == amounts[expense.id], "expense \(expense.name)")
+            }
+            #expect(overview.totals.spent == amounts.values.reduce(0, +))
+        }
+    }
+}
