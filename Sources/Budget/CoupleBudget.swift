@@ -27,8 +27,8 @@ public actor CoupleBudget {
     // MARK: Aggregation
 
     /// Per budget item of `scenario`: budgeted, spent (its allocations), received gifts, effective spend, and
-    /// the linked expenses and gifts; plus totals. Five statements whatever the couple's size (one when the
-    /// cached overview is still current); the four data reads run in parallel.
+    /// the linked expenses and gifts; plus totals. Besides the permission check, five statements whatever the
+    /// couple's size (one when the cached overview is still current); the four data reads run in parallel.
     public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
         try await metrics.measure("budget.overview") {
             try await require(.budgetView, actor)

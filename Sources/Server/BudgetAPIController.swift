@@ -157,22 +157,16 @@ struct BudgetAPIController {
         _ request: Request, _ context: AppRequestContext, status: HTTPResponse.Status = .ok,
         _ body: @Sendable (CoupleBudget, Actor) async throws -> some Encodable & Sendable
     ) async throws -> Response {
-        guard let header = request.headers[.init("X-Acting-User")!] else {
-            throw APIError.badRequest("X-Acting-User must name the user this request acts for")
-        }
-        guard let user = UUID(uuidString: header) else { throw APIError.badRequest("X-Acting-User must be a UUID") }
+        let actor = try request.actingUser()
         let couple = try id(context, "couple")
-        let value = try await registry.with(couple) { try await body($0, .user(user)) }
+        let value = try await registry.with(couple) { try await body($0, actor) }
         var response = try PermissionAPIController.json(value)
         response.status = status
         return response
     }
 
     private func id(_ context: AppRequestContext, _ name: String) throws -> UUID {
-        guard let text = context.parameters.get(name), let id = UUID(uuidString: text) else {
-            throw APIError.badRequest("the \(name) id must be a UUID")
-        }
-        return id
+        try APIError.uuid(context.parameters.get(name), "the \(name) id")
     }
 
     /// The JSON body, with snake_case keys; a body that does not fit is a 400 naming what is wrong.

@@ -34,28 +34,28 @@ struct ManagementAPIController {
         let body = try await request.decode(as: Body.self, context: context)
         let role = try RoleName(validating: body.role)
         let membership = try await memberships.grant(
-            role, to: try Self.uuid(body.userID, "user_id"), in: try couple(context), as: try actor(request))
+            role, to: try APIError.uuid(body.userID, "user_id"), in: try couple(context), as: try request.actingUser())
         return try PermissionAPIController.json(membership)
     }
 
     @Sendable func remove(_ request: Request, context: AppRequestContext) async throws -> Response {
         try PermissionAPIController.json(
-            try await memberships.remove(try user(context), from: try couple(context), as: try actor(request)))
+            try await memberships.remove(try user(context), from: try couple(context), as: try request.actingUser()))
     }
 
     @Sendable func suspend(_ request: Request, context: AppRequestContext) async throws -> Response {
         try PermissionAPIController.json(
-            try await memberships.suspend(try user(context), in: try couple(context), as: try actor(request)))
+            try await memberships.suspend(try user(context), in: try couple(context), as: try request.actingUser()))
     }
 
     @Sendable func reactivate(_ request: Request, context: AppRequestContext) async throws -> Response {
         try PermissionAPIController.json(
-            try await memberships.reactivate(try user(context), in: try couple(context), as: try actor(request)))
+            try await memberships.reactivate(try user(context), in: try couple(context), as: try request.actingUser()))
     }
 
     @Sendable func leave(_ request: Request, context: AppRequestContext) async throws -> Response {
         try PermissionAPIController.json(
-            try await memberships.leave(try couple(context), user: nil, as: try actor(request)))
+            try await memberships.leave(try couple(context), user: nil, as: try request.actingUser()))
     }
 
     @Sendable func transfer(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -63,7 +63,7 @@ struct ManagementAPIController {
         let body = try await request.decode(as: Body.self, context: context)
         return try PermissionAPIController.json(
             try await memberships.transferOwnership(
-                of: try couple(context), to: try Self.uuid(body.to, "to"), as: try actor(request)))
+                of: try couple(context), to: try APIError.uuid(body.to, "to"), as: try request.actingUser()))
     }
 
     @Sendable func listInvitations(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -77,7 +77,7 @@ struct ManagementAPIController {
         return try PermissionAPIController.json(
             Invitations(
                 invitations: try await invitations.invitations(
-                    of: try couple(context), status: status, as: try actor(request))))
+                    of: try couple(context), status: status, as: try request.actingUser())))
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -95,18 +95,19 @@ struct ManagementAPIController {
         let issued = try await invitations.invite(
             to: try couple(context), role: try RoleName(validating: body.role), email: email,
             expiresIn: body.expiresInSeconds.map { .seconds($0) } ?? CollaborationInvitationService.defaultExpiry,
-            as: try actor(request))
+            as: try request.actingUser())
         return try Self.issued(issued)
     }
 
     @Sendable func revoke(_ request: Request, context: AppRequestContext) async throws -> Response {
-        try await invitations.revoke(try invitation(context), in: try couple(context), as: try actor(request))
+        try await invitations.revoke(try invitation(context), in: try couple(context), as: try request.actingUser())
         return Response(status: .noContent)
     }
 
     @Sendable func resend(_ request: Request, context: AppRequestContext) async throws -> Response {
         try Self.issued(
-            try await invitations.resend(try invitation(context), in: try couple(context), as: try actor(request)))
+            try await invitations.resend(try invitation(context), in: try couple(context), as: try request.actingUser())
+        )
     }
 
     /// An issued invitation: the only response that carries a token, never cached.
@@ -123,27 +124,15 @@ struct ManagementAPIController {
         return response
     }
 
-    private func actor(_ request: Request) throws -> Actor {
-        guard let header = request.headers[.init("X-Acting-User")!] else {
-            throw APIError.badRequest("X-Acting-User must name the user this request acts for")
-        }
-        return .user(try Self.uuid(header, "X-Acting-User"))
-    }
-
     private func couple(_ context: AppRequestContext) throws -> UUID {
-        try Self.uuid(context.parameters.get("couple"), "couple id")
+        try APIError.uuid(context.parameters.get("couple"), "couple id")
     }
 
     private func user(_ context: AppRequestContext) throws -> UUID {
-        try Self.uuid(context.parameters.get("user"), "user id")
+        try APIError.uuid(context.parameters.get("user"), "user id")
     }
 
     private func invitation(_ context: AppRequestContext) throws -> UUID {
-        try Self.uuid(context.parameters.get("invitation"), "invitation id")
-    }
-
-    private static func uuid(_ text: String?, _ name: String) throws -> UUID {
-        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
-        return id
+        try APIError.uuid(context.parameters.get("invitation"), "invitation id")
     }
 }

@@ -58,7 +58,7 @@ struct PermissionAPIController {
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let user = try Self.uuid(context.parameters.get("user"), "user id")
+        let user = try APIError.uuid(context.parameters.get("user"), "user id")
         let (limit, after) = try Self.page(request)
         let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
         // Snake-cased by the encoder: {"couples": [...], "next_after": ...}.
@@ -70,14 +70,14 @@ struct PermissionAPIController {
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let couple = try Self.uuid(context.parameters.get("couple"), "couple id")
+        let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
         struct Members: Encodable { let members: [Member] }
         return try Self.json(Members(members: try await memberships.members(of: couple, as: actor(context))))
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let couple = try Self.uuid(context.parameters.get("couple"), "couple id")
-        let user = try Self.uuid(context.parameters.get("user"), "user id")
+        let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
+        let user = try APIError.uuid(context.parameters.get("user"), "user id")
         let actor = actor(context)
         let role = try await permissions.role(user: user, couple: couple, as: actor)
         let granted = try await permissions.permissions(user: user, couple: couple, as: actor)
@@ -112,17 +112,12 @@ struct PermissionAPIController {
             throw APIError.badRequest("min_revision must not be negative")
         }
         return ParsedCheck(
-            couple: try Self.uuid(check.coupleID, "couple_id"), user: try Self.uuid(check.userID, "user_id"),
+            couple: try APIError.uuid(check.coupleID, "couple_id"), user: try APIError.uuid(check.userID, "user_id"),
             permission: permission, minRevision: check.minRevision)
     }
 
     private func actor(_ context: AppRequestContext) -> Actor {
         .operator(label: "key:\(context.serviceKey?.name ?? "unknown")")
-    }
-
-    private static func uuid(_ text: String?, _ name: String) throws -> UUID {
-        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
-        return id
     }
 
     private static func page(_ request: Request) throws -> (Int, UUID?) {
@@ -134,7 +129,7 @@ struct PermissionAPIController {
                 }
                 return value
             } ?? 100
-        let after = try query["after"].map { try uuid(String($0), "after") }
+        let after = try query["after"].map { try APIError.uuid(String($0), "after") }
         return (limit, after)
     }
 

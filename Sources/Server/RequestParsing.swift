@@ -1,0 +1,21 @@
+import Collaboration
+import Foundation
+import Hummingbird
+
+extension APIError {
+    /// `text` as a UUID, else a 400 saying that `name` must be one.
+    static func uuid(_ text: String?, _ name: String) throws -> UUID {
+        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
+        return id
+    }
+}
+
+extension Request {
+    /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
+    func actingUser() throws -> Actor {
+        guard let header = headers[.init("X-Acting-User")!] else {
+            throw APIError.badRequest("X-Acting-User must name the user this request acts for")
+        }
+        return .user(try APIError.uuid(header, "X-Acting-User"))
+    }
+}
