@@ -4,8 +4,14 @@ import CLibPQ
 final class PostgresResult: @unchecked Sendable {
     // Safety: a PGresult is never modified after libpq returns it, and libpq allows reading it from any thread.
     let pointer: OpaquePointer
+    /// Read once, so that finding a column by name is a comparison of short Swift strings rather than a C
+    /// string conversion and `PQfnumber` for every value.
+    let columnNames: [String]
 
-    init(pointer: OpaquePointer) { self.pointer = pointer }
+    init(pointer: OpaquePointer) {
+        self.pointer = pointer
+        self.columnNames = (0..<PQnfields(pointer)).map { String(cString: PQfname(pointer, $0)) }
+    }
 
     deinit { PQclear(pointer) }
 }
@@ -33,7 +39,7 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
     }
 
     public var columnNames: [String] {
-        (0..<PQnfields(result.pointer)).map { String(cString: PQfname(result.pointer, $0)) }
+        result.columnNames
     }
 }
 
@@ -44,19 +50,18 @@ public struct PostgresRow: Sendable {
 
     /// The value of the column named `column`, as `T`. NULL decodes only into an `Optional`.
     public func decode<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
-        let index = PQfnumber(result.pointer, column)
-        guard index >= 0 else {
+        guard let index = result.columnNames.firstIndex(of: column) else {
             throw PostgresError(.decoding, message: "the result has no column named \"\(column)\"", column: column)
         }
-        return try decode(index, name: column, as: type)
+        return try decode(Int32(index), name: column, as: type)
     }
 
     /// The value of the column at `index` (0-based), as `T`.
     public func decode<T: PostgresDecodable>(column index: Int, as type: T.Type = T.self) throws -> T {
-        guard index >= 0, index < PQnfields(result.pointer) else {
+        guard result.columnNames.indices.contains(index) else {
             throw PostgresError(.decoding, message: "the result has no column \(index)")
         }
-        return try decode(Int32(index), name: String(cString: PQfname(result.pointer, Int32(index))), as: type)
+        return try decode(Int32(index), name: result.columnNames[index], as: type)
     }
 
     private func decode<T: PostgresDecodable>(_ index: Int32, name: String, as type: T.Type) throws -> T {

@@ -47,7 +47,8 @@ struct DataTypeTests {
         try await withConnection { connection in
             for text in [
                 "12345678901234567890", "-99999999999999999999", "1234567890.1234567890", "0.00000000000000000001",
-                "-0.5", "0", "100.00", "0.01", "10000", "123456789012.34",
+                "-0.5", "0", "100.00", "0.01", "10000", "123456789012.34", "-9999999999.99",
+                "12345678901234567890123456789012345678", "0.00000000000000000000000000000000000001",
             ] {
                 let value = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
                 try await roundTrip(value, equals: "'\(text)'", type: "numeric", on: connection)
@@ -63,6 +64,35 @@ struct DataTypeTests {
             #expect(try rows[0].decode("a", as: Decimal.self) == Decimal(string: "1234.5"))
             #expect(try rows[0].decode("b", as: Decimal.self) == Decimal(string: "0.0001"))
             #expect(try rows[0].decode("c", as: Decimal.self) == 10000)
+        }
+    }
+
+    @Test("numeric reads exactly as hundredths; finer digits and overflow are errors")
+    func hundredths() async throws {
+        try await withConnection { connection in
+            let cases: [(String, Int64)] = [
+                ("0", 0), ("0.01", 1), ("-12.34", -1234), ("1.5", 150), ("100", 10000),
+                ("9999999999.99", 999_999_999_999),
+                ("10000.01", 1_000_001), ("92233720368547758.07", .max), ("-92233720368547758.07", -.max),
+            ]
+            for (text, expected) in cases {
+                let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT '\(text)'::numeric AS value"))
+                #expect(try rows[0].decode("value", as: Hundredths.self).value == expected, "\(text)")
+            }
+            for text in ["0.001", "1.2345", "10000.0001", "92233720368547758.08", "1e30", "NaN"] {
+                let rows = try await connection.query(PostgresQuery(unsafeSQL: "SELECT '\(text)'::numeric AS value"))
+                #expect(throws: PostgresError.self, "\(text)") { try rows[0].decode("value", as: Hundredths.self) }
+            }
+        }
+    }
+
+    @Test("numeric beyond Decimal's range is an error, not a rounded or zeroed value")
+    func numericOutOfRange() async throws {
+        try await withConnection { connection in
+            let rows = try await connection.query("SELECT 1e200::numeric AS huge, 1e-200::numeric AS tiny")
+            for column in ["huge", "tiny"] {
+                #expect(throws: PostgresError.self) { try rows[0].decode(column, as: Decimal.self) }
+            }
         }
     }
 
