@@ -9,9 +9,10 @@ public protocol BudgetRepository: Sendable {
     /// scenarios.
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
     func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem]
-    func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation]
-    /// The expenses with an allocation in `scenario`.
-    func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense]
+    /// The allocations of `scenario`, as the overview adds them up: in whole cents.
+    func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents]
+    /// The names of the couple's expenses, by id.
+    func expenseNames(couple: UUID) async throws -> [UUID: String]
     /// The gifts set against items of `scenario`.
     func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift]
 
@@ -42,6 +43,20 @@ public protocol BudgetRepository: Sendable {
     /// PostgreSQL), so recalculations for one couple never interleave, across processes too.
     func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T) async throws
         -> T
+}
+
+/// One allocation of an expense to a budget item, its amount in whole cents: exact for `numeric(12,2)`, and
+/// tens of thousands of them add up in microseconds (each `Decimal` addition costs some hundred nanoseconds).
+public struct AllocationCents: Sendable, Hashable {
+    public let expenseID: UUID
+    public let budgetItemID: UUID
+    public let cents: Int64
+
+    public init(expenseID: UUID, budgetItemID: UUID, cents: Int64) {
+        self.expenseID = expenseID
+        self.budgetItemID = budgetItemID
+        self.cents = cents
+    }
 }
 
 /// The reads and writes of an allocation recalculation, inside `withBudgetLock`.

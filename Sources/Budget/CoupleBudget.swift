@@ -36,13 +36,13 @@ public actor CoupleBudget {
             guard exists else { throw Self.noSuchScenario }
             if let cached = overviews[scenario], cached.revision == revision { return cached }
             async let items = repository.items(couple: couple, scenario: scenario)
-            async let allocations = repository.allocations(couple: couple, scenario: scenario)
-            async let expenses = repository.allocatedExpenses(couple: couple, scenario: scenario)
+            async let allocations = repository.allocationCents(couple: couple, scenario: scenario)
+            async let expenseNames = repository.expenseNames(couple: couple)
             async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
             // Read after `revision`, so at least as new as it: safe to keep under it.
             let overview = BudgetRules.overview(
                 scenario: scenario, revision: revision, items: try await items, allocations: try await allocations,
-                expenses: try await expenses, gifts: try await gifts)
+                expenseNames: try await expenseNames, gifts: try await gifts)
             overviews[scenario] = overview
             return overview
         }

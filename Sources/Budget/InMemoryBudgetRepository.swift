@@ -42,15 +42,16 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { $0.items.filter { $0.scenarioID == scenario } }
     }
 
-    public func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation] {
-        read { $0.allocations.filter { $0.scenarioID == scenario } }
+    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
+        read { data in
+            data.allocations.filter { $0.scenarioID == scenario }.map {
+                AllocationCents(expenseID: $0.expenseID, budgetItemID: $0.budgetItemID, cents: Money.cents($0.amount))
+            }
+        }
     }
 
-    public func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense] {
-        read { data in
-            let ids = Set(data.allocations.filter { $0.scenarioID == scenario }.map(\.expenseID))
-            return data.expenses.filter { ids.contains($0.id) }
-        }
+    public func expenseNames(couple: UUID) async throws -> [UUID: String] {
+        read { data in Dictionary(data.expenses.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first }) }
     }
 
     public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {

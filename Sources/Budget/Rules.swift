@@ -41,43 +41,49 @@ public enum BudgetRules {
     }
 
     /// The overview of one scenario: per item its budget, what its allocations spend, the received gifts set
-    /// against it, and the effective spend (spent minus gifts); plus totals. Works in one pass over each input.
+    /// against it, and the effective spend (spent minus gifts); plus totals. One pass over each input;
+    /// allocations add up as integer cents, so the Decimal arithmetic is a few operations per item.
     public static func overview(
-        scenario: UUID, revision: Int64, items: [BudgetItem], allocations: [Allocation], expenses: [Expense],
-        gifts: [Gift]
+        scenario: UUID, revision: Int64, items: [BudgetItem], allocations: [AllocationCents],
+        expenseNames: [UUID: String], gifts: [Gift]
     ) -> BudgetOverview {
-        let expensesByID = Dictionary(expenses.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        var allocationsByItem: [UUID: [Allocation]] = [:]
-        for allocation in allocations where allocation.scenarioID == scenario {
-            allocationsByItem[allocation.budgetItemID, default: []].append(allocation)
+        let items = items.filter { $0.scenarioID == scenario }
+        let lineOf = Dictionary(items.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var spent = [Int64](repeating: 0, count: items.count)
+        var expenseLinks = [[BudgetOverview.ExpenseLink]](repeating: [], count: items.count)
+        for allocation in allocations {
+            guard let line = lineOf[allocation.budgetItemID] else { continue }
+            spent[line] += allocation.cents
+            expenseLinks[line].append(
+                BudgetOverview.ExpenseLink(
+                    expenseID: allocation.expenseID, name: expenseNames[allocation.expenseID] ?? "",
+                    allocated: Money.fromCents(allocation.cents)))
         }
-        var giftsByItem: [UUID: [Gift]] = [:]
+        var giftLinks = [[BudgetOverview.GiftLink]](repeating: [], count: items.count)
+        var received = [Decimal](repeating: 0, count: items.count)
         for gift in gifts {
-            if let item = gift.budgetItemID { giftsByItem[item, default: []].append(gift) }
+            guard let line = gift.budgetItemID.flatMap({ lineOf[$0] }) else { continue }
+            giftLinks[line].append(
+                BudgetOverview.GiftLink(giftID: gift.id, from: gift.from, amount: gift.amount, received: gift.received))
+            if gift.received { received[line] += gift.amount }
         }
-        var totals = BudgetOverview.Totals(budgeted: 0, spent: 0, gifts: 0, effectiveSpent: 0)
-        let lines = items.filter { $0.scenarioID == scenario }.map { item in
-            let itemAllocations = allocationsByItem[item.id] ?? []
-            let itemGifts = giftsByItem[item.id] ?? []
-            let spent = itemAllocations.reduce(Decimal(0)) { $0 + $1.amount }
-            let giftTotal = itemGifts.filter(\.received).reduce(Decimal(0)) { $0 + $1.amount }
-            totals.budgeted += item.budgeted
-            totals.spent += spent
-            totals.gifts += giftTotal
-            totals.effectiveSpent += spent - giftTotal
+        var budgeted: Decimal = 0
+        var totalGifts: Decimal = 0
+        let lines = items.indices.map { line in
+            let item = items[line]
+            let itemSpent = Money.fromCents(spent[line])
+            let effective = giftLinks[line].isEmpty ? itemSpent : itemSpent - received[line]
+            budgeted += item.budgeted
+            if !giftLinks[line].isEmpty { totalGifts += received[line] }
             return BudgetOverview.Line(
-                item: item, spent: spent, gifts: giftTotal, effectiveSpent: spent - giftTotal,
-                remaining: item.budgeted - spent + giftTotal,
-                expenses: itemAllocations.map { allocation in
-                    BudgetOverview.ExpenseLink(
-                        expenseID: allocation.expenseID, name: expensesByID[allocation.expenseID]?.name ?? "",
-                        allocated: allocation.amount)
-                },
-                giftLinks: itemGifts.map {
-                    BudgetOverview.GiftLink(giftID: $0.id, from: $0.from, amount: $0.amount, received: $0.received)
-                })
+                item: item, spent: itemSpent, gifts: received[line], effectiveSpent: effective,
+                remaining: item.budgeted - effective, expenses: expenseLinks[line], giftLinks: giftLinks[line])
         }
-        return BudgetOverview(scenarioID: scenario, revision: revision, items: lines, totals: totals)
+        let totalSpent = Money.fromCents(spent.reduce(0, +))
+        return BudgetOverview(
+            scenarioID: scenario, revision: revision, items: lines,
+            totals: BudgetOverview.Totals(
+                budgeted: budgeted, spent: totalSpent, gifts: totalGifts, effectiveSpent: totalSpent - totalGifts))
     }
 }
 

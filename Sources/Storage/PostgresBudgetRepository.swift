@@ -36,28 +36,29 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(Self.item)
     }
 
-    public func allocations(couple: UUID, scenario: UUID) async throws -> [Allocation] {
+    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
         try await run(
             PostgresQuery(
                 """
-                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                SELECT expense_id, budget_item_id, amount FROM expense_allocations
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario)
                 """
-            ).prepared(as: "budget_allocations")
-        ).map(Self.allocation)
+            ).prepared(as: "budget_allocation_cents")
+        ).map {
+            AllocationCents(
+                expenseID: try $0.decode("expense_id"), budgetItemID: try $0.decode("budget_item_id"),
+                cents: try $0.decode("amount", as: Hundredths.self).value)
+        }
     }
 
-    public func allocatedExpenses(couple: UUID, scenario: UUID) async throws -> [Expense] {
-        try await run(
-            PostgresQuery(
-                """
-                SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e
-                WHERE e.couple_id = \(couple) AND EXISTS (
-                    SELECT 1 FROM expense_allocations a
-                    WHERE a.couple_id = e.couple_id AND a.scenario_id = \(scenario) AND a.expense_id = e.id)
-                """
-            ).prepared(as: "budget_allocated_expenses")
-        ).map(Self.expense)
+    public func expenseNames(couple: UUID) async throws -> [UUID: String] {
+        let rows = try await run(
+            PostgresQuery("SELECT id, name FROM expenses WHERE couple_id = \(couple)").prepared(
+                as: "budget_expense_names"))
+        var names: [UUID: String] = [:]
+        names.reserveCapacity(rows.count)
+        for row in rows { names[try row.decode("id")] = try row.decode("name") }
+        return names
     }
 
     public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
@@ -318,6 +319,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Running
 
+    @discardableResult
     private func run(_ query: PostgresQuery) async throws -> PostgresRows {
         do {
             return try await pool.query(query)

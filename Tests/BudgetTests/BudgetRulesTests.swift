@@ -86,4 +86,41 @@ struct BudgetRulesTests {
         #expect(CalendarDay("2026-13-01") == nil)
         #expect(CalendarDay("2026-1-01") == nil)
     }
+
+    @Test("the overview adds cents exactly; other scenarios' items, stray rows and unreceived gifts do not count")
+    func overviewArithmetic() {
+        let scenario = UUID()
+        let venue = BudgetItem(id: UUID(), scenarioID: scenario, name: "Venue", budgeted: money("1000.10"))
+        let flowers = BudgetItem(id: UUID(), scenarioID: scenario, name: "Flowers", budgeted: 0)
+        let elsewhere = BudgetItem(id: UUID(), scenarioID: UUID(), name: "Other scenario", budgeted: 50)
+        let (hall, deposit) = (UUID(), UUID())
+        let overview = BudgetRules.overview(
+            scenario: scenario, revision: 7, items: [venue, flowers, elsewhere],
+            allocations: [
+                AllocationCents(expenseID: hall, budgetItemID: venue.id, cents: 33_334),
+                AllocationCents(expenseID: deposit, budgetItemID: venue.id, cents: 1),
+                AllocationCents(expenseID: hall, budgetItemID: flowers.id, cents: 999_999_999_999),
+                AllocationCents(expenseID: hall, budgetItemID: elsewhere.id, cents: 500),
+            ],
+            expenseNames: [hall: "Hall"],
+            gifts: [
+                Gift(id: UUID(), from: "Gran", amount: money("0.35"), received: true, budgetItemID: venue.id),
+                Gift(id: UUID(), from: "Uncle", amount: 100, received: false, budgetItemID: venue.id),
+                Gift(id: UUID(), from: "Stray", amount: 100, received: true, budgetItemID: elsewhere.id),
+            ])
+        #expect(overview.items.map(\.item.id) == [venue.id, flowers.id])
+        let line = overview.items[0]
+        #expect(line.spent == money("333.35") && line.gifts == money("0.35"))
+        #expect(line.effectiveSpent == 333 && line.remaining == money("667.10"))
+        #expect(line.expenses.map(\.name) == ["Hall", ""])
+        #expect(line.expenses.map(\.allocated) == [money("333.34"), money("0.01")])
+        #expect(line.giftLinks.count == 2)
+        #expect(
+            overview.items[1].spent == money("9999999999.99") && overview.items[1].remaining == money("-9999999999.99"))
+        #expect(
+            overview.totals
+                == BudgetOverview.Totals(
+                    budgeted: money("1000.10"), spent: money("10000000333.34"), gifts: money("0.35"),
+                    effectiveSpent: money("10000000332.99")))
+    }
 }
