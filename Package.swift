@@ -70,6 +70,11 @@ let package = Package(
             ]
         ),
 
+        // scripts/bench-budget: the budget overview against the N+1 pattern, at 1x and 4x data.
+        .executableTarget(
+            name: "BudgetBenchmark", dependencies: ["Budget", "Collaboration", "Postgres", "Storage"],
+            path: "Benchmarks/BudgetBenchmark"),
+
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
         .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
