@@ -72,6 +72,7 @@ public enum BudgetRules {
         let lines = items.indices.map { line in
             let item = items[line]
             let itemSpent = Money.fromCents(spent[line])
+            // Most items have no gifts: no Decimal subtraction for them.
             let effective = giftLinks[line].isEmpty ? itemSpent : itemSpent - received[line]
             budgeted += item.budgeted
             if !giftLinks[line].isEmpty { totalGifts += received[line] }
