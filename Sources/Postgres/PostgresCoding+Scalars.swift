@@ -86,9 +86,7 @@ extension UUID: PostgresEncodable, PostgresDecodable {
     public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> UUID {
         guard cell.type == .uuid else { throw cell.typeMismatch(UUID.self) }
         guard bytes.count == 16 else { throw cell.error("has a malformed uuid value") }
-        var raw: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &raw) { $0.copyMemory(from: bytes.remainingBytes) }
-        return UUID(uuid: raw)
+        return UUID(uuid: bytes.buffer.loadUnaligned(as: uuid_t.self))
     }
 }
 

@@ -63,12 +63,8 @@ public struct PostgresBytes {
     public mutating func read<T: FixedWidthInteger>(_: T.Type) -> T? {
         let size = MemoryLayout<T>.size
         guard remaining >= size else { return nil }
-        var value = T.zero
-        withUnsafeMutableBytes(of: &value) { target in
-            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + size]))
-        }
-        offset += size
-        return T(bigEndian: value)
+        defer { offset += size }
+        return T(bigEndian: buffer.loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 
     /// Reads `count` bytes as a nested cursor, or nil if too few remain.
