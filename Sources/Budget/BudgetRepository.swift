@@ -9,7 +9,8 @@ public protocol BudgetRepository: Sendable {
     /// scenarios.
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
     func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem]
-    /// The allocations of `scenario`, as the overview adds them up: in whole cents.
+    /// The allocations of `scenario`, as the overview adds them up: in whole cents, ordered by budget item and
+    /// then by expense, so that each item's allocations come together (the overview's links keep this order).
     func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents]
     /// The names of the couple's expenses, by id.
     func expenseNames(couple: UUID) async throws -> [UUID: String]

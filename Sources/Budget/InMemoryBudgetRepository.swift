@@ -44,9 +44,12 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
         read { data in
-            data.allocations.filter { $0.scenarioID == scenario }.map {
-                AllocationCents(expenseID: $0.expenseID, budgetItemID: $0.budgetItemID, cents: Money.cents($0.amount))
-            }
+            data.allocations.filter { $0.scenarioID == scenario }
+                .sorted { ($0.budgetItemID, $0.expenseID) < ($1.budgetItemID, $1.expenseID) }
+                .map {
+                    AllocationCents(
+                        expenseID: $0.expenseID, budgetItemID: $0.budgetItemID, cents: Money.cents($0.amount))
+                }
         }
     }
 

@@ -51,13 +51,21 @@ public enum BudgetRules {
         let lineOf = Dictionary(items.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         var spent = [Int64](repeating: 0, count: items.count)
         var expenseLinks = [[BudgetOverview.ExpenseLink]](repeating: [], count: items.count)
-        for allocation in allocations {
-            guard let line = lineOf[allocation.budgetItemID] else { continue }
-            spent[line] += allocation.cents
-            expenseLinks[line].append(
-                BudgetOverview.ExpenseLink(
-                    expenseID: allocation.expenseID, name: expenseNames[allocation.expenseID] ?? "",
-                    allocated: Money.fromCents(allocation.cents)))
+        // Allocations arrive grouped by item: each group costs one lookup of its line and one array of links.
+        var start = allocations.startIndex
+        while start < allocations.endIndex {
+            let item = allocations[start].budgetItemID
+            let end = allocations[start...].firstIndex { $0.budgetItemID != item } ?? allocations.endIndex
+            if let line = lineOf[item] {
+                let group = allocations[start..<end]
+                spent[line] += group.reduce(0) { $0 + $1.cents }
+                expenseLinks[line] += group.map {
+                    BudgetOverview.ExpenseLink(
+                        expenseID: $0.expenseID, name: expenseNames[$0.expenseID] ?? "",
+                        allocated: Money.fromCents($0.cents))
+                }
+            }
+            start = end
         }
         var giftLinks = [[BudgetOverview.GiftLink]](repeating: [], count: items.count)
         var received = [Decimal](repeating: 0, count: items.count)

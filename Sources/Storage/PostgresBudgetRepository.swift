@@ -41,7 +41,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             PostgresQuery(
                 """
                 SELECT expense_id, budget_item_id, amount FROM expense_allocations
-                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY budget_item_id, expense_id
                 """
             ).prepared(as: "budget_allocation_cents")
         ).map {
