@@ -64,20 +64,16 @@ public actor CollaborationInvitationService {
         }
     }
 
-    /// Revokes the invitation and issues a new token for the same role and email, with a fresh expiry.
+    /// Revokes the invitation and issues a new token for the same role and email, with a fresh expiry; in one
+    /// step, so that a refused reissue (a role the actor may not give) leaves the old invitation pending.
     public func resend(_ invitation: UUID, in couple: UUID, expiresIn: Duration = defaultExpiry, as actor: Actor)
         async throws -> IssuedInvitation
     {
         try await metrics.measure("invitation.resend") {
-            guard
-                let old = try await repository.invitations(couple: couple, status: nil, as: actor)
-                    .first(where: { $0.id == invitation })
-            else { throw CollaborationError(.notFound, "invitation \(invitation.uuidString.lowercased()) not found") }
-            try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)
-            return try await invite(
-                to: couple, role: old.role, email: old.email.flatMap(EmailAddress.init(rawValue:)),
-                expiresIn: expiresIn,
-                as: actor)
+            let token = SecretToken.generate(.invitation)
+            let issued = try await repository.resendInvitation(
+                couple: couple, invitation: invitation, tokenHash: token.hash, expiresIn: expiresIn, as: actor)
+            return IssuedInvitation(invitation: issued, token: token, link: link(for: token))
         }
     }
 

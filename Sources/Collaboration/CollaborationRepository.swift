@@ -42,6 +42,11 @@ public protocol CollaborationRepository: Sendable {
     /// Accepts for `user` (nil: the acting user).
     func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership
     func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws
+    /// Revokes `invitation` and issues `tokenHash` for the same role and email, atomically: when either step is
+    /// refused, nothing changes.
+    func resendInvitation(
+        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+    ) async throws -> Invitation
     func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation]
 
     func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry]

@@ -322,6 +322,24 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         record(couple, actor, "invitation.update")
     }
 
+    public func resendInvitation(
+        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+    ) throws -> Invitation {
+        // As the SQL function's transaction: put everything back when the new invitation is refused.
+        let (savedInvitations, savedAudit, savedAuditID) = (invitationsByHash, auditLog, nextAuditID)
+        do {
+            try revokeInvitation(couple: couple, invitation: invitation, as: actor)
+            let old = invitationsByHash.values.first { $0.invitation.id == invitation }!.invitation
+            return try createInvitation(
+                couple: couple, tokenHash: tokenHash, role: old.role,
+                email: old.email.flatMap(EmailAddress.init(rawValue:)),
+                expiresIn: expiresIn, as: actor)
+        } catch {
+            (invitationsByHash, auditLog, nextAuditID) = (savedInvitations, savedAudit, savedAuditID)
+            throw error
+        }
+    }
+
     public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) throws -> [Invitation] {
         _ = try requirePermission(couple, "collaborators.invite", actor)
         let at = now()

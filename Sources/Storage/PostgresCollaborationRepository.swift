@@ -237,13 +237,37 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 SELECT invitation_id FROM create_invitation(
                     \(couple), \(Data(tokenHash)), \(role.rawValue), \(email?.rawValue), make_interval(secs => \(seconds)))
                 """)
-            let id: UUID = try created[0].decode("invitation_id")
-            let rows = try await connection.query(Self.invitationsQuery(couple: couple, status: nil))
-            guard let invitation = try rows.map(Self.invitation).first(where: { $0.id == id }) else {
-                throw CollaborationError(.notFound, "the new invitation could not be read back")
-            }
-            return invitation
+            return try await Self.readBack(try created[0].decode("invitation_id"), of: couple, on: connection)
         }
+    }
+
+    public func resendInvitation(
+        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+    ) async throws -> Invitation {
+        let seconds = Int(expiresIn.components.seconds)
+        return try await run(as: actor) { connection in
+            let created = try await connection.query(
+                """
+                SELECT invitation_id FROM resend_invitation(
+                    \(couple), \(invitation), \(Data(tokenHash)), make_interval(secs => \(seconds)))
+                """)
+            return try await Self.readBack(try created[0].decode("invitation_id"), of: couple, on: connection)
+        }
+    }
+
+    /// The invitation just written, in the same transaction.
+    private static func readBack(_ invitation: UUID, of couple: UUID, on connection: PostgresConnection)
+        async throws -> Invitation
+    {
+        let rows = try await connection.query(
+            """
+            SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
+            FROM couple_invitation(\(couple), \(invitation))
+            """)
+        guard let row = rows.first else {
+            throw CollaborationError(.notFound, "the new invitation could not be read back")
+        }
+        return try Self.invitation(row)
     }
 
     public func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview? {
@@ -281,15 +305,13 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation] {
         try await run(as: actor) { connection in
-            try await connection.query(Self.invitationsQuery(couple: couple, status: status)).map(Self.invitation)
+            try await connection.query(
+                """
+                SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
+                FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)))
+                """
+            ).map(Self.invitation)
         }
-    }
-
-    private static func invitationsQuery(couple: UUID, status: InvitationStatus?) -> PostgresQuery {
-        """
-        SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
-        FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)))
-        """
     }
 
     // MARK: Audit

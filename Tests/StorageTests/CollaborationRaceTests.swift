@@ -150,4 +150,40 @@ struct CollaborationRaceTests {
             #expect(!winners.isEmpty)
         }
     }
+
+    @Test("two resends of one invitation at once: one new token, the other refused, one invitation pending")
+    func resendRacesResend() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            for _ in 0..<Self.rounds {
+                let owner = try await pool.newUser()
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                let invitation: UUID = try await pool.query(
+                    "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
+                        "invitation_id")
+                let barrier = Barrier(count: 2)
+                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+                    for _ in 0..<2 {
+                        group.addTask {
+                            let newHash = Data(SecretToken.generate(.invitation).hash)
+                            return try await Outcome.of {
+                                try await pool.acting(as: owner) { connection in
+                                    await barrier.arrive()
+                                    try await connection.query(
+                                        "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))")
+                                }
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
+                }
+                #expect(outcomes.filter { $0 == .success }.count == 1)
+                #expect(outcomes.filter { $0 == .refused("RBREV") }.count == 1)
+                let invitations = try await pool.count("SELECT count(*) FROM invitations WHERE couple_id = \(couple)")
+                let pending = try await pool.count(
+                    "SELECT count(*) FROM invitations WHERE couple_id = \(couple) AND revoked_at IS NULL")
+                #expect(invitations == 2 && pending == 1)
+            }
+        }
+    }
 }

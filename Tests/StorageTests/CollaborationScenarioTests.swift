@@ -219,6 +219,30 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test("a resend the actor may not make changes nothing: the old link still works", arguments: Backend.allCases)
+    func refusedResend(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let issued = try await world.invitations.invite(
+                to: couple, role: RoleName(rawValue: "partner")!, as: .user(owner))
+            let before = try await world.repository.audit(couple: couple, since: nil, as: world.admin)
+            await expectRefusal(.roleNotGrantable) {
+                _ = try await world.invitations.resend(issued.invitation.id, in: couple, as: .user(planner))
+            }
+            await expectRefusal(.notFound) {
+                _ = try await world.invitations.resend(UUID(), in: couple, as: .user(owner))
+            }
+            let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(listed.map(\.id) == [issued.invitation.id] && listed.map(\.status) == [.pending])
+            #expect(try await world.repository.audit(couple: couple, since: nil, as: world.admin) == before)
+            let invitee = try await world.user("invitee")
+            let membership = try await world.invitations.accept(
+                token: issued.token.rawValue, user: nil, as: .user(invitee))
+            #expect(membership.role.rawValue == "partner")
+        }
+    }
+
     @Test("ownership moves to a member, and the old owner becomes a partner", arguments: Backend.allCases)
     func transferOwnership(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

@@ -103,5 +103,45 @@ SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'),
 SELECT pg_temp.act_as('vera');
 SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'))$$, 'RBDEN', NULL, 'a viewer cannot list invitations');
 
+-- Resending: one transaction that revokes and reissues, or changes nothing.
+SELECT pg_temp.act_as('olivia');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_resend'), 'partner', 'resend@example.com');
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok(
+    $$SELECT resend_invitation(pg_temp.id('Olivia & Paul'),
+        (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_resend')), pg_temp.hash('inv_resent'))$$,
+    'RBESC', NULL, 'a planner cannot resend a partner invitation');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_resend'))$$, $$VALUES ('pending')$$,
+                  'and the invitation stays pending');
+SELECT is((SELECT count(*)::int FROM invitations WHERE token_hash = pg_temp.hash('inv_resent')), 0,
+          'and no new token exists');
+SELECT pg_temp.act_as('olivia');
+SELECT is((SELECT count(*)::int FROM resend_invitation(pg_temp.id('Olivia & Paul'),
+              (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_resend')), pg_temp.hash('inv_resent'),
+              interval '2 days')), 1,
+          'an owner resends it');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_resend'))$$, $$VALUES ('revoked')$$,
+                  'the old token is revoked');
+SELECT results_eq(
+    $$SELECT role, email, expires_at - created_at FROM invitations WHERE token_hash = pg_temp.hash('inv_resent')$$,
+    $$VALUES ('partner', 'resend@example.com', interval '2 days')$$,
+    'the new token has the same role and email and the new expiry');
+SELECT throws_ok(
+    $$SELECT resend_invitation(pg_temp.id('Olivia & Paul'),
+        (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_resend')), pg_temp.hash('inv_thrice'))$$,
+    'RBREV', NULL, 'a revoked invitation cannot be resent');
+
+-- Reading one invitation.
+SELECT results_eq(
+    $$SELECT role, email, status FROM couple_invitation(pg_temp.id('Olivia & Paul'),
+        (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_resent')))$$,
+    $$VALUES ('partner', 'resend@example.com', 'pending')$$,
+    'one invitation, as the list shows it');
+SELECT is_empty($$SELECT * FROM couple_invitation(pg_temp.id('Olivia & Paul'), gen_random_uuid())$$,
+                'no row for an unknown invitation');
+SELECT pg_temp.act_as('vera');
+SELECT throws_ok($$SELECT * FROM couple_invitation(pg_temp.id('Olivia & Paul'), gen_random_uuid())$$, 'RBDEN', NULL,
+                 'a viewer cannot read invitations');
+
 SELECT * FROM finish();
 ROLLBACK;
