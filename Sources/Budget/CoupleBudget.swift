@@ -61,7 +61,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.createScenario(
-                couple: couple, name: try Self.name(name, "name"), primary: primary)
+                couple: couple, name: try validatedName(name, "name"), primary: primary)
         }
     }
 
@@ -69,7 +69,8 @@ public actor CoupleBudget {
     public func cloneScenario(_ source: UUID, named name: String, as actor: Actor) async throws -> Scenario {
         try await metrics.measure("budget.clone_scenario") {
             try await require(.budgetEdit, actor)
-            return try await repository.cloneScenario(couple: couple, source: source, name: try Self.name(name, "name"))
+            return try await repository.cloneScenario(
+                couple: couple, source: source, name: try validatedName(name, "name"))
         }
     }
 
@@ -91,7 +92,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_folder") {
             try await require(.budgetEdit, actor)
             return try await repository.createFolder(
-                couple: couple, scenario: scenario, name: try Self.name(name, "name"))
+                couple: couple, scenario: scenario, name: try validatedName(name, "name"))
         }
     }
 
@@ -119,7 +120,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_item") {
             try await require(.budgetEdit, actor)
             let item = BudgetItem(
-                id: UUID(), scenarioID: scenario, folderID: folder, name: try Self.name(name, "name"),
+                id: UUID(), scenarioID: scenario, folderID: folder, name: try validatedName(name, "name"),
                 category: try Self.label(category, "category"), event: try Self.label(event, "event"),
                 budgeted: try Money.validated(budgeted, "budgeted"))
             return try await repository.createItem(couple: couple, item)
@@ -142,7 +143,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_expense") {
             try await require(.expensesEdit, actor)
             let expense = Expense(
-                id: UUID(), name: try Self.name(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
+                id: UUID(), name: try validatedName(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
                 amount: try Money.validated(amount, "amount"), dueDate: dueDate,
                 category: try Self.label(category, "category"))
             return try await repository.createExpense(couple: couple, expense)
@@ -193,7 +194,7 @@ public actor CoupleBudget {
             return try await repository.createGift(
                 couple: couple,
                 Gift(
-                    id: UUID(), from: try Self.name(from, "from"), amount: try Money.validated(amount, "amount"),
+                    id: UUID(), from: try validatedName(from, "from"), amount: try Money.validated(amount, "amount"),
                     received: received, budgetItemID: budgetItem))
         }
     }
@@ -313,14 +314,6 @@ public actor CoupleBudget {
         guard try await checker.check(couple: couple, user: user, permission: permission).allowed else {
             throw CollaborationError(.permissionDenied, "permission denied: this needs \(permission) in the couple")
         }
-    }
-
-    private static func name(_ text: String, _ field: String) throws(CollaborationError) -> String {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...200).contains(trimmed.count) else {
-            throw CollaborationError(.invalidInput, "\(field) must be 1 to 200 characters")
-        }
-        return trimmed
     }
 
     private static func label(_ text: String, _ field: String, limit: Int = 100) throws(CollaborationError) -> String {

@@ -17,11 +17,7 @@ public struct Couple: Sendable, Hashable, Codable {
 
     /// Checks a couple name a person typed.
     public static func validateName(_ name: String) throws(CollaborationError) -> String {
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...200).contains(trimmed.count) else {
-            throw CollaborationError(.invalidInput, "a couple's name must be 1 to 200 characters")
-        }
-        return trimmed
+        try validatedName(name, "a couple's name")
     }
 }
 

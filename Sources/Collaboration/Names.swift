@@ -1,5 +1,15 @@
 import Foundation
 
+/// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, and 1 to
+/// 200 characters long, as the tables' checks require; else an `invalid_input` error naming `field`.
+public func validatedName(_ text: String, _ field: String) throws(CollaborationError) -> String {
+    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard (1...200).contains(trimmed.count) else {
+        throw CollaborationError(.invalidInput, "\(field) must be 1 to 200 characters")
+    }
+    return trimmed
+}
+
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
 public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
