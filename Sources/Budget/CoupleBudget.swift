@@ -27,26 +27,40 @@ public actor CoupleBudget {
     // MARK: Aggregation
 
     /// Per budget item of `scenario`: budgeted, spent (its allocations), received gifts, effective spend, and
-    /// the linked expenses and gifts; plus totals. Besides the permission check, five statements whatever the
-    /// couple's size (one when the cached overview is still current); the four data reads run in parallel.
+    /// the linked expenses and gifts; plus totals. Besides the permission check, six statements whatever the
+    /// couple's size (one when the cached overview is still current): the revision, four data reads in
+    /// parallel, and the revision again. Every budget write advances the revision, so when it is unchanged no
+    /// write committed while the reads ran, and they all saw one state; when it moved, the reads are repeated.
     public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
         try await metrics.measure("budget.overview") {
             try await require(.budgetView, actor)
-            let (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
-            guard exists else { throw Self.noSuchScenario }
-            if let cached = overviews[scenario], cached.revision == revision { return cached }
-            async let items = repository.items(couple: couple, scenario: scenario)
-            async let allocations = repository.allocationCents(couple: couple, scenario: scenario)
-            async let expenseNames = repository.expenseNames(couple: couple)
-            async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
-            // Read after `revision`, so at least as new as it: safe to keep under it.
-            let overview = BudgetRules.overview(
-                scenario: scenario, revision: revision, items: try await items, allocations: try await allocations,
-                expenseNames: try await expenseNames, gifts: try await gifts)
-            overviews[scenario] = overview
-            return overview
+            var (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
+            for _ in 0..<Self.overviewAttempts {
+                guard exists else { throw Self.noSuchScenario }
+                if let cached = overviews[scenario], cached.revision == revision { return cached }
+                async let items = repository.items(couple: couple, scenario: scenario)
+                async let allocations = repository.allocationCents(couple: couple, scenario: scenario)
+                async let expenseNames = repository.expenseNames(couple: couple)
+                async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
+                let (itemRows, allocationRows, names, giftRows) = try await (items, allocations, expenseNames, gifts)
+                async let after = repository.revision(couple: couple, scenario: scenario)
+                let overview = BudgetRules.overview(
+                    scenario: scenario, revision: revision, items: itemRows, allocations: allocationRows,
+                    expenseNames: names, gifts: giftRows)
+                let current = try await after
+                if current.revision == revision {
+                    overviews[scenario] = overview
+                    return overview
+                }
+                (revision, exists) = current
+            }
+            throw CollaborationError(
+                .unavailable, "the budget changed during each of \(Self.overviewAttempts) reads of it; try again")
         }
     }
+
+    /// How often an overview is read again when a write lands while it is read.
+    static let overviewAttempts = 5
 
     // MARK: Development
 

@@ -158,7 +158,7 @@ struct BudgetStorageTests {
             let b = world.budget()
             let before = pool.statementsSent
             let overview = try await b.overview(scenario: scenario.id, as: .operator(label: "t"))
-            #expect(pool.statementsSent - before == 5)
+            #expect(pool.statementsSent - before == 6)
             #expect(overview.items.count == items)
             #expect(overview.totals.spent == Decimal(items * 2 * 10))
             // Unchanged data: the cached overview costs one statement.
@@ -243,6 +243,66 @@ struct BudgetStorageTests {
                 #expect(allocated.reduce(0) { $0 + $1.allocated } == amounts[expense.id], "expense \(expense.name)")
             }
             #expect(overview.totals.spent == amounts.values.reduce(0, +))
+        }
+    }
+
+    @Test("overviews taken while writes land show one state: an expense's name and its allocation never disagree")
+    func overviewDuringWrites() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let scenario = try await world.budget().createScenario(named: "Main", as: admin)
+            try await Self.seed(pool, couple: world.couple, scenario: scenario.id, items: 10)
+            let expense: UUID = try await pool.query(
+                "SELECT id FROM expenses WHERE couple_id = \(world.couple) AND name = 'expense 1'")[0].decode("id")
+            try await pool.query(
+                "UPDATE expenses SET name = 'v1000' WHERE couple_id = \(world.couple) AND id = \(expense)")
+            // Each write renames the expense after the cents it then allocates, in one transaction; so in any one
+            // state of the database the link's name is "v" followed by its allocated cents.
+            let writes = 200
+            let barrier = Barrier(count: 2)
+            let (consistent, refused) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                group.addTask {
+                    await barrier.arrive()
+                    for cents in 1...writes {
+                        try await pool.withTransaction { connection in
+                            try await connection.query(
+                                """
+                                UPDATE expenses SET name = \("v\(cents)"), amount = \(cents) / 100.0
+                                WHERE couple_id = \(world.couple) AND id = \(expense)
+                                """)
+                            try await connection.query(
+                                """
+                                UPDATE expense_allocations SET amount = \(cents) / 100.0
+                                WHERE couple_id = \(world.couple) AND expense_id = \(expense)
+                                """)
+                        }
+                    }
+                    return (0, 0)
+                }
+                group.addTask {
+                    await barrier.arrive()
+                    var (consistent, refused) = (0, 0)
+                    for _ in 0..<100 {
+                        do {
+                            let overview = try await world.budget().overview(scenario: scenario.id, as: admin)
+                            let link = try #require(
+                                overview.items.flatMap(\.expenses).first { $0.expenseID == expense })
+                            let cents = NSDecimalNumber(decimal: link.allocated * 100).intValue
+                            #expect(link.name == "v\(cents)", "one overview mixed two states")
+                            consistent += 1
+                        } catch let error as CollaborationError where error.code == .unavailable {
+                            refused += 1
+                        }
+                    }
+                    return (consistent, refused)
+                }
+                return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+            }
+            #expect(consistent + refused == 100)
+            // Once the writes are over, the overview shows the last one.
+            let last = try await world.budget().overview(scenario: scenario.id, as: admin)
+            #expect(last.items.flatMap(\.expenses).contains { $0.expenseID == expense && $0.name == "v\(writes)" })
         }
     }
 }
