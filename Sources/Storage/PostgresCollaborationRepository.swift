@@ -305,12 +305,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation] {
         try await run(as: actor) { connection in
-            try await connection.query(
-                """
-                SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
-                FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)))
-                """
-            ).map(Self.invitation)
+            var invitations: [Invitation] = []
+            var after: UUID?
+            while true {
+                let page = try await connection.query(
+                    """
+                    SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
+                    FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)), \(after))
+                    """)
+                invitations += try page.map(Self.invitation)
+                guard page.count == 1000, let last = invitations.last else { return invitations }
+                after = last.id
+            }
         }
     }
 

@@ -243,6 +243,25 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test("more than 1,000 invitations: each is read back, resent and listed", arguments: Backend.allCases)
+    func manyInvitations(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let viewer = RoleName(rawValue: "viewer")!
+            var issued: [UUID] = []
+            for _ in 0..<1_001 {
+                issued.append(
+                    try await world.invitations.invite(to: couple, role: viewer, as: .user(owner)).invitation.id)
+            }
+            let resent = try await world.invitations.resend(issued.max()!, in: couple, as: .user(owner))
+            let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(listed.count == 1_002)
+            let missing = Set(issued + [resent.invitation.id]).subtracting(listed.map(\.id))
+            #expect(missing.isEmpty, "\(missing.count) invitations were not listed")
+            #expect(listed.filter { $0.status == .pending }.count == 1_001)
+        }
+    }
+
     @Test("ownership moves to a member, and the old owner becomes a partner", arguments: Backend.allCases)
     func transferOwnership(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
