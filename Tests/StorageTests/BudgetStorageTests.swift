@@ -261,7 +261,7 @@ struct BudgetStorageTests {
             // state of the database the link's name is "v" followed by its allocated cents.
             let writes = 200
             let barrier = Barrier(count: 2)
-            let (consistent, refused) = try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     await barrier.arrive()
                     for cents in 1...writes {
@@ -278,11 +278,9 @@ struct BudgetStorageTests {
                                 """)
                         }
                     }
-                    return (0, 0)
                 }
                 group.addTask {
                     await barrier.arrive()
-                    var (consistent, refused) = (0, 0)
                     for _ in 0..<100 {
                         do {
                             let overview = try await world.budget().overview(scenario: scenario.id, as: admin)
@@ -290,16 +288,13 @@ struct BudgetStorageTests {
                                 overview.items.flatMap(\.expenses).first { $0.expenseID == expense })
                             let cents = NSDecimalNumber(decimal: link.allocated * 100).intValue
                             #expect(link.name == "v\(cents)", "one overview mixed two states")
-                            consistent += 1
                         } catch let error as CollaborationError where error.code == .unavailable {
-                            refused += 1
+                            // Writes landed during each of its reads: refused rather than mixed.
                         }
                     }
-                    return (consistent, refused)
                 }
-                return try await group.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+                try await group.waitForAll()
             }
-            #expect(consistent + refused == 100)
             // Once the writes are over, the overview shows the last one.
             let last = try await world.budget().overview(scenario: scenario.id, as: admin)
             #expect(last.items.flatMap(\.expenses).contains { $0.expenseID == expense && $0.name == "v\(writes)" })
