@@ -259,15 +259,9 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     private static func readBack(_ invitation: UUID, of couple: UUID, on connection: PostgresConnection)
         async throws -> Invitation
     {
-        let rows = try await connection.query(
-            """
-            SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
-            FROM couple_invitation(\(couple), \(invitation))
-            """)
-        guard let row = rows.first else {
-            throw CollaborationError(.notFound, "the new invitation could not be read back")
-        }
-        return try Self.invitation(row)
+        guard let row = try await connection.query("SELECT * FROM couple_invitation(\(couple), \(invitation))").first
+        else { throw CollaborationError(.notFound, "the new invitation could not be read back") }
+        return try Self.invitation(row, of: couple)
     }
 
     public func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview? {
@@ -309,11 +303,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             var after: UUID?
             while true {
                 let page = try await connection.query(
-                    """
-                    SELECT invitation_id, role, email, inviter, created_at, expires_at, status, accepted_by, \(couple) AS couple_id
-                    FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)), \(after))
-                    """)
-                invitations += try page.map(Self.invitation)
+                    "SELECT * FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)), \(after))")
+                invitations += try page.map { try Self.invitation($0, of: couple) }
                 guard page.count == 1000, let last = invitations.last else { return invitations }
                 after = last.id
             }
@@ -418,9 +409,10 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             revision: try row.decode("revision"))
     }
 
-    private static func invitation(_ row: PostgresRow) throws -> Invitation {
+    /// A row of couple_invitations or couple_invitation, which return the same columns.
+    private static func invitation(_ row: PostgresRow, of couple: UUID) throws -> Invitation {
         Invitation(
-            id: try row.decode("invitation_id"), coupleID: try row.decode("couple_id"),
+            id: try row.decode("invitation_id"), coupleID: couple,
             role: try roleName(row.decode("role")), email: try row.decode("email"),
             inviter: try row.decode("inviter", as: String?.self) ?? "operator", createdAt: try row.decode("created_at"),
             expiresAt: try row.decode("expires_at"), status: try invitationStatus(row.decode("status")),
