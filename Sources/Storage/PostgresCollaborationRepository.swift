@@ -293,7 +293,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws {
         try await run(as: actor) { connection in
-            try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
+            _ = try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
         }
     }
 

@@ -232,6 +232,11 @@ struct CacheTests {
         }
     }
 
+    /// A sample line whose value is not a number.
+    struct NotPrometheus: Error {
+        let line: String
+    }
+
     /// The samples of a Prometheus text exposition, by name and labels (labels sorted); throws on a line that
     /// is neither a comment nor a sample.
     static func parsePrometheus(_ text: String) throws -> [String: Double] {
@@ -244,7 +249,8 @@ struct CacheTests {
                     let pairs = text.dropFirst().dropLast().split(separator: ",").map(String.init).sorted()
                     return "{" + pairs.joined(separator: ",") + "}"
                 } ?? ""
-            samples[String(match.1) + labels] = try #require(Double(String(match.3)), "not a value: \(line)")
+            guard let value = Double(match.3) else { throw NotPrometheus(line: String(line)) }
+            samples[String(match.1) + labels] = value
         }
         return samples
     }
