@@ -84,5 +84,32 @@ SELECT bag_eq(
     'following p_after through pages of two lists every member exactly once');
 SELECT throws_ok($$SELECT * FROM couple_members(pg_temp.id('Olivia & Paul'), 0)$$, 'RBINV', NULL, 'a page size of 0 is refused');
 
+-- user_permission_sets: one row per (couple, user) pair, in the order asked, from one snapshot.
+SELECT results_eq(
+    $$SELECT revision IS NOT NULL, permissions @> ARRAY['budget.edit'], cardinality(permissions) > 0
+      FROM user_permission_sets(
+          ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Olivia & Paul'), pg_temp.id('Olivia & Paul'),
+                pg_temp.id('Olivia & Paul'), gen_random_uuid(), pg_temp.id('Olivia & Paul')],
+          ARRAY[pg_temp.id('vera'), pg_temp.id('pia'), pg_temp.id('sam'), pg_temp.id('xena'), pg_temp.id('pia'),
+                pg_temp.id('vera')])$$,
+    $$VALUES (true, false, true), (true, true, true), (true, false, false), (true, false, false),
+             (false, false, false), (true, false, true)$$,
+    'user_permission_sets answers each pair in order: viewer, planner, suspended, outsider, unknown couple, viewer again');
+SELECT is(
+    (SELECT permissions FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
+    user_permissions(pg_temp.id('Olivia & Paul'), pg_temp.id('vera')), 'a set holds what user_permissions lists');
+SELECT is(
+    (SELECT revision FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
+    (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')), 'a set carries the couple''s revision');
+SELECT is((SELECT count(*)::int FROM user_permission_sets('{}', '{}')), 0, 'no pairs, no rows');
+SELECT throws_ok(
+    $$SELECT * FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera'), pg_temp.id('pia')])$$,
+    'RBINV', 'user_permission_sets needs one user per couple, not 1 couples and 2 users',
+    'pairs of unequal length are refused');
+SET LOCAL ROLE rbac_app;
+SELECT throws_ok($$SELECT * FROM user_permission_sets(ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()])$$, '42501', NULL,
+                 'the application role may not read permission sets: they are for trusted backends');
+RESET ROLE;
+
 SELECT * FROM finish();
 ROLLBACK;

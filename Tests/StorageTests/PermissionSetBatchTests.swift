@@ -1,0 +1,175 @@
+import Collaboration
+import Foundation
+import Postgres
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import Storage
+
+@Suite("Batched loads", .timeLimit(.minutes(1)))
+struct BatchedLoaderTests {
+    @Test("lookups made while every load runs wait, then go together, at most maxBatch at a time")
+    func batchesUnderLoad() async throws {
+        let gate = Gate()
+        let batches = Mutex<[[Int]]>([])
+        let loader = BatchedLoader<Int, Int>(concurrency: 2, maxBatch: 50) { keys in
+            batches.withLock { $0.append(keys) }
+            await gate.wait()
+            return keys.map { $0 * 2 }
+        }
+        try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            for key in 0..<100 { group.addTask { (key, try await loader.value(for: key)) } }
+            // Two loads of one lookup each run (held at the gate); the other 98 lookups wait for them.
+            while loader.waitingCount < 98 { await Task.yield() }
+            #expect(batches.withLock { $0.map(\.count) } == [1, 1])
+            gate.open()
+            for try await (key, value) in group { #expect(value == key * 2) }
+        }
+        let sizes = batches.withLock { $0.map(\.count) }
+        #expect(sizes.sorted() == [1, 1, 48, 50])
+        #expect(Set(batches.withLock { $0.joined() }) == Set(0..<100))
+        // Nothing runs any more: the next lookup loads at once, by itself.
+        #expect(try await loader.value(for: 7) == 14)
+        #expect(batches.withLock { $0.last } == [7])
+    }
+
+    @Test("a failed load fails the lookups it carried, and only those")
+    func failedLoad() async throws {
+        struct Refused: Error {}
+        let gate = Gate()
+        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 100) { keys in
+            await gate.wait()
+            if keys.contains(13) { throw Refused() }
+            return keys
+        }
+        let outcomes = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            group.addTask { (0, (try? await loader.value(for: 0)) == 0) }
+            while gate.waiters == 0 { await Task.yield() }
+            for key in 1..<20 { group.addTask { (key, (try? await loader.value(for: key)) == key) } }
+            while loader.waitingCount < 19 { await Task.yield() }
+            gate.open()
+            return try await group.reduce(into: [Int: Bool]()) { $0[$1.0] = $1.1 }
+        }
+        // Key 0 loaded alone; keys 1 to 19 went together, with 13 among them.
+        #expect(outcomes[0] == true)
+        #expect((1..<20).allSatisfy { outcomes[$0] == false })
+        #expect(try await loader.value(for: 5) == 5)
+    }
+
+    @Test("a cancelled lookup does not cancel the load that answers it and others")
+    func cancelledLookup() async throws {
+        let gate = Gate()
+        let sawCancellation = Mutex(false)
+        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 10) { keys in
+            await gate.wait()
+            sawCancellation.withLock { $0 = $0 || Task.isCancelled }
+            return keys
+        }
+        let cancelled = Task { try await loader.value(for: 1) }
+        while gate.waiters == 0 { await Task.yield() }
+        cancelled.cancel()
+        gate.open()
+        #expect(try await cancelled.value == 1)
+        #expect(sawCancellation.withLock { $0 } == false)
+    }
+}
+
+@Suite("Permission sets read in batches, on PostgreSQL", .timeLimit(.minutes(2)))
+struct PermissionSetBatchTests {
+    @Test("checks that arrive together are read by fewer statements, and each gets its own pair's set")
+    func concurrentChecks() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let (owner, viewer, outsider) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
+            let pairs = [(couple, owner), (couple, viewer), (couple, outsider), (UUID(), owner)]
+            var expected: [PermissionSet] = []
+            for (couple, user) in pairs {
+                expected.append(try await repository.permissionSet(couple: couple, user: user))
+            }
+            #expect(expected[0].permissions.contains(Permission(rawValue: "couple.delete")!))
+            #expect(expected[0].revision != nil)
+            #expect(
+                expected[1].permissions.map(\.rawValue).sorted() == [
+                    "budget.view", "collaborators.view", "couple.view", "expenses.view", "gifts.view", "guests.view",
+                    "vendors.view",
+                ])
+            #expect(expected[2].permissions.isEmpty && expected[2].revision == expected[0].revision)
+            #expect(expected[3] == PermissionSet(permissions: [], revision: nil))
+
+            let checks = 400
+            let before = pool.statementsSent
+            try await withThrowingTaskGroup(of: (Int, PermissionSet).self) { group in
+                for index in 0..<checks {
+                    group.addTask {
+                        let (couple, user) = pairs[index % pairs.count]
+                        return (index, try await repository.permissionSet(couple: couple, user: user))
+                    }
+                }
+                for try await (index, set) in group { #expect(set == expected[index % pairs.count]) }
+            }
+            let statements = pool.statementsSent - before
+            #expect(statements < checks)
+        }
+    }
+
+    @Test("while checks of others keep every load busy, a removed member's next check finds no permissions")
+    func revokeAmidChecks() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let (owner, planner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (planner, "planner")])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            _ = try await repository.permissionSet(couple: couple, user: owner)
+                        }
+                    }
+                }
+                for _ in 0..<100 {
+                    try await pool.query(
+                        "UPDATE memberships SET status = 'suspended' WHERE couple_id = \(couple) AND user_id = \(planner)"
+                    )
+                    #expect(try await repository.permissionSet(couple: couple, user: planner).permissions.isEmpty)
+                    try await pool.query(
+                        "UPDATE memberships SET status = 'active' WHERE couple_id = \(couple) AND user_id = \(planner)")
+                    #expect(
+                        try await repository.permissionSet(couple: couple, user: planner).permissions.contains(
+                            Permission(rawValue: "budget.edit")!))
+                }
+                group.cancelAll()
+                try await group.waitForAll()
+            }
+        }
+    }
+}
+
+/// Holds loads until the test opens it.
+private final class Gate: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+    var waiters: Int { state.withLock { $0.waiting.count } }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state in
+                if !state.isOpen { state.waiting.append(continuation) }
+                return state.isOpen
+            }
+            if isOpen { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiting = state.withLock { state in
+            state.isOpen = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+}
