@@ -1,8 +1,11 @@
 /// Base64url without padding (RFC 4648 §5), as used in tokens and JWTs.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-    private static let values: [UInt8: UInt8] = Dictionary(
-        uniqueKeysWithValues: alphabet.enumerated().map { ($0.element, UInt8($0.offset)) })
+    /// Each byte's 6-bit value, or `invalid`: one array read per character (every service-key check decodes one).
+    private static let values: [UInt8] = alphabet.enumerated().reduce(into: [UInt8](repeating: invalid, count: 256)) {
+        $0[Int($1.element)] = UInt8($1.offset)
+    }
+    private static let invalid: UInt8 = 0xff
 
     public static func encode(_ bytes: some Collection<UInt8>) -> String {
         let bytes = Array(bytes)
@@ -32,7 +35,8 @@ public enum Base64URL {
         var group: UInt32 = 0
         var bits = 0
         for char in chars {
-            guard let value = values[char] else { return nil }
+            let value = values[Int(char)]
+            guard value != invalid else { return nil }
             group = (group << 6) | UInt32(value)
             bits += 6
             if bits >= 8 {
