@@ -133,11 +133,16 @@ struct PermissionAPIController {
         return (limit, after)
     }
 
-    static func json(_ value: some Encodable) throws -> Response {
+    /// One encoder for every response (configured once; encoding with it is thread-safe).
+    private static let encoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.keyEncodingStrategy = .convertToSnakeCase
         encoder.outputFormatting = .sortedKeys
+        return encoder
+    }()
+
+    static func json(_ value: some Encodable) throws -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(
