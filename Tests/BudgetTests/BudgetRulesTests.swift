@@ -124,4 +124,13 @@ struct BudgetRulesTests {
                     budgeted: money("1000.10"), spent: money("10000000333.34"), gifts: money("0.35"),
                     effectiveSpent: money("10000000332.99")))
     }
+
+    @Test("budget ids are written in lower case in JSON, as in the collaboration module")
+    func lowerCaseIDs() throws {
+        let id = UUID(uuidString: "0F8FAD5B-D9CB-469F-A165-70867728950E")!
+        let item = BudgetItem(id: id, scenarioID: id, folderID: id, name: "Venue", budgeted: 100)
+        let json = String(decoding: try JSONEncoder().encode(item), as: UTF8.self)
+        #expect(json.components(separatedBy: "0f8fad5b-d9cb-469f-a165-70867728950e").count == 4)
+        #expect(!json.contains("0F8FAD5B"))
+    }
 }

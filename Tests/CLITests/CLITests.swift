@@ -52,7 +52,10 @@ struct CLITests {
         ])
         #expect(created.status == 0, "\(created.stderr)")
         let couple = try #require(try json(created)["couple"] as? [String: Any])
-        return try #require(couple["id"] as? String)
+        let id = try #require(couple["id"] as? String)
+        #expect(
+            UUID(uuidString: id) != nil && id == id.lowercased(), "ids are printed in lower case, as psql prints them")
+        return id
     }
 
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
