@@ -2,19 +2,28 @@ import Foundation
 import Synchronization
 
 /// Hands out one `CoupleBudget` actor per couple: made on first use, dropped once idle for `idleAfter`, and at
-/// most `capacity` of them kept (the least recently used idle ones go first). An actor with work in flight is
+/// most `capacity` of them kept (the least recently used idle one goes first). An actor with work in flight is
 /// never dropped, so a couple never has two at once in this process.
+///
+/// Idle actors (and the overviews they cache) are swept out by the registry's own traffic, whichever couple
+/// it is for: at most once a quarter of `idleAfter`, so one is dropped at most 1.25 × `idleAfter` after its
+/// last use while any couple is served.
 public final class BudgetRegistry: Sendable {
     public let capacity: Int
     public let idleAfter: Duration
     private let make: @Sendable (UUID) -> CoupleBudget
     private let now: @Sendable () -> ContinuousClock.Instant
-    private let state = Mutex<[UUID: Entry]>([:])
+    private let state: Mutex<State>
 
     private struct Entry {
         let budget: CoupleBudget
         var inFlight: Int
         var lastUsed: ContinuousClock.Instant
+    }
+
+    private struct State {
+        var entries: [UUID: Entry] = [:]
+        var lastSweep: ContinuousClock.Instant
     }
 
     public init(
@@ -27,6 +36,7 @@ public final class BudgetRegistry: Sendable {
         self.idleAfter = idleAfter
         self.now = now
         self.make = make
+        state = Mutex(State(lastSweep: now()))
     }
 
     /// Runs `body` with the couple's actor.
@@ -39,40 +49,42 @@ public final class BudgetRegistry: Sendable {
     }
 
     /// How many couples have an actor now.
-    public var count: Int { state.withLock { $0.count } }
+    public var count: Int { state.withLock { $0.entries.count } }
 
     private func checkOut(_ couple: UUID) -> CoupleBudget {
         let now = now()
-        return state.withLock { entries in
-            if var entry = entries[couple] {
+        return state.withLock { state in
+            if now - state.lastSweep >= idleAfter / 4 { sweep(&state, now: now) }
+            if var entry = state.entries[couple] {
                 entry.inFlight += 1
                 entry.lastUsed = now
-                entries[couple] = entry
+                state.entries[couple] = entry
                 return entry.budget
             }
             let budget = make(couple)
-            entries[couple] = Entry(budget: budget, inFlight: 1, lastUsed: now)
-            evict(&entries, now: now)
+            state.entries[couple] = Entry(budget: budget, inFlight: 1, lastUsed: now)
+            if state.entries.count > capacity { dropLeastRecentlyUsedIdle(&state.entries) }
             return budget
         }
     }
 
     private func checkIn(_ couple: UUID) {
         let now = now()
-        state.withLock { entries in
-            entries[couple]?.inFlight -= 1
-            entries[couple]?.lastUsed = now
+        state.withLock { state in
+            state.entries[couple]?.inFlight -= 1
+            state.entries[couple]?.lastUsed = now
         }
     }
 
-    /// Drops idle actors unused for `idleAfter`, then the least recently used idle ones beyond `capacity`.
-    private func evict(_ entries: inout [UUID: Entry], now: ContinuousClock.Instant) {
-        let idle = entries.filter { $0.value.inFlight == 0 }.sorted { $0.value.lastUsed < $1.value.lastUsed }
-        var excess = entries.count - capacity
-        for (couple, entry) in idle {
-            guard excess > 0 || now - entry.lastUsed >= idleAfter else { break }
-            entries[couple] = nil
-            excess -= 1
-        }
+    /// Drops the actors idle for `idleAfter` or longer.
+    private func sweep(_ state: inout State, now: ContinuousClock.Instant) {
+        state.entries = state.entries.filter { $0.value.inFlight > 0 || now - $0.value.lastUsed < idleAfter }
+        state.lastSweep = now
+    }
+
+    /// Drops the idle actor used least recently, if any actor is idle.
+    private func dropLeastRecentlyUsedIdle(_ entries: inout [UUID: Entry]) {
+        let oldest = entries.lazy.filter { $0.value.inFlight == 0 }.min { $0.value.lastUsed < $1.value.lastUsed }
+        if let oldest { entries[oldest.key] = nil }
     }
 }

@@ -197,4 +197,20 @@ struct BudgetRegistryTests {
         }
         #expect(registry.count <= 3)
     }
+
+    @Test("idle actors are swept out by any couple's traffic, not only when a new couple comes")
+    func idleSweep() async throws {
+        let clock = Clock()
+        let registry = try registry(capacity: 10, clock: clock)
+        let (a, b) = (UUID(), UUID())
+        let first = try await registry.with(a) { $0 }
+        _ = try await registry.with(b) { $0 }
+        clock.advance(.seconds(30))
+        _ = try await registry.with(b) { $0 }
+        #expect(registry.count == 2, "a has been idle for 30 s of 60")
+        clock.advance(.seconds(45))
+        _ = try await registry.with(b) { $0 }
+        #expect(registry.count == 1, "a, idle for 75 s, is gone; b, used 45 s ago, stays")
+        #expect(try await registry.with(a) { $0 } !== first)
+    }
 }
