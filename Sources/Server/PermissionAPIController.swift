@@ -47,12 +47,17 @@ struct PermissionAPIController {
         guard (1...Self.maxBatch).contains(batch.checks.count) else {
             throw APIError.badRequest("a batch holds 1 to \(Self.maxBatch) checks, not \(batch.checks.count)")
         }
-        // Validate every check before asking the database about any.
+        // Validate every check before asking the database about any; then ask about all at once, so that those
+        // the cache cannot answer are read together (PostgresCollaborationRepository batches concurrent reads).
         let parsed = try batch.checks.map(parse)
-        var results: [PermissionCheck] = []
-        results.reserveCapacity(parsed.count)
-        for check in parsed {
-            results.append(try await answer(check))
+        let results = try await withThrowingTaskGroup(of: (Int, PermissionCheck).self) { group in
+            for (index, check) in parsed.enumerated() {
+                group.addTask { (index, try await answer(check)) }
+            }
+            // Every slot is filled, or the whole batch fails; a slot starts as a denial all the same.
+            var results = Array(repeating: PermissionCheck(allowed: false, revision: nil), count: parsed.count)
+            for try await (index, result) in group { results[index] = result }
+            return results
         }
         return try Self.json(Results(results: results))
     }

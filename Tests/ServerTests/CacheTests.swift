@@ -148,6 +148,40 @@ struct CacheTests {
         }
     }
 
+    @Test("a batch of checks the cache cannot answer is read in a few statements, and answered in order")
+    func batchFromDatabase() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let instance = Instance(configuration)
+            try await instance.waitUntilListening()
+            let outsider = UUID()
+            let asked = (0..<100).map { index in
+                [
+                    (world.owner, "couple.delete"), (world.planner, "budget.edit"), (world.planner, "couple.delete"),
+                    (outsider, "budget.view"),
+                ][index % 4]
+            }
+            // A min_revision no couple has reached sends every check to the database.
+            let checks = asked.map { user, permission in
+                #"{"couple_id":"\#(world.couple)","user_id":"\#(user)","permission":"\#(permission)","min_revision":1000000000}"#
+            }
+            let body = ByteBuffer(string: #"{"checks":[\#(checks.joined(separator: ","))]}"#)
+            struct Results: Decodable { let results: [Answer] }
+            try await instance.app().test(.live) { client in
+                let before = instance.pool.statementsSent
+                let results = try await client.execute(
+                    uri: "/v1/check/batch", method: .post, headers: world.headers, body: body
+                ) { response in
+                    #expect(response.status == .ok)
+                    return try JSONDecoder().decode(Results.self, from: Data(buffer: response.body)).results
+                }
+                let statements = instance.pool.statementsSent - before
+                #expect(results.map(\.allowed) == (0..<100).map { [true, true, false, false][$0 % 4] })
+                #expect(statements <= 20, "\(statements) statements for 100 checks")
+            }
+            await instance.stop()
+        }
+    }
+
     @Test("a revoke through one instance: the other sees it at once with min_revision, and within a second anyway")
     func twoInstances() async throws {
         try await Self.withMigratedDatabase { configuration, world in
