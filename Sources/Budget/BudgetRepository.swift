@@ -16,6 +16,9 @@ public protocol BudgetRepository: Sendable {
     func expenseNames(couple: UUID) async throws -> [UUID: String]
     /// The gifts set against items of `scenario`.
     func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift]
+    /// All five reads above, from one snapshot of the couple's budget (one read after another, in one
+    /// transaction): slower than the reads in parallel, but consistent however many writes land meanwhile.
+    func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot
 
     // MARK: Scenarios, folders, items
 
@@ -57,6 +60,28 @@ public struct AllocationCents: Sendable, Hashable {
         self.expenseID = expenseID
         self.budgetItemID = budgetItemID
         self.cents = cents
+    }
+}
+
+/// What an overview is computed from, read from one snapshot.
+public struct OverviewSnapshot: Sendable {
+    public let revision: Int64
+    public let scenarioExists: Bool
+    public let items: [BudgetItem]
+    public let allocations: [AllocationCents]
+    public let expenseNames: [UUID: String]
+    public let gifts: [Gift]
+
+    public init(
+        revision: Int64, scenarioExists: Bool, items: [BudgetItem], allocations: [AllocationCents],
+        expenseNames: [UUID: String], gifts: [Gift]
+    ) {
+        self.revision = revision
+        self.scenarioExists = scenarioExists
+        self.items = items
+        self.allocations = allocations
+        self.expenseNames = expenseNames
+        self.gifts = gifts
     }
 }
 

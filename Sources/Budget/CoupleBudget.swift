@@ -30,12 +30,13 @@ public actor CoupleBudget {
     /// the linked expenses and gifts; plus totals. Besides the permission check, six statements whatever the
     /// couple's size (one when the cached overview is still current): the revision, four data reads in
     /// parallel, and the revision again. Every budget write advances the revision, so when it is unchanged no
-    /// write committed while the reads ran, and they all saw one state; when it moved, the reads are repeated.
+    /// write committed while the reads ran, and they all saw one state. When it moved, the reads run once
+    /// more; if it moves again, they run one after another from one snapshot, which writes cannot disturb.
     public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
         try await metrics.measure("budget.overview") {
             try await require(.budgetView, actor)
             var (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
-            for _ in 0..<Self.overviewAttempts {
+            for _ in 0..<Self.parallelAttempts {
                 guard exists else { throw Self.noSuchScenario }
                 if let cached = overviews[scenario], cached.revision == revision { return cached }
                 async let items = repository.items(couple: couple, scenario: scenario)
@@ -54,13 +55,20 @@ public actor CoupleBudget {
                 }
                 (revision, exists) = current
             }
-            throw CollaborationError(
-                .unavailable, "the budget changed during each of \(Self.overviewAttempts) reads of it; try again")
+            let snapshot = try await metrics.measure("budget.overview_snapshot") {
+                try await repository.overviewSnapshot(couple: couple, scenario: scenario)
+            }
+            guard snapshot.scenarioExists else { throw Self.noSuchScenario }
+            let overview = BudgetRules.overview(
+                scenario: scenario, revision: snapshot.revision, items: snapshot.items,
+                allocations: snapshot.allocations, expenseNames: snapshot.expenseNames, gifts: snapshot.gifts)
+            overviews[scenario] = overview
+            return overview
         }
     }
 
-    /// How often an overview is read again when a write lands while it is read.
-    static let overviewAttempts = 5
+    /// How often the reads run in parallel before an overview reads from one snapshot instead.
+    static let parallelAttempts = 2
 
     // MARK: Development
 

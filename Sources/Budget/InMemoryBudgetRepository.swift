@@ -35,33 +35,56 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
-        read { ($0.revision, $0.scenarios.contains { $0.id == scenario }) }
+        read { ($0.revision, Self.scenarioExists(scenario, in: $0)) }
     }
 
     public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
-        read { $0.items.filter { $0.scenarioID == scenario } }
+        read { Self.items(of: scenario, in: $0) }
     }
 
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
-        read { data in
-            data.allocations.filter { $0.scenarioID == scenario }
-                .sorted { ($0.budgetItemID, $0.expenseID) < ($1.budgetItemID, $1.expenseID) }
-                .map {
-                    AllocationCents(
-                        expenseID: $0.expenseID, budgetItemID: $0.budgetItemID, cents: Money.cents($0.amount))
-                }
-        }
+        read { Self.allocationCents(of: scenario, in: $0) }
     }
 
     public func expenseNames(couple: UUID) async throws -> [UUID: String] {
-        read { data in Dictionary(data.expenses.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first }) }
+        read(Self.expenseNames)
     }
 
     public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
-        read { data in
-            let items = Set(data.items.filter { $0.scenarioID == scenario }.map(\.id))
-            return data.gifts.filter { $0.budgetItemID.map(items.contains) == true }
-        }
+        read { Self.linkedGifts(of: scenario, in: $0) }
+    }
+
+    public func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot {
+        let data = snapshot
+        return OverviewSnapshot(
+            revision: data.revision, scenarioExists: Self.scenarioExists(scenario, in: data),
+            items: Self.items(of: scenario, in: data), allocations: Self.allocationCents(of: scenario, in: data),
+            expenseNames: Self.expenseNames(data), gifts: Self.linkedGifts(of: scenario, in: data))
+    }
+
+    private static func scenarioExists(_ scenario: UUID, in data: Data) -> Bool {
+        data.scenarios.contains { $0.id == scenario }
+    }
+
+    private static func items(of scenario: UUID, in data: Data) -> [BudgetItem] {
+        data.items.filter { $0.scenarioID == scenario }
+    }
+
+    private static func allocationCents(of scenario: UUID, in data: Data) -> [AllocationCents] {
+        data.allocations.filter { $0.scenarioID == scenario }
+            .sorted { ($0.budgetItemID, $0.expenseID) < ($1.budgetItemID, $1.expenseID) }
+            .map {
+                AllocationCents(expenseID: $0.expenseID, budgetItemID: $0.budgetItemID, cents: Money.cents($0.amount))
+            }
+    }
+
+    private static func expenseNames(_ data: Data) -> [UUID: String] {
+        Dictionary(data.expenses.map { ($0.id, $0.name) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    private static func linkedGifts(of scenario: UUID, in data: Data) -> [Gift] {
+        let items = Set(items(of: scenario, in: data).map(\.id))
+        return data.gifts.filter { $0.budgetItemID.map(items.contains) == true }
     }
 
     public func scenarios(couple: UUID) async throws -> [Scenario] { read(\.scenarios) }

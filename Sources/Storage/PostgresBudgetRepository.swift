@@ -15,6 +15,44 @@ public struct PostgresBudgetRepository: BudgetRepository {
     // MARK: The overview's reads
 
     public func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
+        try await Self.revision(couple, scenario, on: run)
+    }
+
+    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
+        try await Self.items(couple, scenario, on: run)
+    }
+
+    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
+        try await Self.allocationCents(couple, scenario, on: run)
+    }
+
+    public func expenseNames(couple: UUID) async throws -> [UUID: String] {
+        try await Self.expenseNames(couple, on: run)
+    }
+
+    public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
+        try await Self.linkedGifts(couple, scenario, on: run)
+    }
+
+    /// The same five statements, one after another in one REPEATABLE READ transaction: one snapshot.
+    public func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot {
+        try await transaction(couple, isolation: .repeatableRead) { connection in
+            let run: Statement = { try await connection.query($0) }
+            let (revision, exists) = try await Self.revision(couple, scenario, on: run)
+            return OverviewSnapshot(
+                revision: revision, scenarioExists: exists, items: try await Self.items(couple, scenario, on: run),
+                allocations: try await Self.allocationCents(couple, scenario, on: run),
+                expenseNames: try await Self.expenseNames(couple, on: run),
+                gifts: try await Self.linkedGifts(couple, scenario, on: run))
+        }
+    }
+
+    /// Runs a statement: on a pooled connection, or on a transaction's.
+    private typealias Statement = (PostgresQuery) async throws -> PostgresRows
+
+    private static func revision(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws
+        -> (revision: Int64, scenarioExists: Bool)
+    {
         let row = try await run(
             PostgresQuery(
                 """
@@ -25,7 +63,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return (try row.decode("revision"), try row.decode("found"))
     }
 
-    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
+    private static func items(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws -> [BudgetItem] {
         try await run(
             PostgresQuery(
                 """
@@ -33,10 +71,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
                 """
             ).prepared(as: "budget_items")
-        ).map(Self.item)
+        ).map(item)
     }
 
-    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
+    private static func allocationCents(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws
+        -> [AllocationCents]
+    {
         try await run(
             PostgresQuery(
                 """
@@ -51,7 +91,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    public func expenseNames(couple: UUID) async throws -> [UUID: String] {
+    private static func expenseNames(_ couple: UUID, on run: Statement) async throws -> [UUID: String] {
         let rows = try await run(
             PostgresQuery("SELECT id, name FROM expenses WHERE couple_id = \(couple)").prepared(
                 as: "budget_expense_names"))
@@ -61,7 +101,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return names
     }
 
-    public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
+    private static func linkedGifts(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws -> [Gift] {
         try await run(
             PostgresQuery(
                 """
@@ -70,7 +110,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 WHERE g.couple_id = \(couple) AND i.scenario_id = \(scenario)
                 """
             ).prepared(as: "budget_linked_gifts")
-        ).map(Self.gift)
+        ).map(gift)
     }
 
     // MARK: Scenarios, folders, items
@@ -328,11 +368,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    private func transaction<T: Sendable>(_ couple: UUID, _ body: (PostgresConnection) async throws -> T)
-        async throws -> T
-    {
+    private func transaction<T: Sendable>(
+        _ couple: UUID, isolation: PostgresConnection.IsolationLevel = .readCommitted,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
         do {
-            return try await pool.withTransaction(body)
+            return try await pool.withTransaction(isolation: isolation, body)
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

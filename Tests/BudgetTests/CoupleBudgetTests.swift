@@ -154,6 +154,96 @@ struct CoupleBudgetTests {
     }
 }
 
+/// In-memory storage where a write lands during every parallel read of an overview (it adds a folder while
+/// the allocations are read), so the revision always moves under them; it counts the snapshot reads.
+private final class ChurningBudgetRepository: BudgetRepository {
+    let inner = InMemoryBudgetRepository()
+    let snapshotReads = Mutex(0)
+
+    func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
+        try await inner.revision(couple: couple, scenario: scenario)
+    }
+    func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
+        try await inner.items(couple: couple, scenario: scenario)
+    }
+    func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
+        _ = try await inner.createFolder(couple: couple, scenario: scenario, name: "churn")
+        return try await inner.allocationCents(couple: couple, scenario: scenario)
+    }
+    func expenseNames(couple: UUID) async throws -> [UUID: String] { try await inner.expenseNames(couple: couple) }
+    func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
+        try await inner.linkedGifts(couple: couple, scenario: scenario)
+    }
+    func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot {
+        snapshotReads.withLock { $0 += 1 }
+        return try await inner.overviewSnapshot(couple: couple, scenario: scenario)
+    }
+    func scenarios(couple: UUID) async throws -> [Scenario] { try await inner.scenarios(couple: couple) }
+    func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
+        try await inner.createScenario(couple: couple, name: name, primary: primary)
+    }
+    func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
+        try await inner.cloneScenario(couple: couple, source: source, name: name)
+    }
+    func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
+        try await inner.setPrimaryScenario(couple: couple, scenario: scenario)
+    }
+    func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
+        try await inner.folders(couple: couple, scenario: scenario)
+    }
+    func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
+        try await inner.createFolder(couple: couple, scenario: scenario, name: name)
+    }
+    func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
+        try await inner.createItem(couple: couple, item)
+    }
+    func expenses(couple: UUID) async throws -> [Expense] { try await inner.expenses(couple: couple) }
+    func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
+        try await inner.createExpense(couple: couple, expense)
+    }
+    func payments(couple: UUID) async throws -> [ExpensePayment] { try await inner.payments(couple: couple) }
+    func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
+        try await inner.addPayment(couple: couple, payment)
+    }
+    func gifts(couple: UUID) async throws -> [Gift] { try await inner.gifts(couple: couple) }
+    func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
+        try await inner.createGift(couple: couple, gift)
+    }
+    func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T) async throws
+        -> T
+    {
+        try await inner.withBudgetLock(couple: couple, body)
+    }
+}
+
+@Suite("Overviews while the budget keeps changing")
+struct OverviewFallbackTests {
+    @Test("when a write lands during each parallel read, the overview is read from one snapshot, not refused")
+    func snapshotFallback() async throws {
+        let couple = UUID()
+        let repository = ChurningBudgetRepository()
+        let admin = Actor.operator(label: "test")
+        let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+            .flattened()
+        let budget = CoupleBudget(
+            couple: couple, repository: repository,
+            checker: PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles)))
+        let scenario = try await budget.createScenario(named: "Main", as: admin)
+        let item = try await budget.createItem(named: "Venue", scenario: scenario.id, budgeted: 500, as: admin)
+        let expense = try await budget.createExpense(named: "Deposit", amount: money("120.00"), as: admin)
+        _ = try await budget.allocate(expense: expense.id, scenario: scenario.id, items: [item.id], as: admin)
+
+        let overview = try await budget.overview(scenario: scenario.id, as: admin)
+        #expect(repository.snapshotReads.withLock { $0 } == 1)
+        #expect(overview.revision == repository.inner.snapshot.revision)
+        #expect(overview.totals.spent == money("120.00"))
+        #expect(overview.items.map(\.expenses) == [[.init(expenseID: expense.id, name: "Deposit", allocated: 120)]])
+        // Nothing has changed since: the cached overview answers, with no read at all.
+        #expect(try await budget.overview(scenario: scenario.id, as: admin) == overview)
+        #expect(repository.snapshotReads.withLock { $0 } == 1)
+    }
+}
+
 @Suite("The registry of per-couple actors")
 struct BudgetRegistryTests {
     final class Clock: Sendable {
