@@ -290,7 +290,7 @@ struct BudgetStorageTests {
                 group.addTask {
                     await barrier.arrive()
                     var cents = 0
-                    while !overviewsDone.isSet {
+                    while !overviewsDone.isSet && !Task.isCancelled {
                         cents = cents % 99_999 + 1
                         try await pool.withTransaction { connection in
                             try await connection.query(
@@ -329,7 +329,7 @@ struct BudgetStorageTests {
     }
 }
 
-/// A flag one task raises and others read.
+/// A flag one task raises and others read (a writer that must stop without being cancelled mid-commit).
 private final class Flag: Sendable {
     private let raised = Atomic(false)
 
