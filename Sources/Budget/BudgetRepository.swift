@@ -1,7 +1,9 @@
+import Collaboration
 import Foundation
 
 /// Storage of one couple's budget: every method takes the couple first, and reads or writes only its rows.
-/// Each read is one statement whatever the couple's size.
+/// Each read is one statement whatever the couple's size. Every write names the actor (checked by the service
+/// before), which the audit log records.
 public protocol BudgetRepository: Sendable {
     // MARK: The overview's reads
 
@@ -24,29 +26,30 @@ public protocol BudgetRepository: Sendable {
 
     func scenarios(couple: UUID) async throws -> [Scenario]
     /// Creates a scenario; a primary one takes over from the couple's previous primary.
-    func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario
+    func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario
     /// Copies `source` with its folders, items and allocations, atomically.
-    func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario
-    func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario
+    func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario
+    func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario
     func folders(couple: UUID, scenario: UUID) async throws -> [Folder]
-    func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder
-    func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem
+    func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder
+    func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem
 
     // MARK: Expenses, payments, gifts
 
     func expenses(couple: UUID) async throws -> [Expense]
-    func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense
+    func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense
     func payments(couple: UUID) async throws -> [ExpensePayment]
-    func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment
+    func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment
     func gifts(couple: UUID) async throws -> [Gift]
-    func createGift(couple: UUID, _ gift: Gift) async throws -> Gift
+    func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift
 
     // MARK: Allocation
 
     /// Runs `body` in one transaction that holds the couple's budget lock (a transaction-scoped advisory lock in
     /// PostgreSQL), so recalculations for one couple never interleave, across processes too.
-    func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T) async throws
-        -> T
+    func withBudgetLock<T: Sendable>(
+        couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
+    ) async throws -> T
 }
 
 /// One allocation of an expense to a budget item, its amount in whole cents: exact for `numeric(12,2)`, and

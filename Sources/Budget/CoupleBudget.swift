@@ -83,7 +83,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.createScenario(
-                couple: couple, name: try validatedName(name, "name"), primary: primary)
+                couple: couple, name: try validatedName(name, "name"), primary: primary, as: actor)
         }
     }
 
@@ -92,14 +92,14 @@ public actor CoupleBudget {
         try await metrics.measure("budget.clone_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.cloneScenario(
-                couple: couple, source: source, name: try validatedName(name, "name"))
+                couple: couple, source: source, name: try validatedName(name, "name"), as: actor)
         }
     }
 
     public func setPrimaryScenario(_ scenario: UUID, as actor: Actor) async throws -> Scenario {
         try await metrics.measure("budget.set_primary") {
             try await require(.budgetEdit, actor)
-            return try await repository.setPrimaryScenario(couple: couple, scenario: scenario)
+            return try await repository.setPrimaryScenario(couple: couple, scenario: scenario, as: actor)
         }
     }
 
@@ -114,7 +114,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_folder") {
             try await require(.budgetEdit, actor)
             return try await repository.createFolder(
-                couple: couple, scenario: scenario, name: try validatedName(name, "name"))
+                couple: couple, scenario: scenario, name: try validatedName(name, "name"), as: actor)
         }
     }
 
@@ -145,7 +145,7 @@ public actor CoupleBudget {
                 id: UUID(), scenarioID: scenario, folderID: folder, name: try validatedName(name, "name"),
                 category: try Self.label(category, "category"), event: try Self.label(event, "event"),
                 budgeted: try Money.validated(budgeted, "budgeted"))
-            return try await repository.createItem(couple: couple, item)
+            return try await repository.createItem(couple: couple, item, as: actor)
         }
     }
 
@@ -168,7 +168,7 @@ public actor CoupleBudget {
                 id: UUID(), name: try validatedName(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
                 amount: try Money.validated(amount, "amount"), dueDate: dueDate,
                 category: try Self.label(category, "category"))
-            return try await repository.createExpense(couple: couple, expense)
+            return try await repository.createExpense(couple: couple, expense, as: actor)
         }
     }
 
@@ -182,7 +182,8 @@ public actor CoupleBudget {
             }
             return try await repository.addPayment(
                 couple: couple,
-                ExpensePayment(id: UUID(), expenseID: expense, amount: amount, paidAt: paidAt ?? CalendarDay.today()))
+                ExpensePayment(id: UUID(), expenseID: expense, amount: amount, paidAt: paidAt ?? CalendarDay.today()),
+                as: actor)
         }
     }
 
@@ -217,7 +218,7 @@ public actor CoupleBudget {
                 couple: couple,
                 Gift(
                     id: UUID(), from: try validatedName(from, "from"), amount: try Money.validated(amount, "amount"),
-                    received: received, budgetItemID: budgetItem))
+                    received: received, budgetItemID: budgetItem), as: actor)
         }
     }
 
@@ -240,7 +241,7 @@ public actor CoupleBudget {
                 }
                 for amount in amounts { _ = try Money.validated(amount, "amount") }
             }
-            return try await repository.withBudgetLock(couple: couple) { transaction in
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard let found = try await transaction.expense(expense) else { throw Self.noSuchExpense }
                 let budgetItems = try await transaction.items(items)
                 let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -270,7 +271,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.set_budgeted") {
             try await require(.budgetEdit, actor)
             let amount = try Money.validated(amount, "budgeted")
-            return try await repository.withBudgetLock(couple: couple) { transaction in
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard let found = try await transaction.item(item) else { throw Self.noSuchItem }
                 try await transaction.setItemBudgeted(item, amount)
                 let expenseIDs = Array(Set(try await transaction.allocations(item: item).map(\.expenseID)))
@@ -309,7 +310,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.set_amount") {
             try await require(.expensesEdit, actor)
             let amount = try Money.validated(amount, "amount")
-            return try await repository.withBudgetLock(couple: couple) { transaction in
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard try await transaction.expense(expense) != nil else { throw Self.noSuchExpense }
                 try await transaction.setExpenseAmount(expense, amount)
                 let current = try await transaction.allocations(scenario: scenario, expenses: [expense])

@@ -89,7 +89,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func scenarios(couple: UUID) async throws -> [Scenario] { read(\.scenarios) }
 
-    public func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
+    public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
         write { data in
             let scenario = Scenario(id: UUID(), name: name, isPrimary: primary)
             if primary { data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: false) } }
@@ -98,7 +98,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
+    public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
         try write { data in
             guard data.scenarios.contains(where: { $0.id == source }) else { throw CoupleBudget.noSuchScenario }
             let copy = Scenario(id: UUID(), name: name, isPrimary: false)
@@ -126,7 +126,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
+    public func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
         try write { data in
             guard let found = data.scenarios.first(where: { $0.id == scenario }) else {
                 throw CoupleBudget.noSuchScenario
@@ -140,7 +140,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { $0.folders.filter { $0.scenarioID == scenario } }
     }
 
-    public func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
+    public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
         try write { data in
             guard data.scenarios.contains(where: { $0.id == scenario }) else { throw CoupleBudget.noSuchScenario }
             let folder = Folder(id: UUID(), scenarioID: scenario, name: name)
@@ -149,7 +149,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
+    public func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
         try write { data in
             guard data.scenarios.contains(where: { $0.id == item.scenarioID }) else {
                 throw CoupleBudget.noSuchScenario
@@ -161,7 +161,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func expenses(couple: UUID) async throws -> [Expense] { read(\.expenses) }
 
-    public func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
+    public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
         write { data in
             data.expenses.append(expense)
             return expense
@@ -170,7 +170,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func payments(couple: UUID) async throws -> [ExpensePayment] { read(\.payments) }
 
-    public func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
+    public func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try write { data in
             guard data.expenses.contains(where: { $0.id == payment.expenseID }) else {
                 throw CoupleBudget.noSuchExpense
@@ -182,16 +182,16 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func gifts(couple: UUID) async throws -> [Gift] { read(\.gifts) }
 
-    public func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
+    public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
         write { data in
             data.gifts.append(gift)
             return gift
         }
     }
 
-    public func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T)
-        async throws -> T
-    {
+    public func withBudgetLock<T: Sendable>(
+        couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
+    ) async throws -> T {
         try await lock.withLock {
             let transaction = Transaction(data: read { $0 })
             let value = try await body(transaction)

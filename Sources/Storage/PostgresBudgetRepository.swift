@@ -4,7 +4,8 @@ import Foundation
 import Postgres
 
 /// The budget tables of sql/0010, on a pool whose login role is the operator: the budget services check the
-/// acting user's permissions before they call this. Every statement names the couple first.
+/// acting user's permissions before they call this. Every statement names the couple first; every write runs in
+/// a transaction that names the actor, which the audit triggers (sql/0014) record.
 public struct PostgresBudgetRepository: BudgetRepository {
     private let pool: PostgresConnectionPool
 
@@ -121,8 +122,8 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(Self.scenario)
     }
 
-    public func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
-        try await transaction(couple) { connection in
+    public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
+        try await transaction(couple, as: actor) { connection in
             if primary {
                 try await connection.query(
                     "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary")
@@ -136,16 +137,16 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    public func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
-        try await transaction(couple) { connection in
+    public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
+        try await transaction(couple, as: actor) { connection in
             let id: UUID = try await connection.query(
                 "SELECT clone_budget_scenario(\(couple), \(source), \(name)) AS id")[0].decode("id")
             return Scenario(id: id, name: name, isPrimary: false)
         }
     }
 
-    public func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
-        try await transaction(couple) { connection in
+    public func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
+        try await transaction(couple, as: actor) { connection in
             try await connection.query(
                 "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary AND id <> \(scenario)"
             )
@@ -168,20 +169,22 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map { Folder(id: try $0.decode("id"), scenarioID: try $0.decode("scenario_id"), name: try $0.decode("name")) }
     }
 
-    public func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
-        let id: UUID = try await run(
-            "INSERT INTO budget_folders (couple_id, scenario_id, name) VALUES (\(couple), \(scenario), \(name)) RETURNING id"
-        )[0].decode("id")
+    public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
+        let id: UUID = try await transaction(couple, as: actor) { connection in
+            try await connection.query(
+                "INSERT INTO budget_folders (couple_id, scenario_id, name) VALUES (\(couple), \(scenario), \(name)) RETURNING id"
+            )[0].decode("id")
+        }
         return Folder(id: id, scenarioID: scenario, name: name)
     }
 
-    public func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
-        try await run(
+    public func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
+        try await write(
             """
             INSERT INTO budget_items (couple_id, id, scenario_id, folder_id, name, category, event, budgeted)
             VALUES (\(couple), \(item.id), \(item.scenarioID), \(item.folderID), \(item.name), \(item.category),
                     \(item.event), \(item.budgeted))
-            """)
+            """, couple: couple, as: actor)
         return item
     }
 
@@ -193,13 +196,13 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(Self.expense)
     }
 
-    public func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
-        try await run(
+    public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
+        try await write(
             """
             INSERT INTO expenses (couple_id, id, name, vendor, amount, due_date, category)
             VALUES (\(couple), \(expense.id), \(expense.name), \(expense.vendor), \(expense.amount),
                     \(expense.dueDate?.description)::date, \(expense.category))
-            """)
+            """, couple: couple, as: actor)
         return expense
     }
 
@@ -212,12 +215,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(Self.payment)
     }
 
-    public func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
-        try await run(
+    public func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
+        try await write(
             """
             INSERT INTO expense_payments (couple_id, id, expense_id, amount, paid_at)
             VALUES (\(couple), \(payment.id), \(payment.expenseID), \(payment.amount), \(payment.paidAt.description)::date)
-            """)
+            """, couple: couple, as: actor)
         return payment
     }
 
@@ -227,21 +230,21 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(Self.gift)
     }
 
-    public func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
-        try await run(
+    public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
+        try await write(
             """
             INSERT INTO gifts_and_owed (couple_id, id, from_name, amount, received, budget_item_id)
             VALUES (\(couple), \(gift.id), \(gift.from), \(gift.amount), \(gift.received), \(gift.budgetItemID))
-            """)
+            """, couple: couple, as: actor)
         return gift
     }
 
     // MARK: Allocation
 
-    public func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T)
-        async throws -> T
-    {
-        try await transaction(couple) { connection in
+    public func withBudgetLock<T: Sendable>(
+        couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
+    ) async throws -> T {
+        try await transaction(couple, as: actor) { connection in
             // Held to the end of the transaction: a second recalculation for the couple, from any process,
             // waits here and then reads what the first committed.
             try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(couple.uuidString), 0))")
@@ -359,6 +362,11 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Running
 
+    /// One write statement, in a transaction that names `actor`.
+    private func write(_ query: PostgresQuery, couple: UUID, as actor: Actor) async throws {
+        try await transaction(couple, as: actor) { connection in _ = try await connection.query(query) }
+    }
+
     @discardableResult
     private func run(_ query: PostgresQuery) async throws -> PostgresRows {
         do {
@@ -368,12 +376,16 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    /// Runs `body` in a transaction; one that writes names its actor first, for the audit log.
     private func transaction<T: Sendable>(
-        _ couple: UUID, isolation: PostgresConnection.IsolationLevel = .readCommitted,
+        _ couple: UUID, as actor: Actor? = nil, isolation: PostgresConnection.IsolationLevel = .readCommitted,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
-            return try await pool.withTransaction(isolation: isolation, body)
+            return try await pool.withTransaction(isolation: isolation) { connection in
+                if let actor { try await connection.act(as: actor) }
+                return try await body(connection)
+            }
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

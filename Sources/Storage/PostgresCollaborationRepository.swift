@@ -373,19 +373,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     private func run<T: Sendable>(as actor: Actor?, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
             return try await pool.withTransaction { connection in
-                switch actor {
-                case .user(let id):
-                    let claims = try PostgresJSON(encoding: ["sub": id.uuidString.lowercased()])
-                    try await connection.query(
-                        "SELECT set_config('request.jwt.claims', \(claims.text), true), set_config('rbac.actor_label', '', true)"
-                    )
-                case .operator(let label):
-                    try await connection.query(
-                        "SELECT set_config('request.jwt.claims', '', true), set_config('rbac.actor_label', \(label), true)"
-                    )
-                case nil:
-                    break
-                }
+                if let actor { try await connection.act(as: actor) }
                 return try await body(connection)
             }
         } catch let error as PostgresError {

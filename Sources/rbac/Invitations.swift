@@ -219,25 +219,46 @@ extension RBAC {
             }
         }
 
-        /// A one-line summary of what changed: the fields whose values differ.
+        /// A one-line summary of what changed, over the fields people look for: each one's value in a row added
+        /// or removed, and the old and new values of those an update changed.
         static func change(_ entry: AuditEntry) -> String {
-            func fields(_ json: String?) -> [String: String] {
-                guard let data = json?.data(using: .utf8),
-                    let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-                else { return [:] }
-                return object.mapValues { "\($0)" }
+            func fields(_ json: String?) -> [String: String]? {
+                guard let json, let row = try? JSONDecoder().decode([String: Scalar].self, from: Data(json.utf8))
+                else { return nil }
+                return row.compactMapValues(\.text)
             }
-            let before = fields(entry.before)
-            let after = fields(entry.after)
-            let keys = ["user_id", "role", "status", "email", "accepted_by", "revoked_at"]
-            return keys.compactMap { key in
-                switch (before[key], after[key]) {
-                case (nil, let value?) where value != "<null>": "\(key)=\(value)"
-                case (let old?, let new?) where old != new: "\(key) \(old)→\(new)"
-                case (let old?, nil) where key == "user_id": "\(key)=\(old)"
-                default: nil
+            let keys = [
+                "user_id", "role", "status", "email", "accepted_by", "revoked_at", "name", "from_name", "expense_id",
+                "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary",
+            ]
+            switch (fields(entry.before), fields(entry.after)) {
+            case (let before?, let after?):
+                return keys.compactMap { key in
+                    before[key] == after[key] ? nil : "\(key) \(before[key] ?? "null")→\(after[key] ?? "null")"
+                }.joined(separator: " ")
+            case (let row?, nil), (nil, let row?):
+                return keys.compactMap { key in row[key].map { "\(key)=\($0)" } }.joined(separator: " ")
+            case (nil, nil):
+                return ""
+            }
+        }
+
+        /// A value of an audited row, as text (nil for null, or for an array or object).
+        private struct Scalar: Decodable {
+            let text: String?
+
+            init(from decoder: any Decoder) throws {
+                let value = try decoder.singleValueContainer()
+                if value.decodeNil() {
+                    text = nil
+                } else if let flag = try? value.decode(Bool.self) {
+                    text = String(flag)
+                } else if let number = try? value.decode(Decimal.self) {
+                    text = "\(number)"
+                } else {
+                    text = try? value.decode(String.self)
                 }
-            }.joined(separator: " ")
+            }
         }
     }
 }

@@ -167,7 +167,8 @@ private final class ChurningBudgetRepository: BudgetRepository {
         try await inner.items(couple: couple, scenario: scenario)
     }
     func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
-        _ = try await inner.createFolder(couple: couple, scenario: scenario, name: "churn")
+        _ = try await inner.createFolder(
+            couple: couple, scenario: scenario, name: "churn", as: .operator(label: "churn"))
         return try await inner.allocationCents(couple: couple, scenario: scenario)
     }
     func expenseNames(couple: UUID) async throws -> [UUID: String] { try await inner.expenseNames(couple: couple) }
@@ -179,40 +180,40 @@ private final class ChurningBudgetRepository: BudgetRepository {
         return try await inner.overviewSnapshot(couple: couple, scenario: scenario)
     }
     func scenarios(couple: UUID) async throws -> [Scenario] { try await inner.scenarios(couple: couple) }
-    func createScenario(couple: UUID, name: String, primary: Bool) async throws -> Scenario {
-        try await inner.createScenario(couple: couple, name: name, primary: primary)
+    func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
+        try await inner.createScenario(couple: couple, name: name, primary: primary, as: actor)
     }
-    func cloneScenario(couple: UUID, source: UUID, name: String) async throws -> Scenario {
-        try await inner.cloneScenario(couple: couple, source: source, name: name)
+    func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
+        try await inner.cloneScenario(couple: couple, source: source, name: name, as: actor)
     }
-    func setPrimaryScenario(couple: UUID, scenario: UUID) async throws -> Scenario {
-        try await inner.setPrimaryScenario(couple: couple, scenario: scenario)
+    func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
+        try await inner.setPrimaryScenario(couple: couple, scenario: scenario, as: actor)
     }
     func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
         try await inner.folders(couple: couple, scenario: scenario)
     }
-    func createFolder(couple: UUID, scenario: UUID, name: String) async throws -> Folder {
-        try await inner.createFolder(couple: couple, scenario: scenario, name: name)
+    func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
+        try await inner.createFolder(couple: couple, scenario: scenario, name: name, as: actor)
     }
-    func createItem(couple: UUID, _ item: BudgetItem) async throws -> BudgetItem {
-        try await inner.createItem(couple: couple, item)
+    func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
+        try await inner.createItem(couple: couple, item, as: actor)
     }
     func expenses(couple: UUID) async throws -> [Expense] { try await inner.expenses(couple: couple) }
-    func createExpense(couple: UUID, _ expense: Expense) async throws -> Expense {
-        try await inner.createExpense(couple: couple, expense)
+    func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
+        try await inner.createExpense(couple: couple, expense, as: actor)
     }
     func payments(couple: UUID) async throws -> [ExpensePayment] { try await inner.payments(couple: couple) }
-    func addPayment(couple: UUID, _ payment: ExpensePayment) async throws -> ExpensePayment {
-        try await inner.addPayment(couple: couple, payment)
+    func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
+        try await inner.addPayment(couple: couple, payment, as: actor)
     }
     func gifts(couple: UUID) async throws -> [Gift] { try await inner.gifts(couple: couple) }
-    func createGift(couple: UUID, _ gift: Gift) async throws -> Gift {
-        try await inner.createGift(couple: couple, gift)
+    func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
+        try await inner.createGift(couple: couple, gift, as: actor)
     }
-    func withBudgetLock<T: Sendable>(couple: UUID, _ body: (any BudgetTransaction) async throws -> T) async throws
-        -> T
-    {
-        try await inner.withBudgetLock(couple: couple, body)
+    func withBudgetLock<T: Sendable>(
+        couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
+    ) async throws -> T {
+        try await inner.withBudgetLock(couple: couple, as: actor, body)
     }
 }
 

@@ -139,6 +139,15 @@ struct CLITests {
             let payments = try await run(
                 ["budget", "payments"] + base + ["--expense", expenseID, "--amount", "40", "--json"])
             #expect((try Self.jsonArray(payments).first)?["status"] as? String == "partial")
+            // The budget's history, with who made each change and what it changed.
+            let audit = try await run(["audit"] + base).stdout.split(separator: "\n")
+            func logged(_ action: String, _ change: String) -> Bool {
+                audit.contains { $0.contains(" \(action) ") && $0.contains(change) }
+            }
+            #expect(logged("expense.insert", "name=Deposit amount=100"), "\(audit)")
+            #expect(logged("allocation.insert", "amount=33.34"))
+            #expect(logged("payment.insert", "amount=40"))
+            #expect(!audit.contains { $0.contains("name=Y") }, "the refused expense left no trace")
         }
     }
 

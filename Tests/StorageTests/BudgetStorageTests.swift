@@ -38,6 +38,14 @@ private struct BudgetWorld {
             checker: PermissionChecker(repository: PostgresCollaborationRepository(pool: pool)))
     }
 
+    /// A budget the owner made: a scenario with one item (100.00) and one expense (50.00), not yet allocated.
+    func smallBudget() async throws -> (CoupleBudget, Scenario, BudgetItem, Expense) {
+        let b = budget()
+        let scenario = try await b.createScenario(named: "Main", as: owner)
+        let item = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 100, as: owner)
+        return (b, scenario, item, try await b.createExpense(named: "Hall", amount: 50, as: owner))
+    }
+
     /// Every budget row of the database, as text: to prove that a refusal changed nothing.
     func dump() async throws -> [String] {
         try await pool.query(
@@ -46,7 +54,8 @@ private struct BudgetWorld {
                 SELECT 's' || b::text AS t FROM budget_scenarios b UNION ALL SELECT 'i' || b::text FROM budget_items b
                 UNION ALL SELECT 'e' || b::text FROM expenses b UNION ALL SELECT 'a' || b::text FROM expense_allocations b
                 UNION ALL SELECT 'g' || b::text FROM gifts_and_owed b UNION ALL SELECT 'p' || b::text FROM expense_payments b
-                UNION ALL SELECT 'r' || b::text FROM budget_revisions b) rows ORDER BY 1
+                UNION ALL SELECT 'r' || b::text FROM budget_revisions b UNION ALL SELECT 'l' || b::text FROM audit_log b
+            ) rows ORDER BY 1
             """
         ).map { try $0.decode("row") }
     }
@@ -98,14 +107,39 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("budget writes are in the audit log, each with the member or operator who made it")
+    func audited() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let (b, scenario, item, expense) = try await world.smallBudget()
+            _ = try await b.allocate(expense: expense.id, scenario: scenario.id, items: [item.id], as: world.owner)
+            _ = try await b.setAmount(expense: expense.id, to: 80, as: .operator(label: "finance-bot"))
+            guard case .user(let owner) = world.owner else { throw TestSetupError("the owner is a user") }
+            let rows = try await pool.query(
+                """
+                SELECT action, actor_label, before ->> 'amount' AS before, after ->> 'amount' AS after FROM audit_log
+                WHERE couple_id = \(world.couple) AND action NOT LIKE 'membership.%' ORDER BY id
+                """
+            ).map { row -> String in
+                let amounts = [try row.decode("before", as: String?.self), try row.decode("after", as: String?.self)]
+                return "\(try row.decode("action", as: String.self)) \(try row.decode("actor_label", as: String.self))"
+                    + amounts.map { $0.map { " " + $0 } ?? "" }.joined()
+            }
+            let user = "user:\(owner.uuidString.lowercased())"
+            #expect(
+                rows == [
+                    "budget_scenario.insert \(user)", "budget_item.insert \(user)", "expense.insert \(user) 50.00",
+                    "allocation.insert \(user) 50.00", "expense.update operator:finance-bot 50.00 80.00",
+                    "allocation.delete operator:finance-bot 50.00", "allocation.insert operator:finance-bot 80.00",
+                ])
+        }
+    }
+
     @Test("a viewer's edits and a stranger's reads are refused, and the database is exactly as before")
     func refusals() async throws {
         try await MigratedDatabase.withPool { pool in
             let world = try await BudgetWorld(pool)
-            let b = world.budget()
-            let scenario = try await b.createScenario(named: "Main", as: world.owner)
-            let item = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 100, as: world.owner)
-            let expense = try await b.createExpense(named: "Hall", amount: 50, as: world.owner)
+            let (b, scenario, item, expense) = try await world.smallBudget()
             let before = try await world.dump()
             let attempts: [@Sendable () async throws -> Void] = [
                 { _ = try await b.createItem(named: "X", scenario: scenario.id, budgeted: 1, as: world.viewer) },

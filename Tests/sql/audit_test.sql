@@ -1,4 +1,4 @@
--- The audit log: one row per membership or invitation change, with actor, before and after; append-only.
+-- The audit log: one row per membership, invitation or budget change, with actor, before and after; append-only.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -48,6 +48,35 @@ SELECT throws_ok($$UPDATE audit_log SET action = 'nothing'$$, 'RBDEN', NULL, 'au
 SELECT throws_ok($$DELETE FROM audit_log$$, 'RBDEN', NULL, 'audit rows cannot be deleted');
 SELECT throws_ok($$TRUNCATE audit_log$$, 'RBDEN', NULL, 'the audit log cannot be truncated');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul')), 10, 'all ten rows are still there');
+
+-- Budget changes: one row per changed row, allocations included, with whoever the transaction names.
+SELECT pg_temp.new_couple('Budget', 'olivia');
+SELECT pg_temp.act_as('olivia');
+INSERT INTO budget_scenarios (couple_id, name) VALUES (pg_temp.id('Budget'), 'Main');
+INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+    SELECT couple_id, id, 'Venue', 500 FROM budget_scenarios WHERE couple_id = pg_temp.id('Budget');
+INSERT INTO expenses (couple_id, name, amount) VALUES (pg_temp.id('Budget'), 'Deposit', 120);
+INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
+    SELECT i.couple_id, i.scenario_id, e.id, i.id, 120
+    FROM budget_items i JOIN expenses e ON e.couple_id = i.couple_id WHERE i.couple_id = pg_temp.id('Budget');
+UPDATE budget_items SET budgeted = 600 WHERE couple_id = pg_temp.id('Budget');
+SELECT pg_temp.act_as_operator();
+DELETE FROM expense_allocations WHERE couple_id = pg_temp.id('Budget');
+SELECT results_eq(
+    $$SELECT action, actor_id, actor_label FROM audit_log
+      WHERE couple_id = pg_temp.id('Budget') AND action NOT LIKE 'membership.%' ORDER BY id$$,
+    $$VALUES ('budget_scenario.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
+             ('budget_item.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
+             ('expense.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
+             ('allocation.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
+             ('budget_item.update', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
+             ('allocation.delete', NULL::uuid, 'operator:admin-alice')$$,
+    'budget changes are recorded, each with who made it');
+SELECT results_eq(
+    $$SELECT before ->> 'budgeted', after ->> 'budgeted' FROM audit_log
+      WHERE couple_id = pg_temp.id('Budget') AND action = 'budget_item.update'$$,
+    $$VALUES ('500.00', '600.00')$$,
+    'a budget change keeps the row before and after');
 
 SELECT * FROM finish();
 ROLLBACK;
