@@ -3,7 +3,8 @@ import Foundation
 import Synchronization
 
 /// Budget storage in memory, for fast tests of the services' rules. A transaction works on a copy of the
-/// data and publishes it when its body returns; the couple's lock is a per-repository async lock.
+/// data and publishes it when its body returns; the couple's lock is a per-repository async lock. It keeps no
+/// audit log, so the actors of writes go unrecorded.
 public final class InMemoryBudgetRepository: BudgetRepository {
     public struct Data: Sendable {
         public var revision: Int64 = 0
