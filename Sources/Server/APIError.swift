@@ -64,6 +64,9 @@ public struct APIError: HTTPResponseError, Sendable {
         case let error as HTTPError where error.status == .badRequest:
             // Hummingbird's decoding failures: say what is expected without echoing the body.
             .badRequest("the request body is not JSON of the expected shape")
+        case let error as HTTPError where error.status == .notFound:
+            // The router's answer to a path (or a method on it) that the API does not have.
+            APIError(.notFound, code: "not_found", error.body ?? "there is no such route; see GET /openapi.json")
         case let error as HTTPError where error.status.code < 500:
             APIError(error.status, code: "invalid_request", error.body ?? "the request is malformed")
         case let error as any HTTPResponseError where error.status.code < 500:

@@ -252,6 +252,13 @@ struct RouterTests {
             try await client.execute(uri: "/v1/couples/\(UUID())/members", method: .get, headers: fixture.keyHeader) {
                 #expect($0.status == .notFound)
             }
+            // A route the API does not have, or a method it does not take there: 404, said as such.
+            for (uri, method) in [("/v1/nothing-here", HTTPRequest.Method.get), ("/v1/check", .delete)] {
+                try await client.execute(uri: uri, method: method, headers: fixture.keyHeader) {
+                    #expect($0.status == .notFound)
+                    #expect(text($0).contains(#""code":"not_found""#) && text($0).contains("no such route"))
+                }
+            }
         }
     }
 
