@@ -202,6 +202,13 @@ public enum Money {
         return try validated(amount, field)
     }
 
+    /// `amount` as people write money, with two decimals: 1500.00, 12.50, -0.05.
+    public static func text(_ amount: Decimal) -> String {
+        let cents = cents(amount)
+        let fraction = cents.magnitude % 100
+        return "\(cents < 0 ? "-" : "")\(cents.magnitude / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+
     /// `amount` in whole cents, rounded half away from zero.
     static func cents(_ amount: Decimal) -> Int64 {
         var scaled = amount * 100

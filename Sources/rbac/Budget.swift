@@ -56,8 +56,8 @@ extension RBAC {
                 if common.output.json { return try printJSON(overview) }
                 let rows = overview.items.map {
                     [
-                        $0.item.name, "\($0.item.budgeted)", "\($0.spent)", "\($0.gifts)", "\($0.effectiveSpent)",
-                        "\($0.remaining)",
+                        $0.item.name, Money.text($0.item.budgeted), Money.text($0.spent), Money.text($0.gifts),
+                        Money.text($0.effectiveSpent), Money.text($0.remaining),
                     ]
                 }
                 let totals = overview.totals
@@ -66,8 +66,9 @@ extension RBAC {
                         headers: ["ITEM", "BUDGETED", "SPENT", "GIFTS", "EFFECTIVE", "REMAINING"],
                         rows: rows + [
                             [
-                                "total", "\(totals.budgeted)", "\(totals.spent)", "\(totals.gifts)",
-                                "\(totals.effectiveSpent)", "\(totals.budgeted - totals.effectiveSpent)",
+                                "total", Money.text(totals.budgeted), Money.text(totals.spent),
+                                Money.text(totals.gifts),
+                                Money.text(totals.effectiveSpent), Money.text(totals.budgeted - totals.effectiveSpent),
                             ]
                         ]
                     ).rendered)
@@ -154,7 +155,7 @@ extension RBAC {
                     Table(
                         headers: ["ID", "NAME", "CATEGORY", "EVENT", "BUDGETED"],
                         rows: items.map {
-                            [$0.id.uuidString.lowercased(), $0.name, $0.category, $0.event, "\($0.budgeted)"]
+                            [$0.id.uuidString.lowercased(), $0.name, $0.category, $0.event, Money.text($0.budgeted)]
                         }
                     ).rendered)
             }
@@ -205,7 +206,7 @@ extension RBAC {
                         headers: ["ID", "NAME", "VENDOR", "AMOUNT", "DUE"],
                         rows: expenses.map {
                             [
-                                $0.id.uuidString.lowercased(), $0.name, $0.vendor, "\($0.amount)",
+                                $0.id.uuidString.lowercased(), $0.name, $0.vendor, Money.text($0.amount),
                                 $0.dueDate?.description ?? "",
                             ]
                         }
@@ -237,7 +238,7 @@ extension RBAC {
                 print(
                     Table(
                         headers: ["ITEM", "AMOUNT"],
-                        rows: allocations.map { [$0.budgetItemID.uuidString.lowercased(), "\($0.amount)"] }
+                        rows: allocations.map { [$0.budgetItemID.uuidString.lowercased(), Money.text($0.amount)] }
                     ).rendered)
             }
         }
@@ -275,7 +276,8 @@ extension RBAC {
                         headers: ["EXPENSE", "AMOUNT", "PAID", "REMAINING", "STATUS", "DUE", "OVERDUE"],
                         rows: statuses.map {
                             [
-                                $0.name, "\($0.amount)", "\($0.paid)", "\($0.remaining)", $0.status.rawValue,
+                                $0.name, Money.text($0.amount), Money.text($0.paid), Money.text($0.remaining),
+                                $0.status.rawValue,
                                 $0.dueDate?.description ?? "", $0.isOverdue ? "yes" : "",
                             ]
                         }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Budget
 import Collaboration
 import Foundation
 
@@ -225,7 +226,11 @@ extension RBAC {
             func fields(_ json: String?) -> [String: String]? {
                 guard let json, let row = try? JSONDecoder().decode([String: Scalar].self, from: Data(json.utf8))
                 else { return nil }
-                return row.compactMapValues(\.text)
+                var fields = row.compactMapValues(\.text)
+                for key in ["amount", "budgeted"] {
+                    if let amount = fields[key].flatMap({ Decimal(string: $0) }) { fields[key] = Money.text(amount) }
+                }
+                return fields
             }
             let keys = [
                 "user_id", "role", "status", "email", "accepted_by", "revoked_at", "name", "from_name", "expense_id",

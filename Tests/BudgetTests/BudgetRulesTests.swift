@@ -133,4 +133,14 @@ struct BudgetRulesTests {
         #expect(json.components(separatedBy: "0f8fad5b-d9cb-469f-a165-70867728950e").count == 4)
         #expect(!json.contains("0F8FAD5B"))
     }
+
+    @Test(
+        "money is shown with two decimals, as people write it",
+        arguments: [
+            ("1500", "1500.00"), ("12.5", "12.50"), ("0", "0.00"), ("-0.05", "-0.05"), ("0.1", "0.10"),
+            ("9999999999.99", "9999999999.99"), ("-12.3", "-12.30"),
+        ])
+    func moneyText(amount: String, text: String) {
+        #expect(Money.text(money(amount)) == text)
+    }
 }

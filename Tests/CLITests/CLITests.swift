@@ -123,7 +123,7 @@ struct CLITests {
             #expect(allocate.status == 0, "\(allocate.stderr)")
             #expect(allocate.stdout.contains("33.34") && allocate.stdout.contains("33.33"))
             let overview = try await run(["budget", "overview"] + base + ["--scenario", scenarioID])
-            #expect(overview.stdout.contains("total  1500"), "\(overview.stdout)")
+            #expect(overview.stdout.contains("total  1500.00"), "\(overview.stdout)")
             #expect(try await run(["budget", "expenses"] + base + ["--add", "X", "--amount", "-1"]).status == 2)
             #expect(try await run(["budget", "overview"] + base + ["--scenario", "nope"]).status == 2)
             #expect(try await run(["users", "add", "--email", "vic@example.com"]).status == 0)
@@ -144,9 +144,9 @@ struct CLITests {
             func logged(_ action: String, _ change: String) -> Bool {
                 audit.contains { $0.contains(" \(action) ") && $0.contains(change) }
             }
-            #expect(logged("expense.insert", "name=Deposit amount=100"), "\(audit)")
+            #expect(logged("expense.insert", "name=Deposit amount=100.00"), "\(audit)")
             #expect(logged("allocation.insert", "amount=33.34"))
-            #expect(logged("payment.insert", "amount=40"))
+            #expect(logged("payment.insert", "amount=40.00"))
             #expect(!audit.contains { $0.contains("name=Y") }, "the refused expense left no trace")
         }
     }
