@@ -87,7 +87,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
 
     /// A UUID, else an email address; anything else is refused before any query runs.
     public init(parsing text: String) throws(CollaborationError) {
-        if let id = UUID(uuidString: text) {
+        if let id = UUID(parsing: text) {
             self = .id(id)
         } else if let email = EmailAddress(rawValue: text) {
             self = .email(email)
@@ -106,7 +106,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
 
 /// Parses a couple id, refusing anything that is not a UUID before any query runs.
 public func parseCoupleID(_ text: String) throws(CollaborationError) -> UUID {
-    guard let id = UUID(uuidString: text) else {
+    guard let id = UUID(parsing: text) else {
         throw CollaborationError(.invalidInput, "\"\(text)\" is not a couple id (a UUID)")
     }
     return id

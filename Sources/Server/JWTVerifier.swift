@@ -28,7 +28,7 @@ public struct JWTVerifier: Sendable {
         let expected = Digest.hmacSHA256(key: secret, message: Array("\(parts[0]).\(parts[1])".utf8))
         guard Digest.constantTimeEquals(expected, signature),
             let claims = try? JSONSerialization.jsonObject(with: Data(payloadBytes)) as? [String: Any],
-            let sub = claims["sub"] as? String, let id = UUID(uuidString: sub)
+            let sub = claims["sub"] as? String, let id = UUID(parsing: sub)
         else { return nil }
         let time = now().timeIntervalSince1970
         if let exp = claims["exp"] as? Double, exp <= time { return nil }

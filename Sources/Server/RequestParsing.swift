@@ -5,7 +5,7 @@ import Hummingbird
 extension APIError {
     /// `text` as a UUID, else a 400 saying that `name` must be one.
     static func uuid(_ text: String?, _ name: String) throws -> UUID {
-        guard let text, let id = UUID(uuidString: text) else { throw APIError.badRequest("\(name) must be a UUID") }
+        guard let text, let id = UUID(parsing: text) else { throw APIError.badRequest("\(name) must be a UUID") }
         return id
     }
 }

@@ -86,7 +86,7 @@ public final class ChangeFeed: Sendable {
         let parts = payload.split(separator: " ")
         switch (parts.first, parts.count) {
         case ("couple", 2), ("couple", 3):
-            guard let couple = UUID(uuidString: String(parts[1])) else { return dropEverything() }
+            guard let couple = UUID(parsing: String(parts[1])) else { return dropEverything() }
             permissions.invalidate(couple: couple, revision: parts.count == 3 ? Int64(parts[2]) : nil)
         case ("keys", 1):
             keys?.invalidateAll()

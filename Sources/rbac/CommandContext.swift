@@ -81,7 +81,7 @@ struct CommandContext {
 enum Parse {
     /// An id of a `kind` (scenario, expense, ...): a UUID, else a validation error naming the kind.
     static func id(_ text: String, _ kind: String) throws -> UUID {
-        guard let id = UUID(uuidString: text) else { throw ValidationError("\"\(text)\" is not a \(kind) id (a UUID)") }
+        guard let id = UUID(parsing: text) else { throw ValidationError("\"\(text)\" is not a \(kind) id (a UUID)") }
         return id
     }
 

@@ -124,7 +124,7 @@ extension RBAC {
 
             func validate() throws {
                 _ = try Parse.couple(couple)
-                guard UUID(uuidString: invitation) != nil else {
+                guard UUID(parsing: invitation) != nil else {
                     throw ValidationError("\"\(invitation)\" is not an invitation id")
                 }
             }
@@ -132,7 +132,7 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     try await context.invitations.revoke(
-                        UUID(uuidString: invitation)!, in: try Parse.couple(couple), as: try await context.actor(actor))
+                        UUID(parsing: invitation)!, in: try Parse.couple(couple), as: try await context.actor(actor))
                     print("Revoked invitation \(invitation.lowercased())")
                 }
             }
@@ -151,7 +151,7 @@ extension RBAC {
 
             func validate() throws {
                 _ = try Parse.couple(couple)
-                guard UUID(uuidString: invitation) != nil else {
+                guard UUID(parsing: invitation) != nil else {
                     throw ValidationError("\"\(invitation)\" is not an invitation id")
                 }
             }
@@ -159,7 +159,7 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let issued = try await context.invitations.resend(
-                        UUID(uuidString: invitation)!, in: try Parse.couple(couple), expiresIn: expires.duration,
+                        UUID(parsing: invitation)!, in: try Parse.couple(couple), expiresIn: expires.duration,
                         as: try await context.actor(actor))
                     try printIssued(issued, json: output.json)
                 }

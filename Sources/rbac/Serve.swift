@@ -185,13 +185,13 @@ extension RBAC {
             @OptionGroup var database: DatabaseOptions
 
             func validate() throws {
-                guard UUID(uuidString: id) != nil else { throw ValidationError("\"\(id)\" is not a key id (a UUID)") }
+                guard UUID(parsing: id) != nil else { throw ValidationError("\"\(id)\" is not a key id (a UUID)") }
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
-                        UUID(uuidString: id)!)
+                        UUID(parsing: id)!)
                     print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
                 }
             }

@@ -211,6 +211,8 @@ struct RouterTests {
             }
             for malformed in [
                 "{not json", #"{"couple_id":"nope","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#,
+                // Text Foundation's UUID(uuidString:) would have read as another id.
+                #"{"couple_id":" \#(fixture.couple.uuidString.dropFirst())","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#,
                 #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"'); drop table users; --"}"#,
             ] {
                 try await client.execute(

@@ -1,0 +1,54 @@
+import Foundation
+
+// Ids are written in lower case, as RFC 9562 asks and as PostgreSQL, the CLI's tables and the error messages
+// write them, so that a backend comparing ids as strings finds ours equal to its own. Foundation encodes a UUID
+// as `uuidString`, in upper case. These overloads are more specific than `encode<T: Encodable>(_:forKey:)`, so
+// every keyed container in the modules that import this one, synthesized conformances included, picks them
+// for UUID properties. (UUIDs inside arrays would still be upper case; no output holds such an array.)
+extension KeyedEncodingContainer {
+    public mutating func encode(_ value: UUID, forKey key: Key) throws {
+        try encode(value.uuidString.lowercased(), forKey: key)
+    }
+
+    public mutating func encodeIfPresent(_ value: UUID?, forKey key: Key) throws {
+        try encodeIfPresent(value?.uuidString.lowercased(), forKey: key)
+    }
+}
+
+extension UUID {
+    /// A UUID written as RFC 9562 writes one: 32 hex digits in either case, grouped 8-4-4-4-12 by hyphens; nil
+    /// for any other text. Ids from outside are read with this, not `UUID(uuidString:)`: on Linux that reads
+    /// with sscanf, which takes some malformed text and makes another id of it (" 9f7e979-..." is 9F7E9709-...,
+    /// "a9f7e979-+5d6-..." is A9F7E979-05D6-...). It is also about four times faster.
+    public init?(parsing text: some StringProtocol) {
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let parsed = withUnsafeMutableBytes(of: &value) { bytes in
+            var length = 0
+            var digits = 0
+            for character in text.utf8 {
+                guard length < 36 else { return false }
+                length += 1
+                switch length {
+                case 9, 14, 19, 24:
+                    guard character == UInt8(ascii: "-") else { return false }
+                default:
+                    guard let nibble = hexValue(character) else { return false }
+                    bytes[digits / 2] |= digits.isMultiple(of: 2) ? nibble << 4 : nibble
+                    digits += 1
+                }
+            }
+            return length == 36
+        }
+        guard parsed else { return nil }
+        self.init(uuid: value)
+    }
+}
+
+private func hexValue(_ character: UInt8) -> UInt8? {
+    switch character {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
