@@ -25,7 +25,8 @@ public protocol CollaborationRepository: Sendable {
     func canLeave(couple: UUID, user: UUID, as actor: Actor) async throws -> Bool
     func roles() async throws -> [RoleDefinition]
 
-    func members(couple: UUID, as actor: Actor) async throws -> [Member]
+    /// A page of the couple's members in user id order, those after `after`; `limit` is 1 to 1000.
+    func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member]
     /// Adds `user` with `role`, or changes the role they hold.
     func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership
     func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
@@ -47,7 +48,26 @@ public protocol CollaborationRepository: Sendable {
     func resendInvitation(
         couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation
-    func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation]
+    /// A page of the couple's invitations (of `status` only, when given) in id order, those after `after`;
+    /// `limit` is 1 to 1000.
+    func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
+        async throws -> [Invitation]
 
     func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry]
+}
+
+/// Every item of a keyset-paged listing: full pages read in turn, each after the last id of the page before.
+func everyPage<Item>(
+    id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
+    _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
+) async throws -> [Item] {
+    let size = 1000
+    var items: [Item] = []
+    var after: UUID?
+    while true {
+        let next = try await page(size, after)
+        items += next
+        guard next.count == size, let last = next.last else { return items }
+        after = id(last)
+    }
 }

@@ -89,16 +89,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         if case .user(let id) = actor, id != user {
             throw CollaborationError(.permissionDenied, "permission denied: users can list only their own couples")
         }
-        guard (1...1000).contains(limit) else {
-            throw CollaborationError(.invalidInput, "page size must be between 1 and 1000, not \(limit)")
-        }
-        return memberships.compactMap { couple, members -> UserCouple? in
+        try requirePageSize(limit)
+        let couples = memberships.compactMap { couple, members -> UserCouple? in
             guard let member = members[user]?.membership, let name = couplesByID[couple]?.name else { return nil }
             return UserCouple(coupleID: couple, coupleName: name, role: member.role, status: member.status)
         }
-        .filter { after == nil || $0.coupleID.uuidString.lowercased() > after!.uuidString.lowercased() }
-        .sorted { $0.coupleID.uuidString.lowercased() < $1.coupleID.uuidString.lowercased() }
-        .prefix(limit).map { $0 }
+        return Self.page(couples, id: \.coupleID, limit: limit, after: after)
     }
 
     // MARK: Permissions
@@ -138,16 +134,15 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     // MARK: Memberships
 
-    public func members(couple: UUID, as actor: Actor) throws -> [Member] {
+    public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [Member] {
         _ = try requirePermission(couple, "collaborators.view", actor)
-        return (memberships[couple] ?? [:]).values.sorted {
-            $0.membership.userID.uuidString < $1.membership.userID.uuidString
-        }
-        .map { entry in
+        try requirePageSize(limit)
+        let members = (memberships[couple] ?? [:]).values.map { entry in
             Member(
                 user: usersByID[entry.membership.userID]!, role: entry.membership.role,
                 status: entry.membership.status, joinedAt: entry.joinedAt)
         }
+        return Self.page(members, id: \.user.id, limit: limit, after: after)
     }
 
     public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) throws -> Membership {
@@ -340,10 +335,13 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) throws -> [Invitation] {
+    public func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor) throws
+        -> [Invitation]
+    {
         _ = try requirePermission(couple, "collaborators.invite", actor)
+        try requirePageSize(limit)
         let at = now()
-        return invitationsByHash.values.filter { $0.invitation.coupleID == couple }
+        let invitations = invitationsByHash.values.filter { $0.invitation.coupleID == couple }
             .map { stored in
                 let invitation = stored.invitation
                 return Invitation(
@@ -352,7 +350,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                     status: stored.status(at: at), acceptedBy: invitation.acceptedBy)
             }
             .filter { status == nil || $0.status == status }
-            .sorted { $0.id.uuidString < $1.id.uuidString }
+        return Self.page(invitations, id: \.id, limit: limit, after: after)
     }
 
     public func audit(couple: UUID, since: Date?, as actor: Actor) throws -> [AuditEntry] {
@@ -363,6 +361,20 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Rules
 
     private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
+
+    private func requirePageSize(_ limit: Int) throws {
+        guard (1...1000).contains(limit) else {
+            throw CollaborationError(.invalidInput, "page size must be between 1 and 1000, not \(limit)")
+        }
+    }
+
+    /// A keyset page, as the SQL functions give one: in id order (as PostgreSQL orders uuids), after `after`.
+    private static func page<Item>(_ items: [Item], id: (Item) -> UUID, limit: Int, after: UUID?) -> [Item] {
+        let after = after?.uuidString
+        return items.filter { after == nil || id($0).uuidString > after! }
+            .sorted { id($0).uuidString < id($1).uuidString }
+            .prefix(limit).map { $0 }
+    }
 
     private func requireUser(_ id: UUID) throws {
         guard usersByID[id] != nil else { throw CollaborationError(.notFound, "user \(id) does not exist") }

@@ -10,9 +10,19 @@ public actor MembershipService {
         self.metrics = metrics
     }
 
+    /// Every member, in user id order.
     public func members(of couple: UUID, as actor: Actor) async throws -> [Member] {
         try await metrics.measure("membership.members") {
-            try await repository.members(couple: couple, as: actor)
+            try await everyPage(id: \.user.id) { limit, after in
+                try await repository.members(couple: couple, limit: limit, after: after, as: actor)
+            }
+        }
+    }
+
+    /// A page of members in user id order, those after `after`; `limit` is 1 to 1000.
+    public func members(of couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
+        try await metrics.measure("membership.members") {
+            try await repository.members(couple: couple, limit: limit, after: after, as: actor)
         }
     }
 

@@ -73,11 +73,15 @@ struct ManagementAPIController {
             }
             return status
         }
-        struct Invitations: Encodable { let invitations: [Invitation] }
+        let (limit, after) = try PermissionAPIController.page(request)
+        let listed = try await invitations.invitations(
+            of: try couple(context), status: status, limit: limit, after: after, as: try request.actingUser())
+        struct Page: Encodable {
+            let invitations: [Invitation]
+            let nextAfter: UUID?
+        }
         return try PermissionAPIController.json(
-            Invitations(
-                invitations: try await invitations.invitations(
-                    of: try couple(context), status: status, as: try request.actingUser())))
+            Page(invitations: listed, nextAfter: listed.count == limit ? listed.last?.id : nil))
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -85,8 +85,13 @@ struct PermissionAPIController {
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
         let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
-        struct Members: Encodable { let members: [Member] }
-        return try Self.json(Members(members: try await memberships.members(of: couple, as: actor(context))))
+        let (limit, after) = try Self.page(request)
+        let members = try await memberships.members(of: couple, limit: limit, after: after, as: actor(context))
+        struct Page: Encodable {
+            let members: [Member]
+            let nextAfter: UUID?
+        }
+        return try Self.json(Page(members: members, nextAfter: members.count == limit ? members.last?.user.id : nil))
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -134,7 +139,8 @@ struct PermissionAPIController {
         .operator(label: "key:\(context.serviceKey?.name ?? "unknown")")
     }
 
-    private static func page(_ request: Request) throws -> (Int, UUID?) {
+    /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`).
+    static func page(_ request: Request) throws -> (limit: Int, after: UUID?) {
         let query = request.uri.queryParameters
         let limit =
             try query["limit"].map { text -> Int in

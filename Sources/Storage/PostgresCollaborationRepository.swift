@@ -179,27 +179,20 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Memberships
 
-    public func members(couple: UUID, as actor: Actor) async throws -> [Member] {
+    public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
         try await run(as: actor) { connection in
-            var members: [Member] = []
-            var after: UUID?
-            while true {
-                let page = try await connection.query(
-                    """
-                    SELECT user_id, email, display_name, role, status, joined_at
-                    FROM couple_members(\(couple), \(Int32(1000)), \(after))
-                    """)
-                for row in page {
-                    members.append(
-                        Member(
-                            user: User(
-                                id: try row.decode("user_id"), email: try row.decode("email"),
-                                displayName: try row.decode("display_name")),
-                            role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
-                            joinedAt: try row.decode("joined_at")))
-                }
-                guard page.count == 1000, let last = members.last else { return members }
-                after = last.user.id
+            try await connection.query(
+                """
+                SELECT user_id, email, display_name, role, status, joined_at
+                FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after))
+                """
+            ).map { row in
+                Member(
+                    user: User(
+                        id: try row.decode("user_id"), email: try row.decode("email"),
+                        displayName: try row.decode("display_name")),
+                    role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
+                    joinedAt: try row.decode("joined_at"))
             }
         }
     }
@@ -326,17 +319,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func invitations(couple: UUID, status: InvitationStatus?, as actor: Actor) async throws -> [Invitation] {
+    public func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
+        async throws -> [Invitation]
+    {
         try await run(as: actor) { connection in
-            var invitations: [Invitation] = []
-            var after: UUID?
-            while true {
-                let page = try await connection.query(
-                    "SELECT * FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(1000)), \(after))")
-                invitations += try page.map { try Self.invitation($0, of: couple) }
-                guard page.count == 1000, let last = invitations.last else { return invitations }
-                after = last.id
-            }
+            try await connection.query(
+                """
+                SELECT * FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(clamping: limit)), \(after))
+                """
+            ).map { try Self.invitation($0, of: couple) }
         }
     }
 

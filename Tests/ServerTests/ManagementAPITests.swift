@@ -79,4 +79,60 @@ struct ManagementAPITests {
             }
         }
     }
+
+    @Test("members and invitations are listed a page at a time, each page after the last id of the one before")
+    func paging() async throws {
+        let fixture = try await Fixture()
+        for index in 1...4 {
+            let user = try await fixture.repository.addUser(
+                email: EmailAddress(rawValue: "guest\(index)@example.com")!, displayName: nil
+            ).id
+            _ = try await fixture.repository.grant(
+                couple: fixture.couple, user: user, role: RoleName(rawValue: "viewer")!, as: .user(fixture.owner))
+            _ = try await fixture.invitations.invite(
+                to: fixture.couple, role: RoleName(rawValue: "viewer")!, email: nil, as: .user(fixture.owner))
+        }
+        var asOwner = fixture.keyHeader
+        asOwner[.init("X-Acting-User")!] = fixture.owner.uuidString
+        let headers = asOwner
+        try await fixture.application().test(.router) { client in
+            // Every listing, walked two at a time: (ids in order, pages taken).
+            func walk(_ path: String, _ key: String) async throws -> (ids: [String], pages: Int) {
+                var ids: [String] = []
+                var after: String?
+                var pages = 0
+                repeat {
+                    let page = try await client.execute(
+                        uri: "\(path)?limit=2" + (after.map { "&after=\($0)" } ?? ""), method: .get, headers: headers
+                    ) { response in
+                        #expect(response.status == .ok)
+                        return try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
+                    }
+                    let items = try #require(page?[key] as? [[String: Any]])
+                    ids += items.compactMap { ($0["user"] as? [String: Any])?["id"] as? String ?? $0["id"] as? String }
+                    after = page?["next_after"] as? String
+                    pages += 1
+                } while after != nil && pages < 10
+                return (ids, pages)
+            }
+            let members = try await walk("/v1/couples/\(fixture.couple)/members", "members")
+            #expect(members.ids.count == 5 && Set(members.ids).count == 5, "the owner and four viewers, once each")
+            #expect(members.ids == members.ids.sorted())
+            #expect(members.pages == 3)
+            let invitations = try await walk("/v1/couples/\(fixture.couple)/invitations", "invitations")
+            #expect(invitations.ids.count == 4 && Set(invitations.ids).count == 4)
+            #expect(invitations.ids == invitations.ids.sorted())
+            // Four in pages of two: the second page is full, so it names a third, which is empty.
+            #expect(invitations.pages == 3)
+            for query in ["limit=0", "limit=1001", "limit=two", "after=nope"] {
+                for path in ["members", "invitations"] {
+                    try await client.execute(
+                        uri: "/v1/couples/\(fixture.couple)/\(path)?\(query)", method: .get, headers: headers
+                    ) {
+                        #expect($0.status == .badRequest, "\(path)?\(query)")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -190,6 +190,41 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "members and invitations come a page at a time in id order, and every page makes the whole list",
+        arguments: Backend.allCases)
+    func paging(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let viewer = RoleName(rawValue: "viewer")!
+            for name in ["ana", "ben", "cat"] {
+                _ = try await world.memberships.grant(
+                    viewer, to: try await world.user(name), in: couple, as: .user(owner))
+                _ = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner))
+            }
+            let members = try await world.memberships.members(of: couple, as: .user(owner)).map(\.user.id)
+            #expect(members.count == 4)
+            #expect(members.map(\.uuidString) == members.map(\.uuidString).sorted())
+            let firstMembers = try await world.memberships.members(of: couple, limit: 3, after: nil, as: .user(owner))
+            let restMembers = try await world.memberships.members(
+                of: couple, limit: 3, after: firstMembers.last?.user.id, as: .user(owner))
+            #expect((firstMembers + restMembers).map(\.user.id) == members)
+            let invitations = try await world.invitations.invitations(of: couple, as: .user(owner)).map(\.id)
+            #expect(invitations.count == 3)
+            let firstInvitations = try await world.invitations.invitations(
+                of: couple, limit: 2, after: nil, as: .user(owner))
+            let restInvitations = try await world.invitations.invitations(
+                of: couple, limit: 2, after: firstInvitations.last?.id, as: .user(owner))
+            #expect((firstInvitations + restInvitations).map(\.id) == invitations)
+            await expectRefusal(.invalidInput) {
+                _ = try await world.memberships.members(of: couple, limit: 0, after: nil, as: .user(owner))
+            }
+            await expectRefusal(.invalidInput) {
+                _ = try await world.invitations.invitations(of: couple, limit: 1001, after: nil, as: .user(owner))
+            }
+        }
+    }
+
     @Test("revoked and email-bound invitations refuse, and resend issues a working link", arguments: Backend.allCases)
     func revokeBindResend(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
