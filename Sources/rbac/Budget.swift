@@ -10,13 +10,13 @@ extension RBAC {
             commandName: "budget",
             abstract: "A couple's budget: scenarios, items, expenses, allocations, payments and the overview.",
             discussion: """
-                Amounts are decimal numbers with at most two places (1250, 99.90); dates are YYYY-MM-DD.
-                Every command acts as the operator, or with --actor as a member whose permissions apply
+                Amounts are decimal numbers with at most two places (1250, 99.90); dates are YYYY-MM-DD. \
+                Every command acts as the operator, or with --actor as a member whose permissions apply \
                 (budget.view / budget.edit / expenses.view / expenses.edit).
 
                   rbac budget scenarios --couple C --create Main --primary
                   rbac budget items --couple C --scenario S --add Venue --budgeted 5000
-                  rbac budget expenses --couple C --add "Hall deposit" --amount 1200 --due 2026-05-01
+                  rbac budget expenses --couple C --add Deposit --amount 1200 --due 2026-05-01
                   rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
                   rbac budget overview --couple C --scenario S --json
                 """,
