@@ -1,7 +1,7 @@
 -- POST /v1/check for members of the seeded couples (Benchmarks/permissions/seed.sql), chosen at random from the
 -- first COUPLES couples. Environment: RBAC_KEY (service key), COUPLES, MIN_REVISION (optional: forces reads
--- from the database when higher than any couple's revision), DELAY_MS (optional: pause before each request,
--- to hold a fixed rate).
+-- from the database when higher than any couple's revision), DELAY_MS (optional: pause this long on average
+-- before each request, to hold a rate).
 local key = os.getenv("RBAC_KEY")
 local couples = tonumber(os.getenv("COUPLES") or "1000")
 local min_revision = os.getenv("MIN_REVISION")
@@ -23,7 +23,7 @@ wrk.headers["Authorization"] = "Bearer " .. key
 wrk.headers["Content-Type"] = "application/json"
 
 -- Formatted once, so that each request costs wrk a table lookup, not the building of a request: wrk shares
--- the machine with the server, and GET /health (health.lua) costs it no more than that.
+-- the machine with the server, and GET /health costs it no more than that.
 local requests = {}
 for i, body in ipairs(bodies) do
     requests[i] = wrk.format(nil, "/v1/check", nil, body)
@@ -33,8 +33,10 @@ request = function()
     return requests[math.random(#requests)]
 end
 
+-- Each pause is drawn from 0 to 2 x DELAY_MS. Equal pauses keep the connections in step: they send their
+-- requests in bursts, and the queue a burst builds is what the latency then measures.
 if delay_ms > 0 then
-    delay = function() return delay_ms end
+    delay = function() return math.random(0, 2 * delay_ms) end
 end
 
 done = function(summary, latency, requests)
