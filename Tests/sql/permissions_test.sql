@@ -102,6 +102,10 @@ SELECT is(
     (SELECT revision FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
     (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')), 'a set carries the couple''s revision');
 SELECT is((SELECT count(*)::int FROM user_permission_sets('{}', '{}')), 0, 'no pairs, no rows');
+SELECT ok(
+    (SELECT 'plan_cache_mode=force_generic_plan' = ANY (proconfig) FROM pg_proc
+     WHERE oid = 'public.user_permission_sets(uuid[], uuid[])'::regprocedure),
+    'user_permission_sets keeps one generic plan (sql/0015), not a new plan for every call');
 SELECT throws_ok(
     $$SELECT * FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera'), pg_temp.id('pia')])$$,
     'RBINV', 'user_permission_sets needs one user per couple, not 1 couples and 2 users',
