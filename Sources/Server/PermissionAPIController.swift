@@ -153,14 +153,8 @@ struct PermissionAPIController {
         return (limit, after)
     }
 
-    /// One encoder for every response (configured once; encoding with it is thread-safe).
-    static let encoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        encoder.outputFormatting = .sortedKeys
-        return encoder
-    }()
+    /// One encoder for every response, written as the CLI's `--json` writes.
+    static let encoder = JSONEncoder.rbac()
 
     static func json(_ value: some Encodable) throws -> Response {
         response(json: ByteBuffer(bytes: try encoder.encode(value)))

@@ -1,11 +1,9 @@
+import Collaboration
 import Foundation
 
-/// Prints `value` as pretty, key-sorted JSON with ISO 8601 dates.
+/// Prints `value` as the HTTP API writes it (same keys, dates and ids), indented.
 func printJSON(_ value: some Encodable) throws {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .iso8601
-    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+    print(String(decoding: try JSONEncoder.rbac(pretty: true).encode(value), as: UTF8.self))
 }
 
 /// A plain-text table with left-aligned columns, for people.

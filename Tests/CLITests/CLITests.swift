@@ -106,6 +106,9 @@ struct CLITests {
             let scenario = try await run(["budget", "scenarios"] + base + ["--create", "Main", "--primary", "--json"])
             #expect(scenario.status == 0, "\(scenario.stderr)")
             let scenarioID = try #require((try Self.jsonArray(scenario).first)?["id"] as? String)
+            #expect(
+                (try Self.jsonArray(scenario).first)?["is_primary"] as? Bool == true,
+                "--json names fields as the HTTP API does, in snake_case")
             var items: [String] = []
             for name in ["Venue", "Food", "Music"] {
                 let item = try await run(
