@@ -193,6 +193,9 @@ public enum Money {
 
     /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents and commas.
     public static func parse(_ text: String, _ field: String) throws(CollaborationError) -> Decimal {
+        if text.hasPrefix("-"), (try? parse(String(text.dropFirst()), field)) != nil {
+            throw CollaborationError(.invalidInput, "\(field) must not be negative (\(text))")
+        }
         let shape = text.utf8.allSatisfy {
             (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
         }

@@ -125,7 +125,7 @@ extension RBAC {
             @Option(help: "The scenario's id.") var scenario: String
             @Option(help: "Add an item with this name.") var add: String?
             @Option(help: "Change the budget of this item (id).") var set: String?
-            @Option(help: "With --add or --set: the amount budgeted.") var budgeted: String?
+            @Option(parsing: .unconditional, help: "With --add or --set: the amount budgeted.") var budgeted: String?
             @Option(help: "With --add: the category.") var category = ""
             @Option(help: "With --add: the event.") var event = ""
 
@@ -168,7 +168,7 @@ extension RBAC {
             @OptionGroup var common: Common
             @Option(help: "Add an expense with this name.") var add: String?
             @Option(help: "Change the amount of this expense (id).") var set: String?
-            @Option(help: "With --add or --set: the amount.") var amount: String?
+            @Option(parsing: .unconditional, help: "With --add or --set: the amount.") var amount: String?
             @Option(help: "With --add: the vendor.") var vendor = ""
             @Option(help: "With --add: the due date (YYYY-MM-DD).") var due: String?
             @Option(help: "With --set: scale the allocations of this scenario only (default: every scenario).")
@@ -223,8 +223,10 @@ extension RBAC {
             @Option(help: "The scenario's id.") var scenario: String
             @Option(help: "The expense's id.") var expense: String
             @Option(help: "A budget item's id (repeat for several).") var item: [String] = []
-            @Option(help: "The amount for each --item, in order (give one per item, or none).") var amount: [String] =
-                []
+            @Option(
+                parsing: .unconditionalSingleValue,
+                help: "The amount for each --item, in order (give one per item, or none).")
+            var amount: [String] = []
 
             func run() async throws {
                 let scenario = try Parse.id(scenario, "scenario")
@@ -248,7 +250,7 @@ extension RBAC {
                 abstract: "Every expense's payment status, or record a payment (--expense with --amount).")
             @OptionGroup var common: Common
             @Option(help: "Record a payment against this expense (id).") var expense: String?
-            @Option(help: "With --expense: the amount paid.") var amount: String?
+            @Option(parsing: .unconditional, help: "With --expense: the amount paid.") var amount: String?
             @Option(help: "With --expense: when it was paid (YYYY-MM-DD; default today).") var paidAt: String?
 
             func validate() throws {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Collaboration
 import Foundation
 
 @main
@@ -36,8 +37,10 @@ struct RBAC: AsyncParsableCommand {
                 try command.run()
             }
         } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("rbac: \(failure.message)\n".utf8))
-            Foundation.exit(failure.status.rawValue)
+            fail(failure)
+        } catch let error as CollaborationError {
+            // Refused before any database work (an amount that is not one, say): mapped as CommandContext maps it.
+            fail(CommandFailure(error))
         } catch {
             let code = exitCode(for: error)
             let message = fullMessage(for: error)
@@ -48,6 +51,11 @@ struct RBAC: AsyncParsableCommand {
             if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
             Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
         }
+    }
+
+    private static func fail(_ failure: CommandFailure) -> Never {
+        FileHandle.standardError.write(Data("rbac: \(failure.message)\n".utf8))
+        Foundation.exit(failure.status.rawValue)
     }
 }
 

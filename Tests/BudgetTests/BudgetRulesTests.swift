@@ -81,6 +81,9 @@ struct BudgetRulesTests {
             #expect(throws: CollaborationError.self) { try Money.parse(bad, "amount") }
         }
         #expect(throws: CollaborationError.self) { try Money.validated(money("-0.01"), "amount") }
+        #expect(throws: CollaborationError(.invalidInput, "--amount must not be negative (-5)")) {
+            try Money.parse("-5", "--amount")
+        }
         #expect(CalendarDay("2026-02-29") == nil)
         #expect(CalendarDay("2028-02-29") != nil)
         #expect(CalendarDay("2026-13-01") == nil)

@@ -117,6 +117,20 @@ struct CLITests {
                     ])
                 items.append(try #require((try Self.jsonArray(item).first)?["id"] as? String))
             }
+            let listed = try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"])
+            for (amount, message) in [
+                ("3000.555", "--budgeted must be in whole cents (3000.555)"),
+                ("-5", "--budgeted must not be negative (-5)"), ("5e3", "--budgeted \"5e3\" is not an amount"),
+            ] {
+                let refused = try await run(
+                    ["budget", "items"] + base + ["--scenario", scenarioID, "--add", "Cake", "--budgeted", amount])
+                #expect(refused.status == 2, "a malformed amount is a usage error")
+                #expect(refused.stderr.hasPrefix("rbac: \(message)"), "\(refused.stderr)")
+            }
+            #expect(
+                try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"]).stdout
+                    == listed.stdout,
+                "refused amounts add nothing")
             let expense = try await run(
                 ["budget", "expenses"] + base + ["--add", "Deposit", "--amount", "100.00", "--json"])
             let expenseID = try #require((try Self.jsonArray(expense).first)?["id"] as? String)
