@@ -29,8 +29,13 @@ struct RBAC: AsyncParsableCommand {
 
     /// Parses the arguments, runs the command, and turns every failure into one line on stderr and an exit code.
     static func main() async {
+        var command: any ParsableCommand
         do {
-            var command = try parseAsRoot()
+            command = try parseAsRoot()
+        } catch {
+            exit(reporting: error)
+        }
+        do {
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
@@ -41,16 +46,25 @@ struct RBAC: AsyncParsableCommand {
         } catch let error as CollaborationError {
             // Refused before any database work (an amount that is not one, say): mapped as CommandContext maps it.
             fail(CommandFailure(error))
+        } catch let error as ValidationError {
+            // An argument found malformed once the command runs: one line, like every other failure of a command
+            // (ArgumentParser would add the usage of `rbac` itself, not of the command).
+            fail(CommandFailure(.usage, error.message))
         } catch {
-            let code = exitCode(for: error)
-            let message = fullMessage(for: error)
-            if code == .success {
-                if !message.isEmpty { print(message) }
-                Foundation.exit(0)
-            }
-            if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
-            Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
+            exit(reporting: error)
         }
+    }
+
+    /// ArgumentParser's report of a parsing error (with the command's usage), help, or an exit it was asked for.
+    private static func exit(reporting error: any Error) -> Never {
+        let code = exitCode(for: error)
+        let message = fullMessage(for: error)
+        if code == .success {
+            if !message.isEmpty { print(message) }
+            Foundation.exit(0)
+        }
+        if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+        Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
     }
 
     private static func fail(_ failure: CommandFailure) -> Never {

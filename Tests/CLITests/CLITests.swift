@@ -227,6 +227,15 @@ struct CLITests {
         #expect(!result.stderr.isEmpty)
     }
 
+    @Test("an id found malformed once a command runs is refused in one line, before any SQL")
+    func malformedIdAtRunTime() async throws {
+        let result = try await Self.rbac(
+            ["budget", "overview", "--couple", "00000000-0000-0000-0000-000000000000", "--scenario", "not-a-uuid"],
+            database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(result.status == 2)
+        #expect(result.stderr == "rbac: \"not-a-uuid\" is not a scenario id (a UUID)\n")
+    }
+
     @Test("an unreachable database exits 5 with one clear line")
     func databaseUnavailable() async throws {
         let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
