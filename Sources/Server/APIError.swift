@@ -24,7 +24,7 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try JSONEncoder().encode(Body(error: Body.Detail(code: code, message: message)))
+        let data = try PermissionAPIController.encoder.encode(Body(error: Body.Detail(code: code, message: message)))
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"

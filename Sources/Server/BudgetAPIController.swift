@@ -180,11 +180,31 @@ struct BudgetAPIController {
             return try decoder.decode(T.self, from: Data(buffer.readableBytesView))
         } catch let DecodingError.keyNotFound(key, _) {
             throw APIError.badRequest("the body lacks \"\(key.stringValue.snakeCased)\"")
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
-            let field = context.codingPath.last?.stringValue.snakeCased ?? "the body"
-            throw APIError.badRequest("\(field) is malformed: \(context.debugDescription)")
+        } catch let DecodingError.typeMismatch(expected, context) {
+            throw APIError.badRequest("\(Self.field(context)) must be \(Self.kind(expected))")
+        } catch let DecodingError.dataCorrupted(context) {
+            let detail = context.debugDescription.isEmpty ? "" : ": \(context.debugDescription)"
+            throw APIError.badRequest("\(Self.field(context)) is malformed\(detail)")
         } catch {
             throw APIError.badRequest("the body is not the JSON this request takes")
+        }
+    }
+}
+
+extension BudgetAPIController {
+    /// The JSON key a decoding error is about, as the client wrote it.
+    fileprivate static func field(_ context: DecodingError.Context) -> String {
+        context.codingPath.last?.stringValue.snakeCased ?? "the body"
+    }
+
+    /// What JSON a Swift type is read from, for a client who sent something else.
+    fileprivate static func kind(_ type: Any.Type) -> String {
+        switch type {
+        case is Decimal.Type: "a number, e.g. 1250 or 99.90"
+        case is Int.Type, is Int64.Type: "a whole number"
+        case is Bool.Type: "true or false"
+        case is String.Type: "a string"
+        default: "JSON of another type"
         }
     }
 }

@@ -119,7 +119,7 @@ struct InvitationController {
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(
             status: status, headers: headers,
-            body: .init(byteBuffer: ByteBuffer(bytes: try JSONEncoder().encode(value))))
+            body: .init(byteBuffer: ByteBuffer(bytes: try PermissionAPIController.encoder.encode(value))))
     }
 
     /// Invitation responses carry a secret in their URL: never cached, never sent on as a referrer.
