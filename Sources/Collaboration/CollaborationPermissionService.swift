@@ -4,25 +4,19 @@ import Foundation
 public actor CollaborationPermissionService {
     private let repository: any CollaborationRepository
     private let metrics: OperationMetrics
+    private let checker: PermissionChecker
 
     public init(repository: any CollaborationRepository, metrics: OperationMetrics = OperationMetrics()) {
         self.repository = repository
         self.metrics = metrics
+        checker = PermissionChecker(repository: repository, metrics: metrics)
     }
 
     /// Whether `user` holds `permission` in `couple`, and the couple revision that answer was read at. An
     /// unknown permission is refused (not answered "no"), so a typo cannot pass for a denial.
     public func check(_ permission: Permission, user: UUID, couple: UUID) async throws -> PermissionCheck {
-        try await metrics.measure("permission.check") {
-            let known = try await repository.roles().flatMap(\.permissions)
-            guard known.contains(permission) else {
-                let valid = Set(known).map(\.rawValue).sorted().joined(separator: ", ")
-                throw CollaborationError(
-                    .invalidInput, "unknown permission \"\(permission)\"; valid permissions: \(valid)")
-            }
-            let set = try await repository.permissionSet(couple: couple, user: user)
-            return PermissionCheck(allowed: set.permissions.contains(permission), revision: set.revision)
-        }
+        try await checker.requireKnown([permission])
+        return try await checker.check(couple: couple, user: user, permission: permission)
     }
 
     public func permissions(user: UUID, couple: UUID, as actor: Actor) async throws -> [Permission] {

@@ -27,6 +27,8 @@ public final class PermissionCache: Sendable {
     private struct State {
         var epoch: UInt64 = 0
         var couples: [UUID: CoupleState] = [:]
+        /// Every permission some role grants; nil until loaded, and after every `invalidateAll`.
+        var known: Set<Permission>?
     }
 
     private let state = Mutex(State())
@@ -61,6 +63,17 @@ public final class PermissionCache: Sendable {
         }
     }
 
+    /// The permissions some role grants, if they were loaded since the policy last changed.
+    public func knownPermissions() -> Set<Permission>? { state.withLock { $0.known } }
+
+    /// Keeps the permissions the roles grant, loaded under `ticket`, unless an `invalidateAll` came in between.
+    public func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
+        state.withLock { state in
+            guard ticket.epoch == state.epoch else { return }
+            state.known = known
+        }
+    }
+
     /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good).
     public func invalidate(couple: UUID, revision: Int64?) {
         state.withLock { state in
@@ -77,6 +90,7 @@ public final class PermissionCache: Sendable {
         state.withLock { state in
             state.epoch &+= 1
             state.couples = [:]
+            state.known = nil
         }
     }
 

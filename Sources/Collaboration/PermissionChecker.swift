@@ -34,6 +34,28 @@ public final class PermissionChecker: Sendable {
         self.metrics = metrics
     }
 
+    /// Refuses (`invalid_input`) a permission that no role grants, so that a typo cannot pass for a denial. The
+    /// permissions are read from the repository unless the cache holds them; they are kept only while the
+    /// change feed is trusted, and a policy change (or a lost feed) drops them with everything else. Using them
+    /// without asking the feed is safe: a permission removed meanwhile is then answered from a fresh set (no),
+    /// and one added meanwhile is refused for as long as the notice takes to arrive.
+    public func requireKnown(_ permissions: some Sequence<Permission>) async throws {
+        let known = try await knownPermissions()
+        guard let unknown = permissions.first(where: { !known.contains($0) }) else { return }
+        let valid = known.map(\.rawValue).sorted().joined(separator: ", ")
+        throw CollaborationError(.invalidInput, "unknown permission \"\(unknown)\"; valid permissions: \(valid)")
+    }
+
+    private func knownPermissions() async throws -> Set<Permission> {
+        if let known = cache?.knownPermissions() { return known }
+        let ticket = cache?.ticket()
+        let known = Set(try await repository.roles().flatMap(\.permissions))
+        if let cache, let ticket, isCacheTrusted() { cache.storeKnownPermissions(known, ticket: ticket) }
+        return known
+    }
+
+    /// Whether `user` holds `permission` in `couple`. The permission is not checked against the policy (see
+    /// `requireKnown`): one no role grants is simply not held.
     public func check(couple: UUID, user: UUID, permission: Permission, minRevision: Int64? = nil) async throws
         -> PermissionCheck
     {

@@ -59,6 +59,7 @@ struct PermissionAPIController {
         // Validate every check before asking the database about any; then ask about all at once, so that those
         // the cache cannot answer are read together (PostgresCollaborationRepository batches concurrent reads).
         let parsed = try batch.checks.map(parse)
+        try await checker.requireKnown(parsed.map(\.permission))
         let results = try await withThrowingTaskGroup(of: (Int, PermissionCheck).self) { group in
             for (index, check) in parsed.enumerated() {
                 group.addTask { (index, try await answer(check)) }
@@ -115,7 +116,9 @@ struct PermissionAPIController {
     }
 
     private func answer(_ check: CheckRequest) async throws -> PermissionCheck {
-        try await answer(try parse(check))
+        let parsed = try parse(check)
+        try await checker.requireKnown([parsed.permission])
+        return try await answer(parsed)
     }
 
     private func answer(_ check: ParsedCheck) async throws -> PermissionCheck {

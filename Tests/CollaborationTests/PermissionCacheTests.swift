@@ -49,6 +49,22 @@ struct PermissionCacheTests {
         #expect(cache.count == 0)
     }
 
+    @Test("the permissions the roles grant are kept until invalidateAll, and a load from before it is not kept")
+    func knownPermissions() {
+        let cache = PermissionCache()
+        let known: Set<Permission> = [edit]
+        let stale = cache.ticket()
+        cache.invalidateAll()
+        cache.storeKnownPermissions(known, ticket: stale)
+        #expect(cache.knownPermissions() == nil)
+        cache.storeKnownPermissions(known, ticket: cache.ticket())
+        #expect(cache.knownPermissions() == known)
+        cache.invalidate(couple: couple, revision: 5)
+        #expect(cache.knownPermissions() == known, "a membership change leaves the policy alone")
+        cache.invalidateAll()
+        #expect(cache.knownPermissions() == nil)
+    }
+
     @Test("the cache holds at most its capacity of couples")
     func capacity() {
         let cache = PermissionCache(capacity: 3)
@@ -71,10 +87,17 @@ struct PermissionCacheTests {
         let checker = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: { trusted.value })
 
         #expect(try await checker.check(couple: couple.id, user: owner.id, permission: edit).allowed)
+        try await checker.requireKnown([edit])
         #expect(cache.count == 0, "nothing is cached while the feed is not trusted")
+        #expect(cache.knownPermissions() == nil)
+        await #expect(throws: CollaborationError.self) {
+            try await checker.requireKnown([Permission(rawValue: "a.b")!])
+        }
         trusted.value = true
         let first = try await checker.check(couple: couple.id, user: owner.id, permission: edit)
         #expect(cache.count == 1)
+        try await checker.requireKnown([edit])
+        #expect(cache.knownPermissions()?.contains(edit) == true)
         // A write the cache has not heard of: a plain check may still be served from the cache, but one with
         // the write's revision reads through.
         let partner = try await repository.addUser(email: EmailAddress(rawValue: "p@example.com")!, displayName: nil)

@@ -213,6 +213,53 @@ struct CacheTests {
         }
     }
 
+    @Test("a permission the policy adds is refused as unknown until the feed tells the instance, then answered")
+    func policyAddsPermission() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let instance = Instance(configuration)
+            try await instance.waitUntilListening()
+            let approve = ByteBuffer(
+                string: #"{"couple_id":"\#(world.couple)","user_id":"\#(world.planner)","permission":"budget.approve"}"#
+            )
+            try await instance.app().test(.live) { client in
+                func status() async throws -> HTTPResponse.Status {
+                    try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: approve) {
+                        $0.status
+                    }
+                }
+                let before = try await status()
+                #expect(before == .badRequest, "no role grants budget.approve yet")
+                #expect(instance.cache.knownPermissions() != nil, "the permissions the roles grant are kept")
+
+                var policy = try #require(
+                    try JSONSerialization.jsonObject(
+                        with: Data(contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json")))
+                        as? [String: Any])
+                var permissions = try #require(policy["permissions"] as? [String: Any])
+                permissions["budget.approve"] = "Approve the budget"
+                policy["permissions"] = permissions
+                var roles = try #require(policy["roles"] as? [String: [String: Any]])
+                let planner = roles["planner"]?["permissions"] as? [String] ?? []
+                roles["planner"]?["permissions"] = planner + ["budget.approve"]
+                policy["roles"] = roles
+                let admin = try await PostgresConnection.connect(configuration)
+                let text = String(decoding: try JSONSerialization.data(withJSONObject: policy), as: UTF8.self)
+                try await admin.execute("SELECT apply_policy(\(PostgresJSON(text: text)))")
+                await admin.close()
+
+                let deadline = ContinuousClock.now + .seconds(1)
+                while try await status() == .badRequest && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: approve) {
+                    #expect($0.status == .ok, "the policy's notice reached the instance within a second")
+                    #expect(String(buffer: $0.body).hasPrefix(#"{"allowed":true"#))
+                }
+            }
+            await instance.stop()
+        }
+    }
+
     @Test("with its notification connection killed, an instance never answers from its stale cache", arguments: 0..<5)
     func feedKilled(round: Int) async throws {
         try await Self.withMigratedDatabase { configuration, world in

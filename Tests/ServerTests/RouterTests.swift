@@ -222,6 +222,21 @@ struct RouterTests {
                     #expect(text($0).contains("\"code\":\"invalid_input\""))
                 }
             }
+            // Well formed, but no role grants it: refused, so that a typo in a backend is not taken for "no".
+            let typo = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edti"}"#
+            for (uri, request) in [
+                ("/v1/check", typo), ("/v1/check/batch", #"{"checks":[\#(String(buffer: body)),\#(typo)]}"#),
+            ] {
+                try await client.execute(
+                    uri: uri, method: .post, headers: fixture.keyHeader, body: ByteBuffer(string: request)
+                ) {
+                    #expect($0.status == .badRequest)
+                    #expect(
+                        text($0).hasPrefix(
+                            #"{"error":{"code":"invalid_input","message":"unknown permission \"budget.edti\"; valid permissions: audit.view, budget.edit"#
+                        ), "\(text($0))")
+                }
+            }
             let huge = ByteBuffer(string: String(repeating: "x", count: 200_000))
             try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: huge) {
                 #expect($0.status == .contentTooLarge)
