@@ -76,12 +76,8 @@ struct ManagementAPIController {
         let (limit, after) = try PermissionAPIController.page(request)
         let listed = try await invitations.invitations(
             of: try couple(context), status: status, limit: limit, after: after, as: try request.actingUser())
-        struct Page: Encodable {
-            let invitations: [Invitation]
-            let nextAfter: UUID?
-        }
         return try PermissionAPIController.json(
-            Page(invitations: listed, nextAfter: listed.count == limit ? listed.last?.id : nil))
+            PermissionAPIController.Page("invitations", listed, limit: limit) { $0.id })
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {

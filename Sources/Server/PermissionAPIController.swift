@@ -76,23 +76,14 @@ struct PermissionAPIController {
         let user = try APIError.uuid(context.parameters.get("user"), "user id")
         let (limit, after) = try Self.page(request)
         let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
-        // Snake-cased by the encoder: {"couples": [...], "next_after": ...}.
-        struct Page: Encodable {
-            let couples: [UserCouple]
-            let nextAfter: UUID?
-        }
-        return try Self.json(Page(couples: couples, nextAfter: couples.count == limit ? couples.last?.coupleID : nil))
+        return try Self.json(Page("couples", couples, limit: limit) { $0.coupleID })
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
         let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
         let (limit, after) = try Self.page(request)
         let members = try await memberships.members(of: couple, limit: limit, after: after, as: actor(context))
-        struct Page: Encodable {
-            let members: [Member]
-            let nextAfter: UUID?
-        }
-        return try Self.json(Page(members: members, nextAfter: members.count == limit ? members.last?.user.id : nil))
+        return try Self.json(Page("members", members, limit: limit) { $0.user.id })
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -154,6 +145,33 @@ struct PermissionAPIController {
             } ?? 100
         let after = try query["after"].map { try APIError.uuid(String($0), "after") }
         return (limit, after)
+    }
+
+    /// One page of a listing, `{"<name>": [...], "next_after": id}`: `next_after`, the id of the last item, only
+    /// when the page is full (there may be more); a client passes it back as `after`.
+    struct Page<Item: Encodable>: Encodable {
+        let name: String
+        let items: [Item]
+        let nextAfter: UUID?
+
+        init(_ name: String, _ items: [Item], limit: Int, id: (Item) -> UUID) {
+            self.name = name
+            self.items = items
+            nextAfter = items.count == limit ? items.last.map(id) : nil
+        }
+
+        private struct Key: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(items, forKey: Key(stringValue: name))
+            try container.encodeIfPresent(nextAfter, forKey: Key(stringValue: "next_after"))
+        }
     }
 
     /// One encoder for every response, written as the CLI's `--json` writes.

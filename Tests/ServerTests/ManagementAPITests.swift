@@ -80,9 +80,13 @@ struct ManagementAPITests {
         }
     }
 
-    @Test("members and invitations are listed a page at a time, each page after the last id of the one before")
+    @Test("couples, members and invitations are listed a page at a time, each after the last id of the one before")
     func paging() async throws {
         let fixture = try await Fixture()
+        for index in 1...2 {
+            _ = try await fixture.repository.createCouple(
+                name: "Also \(index)", owner: fixture.owner, as: .operator(label: "t"))
+        }
         for index in 1...4 {
             let user = try await fixture.repository.addUser(
                 email: EmailAddress(rawValue: "guest\(index)@example.com")!, displayName: nil
@@ -109,7 +113,10 @@ struct ManagementAPITests {
                         return try JSONSerialization.jsonObject(with: Data(buffer: response.body)) as? [String: Any]
                     }
                     let items = try #require(page?[key] as? [[String: Any]])
-                    ids += items.compactMap { ($0["user"] as? [String: Any])?["id"] as? String ?? $0["id"] as? String }
+                    ids += items.compactMap {
+                        ($0["user"] as? [String: Any])?["id"] as? String ?? $0["id"] as? String
+                            ?? $0["couple_id"] as? String
+                    }
                     after = page?["next_after"] as? String
                     pages += 1
                 } while after != nil && pages < 10
@@ -119,6 +126,10 @@ struct ManagementAPITests {
             #expect(members.ids.count == 5 && Set(members.ids).count == 5, "the owner and four viewers, once each")
             #expect(members.ids == members.ids.sorted())
             #expect(members.pages == 3)
+            let couples = try await walk("/v1/users/\(fixture.owner)/couples", "couples")
+            #expect(couples.ids.count == 3 && Set(couples.ids).count == 3, "the fixture's couple and two more")
+            #expect(couples.ids == couples.ids.sorted())
+            #expect(couples.pages == 2)
             let invitations = try await walk("/v1/couples/\(fixture.couple)/invitations", "invitations")
             #expect(invitations.ids.count == 4 && Set(invitations.ids).count == 4)
             #expect(invitations.ids == invitations.ids.sorted())
