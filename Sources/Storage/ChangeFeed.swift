@@ -56,6 +56,7 @@ public final class ChangeFeed: Sendable {
                     apply(notification.payload)
                 }
                 distrust()
+                if Task.isCancelled { break }  // stopped, not lost
                 onState(false, nil)
             } catch {
                 distrust()

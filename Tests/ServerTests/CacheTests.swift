@@ -6,6 +6,7 @@ import Postgres
 import Prometheus
 import Secrets
 import Storage
+import Synchronization
 import TestSupport
 import Testing
 
@@ -286,6 +287,21 @@ struct CacheTests {
             }
             await admin.close()
             await instance.stop()
+        }
+    }
+
+    @Test("a feed stopped on purpose does not report itself lost", arguments: 0..<3)
+    func feedStopped(round: Int) async throws {
+        try await Self.withMigratedDatabase { configuration, _ in
+            let feed = ChangeFeed(configuration: configuration, permissions: PermissionCache())
+            let states = Mutex<[Bool]>([])
+            let listener = Task { await feed.run { listening, _ in states.withLock { $0.append(listening) } } }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !feed.isTrusted() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            listener.cancel()
+            await listener.value
+            #expect(states.withLock { $0 } == [true], "heard: listening, and nothing after the stop")
+            #expect(!feed.isTrusted())
         }
     }
 
