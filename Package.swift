@@ -15,7 +15,8 @@ let package = Package(
         // Operation timing (swift-metrics), served at /metrics in Prometheus's text format.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        // Already in the graph through Hummingbird; named so tests can drive graceful shutdown.
+        // Already in the graph through Hummingbird; named for the server's background service and for tests that
+        // drive graceful shutdown.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
@@ -54,6 +55,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("openapi.json")]
         ),
@@ -84,7 +86,7 @@ let package = Package(
         .testTarget(
             name: "ServerTests",
             dependencies: [
-                "Server", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
+                "Server", "Budget", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// Idle actors (and the overviews they cache) are swept out by the registry's own traffic, whichever couple
 /// it is for: at most once a quarter of `idleAfter`, so one is dropped at most 1.25 × `idleAfter` after its
-/// last use while any couple is served.
+/// last use while any couple is served. Without traffic, `sweepIdle()` does it (the HTTP service calls it every
+/// quarter of `idleAfter`).
 public final class BudgetRegistry: Sendable {
     public let capacity: Int
     public let idleAfter: Duration
@@ -46,6 +47,12 @@ public final class BudgetRegistry: Sendable {
         let budget = checkOut(couple)
         defer { checkIn(couple) }
         return try await body(budget)
+    }
+
+    /// Drops the actors idle for `idleAfter` or longer, whether or not any couple is being served.
+    public func sweepIdle() {
+        let now = now()
+        state.withLock { sweep(&$0, now: now) }
     }
 
     /// How many couples have an actor now.

@@ -5,6 +5,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Prometheus
+import ServiceLifecycle
 
 /// What the HTTP service needs; tests build it with in-memory repositories.
 public struct ServerDependencies: Sendable {
@@ -20,8 +21,8 @@ public struct ServerDependencies: Sendable {
     /// What `/metrics` serves: route timings, and the operation timings of services built with
     /// `operationMetrics`.
     public let metrics: PrometheusCollectorRegistry
-    /// Storage of the budget, served by one `CoupleBudget` actor per couple.
-    public let budgets: any BudgetRepository
+    /// One `CoupleBudget` actor per couple, over the budget storage given.
+    public let budgets: BudgetRegistry
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
@@ -36,9 +37,12 @@ public struct ServerDependencies: Sendable {
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
         self.metrics = metrics
-        self.budgets = budgets
-        self.checker =
-            checker ?? PermissionChecker(repository: repository, metrics: Self.operationMetrics(metrics))
+        let operationMetrics = Self.operationMetrics(metrics)
+        let checker = checker ?? PermissionChecker(repository: repository, metrics: operationMetrics)
+        self.checker = checker
+        self.budgets = BudgetRegistry { couple in
+            CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: operationMetrics)
+        }
         self.isReady = isReady
     }
 
@@ -90,13 +94,7 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
         memberships: memberships
     ).addRoutes(to: v1)
     ManagementAPIController(memberships: memberships, invitations: invitations).addRoutes(to: v1)
-    let budgets = dependencies.budgets
-    let checker = dependencies.checker
-    BudgetAPIController(
-        registry: BudgetRegistry { couple in
-            CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: metrics)
-        }
-    ).addRoutes(to: v1)
+    BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)
     return router
 }
 
@@ -117,6 +115,7 @@ public func buildApplication(
     Application(
         router: buildRouter(dependencies),
         configuration: .init(address: .hostname(host, port: port), serverName: "rbac"),
+        services: [BudgetSweeper(registry: dependencies.budgets)],
         onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },
         logger: logger)
 }
@@ -178,5 +177,20 @@ struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         timings.record(
             [request.method.rawValue, context.endpointPath ?? "unmatched", String(status)],
             duration: ContinuousClock.now - started)
+    }
+}
+
+/// Sweeps idle budget actors every quarter of the registry's idle time, so that a service with no budget
+/// traffic lets go of them too; it stops when the service shuts down.
+struct BudgetSweeper: Service {
+    let registry: BudgetRegistry
+
+    func run() async {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: registry.idleAfter / 4)
+                registry.sweepIdle()
+            }
+        }
     }
 }

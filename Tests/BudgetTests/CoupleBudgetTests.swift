@@ -303,5 +303,12 @@ struct BudgetRegistryTests {
         _ = try await registry.with(b) { $0 }
         #expect(registry.count == 1, "a, idle for 75 s, is gone; b, used 45 s ago, stays")
         #expect(try await registry.with(a) { $0 } !== first)
+        // No traffic at all: sweepIdle alone lets go of them, once they have been idle long enough.
+        clock.advance(.seconds(59))
+        registry.sweepIdle()
+        #expect(registry.count == 2)
+        clock.advance(.seconds(1))
+        registry.sweepIdle()
+        #expect(registry.count == 0)
     }
 }

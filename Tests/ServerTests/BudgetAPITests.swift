@@ -1,7 +1,9 @@
+import Budget
 import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Synchronization
 import Testing
 
 @testable import Server
@@ -84,5 +86,24 @@ struct BudgetAPITests {
                 #expect(String(buffer: $0.body).contains(#""status":"partial""#))
             }
         }
+    }
+
+    @Test("with no budget traffic at all, the service's sweeper lets go of idle couples")
+    func sweeper() async throws {
+        let offset = Mutex<Duration>(.zero)
+        let start = ContinuousClock.now
+        let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: []))
+        let registry = BudgetRegistry(
+            idleAfter: .milliseconds(40), now: { start + offset.withLock { $0 } },
+            make: { CoupleBudget(couple: $0, repository: InMemoryBudgetRepository(), checker: checker) })
+        _ = try await registry.with(UUID()) { $0 }
+        _ = try await registry.with(UUID()) { $0 }
+        let sweeping = Task { await BudgetSweeper(registry: registry).run() }
+        offset.withLock { $0 = .seconds(1) }  // both idle for a second of the registry's time
+        let deadline = ContinuousClock.now + .seconds(10)
+        while registry.count > 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(registry.count == 0)
+        sweeping.cancel()
+        await sweeping.value
     }
 }
