@@ -2,6 +2,16 @@ import COpenSSL
 
 /// SHA-256 and HMAC-SHA256 through OpenSSL's one-shot functions.
 public enum Digest {
+    /// SHA-256, fetched from OpenSSL's providers once. `EVP_sha256()` makes every call fetch it again (OpenSSL 3
+    /// calls that an implicit fetch): 350-420 ns a digest of 52 bytes here, against 100-200 ns with this.
+    nonisolated(unsafe) private static let sha256Algorithm: OpaquePointer = {
+        // Safety: an EVP_MD is never modified after it is fetched, and OpenSSL allows using it from any thread.
+        guard let algorithm = EVP_MD_fetch(nil, "SHA2-256", nil) else {
+            preconditionFailure("OpenSSL has no SHA2-256 (EVP_MD_fetch failed)")
+        }
+        return algorithm
+    }()
+
     /// The 32-byte SHA-256 of `data`.
     public static func sha256(_ data: some Collection<UInt8>) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: Int(rbac_SHA256_DIGEST_LENGTH))
@@ -11,7 +21,7 @@ public enum Digest {
                 EVP_Digest(
                     input.baseAddress, input.count,
                     out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length,
-                    EVP_sha256(), nil)
+                    sha256Algorithm, nil)
             }
         }
         precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
@@ -31,7 +41,7 @@ public enum Digest {
             Array(message).withUnsafeBytes { message in
                 output.withUnsafeMutableBytes { out in
                     HMAC(
-                        EVP_sha256(), key.baseAddress, Int32(key.count),
+                        sha256Algorithm, key.baseAddress, Int32(key.count),
                         message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count,
                         out.baseAddress?.assumingMemoryBound(to: UInt8.self), &length)
                 }
