@@ -36,6 +36,12 @@ public struct OperationMetrics: Sendable {
     public func record(_ operation: String, outcome: String, duration: Duration? = nil) {
         timings.record([operation, outcome], duration: duration)
     }
+
+    /// The counter `record(operation, outcome:)` increments, looked up once: for a path that counts too often
+    /// to look it up every time (a check answered from the cache).
+    public func counter(_ operation: String, outcome: String) -> CoreMetrics.Counter {
+        timings.handles([operation, outcome]).counter
+    }
 }
 
 /// A counter and a timer with the same dimensions, whose swift-metrics handles are made once per set of
@@ -59,7 +65,17 @@ public final class CountedTimings: Sendable {
     /// Counts one event with these dimension values (in the order of the names given at init), and times it
     /// when `duration` is given.
     public func record(_ values: [String], duration: Duration?) {
-        let (counter, timer) = handles.withLock { handles in
+        let (counter, timer) = handles(values)
+        counter.increment()
+        if let duration {
+            timer.recordNanoseconds(
+                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        }
+    }
+
+    /// The counter and timer of these dimension values, made on first use.
+    func handles(_ values: [String]) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
+        handles.withLock { handles in
             if let made = handles[values] { return made }
             let dimensions = Array(zip(dimensionNames, values))
             let made = (
@@ -68,11 +84,6 @@ public final class CountedTimings: Sendable {
             )
             handles[values] = made
             return made
-        }
-        counter.increment()
-        if let duration {
-            timer.recordNanoseconds(
-                duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         }
     }
 }

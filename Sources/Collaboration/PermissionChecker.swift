@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 
 /// The answer to "may user U do P in couple C", with the couple revision it was read at.
@@ -21,6 +22,7 @@ public final class PermissionChecker: Sendable {
     private let cache: PermissionCache?
     private let isCacheTrusted: @Sendable () -> Bool
     private let metrics: OperationMetrics
+    private let cachedChecks: Counter
 
     /// `isCacheTrusted` says whether the cache's change feed is live; while it is not, every check reads the
     /// repository and nothing is cached.
@@ -32,6 +34,7 @@ public final class PermissionChecker: Sendable {
         self.cache = cache
         self.isCacheTrusted = isCacheTrusted
         self.metrics = metrics
+        cachedChecks = metrics.counter("permission.check", outcome: "cached")
     }
 
     /// Refuses (`invalid_input`) a permission that no role grants, so that a typo cannot pass for a denial. The
@@ -70,7 +73,7 @@ public final class PermissionChecker: Sendable {
             }
         }
         if let cached = cache.lookup(couple: couple, user: user, minRevision: minRevision) {
-            metrics.record("permission.check", outcome: "cached")
+            cachedChecks.increment()
             return cached
         }
         let ticket = cache.ticket()

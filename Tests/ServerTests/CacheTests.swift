@@ -31,13 +31,16 @@ struct CacheTests {
             let feed = ChangeFeed(configuration: configuration, permissions: cache, keys: keys)
             self.feed = feed
             let repository = PostgresCollaborationRepository(pool: pool, invalidating: cache)
+            let registry = PrometheusCollectorRegistry()
             dependencies = ServerDependencies(
                 repository: repository,
                 keys: ServiceKeyService(
                     repository: PostgresServiceKeyRepository(pool: pool), cache: keys, isCacheTrusted: feed.isTrusted),
                 verifier: JWTVerifier(secret: LiveTests.secret), publicBaseURL: URL(string: "https://rbac.test")!,
-                checker: PermissionChecker(repository: repository, cache: cache, isCacheTrusted: feed.isTrusted),
-                isReady: { true })
+                checker: PermissionChecker(
+                    repository: repository, cache: cache, isCacheTrusted: feed.isTrusted,
+                    metrics: ServerDependencies.operationMetrics(registry)),
+                metrics: registry, isReady: { true })
             listener = Task { await feed.run() }
         }
 
@@ -144,6 +147,12 @@ struct CacheTests {
                 #expect(instance.cache.count == 1, "the answers came from a warm cache")
                 _ = try await Self.removePlanner(client, world)
                 #expect(try await Self.answer(client, world).allowed == false)
+                try await client.execute(uri: "/metrics", method: .get) { response in
+                    let samples = try Self.parsePrometheus(String(buffer: response.body))
+                    let checks = #"rbac_operations_total{operation="permission.check",outcome="#
+                    #expect(samples[checks + #""cached"}"#] == 2, "the second and third check")
+                    #expect(samples[checks + #""database"}"#] == 2, "the first, and the one after the revoke")
+                }
             }
             await instance.stop()
         }
@@ -334,13 +343,14 @@ struct CacheTests {
         let line: String
     }
 
-    /// The samples of a Prometheus text exposition, by name and labels (labels sorted); throws on a line that
-    /// is neither a comment nor a sample.
+    /// The samples of a Prometheus text exposition, by name and labels (labels sorted; a quoted value may hold
+    /// braces, as route patterns do); throws on a line that is neither a comment nor a sample.
     static func parsePrometheus(_ text: String) throws -> [String: Double] {
         var samples: [String: Double] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             let match = try #require(
-                line.wholeMatch(of: /([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)/), "not a sample: \(line)")
+                line.wholeMatch(of: /([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^"}]|"(?:[^"\\]|\\.)*")*\})? (\S+)/),
+                "not a sample: \(line)")
             let labels =
                 match.2.map { text in
                     let pairs = text.dropFirst().dropLast().split(separator: ",").map(String.init).sorted()
