@@ -9,9 +9,11 @@ FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libpq-dev libssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# Every directory Package.swift names a target in, or the package does not load.
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
+COPY Benchmarks ./Benchmarks
 RUN swift build -c release --product rbac --static-swift-stdlib \
     && mkdir -p /out/bin /out/share/rbac \
     && cp "$(swift build -c release --show-bin-path)/rbac" /out/bin/ \
