@@ -81,7 +81,10 @@ struct CommandContext {
 enum Parse {
     /// An id of a `kind` (scenario, expense, ...): a UUID, else a validation error naming the kind.
     static func id(_ text: String, _ kind: String) throws -> UUID {
-        guard let id = UUID(parsing: text) else { throw ValidationError("\"\(text)\" is not a \(kind) id (a UUID)") }
+        guard let id = UUID(parsing: text) else {
+            let article = kind.first.map { "aeiou".contains($0) } == true ? "an" : "a"
+            throw ValidationError("\"\(text)\" is not \(article) \(kind) id (a UUID)")
+        }
         return id
     }
 

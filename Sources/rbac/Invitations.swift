@@ -124,15 +124,14 @@ extension RBAC {
 
             func validate() throws {
                 _ = try Parse.couple(couple)
-                guard UUID(parsing: invitation) != nil else {
-                    throw ValidationError("\"\(invitation)\" is not an invitation id")
-                }
+                _ = try Parse.id(invitation, "invitation")
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     try await context.invitations.revoke(
-                        UUID(parsing: invitation)!, in: try Parse.couple(couple), as: try await context.actor(actor))
+                        try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
+                        as: try await context.actor(actor))
                     print("Revoked invitation \(invitation.lowercased())")
                 }
             }
@@ -151,15 +150,14 @@ extension RBAC {
 
             func validate() throws {
                 _ = try Parse.couple(couple)
-                guard UUID(parsing: invitation) != nil else {
-                    throw ValidationError("\"\(invitation)\" is not an invitation id")
-                }
+                _ = try Parse.id(invitation, "invitation")
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let issued = try await context.invitations.resend(
-                        UUID(parsing: invitation)!, in: try Parse.couple(couple), expiresIn: expires.duration,
+                        try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
+                        expiresIn: expires.duration,
                         as: try await context.actor(actor))
                     try printIssued(issued, json: output.json)
                 }

@@ -185,13 +185,13 @@ extension RBAC {
             @OptionGroup var database: DatabaseOptions
 
             func validate() throws {
-                guard UUID(parsing: id) != nil else { throw ValidationError("\"\(id)\" is not a key id (a UUID)") }
+                _ = try Parse.id(id, "key")
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
-                        UUID(parsing: id)!)
+                        try Parse.id(id, "key"))
                     print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
                 }
             }

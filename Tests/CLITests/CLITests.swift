@@ -234,6 +234,13 @@ struct CLITests {
             database: "postgres://nobody@127.0.0.1:1/none")
         #expect(result.status == 2)
         #expect(result.stderr == "rbac: \"not-a-uuid\" is not a scenario id (a UUID)\n")
+        let payment = try await Self.rbac(
+            [
+                "budget", "payments", "--couple", "00000000-0000-0000-0000-000000000000", "--expense", "nope",
+                "--amount", "5",
+            ], database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(payment.status == 2)
+        #expect(payment.stderr == "rbac: \"nope\" is not an expense id (a UUID)\n")
     }
 
     @Test("an unreachable database exits 5 with one clear line")
