@@ -19,39 +19,43 @@ extension UUID {
     /// A UUID written as RFC 9562 writes one: 32 hex digits in either case, grouped 8-4-4-4-12 by hyphens; nil
     /// for any other text. Ids from outside are read with this, not `UUID(uuidString:)`: on Linux that reads
     /// with sscanf, which takes some malformed text and makes another id of it (" 9f7e979-..." is 9F7E9709-...,
-    /// "a9f7e979-+5d6-..." is A9F7E979-05D6-...). It is also about four times faster.
+    /// "a9f7e979-+5d6-..." is A9F7E979-05D6-...). It is also several times faster.
     ///
     /// It takes a `String`, not `some StringProtocol`: a generic initializer is not specialized for callers in
     /// other modules, and unspecialized it cost about eight times as much (two of them were 4% of a check).
     public init?(parsing text: String) {
-        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let parsed = withUnsafeMutableBytes(of: &value) { bytes in
-            var length = 0
-            var digits = 0
-            for character in text.utf8 {
-                guard length < 36 else { return false }
-                length += 1
-                switch length {
-                case 9, 14, 19, 24:
-                    guard character == UInt8(ascii: "-") else { return false }
-                default:
-                    guard let nibble = hexValue(character) else { return false }
-                    bytes[digits / 2] |= digits.isMultiple(of: 2) ? nibble << 4 : nibble
-                    digits += 1
-                }
-            }
-            return length == 36
-        }
-        guard parsed else { return nil }
+        var text = text
+        guard let value = text.withUTF8(uuidValue) else { return nil }
         self.init(uuid: value)
     }
 }
 
-private func hexValue(_ character: UInt8) -> UInt8? {
+private func uuidValue(_ text: UnsafeBufferPointer<UInt8>) -> uuid_t? {
+    let hyphen = UInt8(ascii: "-")
+    guard text.count == 36, text[8] == hyphen, text[13] == hyphen, text[18] == hyphen, text[23] == hyphen else {
+        return nil
+    }
+    var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    var invalid: UInt8 = 0
+    withUnsafeMutableBytes(of: &value) { bytes in
+        var position = 0
+        for index in 0..<16 {
+            if position == 8 || position == 13 || position == 18 || position == 23 { position += 1 }
+            let (high, low) = (hexValue(text[position]), hexValue(text[position + 1]))
+            invalid |= high | low
+            bytes[index] = high << 4 | low & 0x0F
+            position += 2
+        }
+    }
+    return invalid & 0xF0 == 0 ? value : nil
+}
+
+/// The value of a hex digit; 0xFF for any other character.
+private func hexValue(_ character: UInt8) -> UInt8 {
     switch character {
     case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0")
     case UInt8(ascii: "a")...UInt8(ascii: "f"): character - UInt8(ascii: "a") + 10
     case UInt8(ascii: "A")...UInt8(ascii: "F"): character - UInt8(ascii: "A") + 10
-    default: nil
+    default: 0xFF
     }
 }
