@@ -1,7 +1,6 @@
 import Collaboration
 import Foundation
 import Postgres
-import Synchronization
 
 /// Listens on `rbac_changes` (see sql/0009) and keeps the caches honest: each notification drops what it names;
 /// a lost connection drops everything, and until the feed listens again the caches are not trusted at all.
@@ -15,9 +14,12 @@ public final class ChangeFeed: Sendable {
     private let configuration: PostgresConfiguration
     private let permissions: PermissionCache
     private let keys: ServiceKeyCache?
-    /// The listening connection's socket, duplicated for `poll`; -1 while not listening. Closed only under the
-    /// lock, so `isTrusted` never polls a descriptor number that was reused.
-    private let socket = Mutex<Int32>(-1)
+    /// What `isTrusted` polls: while the feed listens, the listening connection's socket; otherwise a pipe that
+    /// always has input. The number is never closed while the feed lives, only pointed at one or the other by
+    /// `dup2` (which the kernel does at once), so polling it needs no lock and never meets a reused number.
+    private let watched: Int32
+    /// The read end of a pipe holding one byte that nobody reads.
+    private let alwaysReadable: Int32
 
     public init(configuration: PostgresConfiguration, permissions: PermissionCache, keys: ServiceKeyCache? = nil) {
         var configuration = configuration
@@ -25,15 +27,25 @@ public final class ChangeFeed: Sendable {
         self.configuration = configuration
         self.permissions = permissions
         self.keys = keys
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0, write(ends[1], "!", 1) == 1 else {
+            fatalError("ChangeFeed: cannot make a pipe: \(String(cString: strerror(errno)))")
+        }
+        close(ends[1])
+        alwaysReadable = ends[0]
+        watched = dup(ends[0])
+        guard watched >= 0 else { fatalError("ChangeFeed: cannot dup a pipe: \(String(cString: strerror(errno)))") }
+    }
+
+    deinit {
+        close(watched)
+        close(alwaysReadable)
     }
 
     /// Whether cached answers may be used now.
     public func isTrusted() -> Bool {
-        socket.withLock { descriptor in
-            guard descriptor >= 0 else { return false }
-            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            return poll(&watched, 1, 0) == 0
-        }
+        var descriptor = pollfd(fd: watched, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
     }
 
     /// Listens until the task is cancelled, reconnecting (after 0.1 s, doubling up to 2 s) whenever the
@@ -46,10 +58,11 @@ public final class ChangeFeed: Sendable {
             do {
                 let connection = try await PostgresConnection.connect(configuration)
                 let notifications = try await connection.notifications(channels: [Self.channel])
-                let descriptor = await connection.duplicateSocket()
+                let socket = await connection.duplicateSocket()
                 // Whatever changed before LISTEN took effect was never announced: start afresh.
                 dropEverything()
-                socket.withLock { $0 = descriptor }
+                watch(socket)
+                if socket >= 0 { close(socket) }
                 onState(true, nil)
                 delay = .milliseconds(100)
                 for try await notification in notifications {
@@ -70,11 +83,18 @@ public final class ChangeFeed: Sendable {
     }
 
     private func distrust() {
-        socket.withLock { descriptor in
-            if descriptor >= 0 { close(descriptor) }
-            descriptor = -1
-        }
+        watch(alwaysReadable)
         dropEverything()
+    }
+
+    /// Points `watched` at `descriptor`, or at the pipe when `descriptor` is not open (its connection closed).
+    private func watch(_ descriptor: Int32) {
+        for source in [descriptor, alwaysReadable] where source >= 0 {
+            var result: Int32
+            repeat { result = dup2(source, watched) } while result < 0 && errno == EINTR
+            if result >= 0 { return }
+        }
+        fatalError("ChangeFeed: cannot dup2: \(String(cString: strerror(errno)))")
     }
 
     private func dropEverything() {

@@ -303,6 +303,7 @@ struct CacheTests {
     func feedStopped(round: Int) async throws {
         try await Self.withMigratedDatabase { configuration, _ in
             let feed = ChangeFeed(configuration: configuration, permissions: PermissionCache())
+            #expect(!feed.isTrusted(), "not trusted before it listens")
             let states = Mutex<[Bool]>([])
             let listener = Task { await feed.run { listening, _ in states.withLock { $0.append(listening) } } }
             let deadline = ContinuousClock.now + .seconds(10)
