@@ -53,7 +53,9 @@ public protocol CollaborationRepository: Sendable {
     func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
         async throws -> [Invitation]
 
-    func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry]
+    /// The couple's audit log, oldest first: the entries at or after `since`, only the newest `last` of them
+    /// when given (at least 1).
+    func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry]
 }
 
 /// Every item of a keyset-paged listing: full pages read in turn, each after the last id of the page before.

@@ -353,9 +353,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return Self.page(invitations, id: \.id, limit: limit, after: after)
     }
 
-    public func audit(couple: UUID, since: Date?, as actor: Actor) throws -> [AuditEntry] {
+    public func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) throws -> [AuditEntry] {
+        try AuditEntry.requireCount(last)
         _ = try requirePermission(couple, "audit.view", actor)
-        return (auditLog[couple] ?? []).filter { since == nil || $0.at >= since! }
+        return (auditLog[couple] ?? []).filter { since == nil || $0.at >= since! }.suffix(last ?? .max)
     }
 
     // MARK: Rules

@@ -171,6 +171,15 @@ public struct AuditEntry: Sendable, Hashable, Codable {
     }
 }
 
+extension AuditEntry {
+    /// Refuses (`invalid_input`) a number of newest entries to read that is below 1.
+    public static func requireCount(_ last: Int?) throws {
+        if let last, last < 1 {
+            throw CollaborationError(.invalidInput, "the number of entries to show must be at least 1, not \(last)")
+        }
+    }
+}
+
 /// Who performs an operation.
 public enum Actor: Sendable, Hashable, CustomStringConvertible {
     /// The operator running the CLI, with full rights, recorded under this label.

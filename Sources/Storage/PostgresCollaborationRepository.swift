@@ -333,8 +333,9 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Audit
 
-    public func audit(couple: UUID, since: Date?, as actor: Actor) async throws -> [AuditEntry] {
-        try await run(as: actor) { connection in
+    public func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry] {
+        try AuditEntry.requireCount(last)
+        return try await run(as: actor) { connection in
             if case .user(let user) = actor {
                 let check: PostgresQuery = "SELECT user_has_permission(\(couple), \(user), 'audit.view') AS allowed"
                 guard try await connection.query(check)[0].decode("allowed", as: Bool.self) else {
@@ -342,12 +343,16 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                         .permissionDenied, "permission denied: reading the audit log needs audit.view")
                 }
             }
+            // Newest first, so that only the last entries are read (LIMIT NULL reads them all); then in order.
             return try await connection.query(
                 """
-                SELECT a.id, a.at, coalesce(u.email, a.actor_label) AS actor, a.action,
-                       a.before::text AS before, a.after::text AS after
-                FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
-                WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity') ORDER BY a.id
+                SELECT * FROM (
+                    SELECT a.id, a.at, coalesce(u.email, a.actor_label) AS actor, a.action,
+                           a.before::text AS before, a.after::text AS after
+                    FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
+                    WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity')
+                    ORDER BY a.id DESC LIMIT \(last)
+                ) entries ORDER BY id
                 """
             ).map { row in
                 AuditEntry(

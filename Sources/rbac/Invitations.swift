@@ -193,6 +193,7 @@ extension RBAC {
         static let configuration = CommandConfiguration(abstract: "Read a couple's audit log, oldest first.")
         @Option(help: "The couple's id.") var couple: String
         @Option(help: "Only entries at or after this time (ISO 8601, e.g. 2026-11-22T10:00:00Z).") var since: String?
+        @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
         @OptionGroup var actor: ActorOptions
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var output: OutputOptions
@@ -202,13 +203,14 @@ extension RBAC {
             if let since, (try? Date(since, strategy: .iso8601)) == nil {
                 throw ValidationError("\"\(since)\" is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
             }
+            if let tail, tail < 1 { throw ValidationError("--tail must be at least 1, not \(tail)") }
         }
 
         func run() async throws {
             try await CommandContext.run(database) { context in
                 let entries = try await context.repository.audit(
                     couple: try Parse.couple(couple), since: try since.map { try Date($0, strategy: .iso8601) },
-                    as: try await context.actor(actor))
+                    last: tail, as: try await context.actor(actor))
                 if output.json { return try printJSON(entries) }
                 print(
                     Table(

@@ -165,6 +165,12 @@ struct CLITests {
             #expect(logged("allocation.insert", "amount=33.34"))
             #expect(logged("payment.insert", "amount=40.00"))
             #expect(!audit.contains { $0.contains("name=Y") }, "the refused expense left no trace")
+            // Only the newest entries, still oldest first.
+            let ids = try Self.jsonArray(try await run(["audit"] + base + ["--json"])).map { $0["id"] as? Int }
+            let tail = try Self.jsonArray(try await run(["audit"] + base + ["--tail", "2", "--json"]))
+            #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
+            let noTail = try await run(["audit"] + base + ["--tail", "0"])
+            #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
         }
     }
 

@@ -254,6 +254,29 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test("the audit log's newest entries, still oldest first; a count below 1 is refused", arguments: Backend.allCases)
+    func auditTail(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, _) = try await world.couple()
+            for role in ["planner", "viewer", "partner"] { _ = try await world.member(couple, role) }
+            let all = try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin)
+            #expect(all.count >= 4 && all.map(\.id) == all.map(\.id).sorted(), "\(all.map(\.action))")
+            for last in [1, 2, all.count, all.count + 5] {
+                let newest = try await world.repository.audit(couple: couple, since: nil, last: last, as: world.admin)
+                #expect(newest == Array(all.suffix(last)), "last \(last)")
+            }
+            let since = all[1].at
+            #expect(
+                try await world.repository.audit(couple: couple, since: since, last: 100, as: world.admin)
+                    == all.filter { $0.at >= since })
+            for last in [0, -1] {
+                await expectRefusal(.invalidInput) {
+                    _ = try await world.repository.audit(couple: couple, since: nil, last: last, as: world.admin)
+                }
+            }
+        }
+    }
+
     @Test("a resend the actor may not make changes nothing: the old link still works", arguments: Backend.allCases)
     func refusedResend(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
@@ -261,7 +284,7 @@ struct CollaborationScenarioTests {
             let planner = try await world.member(couple, "planner")
             let issued = try await world.invitations.invite(
                 to: couple, role: RoleName(rawValue: "partner")!, as: .user(owner))
-            let before = try await world.repository.audit(couple: couple, since: nil, as: world.admin)
+            let before = try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin)
             await expectRefusal(.roleNotGrantable) {
                 _ = try await world.invitations.resend(issued.invitation.id, in: couple, as: .user(planner))
             }
@@ -270,7 +293,7 @@ struct CollaborationScenarioTests {
             }
             let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
             #expect(listed.map(\.id) == [issued.invitation.id] && listed.map(\.status) == [.pending])
-            #expect(try await world.repository.audit(couple: couple, since: nil, as: world.admin) == before)
+            #expect(try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin) == before)
             let invitee = try await world.user("invitee")
             let membership = try await world.invitations.accept(
                 token: issued.token.rawValue, user: nil, as: .user(invitee))
