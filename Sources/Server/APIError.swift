@@ -8,11 +8,14 @@ public struct APIError: HTTPResponseError, Sendable {
     public let status: HTTPResponse.Status
     public let code: String
     public let message: String
+    /// Sent besides the content type (`Allow` with a 405).
+    public let headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, code: String, _ message: String) {
+    public init(_ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
     }
 
     private struct Body: Encodable {
@@ -25,7 +28,7 @@ public struct APIError: HTTPResponseError, Sendable {
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let data = try PermissionAPIController.encoder.encode(Body(error: Body.Detail(code: code, message: message)))
-        var headers = HTTPFields()
+        var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
@@ -38,6 +41,14 @@ public struct APIError: HTTPResponseError, Sendable {
         .unauthorized, code: "unauthorized", "a valid service API key is required")
     public static let unavailable = APIError(
         .serviceUnavailable, code: "unavailable", "the database is unavailable; try again shortly")
+
+    /// A method the route does not take; `allow` lists those it does, as the `Allow` header does.
+    public static func methodNotAllowed(_ method: HTTPRequest.Method, allow: String) -> APIError {
+        APIError(
+            .methodNotAllowed, code: "method_not_allowed",
+            "this route does not take \(method.rawValue); it takes \(allow)",
+            headers: [.allow: allow])
+    }
 
     /// The HTTP answer for a domain refusal.
     public init(_ error: CollaborationError) {
@@ -65,7 +76,7 @@ public struct APIError: HTTPResponseError, Sendable {
             // Hummingbird's decoding failures: say what is expected without echoing the body.
             .badRequest("the request body is not JSON of the expected shape")
         case let error as HTTPError where error.status == .notFound:
-            // The router's answer to a path (or a method on it) that the API does not have.
+            // The router's answer to a path the API does not have.
             APIError(.notFound, code: "not_found", error.body ?? "there is no such route; see GET /openapi.json")
         case let error as HTTPError where error.status.code < 500:
             APIError(error.status, code: "invalid_request", error.body ?? "the request is malformed")

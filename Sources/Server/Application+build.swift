@@ -54,9 +54,16 @@ public struct ServerDependencies: Sendable {
     var operationMetrics: OperationMetrics { Self.operationMetrics(metrics) }
 }
 
-/// Every route of the service.
+/// Every route of the service, and the answers to the methods each does not take.
 public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequestContext> {
-    let router = Router(context: AppRequestContext.self)
+    let router = documentedRoutes(dependencies)
+    answerOtherMethods(on: router)
+    return router
+}
+
+/// The routes openapi.json documents.
+func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestContext> {
+    let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
     router.add(
         middleware: RouteMetricsMiddleware<AppRequestContext>(
@@ -96,6 +103,25 @@ public func buildRouter(_ dependencies: ServerDependencies) -> Router<AppRequest
     ManagementAPIController(memberships: memberships, invitations: invitations).addRoutes(to: v1)
     BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)
     return router
+}
+
+/// Every route also answers the methods it does not take, with 405 and the `Allow` header (rather than
+/// Hummingbird's 404, which says the route does not exist), and OPTIONS with 204 and the same header. HEAD is
+/// taken wherever GET is. These answers need no API key: they tell no more than GET /openapi.json.
+func answerOtherMethods(on router: Router<AppRequestContext>) {
+    let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete]
+    for routes in Dictionary(grouping: router.routes, by: \.path.description).values {
+        let path = routes[0].path
+        var taken = Set(routes.map(\.method))
+        if taken.contains(.get) { taken.insert(.head) }
+        taken.insert(.options)
+        let allow = (methods + [.options]).filter(taken.contains).map(\.rawValue).joined(separator: ", ")
+        for method in methods where !taken.contains(method) {
+            let refusal = APIError.methodNotAllowed(method, allow: allow)
+            router.on(path, method: method) { _, _ -> Response in throw refusal }
+        }
+        router.on(path, method: .options) { _, _ in Response(status: .noContent, headers: [.allow: allow]) }
+    }
 }
 
 /// The OpenAPI 3.1 document of every route (Sources/Server/openapi.json, shipped as a resource).

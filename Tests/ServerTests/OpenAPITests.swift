@@ -11,7 +11,7 @@ struct OpenAPITests {
     @Test("every route in the router is in the document, with its method, and nothing else is")
     func everyRouteDocumented() async throws {
         let fixture = try await Fixture()
-        let router = buildRouter(
+        let router = documentedRoutes(
             ServerDependencies(
                 repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
                 publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true }))

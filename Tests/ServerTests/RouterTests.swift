@@ -269,12 +269,31 @@ struct RouterTests {
             try await client.execute(uri: "/v1/couples/\(UUID())/members", method: .get, headers: fixture.keyHeader) {
                 #expect($0.status == .notFound)
             }
-            // A route the API does not have, or a method it does not take there: 404, said as such.
-            for (uri, method) in [("/v1/nothing-here", HTTPRequest.Method.get), ("/v1/check", .delete)] {
-                try await client.execute(uri: uri, method: method, headers: fixture.keyHeader) {
-                    #expect($0.status == .notFound)
-                    #expect(text($0).contains(#""code":"not_found""#) && text($0).contains("no such route"))
+            // A route the API does not have: 404, said as such.
+            try await client.execute(uri: "/v1/nothing-here", method: .get, headers: fixture.keyHeader) {
+                #expect($0.status == .notFound)
+                #expect(text($0).contains(#""code":"not_found""#) && text($0).contains("no such route"))
+            }
+            // A method a route does not take: 405 with the methods it does, key or no key; OPTIONS lists them.
+            let routes: [(String, HTTPRequest.Method, String)] = [
+                ("/v1/check", .get, "POST, OPTIONS"), ("/v1/check", .delete, "POST, OPTIONS"),
+                ("/health", .post, "GET, HEAD, OPTIONS"),
+                ("/v1/couples/\(fixture.couple)/members", .put, "GET, HEAD, POST, OPTIONS"),
+            ]
+            for (uri, method, allow) in routes {
+                try await client.execute(uri: uri, method: method) {
+                    #expect($0.status == .methodNotAllowed, "\(method) \(uri)")
+                    #expect($0.headers[.allow] == allow)
+                    #expect(text($0).contains(#""code":"method_not_allowed""#), "\(text($0))")
+                    #expect(text($0).contains("does not take \(method.rawValue); it takes \(allow)"))
                 }
+                try await client.execute(uri: uri, method: .options) {
+                    #expect($0.status == .noContent && $0.headers[.allow] == allow)
+                }
+            }
+            // HEAD wherever GET: the same status and headers, no body.
+            try await client.execute(uri: "/health", method: .head) {
+                #expect($0.status == .ok && $0.body.readableBytes == 0)
             }
         }
     }
