@@ -18,6 +18,8 @@ let package = Package(
         // Already in the graph through Hummingbird; named for the server's background service and for tests that
         // drive graceful shutdown.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Already in the graph through Hummingbird; named so that `rbac serve` can tell why it cannot listen.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // C libraries, found through pkg-config (install pkg-config, libpq-dev and libssl-dev).
@@ -69,6 +71,7 @@ let package = Package(
                 "Postgres",
                 "ChildProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Collaboration
 import Foundation
 import Logging
+import NIOCore
 import Postgres
 import Prometheus
 import Server
@@ -96,6 +97,12 @@ extension RBAC {
                 listener.cancel()
                 await listener.value
                 await pool.close()
+            } catch let error as IOError {
+                // The only sockets NIO opens here are the server's: binding failed (port taken, say).
+                let reason = String(cString: strerror(error.errnoCode)).lowercased()
+                throw CommandFailure(.usage, "cannot listen on \(host):\(port): \(reason)")
+            } catch let error where error is SocketAddressError || error is SocketAddressError.UnknownHost {
+                throw CommandFailure(.usage, "cannot listen on \(host):\(port): no such host")
             } catch {
                 throw CommandFailure(error, database: configuration)
             }
