@@ -49,7 +49,8 @@ public final class ChangeFeed: Sendable {
     }
 
     /// Listens until the task is cancelled, reconnecting (after 0.1 s, doubling up to 2 s) whenever the
-    /// connection is lost. `onState` hears each change of state, for logs.
+    /// connection is lost. `onState` hears, for logs, each time the feed starts listening, loses its connection or
+    /// fails to connect (every retry while the database is down), but not a stop.
     public func run(onState: @escaping @Sendable (_ listening: Bool, _ error: (any Error)?) -> Void = { _, _ in })
         async
     {
