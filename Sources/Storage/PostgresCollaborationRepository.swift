@@ -364,12 +364,14 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Running as an actor
 
-    /// Runs `body` in a transaction that acts for `actor` (nil: the connection's own rights, for operator-only
-    /// reads), mapping the functions' refusals to `CollaborationError`.
+    /// Runs `body` in a transaction that acts for `actor`, mapping the functions' refusals to
+    /// `CollaborationError`. With no actor (the connection's own rights, for operator-only work), `body` runs
+    /// outside a transaction, and so must be one statement: it is atomic alone, and needs no BEGIN and COMMIT.
     private func run<T: Sendable>(as actor: Actor?, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         do {
+            guard let actor else { return try await pool.withConnection(body) }
             return try await pool.withTransaction { connection in
-                if let actor { try await connection.act(as: actor) }
+                try await connection.act(as: actor)
                 return try await body(connection)
             }
         } catch let error as PostgresError {
