@@ -15,8 +15,7 @@ public actor CollaborationPermissionService {
     /// Whether `user` holds `permission` in `couple`, and the couple revision that answer was read at. An
     /// unknown permission is refused (not answered "no"), so a typo cannot pass for a denial.
     public func check(_ permission: Permission, user: UUID, couple: UUID) async throws -> PermissionCheck {
-        try await checker.requireKnown([permission])
-        return try await checker.check(couple: couple, user: user, permission: permission)
+        try await checker.checkKnown(couple: couple, user: user, permission: permission)
     }
 
     public func permissions(user: UUID, couple: UUID, as actor: Actor) async throws -> [Permission] {

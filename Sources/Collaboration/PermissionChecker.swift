@@ -57,6 +57,16 @@ public final class PermissionChecker: Sendable {
         return known
     }
 
+    /// `check`, refusing a permission that no role grants (`requireKnown`). The permissions are read only for a
+    /// denial: one the user holds is one some role grants. Without a cache, an allowed check is one statement.
+    public func checkKnown(couple: UUID, user: UUID, permission: Permission, minRevision: Int64? = nil)
+        async throws -> PermissionCheck
+    {
+        let answer = try await check(couple: couple, user: user, permission: permission, minRevision: minRevision)
+        if !answer.allowed { try await requireKnown([permission]) }
+        return answer
+    }
+
     /// Whether `user` holds `permission` in `couple`. The permission is not checked against the policy (see
     /// `requireKnown`): one no role grants is simply not held.
     public func check(couple: UUID, user: UUID, permission: Permission, minRevision: Int64? = nil) async throws

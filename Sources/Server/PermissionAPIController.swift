@@ -108,8 +108,8 @@ struct PermissionAPIController {
 
     private func answer(_ check: CheckRequest) async throws -> PermissionCheck {
         let parsed = try parse(check)
-        try await checker.requireKnown([parsed.permission])
-        return try await answer(parsed)
+        return try await checker.checkKnown(
+            couple: parsed.couple, user: parsed.user, permission: parsed.permission, minRevision: parsed.minRevision)
     }
 
     private func answer(_ check: ParsedCheck) async throws -> PermissionCheck {

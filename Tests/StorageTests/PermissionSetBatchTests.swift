@@ -116,6 +116,25 @@ struct PermissionSetBatchTests {
         }
     }
 
+    @Test("without a cache, an allowed check is one statement; only a denial reads the policy, to refuse a typo")
+    func uncachedCheckStatements() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
+            let (owner, viewer) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
+            func statements(_ user: UUID, _ permission: String) async throws -> (Bool?, Int) {
+                let before = pool.statementsSent
+                let allowed = try? await checker.checkKnown(
+                    couple: couple, user: user, permission: Permission(rawValue: permission)!
+                ).allowed
+                return (allowed, pool.statementsSent - before)
+            }
+            #expect(try await statements(owner, "budget.edit") == (true, 1))
+            #expect(try await statements(viewer, "budget.edit") == (false, 2))
+            #expect(try await statements(owner, "budget.edti") == (nil, 2), "refused, not denied")
+        }
+    }
+
     @Test("while other checks keep every load busy, a suspended member's next check finds no permissions")
     func revokeAmidChecks() async throws {
         try await MigratedDatabase.withPool(maxConnections: 8) { pool in
