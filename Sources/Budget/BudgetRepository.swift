@@ -101,6 +101,9 @@ public protocol BudgetTransaction {
     func allocations(item: UUID) async throws -> [Allocation]
     /// Deletes the allocations of `expenses` in `scenario` and inserts `allocations` in their place.
     func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws
+    /// Deletes one record and what depends on it (see `BudgetRecord`); throws its `notFound` when the couple has
+    /// no such record, and `primaryScenarioKept` for the primary scenario.
+    func delete(_ record: BudgetRecord, id: UUID) async throws
 }
 
 extension BudgetTransaction {

@@ -330,6 +330,25 @@ public actor CoupleBudget {
         }
     }
 
+    // MARK: Deleting
+
+    /// Deletes a scenario, folder, item, expense, payment or gift with what depends on it (see `BudgetRecord`),
+    /// under the couple's budget lock, so that no recalculation runs while it goes. Needs the permission that
+    /// edits records of that kind.
+    public func delete(_ record: BudgetRecord, id: UUID, as actor: Actor) async throws -> Deletion {
+        try await metrics.measure("budget.delete") {
+            let permission: Permission =
+                switch record {
+                case .scenario, .folder, .item: .budgetEdit
+                case .expense, .payment: .expensesEdit
+                case .gift: .giftsEdit
+                }
+            try await require(permission, actor)
+            try await repository.withBudgetLock(couple: couple, as: actor) { try await $0.delete(record, id: id) }
+            return Deletion(deleted: record, id: id)
+        }
+    }
+
     // MARK: Rules
 
     private func require(_ permission: Permission, _ actor: Actor) async throws {

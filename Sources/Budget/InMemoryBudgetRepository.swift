@@ -238,6 +238,47 @@ public final class InMemoryBudgetRepository: BudgetRepository {
                 data.allocations += allocations
             }
         }
+        /// As the schema's foreign keys would: cascades, and gifts and items let go of what was deleted.
+        func delete(_ record: BudgetRecord, id: UUID) async throws {
+            try data.withLock { data in
+                var items: Set<UUID> = []
+                switch record {
+                case .scenario:
+                    guard let scenario = data.scenarios.first(where: { $0.id == id }) else { throw record.notFound }
+                    guard !scenario.isPrimary else { throw BudgetRecord.primaryScenarioKept }
+                    data.scenarios.removeAll { $0.id == id }
+                    data.folders.removeAll { $0.scenarioID == id }
+                    items = Set(data.items.filter { $0.scenarioID == id }.map(\.id))
+                case .folder:
+                    guard data.folders.contains(where: { $0.id == id }) else { throw record.notFound }
+                    data.folders.removeAll { $0.id == id }
+                    for index in data.items.indices where data.items[index].folderID == id {
+                        data.items[index].folderID = nil
+                    }
+                case .item:
+                    guard data.items.contains(where: { $0.id == id }) else { throw record.notFound }
+                    items = [id]
+                case .expense:
+                    guard data.expenses.contains(where: { $0.id == id }) else { throw record.notFound }
+                    data.expenses.removeAll { $0.id == id }
+                    data.payments.removeAll { $0.expenseID == id }
+                    data.allocations.removeAll { $0.expenseID == id }
+                case .payment:
+                    guard data.payments.contains(where: { $0.id == id }) else { throw record.notFound }
+                    data.payments.removeAll { $0.id == id }
+                case .gift:
+                    guard data.gifts.contains(where: { $0.id == id }) else { throw record.notFound }
+                    data.gifts.removeAll { $0.id == id }
+                }
+                data.items.removeAll { items.contains($0.id) }
+                data.allocations.removeAll { items.contains($0.budgetItemID) }
+                data.gifts = data.gifts.map { gift in
+                    guard let item = gift.budgetItemID, items.contains(item) else { return gift }
+                    return Gift(
+                        id: gift.id, from: gift.from, amount: gift.amount, received: gift.received, budgetItemID: nil)
+                }
+            }
+        }
     }
 }
 

@@ -118,6 +118,41 @@ public struct Gift: Sendable, Hashable, Codable {
     }
 }
 
+/// A kind of budget record that can be deleted. What depends on a record goes with it, as the schema's foreign
+/// keys say.
+public enum BudgetRecord: String, Sendable, Hashable, Codable, CaseIterable {
+    /// With its folders, its items and their allocations; gifts set against its items stay, unlinked. The
+    /// primary scenario is never deleted.
+    case scenario
+    /// Its items stay, in no folder.
+    case folder
+    /// With its allocations; gifts set against it stay, unlinked.
+    case item
+    /// With its payments and its allocations in every scenario.
+    case expense
+    case payment
+    case gift
+
+    /// The refusal for an id the couple has no record of this kind under.
+    public var notFound: CollaborationError {
+        CollaborationError(.notFound, "no such \(self == .item ? "budget item" : rawValue) in this couple")
+    }
+
+    public static let primaryScenarioKept = CollaborationError(
+        .invalidInput, "the primary scenario cannot be deleted; make another scenario primary first")
+}
+
+/// What a delete removed (what went with it is in the audit log).
+public struct Deletion: Sendable, Hashable, Codable {
+    public let deleted: BudgetRecord
+    public let id: UUID
+
+    public init(deleted: BudgetRecord, id: UUID) {
+        self.deleted = deleted
+        self.id = id
+    }
+}
+
 /// A date without a time of day, as `YYYY-MM-DD` (due dates, payment dates).
 public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
     public let year: Int

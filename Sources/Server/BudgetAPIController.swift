@@ -150,6 +150,14 @@ struct BudgetAPIController {
                     as: actor)
             }
         }
+        // DELETE scenarios/:scenario, folders/:folder, items/:item, expenses/:expense, payments/:payment and
+        // gifts/:gift (the parameter names the other routes give these paths).
+        for record in BudgetRecord.allCases {
+            budget.delete("\(record.rawValue)s/:\(record.rawValue)") { request, context in
+                let id = try id(context, record.rawValue)
+                return try await run(request, context) { b, actor in try await b.delete(record, id: id, as: actor) }
+            }
+        }
     }
 
     /// Runs `body` on the couple's actor, acting for `X-Acting-User`, and answers with its result as JSON.

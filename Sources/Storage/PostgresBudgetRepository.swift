@@ -319,6 +319,31 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 FROM unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[], \(amounts)::text[]) AS t(e, i, a)
                 """)
         }
+
+        /// What depends on the record goes by the schema's foreign keys (cascades, SET NULL).
+        func delete(_ record: BudgetRecord, id: UUID) async throws {
+            if record == .scenario {
+                // Locked, so that it cannot become the primary between this look and the delete.
+                let found = try await connection.query(
+                    "SELECT is_primary FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(id) FOR UPDATE")
+                guard let row = found.first else { throw record.notFound }
+                guard !(try row.decode("is_primary", as: Bool.self)) else { throw BudgetRecord.primaryScenarioKept }
+            }
+            let deleted = try await connection.execute(
+                "DELETE FROM \(identifier: Self.table(record)) WHERE couple_id = \(couple) AND id = \(id)")
+            guard deleted == 1 else { throw record.notFound }
+        }
+
+        private static func table(_ record: BudgetRecord) -> String {
+            switch record {
+            case .scenario: "budget_scenarios"
+            case .folder: "budget_folders"
+            case .item: "budget_items"
+            case .expense: "expenses"
+            case .payment: "expense_payments"
+            case .gift: "gifts_and_owed"
+            }
+        }
     }
 
     // MARK: Rows

@@ -19,9 +19,11 @@ extension RBAC {
                   rbac budget expenses --couple C --add Deposit --amount 1200 --due 2026-05-01
                   rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
                   rbac budget overview --couple C --scenario S --json
+                  rbac budget delete expense E --couple C
                 """,
             subcommands: [
                 Overview.self, Scenarios.self, Clone.self, Items.self, Expenses.self, Allocate.self, Payments.self,
+                Delete.self,
             ])
 
         /// The options every budget command takes.
@@ -286,5 +288,29 @@ extension RBAC {
                     ).rendered)
             }
         }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Delete a scenario, folder, item, expense, payment or gift, with what depends on it.",
+                discussion: """
+                    A scenario goes with its folders, items and their allocations (never the primary one); a \
+                    folder's items stay, in no folder; an item goes with its allocations; an expense with its \
+                    payments and allocations. Gifts set against a deleted item stay, unlinked. Needs budget.edit \
+                    (expenses.edit for expenses and payments, gifts.edit for gifts).
+                    """)
+            @Argument(help: "What to delete: scenario, folder, item, expense, payment or gift.") var record:
+                BudgetRecord
+            @Argument(help: "Its id.") var id: String
+            @OptionGroup var common: Common
+
+            func run() async throws {
+                let id = try Parse.id(id, record.rawValue)
+                let deletion = try await common.run { try await $0.delete(record, id: id, as: $1) }
+                if common.output.json { return try printJSON(deletion) }
+                print("Deleted \(record.rawValue) \(id.uuidString.lowercased())")
+            }
+        }
     }
 }
+
+extension BudgetRecord: ExpressibleByArgument {}

@@ -171,6 +171,16 @@ struct CLITests {
             #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
             let noTail = try await run(["audit"] + base + ["--tail", "0"])
             #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
+            // Deleting: not for a viewer (exit 1), once for the operator (then exit 3), and in the audit log.
+            let delete = ["budget", "delete", "expense", expenseID] + base
+            #expect(try await run(delete + ["--actor", "vic@example.com"]).status == 1)
+            let deleted = try await run(delete)
+            #expect(deleted.status == 0 && deleted.stdout == "Deleted expense \(expenseID)\n", "\(deleted.stderr)")
+            #expect(try await run(["budget", "payments"] + base + ["--json"]).stdout == "[\n\n]\n")
+            let again = try await run(delete)
+            #expect(again.status == 3 && again.stderr == "rbac: no such expense in this couple\n", "\(again.stderr)")
+            #expect(try await run(["budget", "delete", "dinner", expenseID] + base).status == 2)
+            #expect(try await run(["audit"] + base).stdout.contains(" expense.delete "))
         }
     }
 

@@ -85,6 +85,25 @@ struct BudgetAPITests {
             try await client.execute(uri: base + "/payments", method: .get, headers: asViewer) {
                 #expect(String(buffer: $0.body).contains(#""status":"partial""#))
             }
+
+            // Deleting: a viewer may not; the owner may, once; the primary scenario stays.
+            func delete(_ path: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(uri: base + path, method: .delete, headers: headers) {
+                    ($0.status, String(buffer: $0.body))
+                }
+            }
+            #expect(try await delete("/expenses/\(expenseID)", asViewer).0 == .forbidden)
+            let deleted = try await delete("/expenses/\(expenseID)", owner)
+            #expect(deleted.0 == .ok)
+            #expect(deleted.1 == #"{"deleted":"expense","id":"\#(expenseID.lowercased())"}"#)
+            try await client.execute(uri: base + "/expenses", method: .get, headers: owner) {
+                #expect(!String(buffer: $0.body).contains(expenseID.lowercased()))
+            }
+            #expect(try await delete("/expenses/\(expenseID)", owner).0 == .notFound)
+            #expect(try await delete("/items/\(items[0])", owner).0 == .ok)
+            #expect(try await delete("/gifts/nope", owner).0 == .badRequest)
+            let primary = try await delete("/scenarios/\(scenarioID)", owner)
+            #expect(primary.0 == .badRequest && primary.1.contains("primary scenario cannot be deleted"))
         }
     }
 

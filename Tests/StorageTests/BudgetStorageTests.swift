@@ -149,6 +149,9 @@ struct BudgetStorageTests {
                         expense: expense.id, scenario: scenario.id, items: [item.id], as: world.viewer)
                 },
                 { _ = try await b.recordPayment(expense: expense.id, amount: 1, as: world.viewer) },
+                { _ = try await b.delete(.expense, id: expense.id, as: world.viewer) },
+                { _ = try await b.delete(.scenario, id: scenario.id, as: world.viewer) },
+                { _ = try await b.delete(.item, id: item.id, as: world.stranger) },
                 { _ = try await b.overview(scenario: scenario.id, as: world.stranger) },
                 { _ = try await b.expenses(as: world.stranger) },
             ]
@@ -171,6 +174,7 @@ struct BudgetStorageTests {
                 { _ = try await b.createItem(named: "X", scenario: UUID(), budgeted: 1, as: world.owner) },
                 { _ = try await b.createItem(named: "X", scenario: scenario.id, budgeted: -1, as: world.owner) },
                 { _ = try await b.recordPayment(expense: UUID(), amount: 1, as: world.owner) },
+                { _ = try await b.delete(.expense, id: UUID(), as: world.owner) },
                 {
                     _ = try await b.createExpense(
                         named: "'; DROP TABLE expenses; --", amount: money("0.001"), as: world.owner)

@@ -1,0 +1,114 @@
+import Budget
+import Collaboration
+import Foundation
+import Storage
+import TestSupport
+import Testing
+
+/// Deleting budget records, on both budget repositories: what goes with a record, and what stays, must be the
+/// same in memory as the schema's foreign keys make it in PostgreSQL.
+@Suite("Deleting budget records, on both repositories")
+struct BudgetDeletionTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case memory, postgres
+        var testDescription: String { rawValue }
+    }
+
+    static let admin = Actor.operator(label: "tests")
+
+    /// A couple's budget on the given backend, acted on by the operator (who needs no permission).
+    static func withBudget(_ backend: Backend, _ body: (CoupleBudget) async throws -> Void) async throws {
+        switch backend {
+        case .memory:
+            let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
+                .flattened()
+            let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles))
+            try await body(CoupleBudget(couple: UUID(), repository: InMemoryBudgetRepository(), checker: checker))
+        case .postgres:
+            try await MigratedDatabase.withPool { pool in
+                let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+                let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
+                try await body(
+                    CoupleBudget(couple: couple, repository: PostgresBudgetRepository(pool: pool), checker: checker))
+            }
+        }
+    }
+
+    @Test(
+        "each kind goes with what depends on it; items and gifts let go; the primary scenario stays",
+        arguments: Backend.allCases)
+    func cascades(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let alt = try await b.createScenario(named: "Alt", as: admin)
+            let folder = try await b.createFolder(named: "Venue", scenario: main.id, as: admin)
+            let hall = try await b.createItem(
+                named: "Hall", scenario: main.id, budgeted: 300, folder: folder.id, as: admin)
+            let food = try await b.createItem(named: "Food", scenario: main.id, budgeted: 100, as: admin)
+            let other = try await b.createItem(named: "Other", scenario: alt.id, budgeted: 100, as: admin)
+            let deposit = try await b.createExpense(named: "Deposit", amount: 100, as: admin)
+            let catering = try await b.createExpense(named: "Catering", amount: 50, as: admin)
+            _ = try await b.allocate(expense: deposit.id, scenario: main.id, items: [hall.id, food.id], as: admin)
+            _ = try await b.allocate(expense: deposit.id, scenario: alt.id, items: [other.id], as: admin)
+            _ = try await b.allocate(expense: catering.id, scenario: main.id, items: [food.id], as: admin)
+            _ = try await b.recordPayment(expense: deposit.id, amount: 40, as: admin)
+            let aunt = try await b.recordGift(from: "Aunt", amount: 20, received: true, budgetItem: hall.id, as: admin)
+            let uncle = try await b.recordGift(
+                from: "Uncle", amount: 5, received: true, budgetItem: other.id, as: admin)
+
+            // A folder: its item stays, in no folder.
+            #expect(try await b.delete(.folder, id: folder.id, as: admin) == Deletion(deleted: .folder, id: folder.id))
+            #expect(try await b.folders(scenario: main.id, as: admin).isEmpty)
+            #expect(try await b.items(scenario: main.id, as: admin).first { $0.id == hall.id }?.folderID == nil)
+
+            // An item: its allocations go, its gift stays, unlinked; the rest of the overview is untouched.
+            _ = try await b.delete(.item, id: hall.id, as: admin)
+            let overview = try await b.overview(scenario: main.id, as: admin)
+            #expect(overview.items.map(\.item.id) == [food.id])
+            #expect(overview.totals.spent == 75, "Food's share of the deposit (25), and the catering (50)")
+            #expect(overview.totals.gifts == 0)
+            #expect(try await b.gifts(as: admin).first { $0.id == aunt.id }?.budgetItemID == nil)
+
+            // An expense: its payments and its allocations in every scenario go.
+            _ = try await b.delete(.expense, id: deposit.id, as: admin)
+            #expect(try await b.expenses(as: admin).map(\.id) == [catering.id])
+            #expect(try await b.paymentStatuses(as: admin).map(\.expenseID) == [catering.id])
+            #expect(try await b.overview(scenario: main.id, as: admin).totals.spent == 50)
+            #expect(try await b.overview(scenario: alt.id, as: admin).totals.spent == 0)
+
+            // A payment, and a gift.
+            let payment = try await b.recordPayment(expense: catering.id, amount: 10, as: admin)
+            _ = try await b.delete(.payment, id: payment.id, as: admin)
+            #expect(try await b.paymentStatuses(as: admin).map(\.payments) == [0])
+            _ = try await b.delete(.gift, id: uncle.id, as: admin)
+            #expect(try await b.gifts(as: admin).map(\.id) == [aunt.id])
+
+            // The primary scenario stays; another one goes with its items, and its gifts let go.
+            let refused = await #expect(throws: CollaborationError.self) {
+                try await b.delete(.scenario, id: main.id, as: admin)
+            }
+            #expect(refused?.code == .invalidInput && refused?.message.contains("primary") == true)
+            let uncleAgain = try await b.recordGift(
+                from: "Uncle", amount: 5, received: false, budgetItem: other.id, as: admin)
+            _ = try await b.delete(.scenario, id: alt.id, as: admin)
+            #expect(try await b.scenarios(as: admin).map(\.id) == [main.id])
+            #expect(try await b.gifts(as: admin).first { $0.id == uncleAgain.id }?.budgetItemID == nil)
+            let gone = await #expect(throws: CollaborationError.self) {
+                try await b.overview(scenario: alt.id, as: admin)
+            }
+            #expect(gone?.code == .notFound)
+
+            // What is gone, or never was, is not found.
+            for (record, id) in [
+                (BudgetRecord.folder, folder.id), (.item, hall.id), (.item, other.id), (.expense, deposit.id),
+                (.payment, payment.id), (.gift, uncle.id), (.scenario, alt.id), (.scenario, UUID()),
+            ] {
+                let missing = await #expect(throws: CollaborationError.self) {
+                    try await b.delete(record, id: id, as: admin)
+                }
+                #expect(missing?.code == .notFound, "\(record)")
+            }
+        }
+    }
+}
