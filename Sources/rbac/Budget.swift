@@ -8,11 +8,11 @@ extension RBAC {
     struct BudgetCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "budget",
-            abstract: "A couple's budget: scenarios, items, expenses, allocations, payments and the overview.",
+            abstract: "A couple's budget: scenarios, items, expenses, allocations, payments, gifts and the overview.",
             discussion: """
                 Amounts are decimal numbers with at most two places (1250, 99.90); dates are YYYY-MM-DD. \
                 Every command acts as the operator, or with --actor as a member whose permissions apply \
-                (budget.view / budget.edit / expenses.view / expenses.edit).
+                (budget.view / budget.edit / expenses.view / expenses.edit / gifts.view / gifts.edit).
 
                   rbac budget scenarios --couple C --create Main --primary
                   rbac budget items --couple C --scenario S --add Venue --budgeted 5000
@@ -23,7 +23,7 @@ extension RBAC {
                 """,
             subcommands: [
                 Overview.self, Scenarios.self, Clone.self, Items.self, Expenses.self, Allocate.self, Payments.self,
-                Delete.self,
+                Gifts.self, Delete.self,
             ])
 
         /// The options every budget command takes.
@@ -283,6 +283,45 @@ extension RBAC {
                                 $0.name, Money.text($0.amount), Money.text($0.paid), Money.text($0.remaining),
                                 $0.status.rawValue,
                                 $0.dueDate?.description ?? "", $0.isOverdue ? "yes" : "",
+                            ]
+                        }
+                    ).rendered)
+            }
+        }
+
+        struct Gifts: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List gifts and money owed, or add one (--add FROM --amount), optionally against an item.")
+            @OptionGroup var common: Common
+            @Option(help: "Add a gift from this person.") var add: String?
+            @Option(parsing: .unconditional, help: "With --add: the amount.") var amount: String?
+            @Flag(help: "With --add: already received (default: owed).") var received = false
+            @Option(help: "With --add: the budget item (id) it goes towards.") var item: String?
+
+            func validate() throws {
+                guard (add == nil) == (amount == nil) else { throw ValidationError("--add and --amount go together") }
+            }
+
+            func run() async throws {
+                let amount = try amount.map { try Money.parse($0, "--amount") }
+                let item = try item.map { try Parse.id($0, "item") }
+                let gifts = try await common.run { budget, actor -> [Gift] in
+                    if let add, let amount {
+                        return [
+                            try await budget.recordGift(
+                                from: add, amount: amount, received: received, budgetItem: item, as: actor)
+                        ]
+                    }
+                    return try await budget.gifts(as: actor)
+                }
+                if common.output.json { return try printJSON(gifts) }
+                print(
+                    Table(
+                        headers: ["ID", "FROM", "AMOUNT", "RECEIVED", "ITEM"],
+                        rows: gifts.map {
+                            [
+                                $0.id.uuidString.lowercased(), $0.from, Money.text($0.amount), $0.received ? "yes" : "",
+                                $0.budgetItemID?.uuidString.lowercased() ?? "",
                             ]
                         }
                     ).rendered)

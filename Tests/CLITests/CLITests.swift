@@ -181,6 +181,16 @@ struct CLITests {
             #expect(again.status == 3 && again.stderr == "rbac: no such expense in this couple\n", "\(again.stderr)")
             #expect(try await run(["budget", "delete", "dinner", expenseID] + base).status == 2)
             #expect(try await run(["audit"] + base).stdout.contains(" expense.delete "))
+            // Gifts: added against an item, listed with their ids, deleted by id.
+            let gift = try await run(
+                ["budget", "gifts"] + base + ["--add", "Aunt May", "--amount", "250", "--received", "--item", items[0]])
+            #expect(gift.status == 0 && gift.stdout.contains("Aunt May") && gift.stdout.contains(items[0]))
+            let gifts = try Self.jsonArray(try await run(["budget", "gifts"] + base + ["--json"]))
+            let giftID = try #require(gifts.first?["id"] as? String)
+            #expect(gifts.count == 1 && gifts.first?["received"] as? Bool == true)
+            #expect(try await run(["budget", "gifts"] + base + ["--add", "X"]).status == 2)
+            #expect(try await run(["budget", "delete", "gift", giftID] + base).status == 0)
+            #expect(try await run(["budget", "gifts"] + base + ["--json"]).stdout == "[\n\n]\n")
         }
     }
 
