@@ -187,6 +187,17 @@ public actor CoupleBudget {
         }
     }
 
+    /// The payments recorded against `expense`, oldest first.
+    public func payments(expense: UUID, as actor: Actor) async throws -> [ExpensePayment] {
+        try await metrics.measure("budget.payments") {
+            try await require(.expensesView, actor)
+            async let expenses = repository.expenses(couple: couple)
+            async let payments = repository.payments(couple: couple)
+            guard try await expenses.contains(where: { $0.id == expense }) else { throw Self.noSuchExpense }
+            return try await payments.filter { $0.expenseID == expense }
+        }
+    }
+
     /// Every expense's payment position on `today`, from two statements however many payments there are.
     public func paymentStatuses(today: CalendarDay = CalendarDay.today(), as actor: Actor) async throws
         -> [PaymentStatus]

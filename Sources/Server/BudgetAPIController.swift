@@ -129,6 +129,10 @@ struct BudgetAPIController {
                 try await b.recordPayment(expense: expense, amount: body.amount, paidAt: body.paidAt, as: actor)
             }
         }
+        budget.get("expenses/:expense/payments") { request, context in
+            let expense = try id(context, "expense")
+            return try await run(request, context) { b, actor in try await b.payments(expense: expense, as: actor) }
+        }
         budget.get("payments") { request, context in
             try await run(request, context) { b, actor in try await b.paymentStatuses(as: actor) }
         }

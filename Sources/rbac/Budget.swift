@@ -249,16 +249,18 @@ extension RBAC {
 
         struct Payments: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Every expense's payment status, or record a payment (--expense with --amount).")
+                abstract:
+                    "Every expense's payment status; one expense's payments (--expense); or record one (--amount).")
             @OptionGroup var common: Common
-            @Option(help: "Record a payment against this expense (id).") var expense: String?
-            @Option(parsing: .unconditional, help: "With --expense: the amount paid.") var amount: String?
-            @Option(help: "With --expense: when it was paid (YYYY-MM-DD; default today).") var paidAt: String?
+            @Option(help: "List this expense's payments (id), or with --amount record one against it.") var expense:
+                String?
+            @Option(parsing: .unconditional, help: "With --expense: record a payment of this amount.") var amount:
+                String?
+            @Option(help: "With --amount: when it was paid (YYYY-MM-DD; default today).") var paidAt: String?
 
             func validate() throws {
-                guard (expense == nil) == (amount == nil) else {
-                    throw ValidationError("--expense and --amount go together")
-                }
+                guard amount == nil || expense != nil else { throw ValidationError("--amount needs --expense") }
+                guard paidAt == nil || amount != nil else { throw ValidationError("--paid-at needs --amount") }
                 if let paidAt, CalendarDay(paidAt) == nil {
                     throw ValidationError("--paid-at \"\(paidAt)\" is not a date (YYYY-MM-DD)")
                 }
@@ -267,6 +269,17 @@ extension RBAC {
             func run() async throws {
                 let expense = try expense.map { try Parse.id($0, "expense") }
                 let amount = try amount.map { try Money.parse($0, "--amount") }
+                if let expense, amount == nil {
+                    let payments = try await common.run { try await $0.payments(expense: expense, as: $1) }
+                    if common.output.json { return try printJSON(payments) }
+                    return print(
+                        Table(
+                            headers: ["ID", "AMOUNT", "PAID"],
+                            rows: payments.map {
+                                [$0.id.uuidString.lowercased(), Money.text($0.amount), "\($0.paidAt)"]
+                            }
+                        ).rendered)
+                }
                 let statuses = try await common.run { budget, actor -> [PaymentStatus] in
                     if let expense, let amount {
                         _ = try await budget.recordPayment(

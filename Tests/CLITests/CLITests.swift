@@ -171,6 +171,13 @@ struct CLITests {
             #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
             let noTail = try await run(["audit"] + base + ["--tail", "0"])
             #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
+            // One expense's payments, with their ids; one deleted.
+            let recorded = try await run(["budget", "payments"] + base + ["--expense", expenseID, "--json"])
+            let paymentID = try #require((try Self.jsonArray(recorded).first)?["id"] as? String)
+            #expect(try await run(["budget", "delete", "payment", paymentID] + base).status == 0)
+            #expect(
+                try await run(["budget", "payments"] + base + ["--expense", expenseID]).stdout == "ID  AMOUNT  PAID\n")
+            #expect(try await run(["budget", "payments"] + base + ["--amount", "5"]).status == 2)
             // Deleting: not for a viewer (exit 1), once for the operator (then exit 3), and in the audit log.
             let delete = ["budget", "delete", "expense", expenseID] + base
             #expect(try await run(delete + ["--actor", "vic@example.com"]).status == 1)

@@ -92,6 +92,21 @@ struct BudgetAPITests {
                     ($0.status, String(buffer: $0.body))
                 }
             }
+            func payments() async throws -> [[String: Any]] {
+                try await client.execute(uri: base + "/expenses/\(expenseID)/payments", method: .get, headers: asViewer)
+                {
+                    #expect($0.status == .ok)
+                    return try #require(
+                        try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [[String: Any]])
+                }
+            }
+            let payment = try #require(try await payments().first?["id"] as? String)
+            #expect(try await payments().first?["paid_at"] as? String == "2026-01-01")
+            #expect(try await delete("/payments/\(payment)", owner).0 == .ok)
+            #expect(try await payments().isEmpty)
+            try await client.execute(uri: base + "/expenses/\(UUID())/payments", method: .get, headers: owner) {
+                #expect($0.status == .notFound)
+            }
             #expect(try await delete("/expenses/\(expenseID)", asViewer).0 == .forbidden)
             let deleted = try await delete("/expenses/\(expenseID)", owner)
             #expect(deleted.0 == .ok)
