@@ -94,8 +94,8 @@ extension RBAC {
                     if let makePrimary { return [try await budget.setPrimaryScenario(makePrimary, as: actor)] }
                     return try await budget.scenarios(as: actor)
                 }
-                if common.output.json { return try printJSON(scenarios) }
-                print(
+                try common.output.print(
+                    scenarios,
                     Table(
                         headers: ["ID", "NAME", "PRIMARY"],
                         rows: scenarios.map { [$0.id.uuidString.lowercased(), $0.name, $0.isPrimary ? "yes" : ""] }
@@ -113,8 +113,8 @@ extension RBAC {
             func run() async throws {
                 let source = try Parse.id(scenario, "scenario")
                 let copy = try await common.run { try await $0.cloneScenario(source, named: name, as: $1) }
-                if common.output.json { return try printJSON(copy) }
-                print("Cloned into scenario \"\(copy.name)\" \(copy.id.uuidString.lowercased())")
+                try common.output.print(
+                    copy, "Cloned into scenario \"\(copy.name)\" \(copy.id.uuidString.lowercased())")
             }
         }
 
@@ -152,8 +152,8 @@ extension RBAC {
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
                     return try await budget.items(scenario: scenario, as: actor)
                 }
-                if common.output.json { return try printJSON(items) }
-                print(
+                try common.output.print(
+                    items,
                     Table(
                         headers: ["ID", "NAME", "CATEGORY", "EVENT", "BUDGETED"],
                         rows: items.map {
@@ -202,8 +202,8 @@ extension RBAC {
                     }
                     return try await budget.expenses(as: actor)
                 }
-                if common.output.json { return try printJSON(expenses) }
-                print(
+                try common.output.print(
+                    expenses,
                     Table(
                         headers: ["ID", "NAME", "VENDOR", "AMOUNT", "DUE"],
                         rows: expenses.map {
@@ -238,8 +238,8 @@ extension RBAC {
                 let allocations = try await common.run {
                     try await $0.allocate(expense: expense, scenario: scenario, items: items, amounts: amounts, as: $1)
                 }
-                if common.output.json { return try printJSON(allocations) }
-                print(
+                try common.output.print(
+                    allocations,
                     Table(
                         headers: ["ITEM", "AMOUNT"],
                         rows: allocations.map { [$0.budgetItemID.uuidString.lowercased(), Money.text($0.amount)] }
@@ -271,8 +271,8 @@ extension RBAC {
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 if let expense, amount == nil {
                     let payments = try await common.run { try await $0.payments(expense: expense, as: $1) }
-                    if common.output.json { return try printJSON(payments) }
-                    return print(
+                    return try common.output.print(
+                        payments,
                         Table(
                             headers: ["ID", "AMOUNT", "PAID"],
                             rows: payments.map {
@@ -287,8 +287,8 @@ extension RBAC {
                     }
                     return try await budget.paymentStatuses(as: actor)
                 }
-                if common.output.json { return try printJSON(statuses) }
-                print(
+                try common.output.print(
+                    statuses,
                     Table(
                         headers: ["EXPENSE", "AMOUNT", "PAID", "REMAINING", "STATUS", "DUE", "OVERDUE"],
                         rows: statuses.map {
@@ -327,8 +327,8 @@ extension RBAC {
                     }
                     return try await budget.gifts(as: actor)
                 }
-                if common.output.json { return try printJSON(gifts) }
-                print(
+                try common.output.print(
+                    gifts,
                     Table(
                         headers: ["ID", "FROM", "AMOUNT", "RECEIVED", "ITEM"],
                         rows: gifts.map {
@@ -358,8 +358,7 @@ extension RBAC {
             func run() async throws {
                 let id = try Parse.id(id, record.rawValue)
                 let deletion = try await common.run { try await $0.delete(record, id: id, as: $1) }
-                if common.output.json { return try printJSON(deletion) }
-                print("Deleted \(record.rawValue) \(id.uuidString.lowercased())")
+                try common.output.print(deletion, "Deleted \(record.rawValue) \(id.uuidString.lowercased())")
             }
         }
     }

@@ -56,8 +56,8 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let couples = try await context.repository.couples(limit: limit)
-                    if output.json { return try printJSON(couples) }
-                    print(
+                    try output.print(
+                        couples,
                         Table(
                             headers: ["ID", "NAME", "CREATED", "REVISION"],
                             rows: couples.map {
@@ -82,11 +82,10 @@ extension RBAC {
                     let id = try Parse.couple(couple)
                     let found = try await context.repository.couple(id)
                     let members = try await context.memberships.members(of: id, as: try await context.actor(actor))
-                    if output.json { return try printJSON(CoupleDetail(couple: found, members: members)) }
-                    print(
-                        "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)"
-                    )
-                    print(memberTable(members))
+                    try output.print(
+                        CoupleDetail(couple: found, members: members),
+                        "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
+                            + memberTable(members))
                 }
             }
         }

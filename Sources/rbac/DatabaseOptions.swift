@@ -44,4 +44,9 @@ struct DatabaseOptions: ParsableArguments {
 struct OutputOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
+
+    /// Prints `value` as JSON with --json, else `text`, for people.
+    func print(_ value: some Encodable, _ text: @autoclosure () -> String) throws {
+        if json { try printJSON(value) } else { Swift.print(text()) }
+    }
 }

@@ -100,8 +100,8 @@ extension RBAC {
                     let invitations = try await context.invitations.invitations(
                         of: try Parse.couple(couple), status: status.flatMap(InvitationStatus.init(rawValue:)),
                         as: try await context.actor(actor))
-                    if output.json { return try printJSON(invitations) }
-                    print(
+                    try output.print(
+                        invitations,
                         Table(
                             headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"],
                             rows: invitations.map {
@@ -181,8 +181,8 @@ extension RBAC {
                 let text = token.split(separator: "/").last.map(String.init) ?? token
                 let membership = try await context.invitations.accept(
                     token: text, user: accepter.id, as: CommandContext.operatorActor())
-                if output.json { return try printJSON(membership) }
-                print(
+                try output.print(
+                    membership,
                     "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"
                 )
             }
@@ -211,8 +211,8 @@ extension RBAC {
                 let entries = try await context.repository.audit(
                     couple: try Parse.couple(couple), since: try since.map { try Date($0, strategy: .iso8601) },
                     last: tail, as: try await context.actor(actor))
-                if output.json { return try printJSON(entries) }
-                print(
+                try output.print(
+                    entries,
                     Table(
                         headers: ["AT", "ACTOR", "ACTION", "CHANGE"],
                         rows: entries.map { [$0.at.iso8601, $0.actor, $0.action, Self.change($0)] }

@@ -31,8 +31,8 @@ extension RBAC {
                 let membership = try await context.memberships.grant(
                     try RoleName(validating: role), to: user.id, in: try Parse.couple(member.couple),
                     as: try await context.actor(actor))
-                if output.json { return try printJSON(membership) }
-                print(
+                try output.print(
+                    membership,
                     "\(user.email) is now \(membership.role) in couple \(membership.coupleID.uuidString.lowercased())")
             }
         }
@@ -50,8 +50,9 @@ extension RBAC {
                 let user = try await context.user(member.user)
                 let removed = try await context.memberships.remove(
                     user.id, from: try Parse.couple(member.couple), as: try await context.actor(actor))
-                if output.json { return try printJSON(removed) }
-                print("Removed \(user.email) (\(removed.role)) from couple \(removed.coupleID.uuidString.lowercased())")
+                try output.print(
+                    removed,
+                    "Removed \(user.email) (\(removed.role)) from couple \(removed.coupleID.uuidString.lowercased())")
             }
         }
     }
@@ -69,8 +70,7 @@ extension RBAC {
             try await CommandContext.run(database) { context in
                 let members = try await context.memberships.members(
                     of: try Parse.couple(couple), as: try await context.actor(actor))
-                if output.json { return try printJSON(members) }
-                print(memberTable(members))
+                try output.print(members, memberTable(members))
             }
         }
     }
@@ -95,8 +95,8 @@ extension RBAC {
                 let newOwner = try await context.user(to)
                 let membership = try await context.memberships.transferOwnership(
                     of: try Parse.couple(couple), to: newOwner.id, as: try await context.actor(actor))
-                if output.json { return try printJSON(membership) }
-                print("\(newOwner.email) now owns couple \(membership.coupleID.uuidString.lowercased())")
+                try output.print(
+                    membership, "\(newOwner.email) now owns couple \(membership.coupleID.uuidString.lowercased())")
             }
         }
     }
@@ -114,8 +114,7 @@ extension RBAC {
                 let user = try await context.user(member.user)
                 let left = try await context.memberships.leave(
                     try Parse.couple(member.couple), user: user.id, as: try await context.actor(actor))
-                if output.json { return try printJSON(left) }
-                print("\(user.email) left couple \(left.coupleID.uuidString.lowercased())")
+                try output.print(left, "\(user.email) left couple \(left.coupleID.uuidString.lowercased())")
             }
         }
     }
@@ -159,8 +158,8 @@ extension RBAC {
         func run() async throws {
             try await CommandContext.run(database) { context in
                 let roles = try await context.permissions.roles()
-                if output.json { return try printJSON(roles) }
-                print(
+                try output.print(
+                    roles,
                     Table(
                         headers: ["ROLE", "MAY GIVE", "PERMISSIONS"],
                         rows: roles.map {

@@ -171,8 +171,8 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let keys = try await PostgresServiceKeyRepository(pool: context.pool).keys()
-                    if output.json { return try printJSON(keys) }
-                    print(
+                    try output.print(
+                        keys,
                         Table(
                             headers: ["ID", "NAME", "CREATED", "REVOKED"],
                             rows: keys.map {

@@ -24,8 +24,7 @@ extension RBAC {
                 try await CommandContext.run(database) { context in
                     let user = try await context.repository.addUser(
                         email: EmailAddress(rawValue: email)!, displayName: name)
-                    if output.json { return try printJSON(user) }
-                    print("Added user \(user.email) \(user.id.uuidString.lowercased())")
+                    try output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
                 }
             }
         }
@@ -39,8 +38,8 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let users = try await context.repository.users(limit: limit)
-                    if output.json { return try printJSON(users) }
-                    print(
+                    try output.print(
+                        users,
                         Table(
                             headers: ["ID", "EMAIL", "NAME"],
                             rows: users.map { [$0.id.uuidString.lowercased(), $0.email, $0.displayName ?? ""] }
