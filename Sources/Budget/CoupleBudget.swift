@@ -126,13 +126,11 @@ public actor CoupleBudget {
     }
 
     /// The events and categories the scenario's items are grouped by, each listed once, sorted.
-    public func eventCategories(scenario: UUID, as actor: Actor) async throws -> (
-        events: [String], categories: [String]
-    ) {
+    public func eventCategories(scenario: UUID, as actor: Actor) async throws -> EventCategories {
         let items = try await items(scenario: scenario, as: actor)
-        return (
-            Set(items.map(\.event)).subtracting([""]).sorted(), Set(items.map(\.category)).subtracting([""]).sorted()
-        )
+        return EventCategories(
+            events: Set(items.map(\.event)).subtracting([""]).sorted(),
+            categories: Set(items.map(\.category)).subtracting([""]).sorted())
     }
 
     public func createItem(

@@ -118,6 +118,12 @@ public struct Gift: Sendable, Hashable, Codable {
     }
 }
 
+/// The events and categories a scenario's items are grouped by, each once, sorted.
+public struct EventCategories: Sendable, Hashable, Codable {
+    public let events: [String]
+    public let categories: [String]
+}
+
 /// A kind of budget record that can be deleted. What depends on a record goes with it, as the schema's foreign
 /// keys say.
 public enum BudgetRecord: String, Sendable, Hashable, Codable, CaseIterable {

@@ -44,6 +44,16 @@ struct BudgetAPIController {
             let scenario = try id(context, "scenario")
             return try await run(request, context) { b, actor in try await b.items(scenario: scenario, as: actor) }
         }
+        budget.get("scenarios/:scenario/folders") { request, context in
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in try await b.folders(scenario: scenario, as: actor) }
+        }
+        budget.get("scenarios/:scenario/categories") { request, context in
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in
+                try await b.eventCategories(scenario: scenario, as: actor)
+            }
+        }
         budget.post("scenarios/:scenario/folders") { request, context in
             struct Body: Decodable { let name: String }
             let body = try await decode(Body.self, request, context)

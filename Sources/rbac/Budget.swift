@@ -15,6 +15,7 @@ extension RBAC {
                 (budget.view / budget.edit / expenses.view / expenses.edit / gifts.view / gifts.edit).
 
                   rbac budget scenarios --couple C --create Main --primary
+                  rbac budget folders --couple C --scenario S --add Reception
                   rbac budget items --couple C --scenario S --add Venue --budgeted 5000
                   rbac budget expenses --couple C --add Deposit --amount 1200 --due 2026-05-01
                   rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
@@ -22,8 +23,8 @@ extension RBAC {
                   rbac budget delete expense E --couple C
                 """,
             subcommands: [
-                Overview.self, Scenarios.self, Clone.self, Items.self, Expenses.self, Allocate.self, Payments.self,
-                Gifts.self, Delete.self,
+                Overview.self, Scenarios.self, Clone.self, Folders.self, Items.self, Categories.self, Expenses.self,
+                Allocate.self, Payments.self, Gifts.self, Delete.self,
             ])
 
         /// The options every budget command takes.
@@ -130,23 +131,26 @@ extension RBAC {
             @Option(parsing: .unconditional, help: "With --add or --set: the amount budgeted.") var budgeted: String?
             @Option(help: "With --add: the category.") var category = ""
             @Option(help: "With --add: the event.") var event = ""
+            @Option(help: "With --add: the folder (id) to file it in.") var folder: String?
 
             func validate() throws {
                 guard (add == nil && set == nil) || budgeted != nil else {
                     throw ValidationError("--add and --set need --budgeted")
                 }
+                guard folder == nil || add != nil else { throw ValidationError("--folder goes with --add") }
             }
 
             func run() async throws {
                 let scenario = try Parse.id(scenario, "scenario")
                 let amount = try budgeted.map { try Money.parse($0, "--budgeted") }
                 let setID = try set.map { try Parse.id($0, "item") }
+                let folder = try folder.map { try Parse.id($0, "folder") }
                 let items = try await common.run { budget, actor -> [BudgetItem] in
                     if let add, let amount {
                         return [
                             try await budget.createItem(
-                                named: add, scenario: scenario, budgeted: amount, category: category, event: event,
-                                as: actor)
+                                named: add, scenario: scenario, budgeted: amount, folder: folder, category: category,
+                                event: event, as: actor)
                         ]
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
@@ -155,10 +159,51 @@ extension RBAC {
                 try common.output.print(
                     items,
                     Table(
-                        headers: ["ID", "NAME", "CATEGORY", "EVENT", "BUDGETED"],
+                        headers: ["ID", "NAME", "CATEGORY", "EVENT", "FOLDER", "BUDGETED"],
                         rows: items.map {
-                            [$0.id.uuidString.lowercased(), $0.name, $0.category, $0.event, Money.text($0.budgeted)]
+                            [
+                                $0.id.uuidString.lowercased(), $0.name, $0.category, $0.event,
+                                $0.folderID?.uuidString.lowercased() ?? "", Money.text($0.budgeted),
+                            ]
                         }
+                    ).rendered)
+            }
+        }
+
+        struct Folders: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "List a scenario's folders, or add one (--add); file items with rbac budget items --folder.")
+            @OptionGroup var common: Common
+            @Option(help: "The scenario's id.") var scenario: String
+            @Option(help: "Add a folder with this name.") var add: String?
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let folders = try await common.run { budget, actor -> [Folder] in
+                    if let add { return [try await budget.createFolder(named: add, scenario: scenario, as: actor)] }
+                    return try await budget.folders(scenario: scenario, as: actor)
+                }
+                try common.output.print(
+                    folders,
+                    Table(headers: ["ID", "NAME"], rows: folders.map { [$0.id.uuidString.lowercased(), $0.name] })
+                        .rendered)
+            }
+        }
+
+        struct Categories: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "The events and categories a scenario's items are grouped by, each once.")
+            @OptionGroup var common: Common
+            @Option(help: "The scenario's id.") var scenario: String
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let grouping = try await common.run { try await $0.eventCategories(scenario: scenario, as: $1) }
+                try common.output.print(
+                    grouping,
+                    Table(
+                        headers: ["KIND", "NAME"],
+                        rows: grouping.events.map { ["event", $0] } + grouping.categories.map { ["category", $0] }
                     ).rendered)
             }
         }
@@ -350,8 +395,7 @@ extension RBAC {
                     payments and allocations. Gifts set against a deleted item stay, unlinked. Needs budget.edit \
                     (expenses.edit for expenses and payments, gifts.edit for gifts).
                     """)
-            @Argument(help: "What to delete: scenario, folder, item, expense, payment or gift.") var record:
-                BudgetRecord
+            @Argument(help: "What kind of record to delete.") var record: BudgetRecord
             @Argument(help: "Its id.") var id: String
             @OptionGroup var common: Common
 

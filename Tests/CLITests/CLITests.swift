@@ -198,6 +198,22 @@ struct CLITests {
             #expect(try await run(["budget", "gifts"] + base + ["--add", "X"]).status == 2)
             #expect(try await run(["budget", "delete", "gift", giftID] + base).status == 0)
             #expect(try await run(["budget", "gifts"] + base + ["--json"]).stdout == "[\n\n]\n")
+            // Folders: one added, an item filed in it; then the events and categories items are grouped by.
+            let folder = try await run(
+                ["budget", "folders"] + base + ["--scenario", scenarioID, "--add", "Party", "--json"])
+            let folderID = try #require((try Self.jsonArray(folder).first)?["id"] as? String)
+            let filed = try await run(
+                ["budget", "items"] + base + [
+                    "--scenario", scenarioID, "--add", "Cake", "--budgeted", "300", "--folder", folderID,
+                    "--category", "Food", "--event", "Reception",
+                ])
+            #expect(filed.status == 0 && filed.stdout.contains(folderID), "\(filed.stderr)")
+            #expect(try await run(["budget", "folders"] + base + ["--scenario", scenarioID]).stdout.contains("Party"))
+            let grouping = try await run(["budget", "categories"] + base + ["--scenario", scenarioID])
+            #expect(grouping.stdout == "KIND      NAME\nevent     Reception\ncategory  Food\n", "\(grouping.stdout)")
+            #expect(
+                try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--folder", folderID]).status == 2
+            )
         }
     }
 

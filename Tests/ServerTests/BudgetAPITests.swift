@@ -61,6 +61,22 @@ struct BudgetAPITests {
                 #expect((totals["spent"] as? NSNumber)?.decimalValue == Decimal(string: "100.01"))
                 #expect((body["items"] as? [Any])?.count == 2)
             }
+            // Folders and the events and categories items are grouped by, as a viewer reads them.
+            let (filed, folder) = try await post("/scenarios/\(scenarioID)/folders", #"{"name":"Party"}"#, owner)
+            #expect(filed == .created)
+            let folderID = try #require(folder["id"] as? String)
+            let (_, cake) = try await post(
+                "/scenarios/\(scenarioID)/items",
+                #"{"name":"Cake","budgeted":300,"folder_id":"\#(folderID)","category":"Food"}"#, owner)
+            #expect(cake["folder_id"] as? String == folderID)
+            try await client.execute(uri: base + "/scenarios/\(scenarioID)/folders", method: .get, headers: asViewer) {
+                #expect($0.status == .ok && String(buffer: $0.body).contains(folderID))
+            }
+            try await client.execute(
+                uri: base + "/scenarios/\(scenarioID)/categories", method: .get, headers: asViewer
+            ) {
+                #expect(String(buffer: $0.body) == #"{"categories":["Food"],"events":["Reception"]}"#)
+            }
             #expect(try await post("/scenarios", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
             #expect(try await post("/expenses", #"{"name":"X","amount":-5}"#, owner).0 == .badRequest)
             #expect(try await post("/expenses", #"{"name":"X","amount":1.005}"#, owner).0 == .badRequest)
