@@ -155,6 +155,12 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             guard data.scenarios.contains(where: { $0.id == item.scenarioID }) else {
                 throw CoupleBudget.noSuchScenario
             }
+            // As the schema's key (couple, scenario, folder): a folder of the item's own scenario.
+            if let folder = item.folderID {
+                guard data.folders.contains(where: { $0.id == folder && $0.scenarioID == item.scenarioID }) else {
+                    throw BudgetRecord.folder.notFound
+                }
+            }
             data.items.append(item)
             return item
         }

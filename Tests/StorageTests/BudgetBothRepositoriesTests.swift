@@ -5,10 +5,10 @@ import Storage
 import TestSupport
 import Testing
 
-/// Deleting budget records, on both budget repositories: what goes with a record, and what stays, must be the
-/// same in memory as the schema's foreign keys make it in PostgreSQL.
-@Suite("Deleting budget records, on both repositories")
-struct BudgetDeletionTests {
+/// Budget rules that the schema's keys enforce in PostgreSQL and the in-memory repository must enforce alike:
+/// what goes with a deleted record and what stays, and where an item may be filed.
+@Suite("Budget records on both repositories")
+struct BudgetBothRepositoriesTests {
     enum Backend: String, CaseIterable, CustomTestStringConvertible {
         case memory, postgres
         var testDescription: String { rawValue }
@@ -109,6 +109,27 @@ struct BudgetDeletionTests {
                 }
                 #expect(missing?.code == .notFound, "\(record)")
             }
+        }
+    }
+
+    @Test("an item is filed only in a folder of its own scenario; a refusal adds nothing", arguments: Backend.allCases)
+    func filing(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let alt = try await b.createScenario(named: "Alt", as: admin)
+            let folder = try await b.createFolder(named: "Venue", scenario: main.id, as: admin)
+            for (scenario, folder) in [(alt.id, folder.id), (main.id, UUID())] {
+                let refused = await #expect(throws: CollaborationError.self) {
+                    try await b.createItem(named: "Hall", scenario: scenario, budgeted: 1, folder: folder, as: admin)
+                }
+                #expect(refused?.code == .notFound)
+            }
+            #expect(try await b.items(scenario: main.id, as: admin).isEmpty)
+            #expect(try await b.items(scenario: alt.id, as: admin).isEmpty)
+            let filed = try await b.createItem(
+                named: "Hall", scenario: main.id, budgeted: 1, folder: folder.id, as: admin)
+            #expect(try await b.items(scenario: main.id, as: admin).map(\.folderID) == [filed.folderID])
         }
     }
 }
