@@ -190,7 +190,10 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func gifts(couple: UUID) async throws -> [Gift] { read(\.gifts) }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
-        write { data in
+        try write { data in
+            if let item = gift.budgetItemID, !data.items.contains(where: { $0.id == item }) {
+                throw CoupleBudget.noSuchItem
+            }
             data.gifts.append(gift)
             return gift
         }

@@ -112,7 +112,9 @@ struct BudgetBothRepositoriesTests {
         }
     }
 
-    @Test("an item is filed only in a folder of its own scenario; a refusal adds nothing", arguments: Backend.allCases)
+    @Test(
+        "an item is filed only in a folder of its own scenario, a gift set only against an existing item",
+        arguments: Backend.allCases)
     func filing(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
             let admin = Self.admin
@@ -130,6 +132,11 @@ struct BudgetBothRepositoriesTests {
             let filed = try await b.createItem(
                 named: "Hall", scenario: main.id, budgeted: 1, folder: folder.id, as: admin)
             #expect(try await b.items(scenario: main.id, as: admin).map(\.folderID) == [filed.folderID])
+            let stray = await #expect(throws: CollaborationError.self) {
+                try await b.recordGift(from: "Aunt", amount: 5, received: true, budgetItem: UUID(), as: admin)
+            }
+            #expect(stray?.code == .notFound)
+            #expect(try await b.gifts(as: admin).isEmpty)
         }
     }
 }
