@@ -358,6 +358,9 @@ extension RBAC {
 
             func validate() throws {
                 guard (add == nil) == (amount == nil) else { throw ValidationError("--add and --amount go together") }
+                guard add != nil || (item == nil && !received) else {
+                    throw ValidationError("--received and --item go with --add")
+                }
             }
 
             func run() async throws {

@@ -196,6 +196,7 @@ struct CLITests {
             let giftID = try #require(gifts.first?["id"] as? String)
             #expect(gifts.count == 1 && gifts.first?["received"] as? Bool == true)
             #expect(try await run(["budget", "gifts"] + base + ["--add", "X"]).status == 2)
+            #expect(try await run(["budget", "gifts"] + base + ["--item", items[0]]).status == 2)
             #expect(try await run(["budget", "delete", "gift", giftID] + base).status == 0)
             #expect(try await run(["budget", "gifts"] + base + ["--json"]).stdout == "[\n\n]\n")
             // Folders: one added, an item filed in it; then the events and categories items are grouped by.
