@@ -94,6 +94,8 @@ public protocol BudgetTransaction {
     func item(_ id: UUID) async throws -> BudgetItem?
     func items(_ ids: [UUID]) async throws -> [BudgetItem]
     func setExpenseAmount(_ id: UUID, _ amount: Decimal) async throws
+    /// Writes the expense's name, vendor, due date and category (not its amount).
+    func setExpenseDetails(_ expense: Expense) async throws
     func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws
     /// The allocations of `expenses`, in `scenario` or (nil) in every scenario.
     func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation]

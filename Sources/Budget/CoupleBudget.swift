@@ -185,6 +185,29 @@ public actor CoupleBudget {
         }
     }
 
+    /// Changes an expense's name, vendor, category or due date, under the couple's budget lock (so that two edits
+    /// of different fields both land). Refuses an edit that changes nothing.
+    public func editExpense(_ id: UUID, _ edit: ExpenseEdit, as actor: Actor) async throws -> Expense {
+        try await metrics.measure("budget.edit_expense") {
+            try await require(.expensesEdit, actor)
+            guard !edit.isEmpty else {
+                throw CollaborationError(.invalidInput, "nothing to change: give a name, vendor, category or due date")
+            }
+            let name = try edit.name.map { try validatedName($0, "name") }
+            let vendor = try edit.vendor.map { try Self.label($0, "vendor", limit: 200) }
+            let category = try edit.category.map { try Self.label($0, "category") }
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
+                guard var expense = try await transaction.expense(id) else { throw Self.noSuchExpense }
+                if let name { expense.name = name }
+                if let vendor { expense.vendor = vendor }
+                if let category { expense.category = category }
+                if let dueDate = edit.dueDate { expense.dueDate = dueDate }
+                try await transaction.setExpenseDetails(expense)
+                return expense
+            }
+        }
+    }
+
     /// The payments recorded against `expense`, oldest first.
     public func payments(expense: UUID, as actor: Actor) async throws -> [ExpensePayment] {
         try await metrics.measure("budget.payments") {

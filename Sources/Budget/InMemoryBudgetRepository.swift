@@ -226,6 +226,14 @@ public final class InMemoryBudgetRepository: BudgetRepository {
                 if let index = data.expenses.firstIndex(where: { $0.id == id }) { data.expenses[index].amount = amount }
             }
         }
+        func setExpenseDetails(_ expense: Expense) async throws {
+            data.withLock { data in
+                guard let index = data.expenses.firstIndex(where: { $0.id == expense.id }) else { return }
+                data.expenses[index] = Expense(
+                    id: expense.id, name: expense.name, vendor: expense.vendor, amount: data.expenses[index].amount,
+                    dueDate: expense.dueDate, category: expense.category)
+            }
+        }
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             data.withLock { data in
                 if let index = data.items.firstIndex(where: { $0.id == id }) { data.items[index].budgeted = amount }

@@ -118,6 +118,25 @@ public struct Gift: Sendable, Hashable, Codable {
     }
 }
 
+/// Changes to an expense's details; nil leaves a field as it is. Its amount changes through
+/// `CoupleBudget.setAmount`, which rescales its allocations.
+public struct ExpenseEdit: Sendable, Hashable {
+    public var name: String?
+    public var vendor: String?
+    public var category: String?
+    /// nil keeps the due date; `.some(nil)` removes it.
+    public var dueDate: CalendarDay??
+
+    public init(name: String? = nil, vendor: String? = nil, category: String? = nil, dueDate: CalendarDay?? = nil) {
+        self.name = name
+        self.vendor = vendor
+        self.category = category
+        self.dueDate = dueDate
+    }
+
+    public var isEmpty: Bool { name == nil && vendor == nil && category == nil && dueDate == nil }
+}
+
 /// The events and categories a scenario's items are grouped by, each once, sorted.
 public struct EventCategories: Sendable, Hashable, Codable {
     public let events: [String]

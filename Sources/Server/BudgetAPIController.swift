@@ -104,6 +104,29 @@ struct BudgetAPIController {
                     category: body.category ?? "", as: actor)
             }
         }
+        budget.patch("expenses/:expense") { request, context in
+            /// Absent keys change nothing; `"due_date": null` removes the due date.
+            struct Body: Decodable {
+                let edit: ExpenseEdit
+
+                enum CodingKeys: String, CodingKey { case name, vendor, category, dueDate }
+
+                init(from decoder: any Decoder) throws {
+                    let body = try decoder.container(keyedBy: CodingKeys.self)
+                    let dueDate: CalendarDay?? =
+                        body.contains(.dueDate)
+                        ? .some(try body.decodeIfPresent(CalendarDay.self, forKey: .dueDate)) : nil
+                    edit = ExpenseEdit(
+                        name: try body.decodeIfPresent(String.self, forKey: .name),
+                        vendor: try body.decodeIfPresent(String.self, forKey: .vendor),
+                        category: try body.decodeIfPresent(String.self, forKey: .category), dueDate: dueDate)
+                }
+            }
+            let body = try await decode(Body.self, request, context)
+            let expense = try id(context, "expense")
+            return try await run(request, context) { b, actor in try await b.editExpense(expense, body.edit, as: actor)
+            }
+        }
         budget.put("expenses/:expense/amount") { request, context in
             struct Body: Decodable {
                 let amount: Decimal

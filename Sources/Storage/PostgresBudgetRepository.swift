@@ -278,6 +278,15 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 "UPDATE expenses SET amount = \(amount) WHERE couple_id = \(couple) AND id = \(id)")
         }
 
+        func setExpenseDetails(_ expense: Expense) async throws {
+            try await connection.query(
+                """
+                UPDATE expenses SET name = \(expense.name), vendor = \(expense.vendor),
+                       due_date = \(expense.dueDate?.description)::date, category = \(expense.category)
+                WHERE couple_id = \(couple) AND id = \(expense.id)
+                """)
+        }
+
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             try await connection.query(
                 "UPDATE budget_items SET budgeted = \(amount) WHERE couple_id = \(couple) AND id = \(id)")

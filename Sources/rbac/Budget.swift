@@ -211,20 +211,35 @@ extension RBAC {
         struct Expenses: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract:
-                    "List expenses, add one (--add), or change one's amount (--set), which scales its allocations.")
+                    "List expenses, or add one (--add), change one's amount (--set) or its details (--edit).")
             @OptionGroup var common: Common
             @Option(help: "Add an expense with this name.") var add: String?
             @Option(help: "Change the amount of this expense (id).") var set: String?
+            @Option(help: "Change the details of this expense (id): --name, --vendor, --category, --due or --no-due.")
+            var edit: String?
             @Option(parsing: .unconditional, help: "With --add or --set: the amount.") var amount: String?
-            @Option(help: "With --add: the vendor.") var vendor = ""
-            @Option(help: "With --add: the due date (YYYY-MM-DD).") var due: String?
+            @Option(help: "With --edit: the new name.") var name: String?
+            @Option(help: "With --add or --edit: the vendor.") var vendor: String?
+            @Option(help: "With --add or --edit: the category.") var category: String?
+            @Option(help: "With --add or --edit: the due date (YYYY-MM-DD).") var due: String?
+            @Flag(help: "With --edit: remove the due date.") var noDue = false
             @Option(help: "With --set: scale the allocations of this scenario only (default: every scenario).")
             var scenario: String?
 
             func validate() throws {
+                guard [add, set, edit].compactMap({ $0 }).count <= 1 else {
+                    throw ValidationError("give one of --add, --set and --edit")
+                }
                 guard (add == nil && set == nil) || amount != nil else {
                     throw ValidationError("--add and --set need --amount")
                 }
+                guard edit != nil || (name == nil && !noDue) else {
+                    throw ValidationError("--name and --no-due go with --edit")
+                }
+                guard add != nil || edit != nil || (vendor == nil && category == nil && due == nil) else {
+                    throw ValidationError("--vendor, --category and --due go with --add or --edit")
+                }
+                guard !(noDue && due != nil) else { throw ValidationError("--due and --no-due cannot go together") }
                 if let due, CalendarDay(due) == nil {
                     throw ValidationError("--due \"\(due)\" is not a date (YYYY-MM-DD)")
                 }
@@ -233,14 +248,22 @@ extension RBAC {
             func run() async throws {
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 let setID = try set.map { try Parse.id($0, "expense") }
+                let editID = try edit.map { try Parse.id($0, "expense") }
                 let scenario = try scenario.map { try Parse.id($0, "scenario") }
+                let dueDate = due.flatMap(CalendarDay.init)
                 let expenses = try await common.run { budget, actor -> [Expense] in
                     if let add, let amount {
                         return [
                             try await budget.createExpense(
-                                named: add, amount: amount, vendor: vendor, dueDate: due.flatMap(CalendarDay.init),
-                                as: actor)
+                                named: add, amount: amount, vendor: vendor ?? "", dueDate: dueDate,
+                                category: category ?? "", as: actor)
                         ]
+                    }
+                    if let editID {
+                        let changes = ExpenseEdit(
+                            name: name, vendor: vendor, category: category,
+                            dueDate: noDue ? .some(nil) : dueDate.map { .some($0) })
+                        return [try await budget.editExpense(editID, changes, as: actor)]
                     }
                     if let setID, let amount {
                         _ = try await budget.setAmount(expense: setID, to: amount, scenario: scenario, as: actor)
@@ -250,10 +273,10 @@ extension RBAC {
                 try common.output.print(
                     expenses,
                     Table(
-                        headers: ["ID", "NAME", "VENDOR", "AMOUNT", "DUE"],
+                        headers: ["ID", "NAME", "VENDOR", "CATEGORY", "AMOUNT", "DUE"],
                         rows: expenses.map {
                             [
-                                $0.id.uuidString.lowercased(), $0.name, $0.vendor, Money.text($0.amount),
+                                $0.id.uuidString.lowercased(), $0.name, $0.vendor, $0.category, Money.text($0.amount),
                                 $0.dueDate?.description ?? "",
                             ]
                         }

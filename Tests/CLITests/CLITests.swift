@@ -171,6 +171,15 @@ struct CLITests {
             #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
             let noTail = try await run(["audit"] + base + ["--tail", "0"])
             #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
+            // Editing an expense: a due date in the past makes the partly paid expense overdue; removing it, not.
+            let edited = try await run(
+                ["budget", "expenses"] + base + ["--edit", expenseID, "--due", "2020-01-01", "--vendor", "Castle"])
+            #expect(edited.status == 0 && edited.stdout.contains("Castle") && edited.stdout.contains("2020-01-01"))
+            #expect(try await run(["budget", "payments"] + base).stdout.contains("2020-01-01  yes"))
+            #expect(try await run(["budget", "expenses"] + base + ["--edit", expenseID, "--no-due"]).status == 0)
+            #expect(!(try await run(["budget", "payments"] + base).stdout.contains("yes")))
+            #expect(try await run(["budget", "expenses"] + base + ["--edit", expenseID]).status == 2)
+            #expect(try await run(["budget", "expenses"] + base + ["--vendor", "X"]).status == 2)
             // One expense's payments, with their ids; one deleted.
             let recorded = try await run(["budget", "payments"] + base + ["--expense", expenseID, "--json"])
             let paymentID = try #require((try Self.jsonArray(recorded).first)?["id"] as? String)

@@ -102,6 +102,22 @@ struct BudgetAPITests {
                 #expect(String(buffer: $0.body).contains(#""status":"partial""#))
             }
 
+            // Editing an expense: absent fields stay, a null due date removes it, an empty edit is refused.
+            func patch(_ json: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(
+                    uri: base + "/expenses/\(expenseID)", method: .patch, headers: headers,
+                    body: ByteBuffer(string: json)
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let vendor = try await patch(#"{"vendor":"Castle","due_date":"2026-03-01"}"#, owner)
+            #expect(vendor.0 == .ok && vendor.1.contains(#""vendor":"Castle""#) && vendor.1.contains("2026-03-01"))
+            #expect(vendor.1.contains(#""name":"Deposit""#), "a field not given stays")
+            let undated = try await patch(#"{"due_date":null}"#, owner)
+            #expect(undated.0 == .ok && !undated.1.contains("due_date") && undated.1.contains("Castle"))
+            #expect(try await patch("{}", owner).0 == .badRequest)
+            #expect(try await patch(#"{"name":"Mine"}"#, asViewer).0 == .forbidden)
+            #expect(try await patch(#"{"due_date":"soon"}"#, owner).0 == .badRequest)
+
             // Deleting: a viewer may not; the owner may, once; the primary scenario stays.
             func delete(_ path: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
                 try await client.execute(uri: base + path, method: .delete, headers: headers) {

@@ -139,4 +139,43 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.gifts(as: admin).isEmpty)
         }
     }
+
+    @Test(
+        "editing an expense changes only the fields given, never its amount; a refused edit changes nothing",
+        arguments: Backend.allCases)
+    func editExpense(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let due = CalendarDay("2026-05-01")!
+            let hall = try await b.createExpense(
+                named: "Hall", amount: 1200, vendor: "Castle", dueDate: due, category: "Venue", as: admin)
+            let renamed = try await b.editExpense(hall.id, ExpenseEdit(name: "Hall deposit"), as: admin)
+            #expect(renamed.name == "Hall deposit" && renamed.vendor == "Castle" && renamed.dueDate == due)
+            let later = CalendarDay("2026-06-15")!
+            _ = try await b.editExpense(hall.id, ExpenseEdit(vendor: "Manor", dueDate: .some(later)), as: admin)
+            _ = try await b.editExpense(hall.id, ExpenseEdit(category: "Venues"), as: admin)
+            #expect(
+                try await b.expenses(as: admin) == [
+                    Expense(
+                        id: hall.id, name: "Hall deposit", vendor: "Manor", amount: 1200, dueDate: later,
+                        category: "Venues")
+                ])
+            let undated = try await b.editExpense(hall.id, ExpenseEdit(dueDate: .some(nil)), as: admin)
+            #expect(undated.dueDate == nil && undated.amount == 1200)
+
+            let before = try await b.expenses(as: admin)
+            for (id, edit, code) in [
+                (hall.id, ExpenseEdit(), CollaborationError.Code.invalidInput),
+                (hall.id, ExpenseEdit(name: "  "), .invalidInput),
+                (hall.id, ExpenseEdit(vendor: String(repeating: "v", count: 201)), .invalidInput),
+                (UUID(), ExpenseEdit(name: "Other"), .notFound),
+            ] {
+                let refused = await #expect(throws: CollaborationError.self) {
+                    try await b.editExpense(id, edit, as: admin)
+                }
+                #expect(refused?.code == code)
+            }
+            #expect(try await b.expenses(as: admin) == before)
+        }
+    }
 }
