@@ -96,6 +96,9 @@ public protocol BudgetTransaction {
     func setExpenseAmount(_ id: UUID, _ amount: Decimal) async throws
     /// Writes the expense's name, vendor, due date and category (not its amount).
     func setExpenseDetails(_ expense: Expense) async throws
+    func gift(_ id: UUID) async throws -> Gift?
+    /// Writes every field of the gift; a budget item the couple does not have is "not found".
+    func setGift(_ gift: Gift) async throws
     func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws
     /// The allocations of `expenses`, in `scenario` or (nil) in every scenario.
     func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation]

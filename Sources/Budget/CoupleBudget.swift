@@ -254,6 +254,28 @@ public actor CoupleBudget {
         }
     }
 
+    /// Changes a gift: who it is from, its amount, whether it has come in, the budget item it goes towards.
+    /// Refuses an edit that changes nothing.
+    public func editGift(_ id: UUID, _ edit: GiftEdit, as actor: Actor) async throws -> Gift {
+        try await metrics.measure("budget.edit_gift") {
+            try await require(.giftsEdit, actor)
+            guard !edit.isEmpty else {
+                throw CollaborationError(
+                    .invalidInput, "nothing to change: give who it is from, an amount, received or a budget item")
+            }
+            let from = try edit.from.map { try validatedName($0, "from") }
+            let amount = try edit.amount.map { try Money.validated($0, "amount") }
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
+                guard let gift = try await transaction.gift(id) else { throw BudgetRecord.gift.notFound }
+                let changed = Gift(
+                    id: id, from: from ?? gift.from, amount: amount ?? gift.amount,
+                    received: edit.received ?? gift.received, budgetItemID: edit.budgetItem ?? gift.budgetItemID)
+                try await transaction.setGift(changed)
+                return changed
+            }
+        }
+    }
+
     // MARK: Allocation
 
     /// Allocates `expense` in `scenario` to `items`, replacing its allocations there. With amounts, those are

@@ -234,6 +234,16 @@ public final class InMemoryBudgetRepository: BudgetRepository {
                     dueDate: expense.dueDate, category: expense.category)
             }
         }
+        func gift(_ id: UUID) async throws -> Gift? { data.withLock { $0.gifts.first { $0.id == id } } }
+        func setGift(_ gift: Gift) async throws {
+            try data.withLock { data in
+                if let item = gift.budgetItemID, !data.items.contains(where: { $0.id == item }) {
+                    throw CoupleBudget.noSuchItem
+                }
+                guard let index = data.gifts.firstIndex(where: { $0.id == gift.id }) else { return }
+                data.gifts[index] = gift
+            }
+        }
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             data.withLock { data in
                 if let index = data.items.firstIndex(where: { $0.id == id }) { data.items[index].budgeted = amount }

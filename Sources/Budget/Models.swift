@@ -137,6 +137,25 @@ public struct ExpenseEdit: Sendable, Hashable {
     public var isEmpty: Bool { name == nil && vendor == nil && category == nil && dueDate == nil }
 }
 
+/// Changes to a gift or money owed; nil leaves a field as it is.
+public struct GiftEdit: Sendable, Hashable {
+    public var from: String?
+    public var amount: Decimal?
+    /// Money owed that has come in is `true`.
+    public var received: Bool?
+    /// nil keeps the budget item; `.some(nil)` sets the gift against none.
+    public var budgetItem: UUID??
+
+    public init(from: String? = nil, amount: Decimal? = nil, received: Bool? = nil, budgetItem: UUID?? = nil) {
+        self.from = from
+        self.amount = amount
+        self.received = received
+        self.budgetItem = budgetItem
+    }
+
+    public var isEmpty: Bool { from == nil && amount == nil && received == nil && budgetItem == nil }
+}
+
 /// The events and categories a scenario's items are grouped by, each once, sorted.
 public struct EventCategories: Sendable, Hashable, Codable {
     public let events: [String]

@@ -187,6 +187,28 @@ struct BudgetAPIController {
                     as: actor)
             }
         }
+        budget.patch("gifts/:gift") { request, context in
+            /// Absent keys change nothing; `"budget_item_id": null` sets the gift against no item.
+            struct Body: Decodable {
+                let edit: GiftEdit
+
+                enum CodingKeys: String, CodingKey { case from, amount, received, budgetItemId }
+
+                init(from decoder: any Decoder) throws {
+                    let body = try decoder.container(keyedBy: CodingKeys.self)
+                    let item: UUID?? =
+                        body.contains(.budgetItemId)
+                        ? .some(try body.decodeIfPresent(UUID.self, forKey: .budgetItemId)) : nil
+                    edit = GiftEdit(
+                        from: try body.decodeIfPresent(String.self, forKey: .from),
+                        amount: try body.decodeIfPresent(Decimal.self, forKey: .amount),
+                        received: try body.decodeIfPresent(Bool.self, forKey: .received), budgetItem: item)
+                }
+            }
+            let body = try await decode(Body.self, request, context)
+            let gift = try id(context, "gift")
+            return try await run(request, context) { b, actor in try await b.editGift(gift, body.edit, as: actor) }
+        }
         // DELETE scenarios/:scenario, folders/:folder, items/:item, expenses/:expense, payments/:payment and
         // gifts/:gift (the parameter names the other routes give these paths).
         for record in BudgetRecord.allCases {

@@ -287,6 +287,24 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """)
         }
 
+        func gift(_ id: UUID) async throws -> Gift? {
+            try await connection.query(
+                """
+                SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
+                WHERE couple_id = \(couple) AND id = \(id)
+                """
+            ).first.map(PostgresBudgetRepository.gift)
+        }
+
+        func setGift(_ gift: Gift) async throws {
+            try await connection.query(
+                """
+                UPDATE gifts_and_owed SET from_name = \(gift.from), amount = \(gift.amount), received = \(gift.received),
+                       budget_item_id = \(gift.budgetItemID)
+                WHERE couple_id = \(couple) AND id = \(gift.id)
+                """)
+        }
+
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             try await connection.query(
                 "UPDATE budget_items SET budgeted = \(amount) WHERE couple_id = \(couple) AND id = \(id)")

@@ -372,29 +372,48 @@ extension RBAC {
 
         struct Gifts: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List gifts and money owed, or add one (--add FROM --amount), optionally against an item.")
+                abstract: "List gifts and money owed, add one (--add FROM --amount), or change one (--edit).",
+                discussion: "Money owed is marked as come in with --edit G --received.")
             @OptionGroup var common: Common
             @Option(help: "Add a gift from this person.") var add: String?
-            @Option(parsing: .unconditional, help: "With --add: the amount.") var amount: String?
-            @Flag(help: "With --add: already received (default: owed).") var received = false
-            @Option(help: "With --add: the budget item (id) it goes towards.") var item: String?
+            @Option(help: "Change this gift (id): --from, --amount, --received or --owed, --item or --no-item.")
+            var edit: String?
+            @Option(help: "With --edit: who it is from.") var from: String?
+            @Option(parsing: .unconditional, help: "With --add or --edit: the amount.") var amount: String?
+            @Flag(help: "With --add or --edit: received (an added gift is otherwise owed).") var received = false
+            @Flag(help: "With --edit: still owed.") var owed = false
+            @Option(help: "With --add or --edit: the budget item (id) it goes towards.") var item: String?
+            @Flag(help: "With --edit: set against no budget item.") var noItem = false
 
             func validate() throws {
-                guard (add == nil) == (amount == nil) else { throw ValidationError("--add and --amount go together") }
-                guard add != nil || (item == nil && !received) else {
-                    throw ValidationError("--received and --item go with --add")
+                guard add == nil || edit == nil else { throw ValidationError("give one of --add and --edit") }
+                guard add == nil || amount != nil else { throw ValidationError("--add needs --amount") }
+                guard add != nil || edit != nil || (amount == nil && item == nil && !received) else {
+                    throw ValidationError("--amount, --received and --item go with --add or --edit")
                 }
+                guard edit != nil || (from == nil && !owed && !noItem) else {
+                    throw ValidationError("--from, --owed and --no-item go with --edit")
+                }
+                guard !(received && owed) else { throw ValidationError("--received and --owed cannot go together") }
+                guard !(noItem && item != nil) else { throw ValidationError("--item and --no-item cannot go together") }
             }
 
             func run() async throws {
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 let item = try item.map { try Parse.id($0, "item") }
+                let editID = try edit.map { try Parse.id($0, "gift") }
                 let gifts = try await common.run { budget, actor -> [Gift] in
                     if let add, let amount {
                         return [
                             try await budget.recordGift(
                                 from: add, amount: amount, received: received, budgetItem: item, as: actor)
                         ]
+                    }
+                    if let editID {
+                        let changes = GiftEdit(
+                            from: from, amount: amount, received: received ? true : owed ? false : nil,
+                            budgetItem: noItem ? .some(nil) : item.map { .some($0) })
+                        return [try await budget.editGift(editID, changes, as: actor)]
                     }
                     return try await budget.gifts(as: actor)
                 }

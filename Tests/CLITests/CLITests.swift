@@ -206,6 +206,13 @@ struct CLITests {
             #expect(gifts.count == 1 && gifts.first?["received"] as? Bool == true)
             #expect(try await run(["budget", "gifts"] + base + ["--add", "X"]).status == 2)
             #expect(try await run(["budget", "gifts"] + base + ["--item", items[0]]).status == 2)
+            let cameIn = try await run(
+                ["budget", "gifts"] + base + [
+                    "--edit", try #require(gifts.first?["id"] as? String), "--owed", "--no-item",
+                ])
+            #expect(cameIn.status == 0 && !cameIn.stdout.contains("yes") && !cameIn.stdout.contains(items[0]))
+            #expect(
+                try await run(["budget", "gifts"] + base + ["--edit", items[0], "--received", "--owed"]).status == 2)
             #expect(try await run(["budget", "delete", "gift", giftID] + base).status == 0)
             #expect(try await run(["budget", "gifts"] + base + ["--json"]).stdout == "[\n\n]\n")
             // Folders: one added, an item filed in it; then the events and categories items are grouped by.

@@ -118,6 +118,22 @@ struct BudgetAPITests {
             #expect(try await patch(#"{"name":"Mine"}"#, asViewer).0 == .forbidden)
             #expect(try await patch(#"{"due_date":"soon"}"#, owner).0 == .badRequest)
 
+            // Money owed comes in: the gift is marked received, then set against no item.
+            let (_, owed) = try await post(
+                "/gifts", #"{"from":"Aunt","amount":50,"budget_item_id":"\#(items[1])"}"#, owner)
+            let giftID = try #require(owed["id"] as? String)
+            func patchGift(_ json: String) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(
+                    uri: base + "/gifts/\(giftID)", method: .patch, headers: owner, body: ByteBuffer(string: json)
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let cameIn = try await patchGift(#"{"received":true}"#)
+            #expect(
+                cameIn.0 == .ok && cameIn.1.contains(#""received":true"#) && cameIn.1.contains(items[1].lowercased()))
+            let loose = try await patchGift(#"{"budget_item_id":null}"#)
+            #expect(loose.0 == .ok && !loose.1.contains("budget_item_id"))
+            #expect(try await patchGift(#"{"amount":-1}"#).0 == .badRequest)
+
             // Deleting: a viewer may not; the owner may, once; the primary scenario stays.
             func delete(_ path: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
                 try await client.execute(uri: base + path, method: .delete, headers: headers) {

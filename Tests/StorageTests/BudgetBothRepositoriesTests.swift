@@ -178,4 +178,45 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.expenses(as: admin) == before)
         }
     }
+
+    @Test(
+        "money owed that comes in counts in the overview; a gift moves between items; a refused edit changes nothing",
+        arguments: Backend.allCases)
+    func editGift(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let hall = try await b.createItem(named: "Hall", scenario: main.id, budgeted: 500, as: admin)
+            let food = try await b.createItem(named: "Food", scenario: main.id, budgeted: 500, as: admin)
+            let owed = try await b.recordGift(
+                from: "Aunt", amount: 100, received: false, budgetItem: hall.id, as: admin)
+            func gifts(_ item: UUID) async throws -> Decimal? {
+                try await b.overview(scenario: main.id, as: admin).items.first { $0.item.id == item }?.gifts
+            }
+            #expect(try await gifts(hall.id) == 0, "money owed is not yet a gift received")
+            let received = try await b.editGift(owed.id, GiftEdit(received: true), as: admin)
+            #expect(received.received && received.from == "Aunt" && received.budgetItemID == hall.id)
+            #expect(try await gifts(hall.id) == 100)
+            _ = try await b.editGift(owed.id, GiftEdit(amount: 120, budgetItem: .some(food.id)), as: admin)
+            #expect(try await gifts(hall.id) == 0)
+            #expect(try await gifts(food.id) == 120)
+            let unlinked = try await b.editGift(owed.id, GiftEdit(from: "Aunt May", budgetItem: .some(nil)), as: admin)
+            #expect(unlinked == Gift(id: owed.id, from: "Aunt May", amount: 120, received: true, budgetItemID: nil))
+
+            let before = try await b.gifts(as: admin)
+            for (id, edit, code) in [
+                (owed.id, GiftEdit(), CollaborationError.Code.invalidInput),
+                (owed.id, GiftEdit(from: ""), .invalidInput),
+                (owed.id, GiftEdit(amount: -1), .invalidInput),
+                (owed.id, GiftEdit(budgetItem: .some(UUID())), .notFound),
+                (UUID(), GiftEdit(received: false), .notFound),
+            ] {
+                let refused = await #expect(throws: CollaborationError.self) {
+                    try await b.editGift(id, edit, as: admin)
+                }
+                #expect(refused?.code == code)
+            }
+            #expect(try await b.gifts(as: admin) == before)
+        }
+    }
 }
