@@ -113,13 +113,11 @@ struct BudgetAPIController {
 
                 init(from decoder: any Decoder) throws {
                     let body = try decoder.container(keyedBy: CodingKeys.self)
-                    let dueDate: CalendarDay?? =
-                        body.contains(.dueDate)
-                        ? .some(try body.decodeIfPresent(CalendarDay.self, forKey: .dueDate)) : nil
                     edit = ExpenseEdit(
                         name: try body.decodeIfPresent(String.self, forKey: .name),
                         vendor: try body.decodeIfPresent(String.self, forKey: .vendor),
-                        category: try body.decodeIfPresent(String.self, forKey: .category), dueDate: dueDate)
+                        category: try body.decodeIfPresent(String.self, forKey: .category),
+                        dueDate: try body.decodeNullable(CalendarDay.self, forKey: .dueDate))
                 }
             }
             let body = try await decode(Body.self, request, context)
@@ -196,13 +194,11 @@ struct BudgetAPIController {
 
                 init(from decoder: any Decoder) throws {
                     let body = try decoder.container(keyedBy: CodingKeys.self)
-                    let item: UUID?? =
-                        body.contains(.budgetItemId)
-                        ? .some(try body.decodeIfPresent(UUID.self, forKey: .budgetItemId)) : nil
                     edit = GiftEdit(
                         from: try body.decodeIfPresent(String.self, forKey: .from),
                         amount: try body.decodeIfPresent(Decimal.self, forKey: .amount),
-                        received: try body.decodeIfPresent(Bool.self, forKey: .received), budgetItem: item)
+                        received: try body.decodeIfPresent(Bool.self, forKey: .received),
+                        budgetItem: try body.decodeNullable(UUID.self, forKey: .budgetItemId))
                 }
             }
             let body = try await decode(Body.self, request, context)
@@ -273,6 +269,13 @@ extension BudgetAPIController {
         case is String.Type: "a string"
         default: "JSON of another type"
         }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// For a field an edit may clear: nil when `key` is absent (keep), `.some(nil)` when it is null (clear).
+    fileprivate func decodeNullable<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T?? {
+        contains(key) ? .some(try decodeIfPresent(type, forKey: key)) : nil
     }
 }
 
