@@ -100,6 +100,9 @@ public protocol BudgetTransaction {
     /// Writes every field of the gift; a budget item the couple does not have is "not found".
     func setGift(_ gift: Gift) async throws
     func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws
+    /// Writes the item's name, category, event and folder (not its budget); a folder not of the item's scenario
+    /// is "not found".
+    func setItemDetails(_ item: BudgetItem) async throws
     /// The allocations of `expenses`, in `scenario` or (nil) in every scenario.
     func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation]
     /// The allocations to `item`.

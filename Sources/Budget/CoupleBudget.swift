@@ -147,6 +147,29 @@ public actor CoupleBudget {
         }
     }
 
+    /// Changes an item's name, category, event or folder (one of its own scenario), under the couple's budget
+    /// lock. Refuses an edit that changes nothing.
+    public func editItem(_ id: UUID, _ edit: ItemEdit, as actor: Actor) async throws -> BudgetItem {
+        try await metrics.measure("budget.edit_item") {
+            try await require(.budgetEdit, actor)
+            guard !edit.isEmpty else {
+                throw CollaborationError(.invalidInput, "nothing to change: give a name, category, event or folder")
+            }
+            let name = try edit.name.map { try validatedName($0, "name") }
+            let category = try edit.category.map { try Self.label($0, "category") }
+            let event = try edit.event.map { try Self.label($0, "event") }
+            return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
+                guard var item = try await transaction.item(id) else { throw Self.noSuchItem }
+                if let name { item.name = name }
+                if let category { item.category = category }
+                if let event { item.event = event }
+                if let folder = edit.folder { item.folderID = folder }
+                try await transaction.setItemDetails(item)
+                return item
+            }
+        }
+    }
+
     // MARK: Expenses, payments, gifts
 
     public func expenses(as actor: Actor) async throws -> [Expense] {

@@ -244,6 +244,19 @@ public final class InMemoryBudgetRepository: BudgetRepository {
                 data.gifts[index] = gift
             }
         }
+        func setItemDetails(_ item: BudgetItem) async throws {
+            try data.withLock { data in
+                if let folder = item.folderID,
+                    !data.folders.contains(where: { $0.id == folder && $0.scenarioID == item.scenarioID })
+                {
+                    throw BudgetRecord.folder.notFound
+                }
+                guard let index = data.items.firstIndex(where: { $0.id == item.id }) else { return }
+                data.items[index] = BudgetItem(
+                    id: item.id, scenarioID: item.scenarioID, folderID: item.folderID, name: item.name,
+                    category: item.category, event: item.event, budgeted: data.items[index].budgeted)
+            }
+        }
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             data.withLock { data in
                 if let index = data.items.firstIndex(where: { $0.id == id }) { data.items[index].budgeted = amount }

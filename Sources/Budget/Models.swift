@@ -137,6 +137,25 @@ public struct ExpenseEdit: Sendable, Hashable {
     public var isEmpty: Bool { name == nil && vendor == nil && category == nil && dueDate == nil }
 }
 
+/// Changes to a budget item's details; nil leaves a field as it is. Its budget changes through
+/// `CoupleBudget.setBudgeted`, which re-splits its expenses.
+public struct ItemEdit: Sendable, Hashable {
+    public var name: String?
+    public var category: String?
+    public var event: String?
+    /// nil keeps the folder; `.some(nil)` takes the item out of any folder.
+    public var folder: UUID??
+
+    public init(name: String? = nil, category: String? = nil, event: String? = nil, folder: UUID?? = nil) {
+        self.name = name
+        self.category = category
+        self.event = event
+        self.folder = folder
+    }
+
+    public var isEmpty: Bool { name == nil && category == nil && event == nil && folder == nil }
+}
+
 /// Changes to a gift or money owed; nil leaves a field as it is.
 public struct GiftEdit: Sendable, Hashable {
     public var from: String?
@@ -160,6 +179,11 @@ public struct GiftEdit: Sendable, Hashable {
 public struct EventCategories: Sendable, Hashable, Codable {
     public let events: [String]
     public let categories: [String]
+
+    public init(events: [String], categories: [String]) {
+        self.events = events
+        self.categories = categories
+    }
 }
 
 /// A kind of budget record that can be deleted. What depends on a record goes with it, as the schema's foreign

@@ -78,6 +78,26 @@ struct BudgetAPIController {
                     category: body.category ?? "", event: body.event ?? "", as: actor)
             }
         }
+        budget.patch("items/:item") { request, context in
+            /// Absent keys change nothing; `"folder_id": null` takes the item out of its folder.
+            struct Body: Decodable {
+                let edit: ItemEdit
+
+                enum CodingKeys: String, CodingKey { case name, category, event, folderId }
+
+                init(from decoder: any Decoder) throws {
+                    let body = try decoder.container(keyedBy: CodingKeys.self)
+                    edit = ItemEdit(
+                        name: try body.decodeIfPresent(String.self, forKey: .name),
+                        category: try body.decodeIfPresent(String.self, forKey: .category),
+                        event: try body.decodeIfPresent(String.self, forKey: .event),
+                        folder: try body.decodeNullable(UUID.self, forKey: .folderId))
+                }
+            }
+            let body = try await decode(Body.self, request, context)
+            let item = try id(context, "item")
+            return try await run(request, context) { b, actor in try await b.editItem(item, body.edit, as: actor) }
+        }
         budget.put("items/:item/budgeted") { request, context in
             struct Body: Decodable { let amount: Decimal }
             let body = try await decode(Body.self, request, context)

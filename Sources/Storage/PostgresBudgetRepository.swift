@@ -305,6 +305,15 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """)
         }
 
+        func setItemDetails(_ item: BudgetItem) async throws {
+            try await connection.query(
+                """
+                UPDATE budget_items SET name = \(item.name), category = \(item.category), event = \(item.event),
+                       folder_id = \(item.folderID)
+                WHERE couple_id = \(couple) AND id = \(item.id)
+                """)
+        }
+
         func setItemBudgeted(_ id: UUID, _ amount: Decimal) async throws {
             try await connection.query(
                 "UPDATE budget_items SET budgeted = \(amount) WHERE couple_id = \(couple) AND id = \(id)")

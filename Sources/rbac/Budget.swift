@@ -122,36 +122,58 @@ extension RBAC {
         struct Items: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract:
-                    "List a scenario's items, add one (--add), or change one's budget (--set), which re-splits its expenses."
-            )
+                    "List a scenario's items, or add one (--add), change one's budget (--set) or its details (--edit).",
+                discussion: "Changing an item's budget re-splits its expenses by the items' budgets.")
             @OptionGroup var common: Common
             @Option(help: "The scenario's id.") var scenario: String
             @Option(help: "Add an item with this name.") var add: String?
             @Option(help: "Change the budget of this item (id).") var set: String?
+            @Option(help: "Change the details of this item (id): --name, --category, --event, --folder or --no-folder.")
+            var edit: String?
             @Option(parsing: .unconditional, help: "With --add or --set: the amount budgeted.") var budgeted: String?
-            @Option(help: "With --add: the category.") var category = ""
-            @Option(help: "With --add: the event.") var event = ""
-            @Option(help: "With --add: the folder (id) to file it in.") var folder: String?
+            @Option(help: "With --edit: the new name.") var name: String?
+            @Option(help: "With --add or --edit: the category.") var category: String?
+            @Option(help: "With --add or --edit: the event.") var event: String?
+            @Option(help: "With --add or --edit: the folder (id) to file it in.") var folder: String?
+            @Flag(help: "With --edit: take it out of its folder.") var noFolder = false
 
             func validate() throws {
+                guard [add, set, edit].compactMap({ $0 }).count <= 1 else {
+                    throw ValidationError("give one of --add, --set and --edit")
+                }
                 guard (add == nil && set == nil) || budgeted != nil else {
                     throw ValidationError("--add and --set need --budgeted")
                 }
-                guard folder == nil || add != nil else { throw ValidationError("--folder goes with --add") }
+                guard add != nil || edit != nil || (category == nil && event == nil && folder == nil) else {
+                    throw ValidationError("--category, --event and --folder go with --add or --edit")
+                }
+                guard edit != nil || (name == nil && !noFolder) else {
+                    throw ValidationError("--name and --no-folder go with --edit")
+                }
+                guard !(noFolder && folder != nil) else {
+                    throw ValidationError("--folder and --no-folder cannot go together")
+                }
             }
 
             func run() async throws {
                 let scenario = try Parse.id(scenario, "scenario")
                 let amount = try budgeted.map { try Money.parse($0, "--budgeted") }
                 let setID = try set.map { try Parse.id($0, "item") }
+                let editID = try edit.map { try Parse.id($0, "item") }
                 let folder = try folder.map { try Parse.id($0, "folder") }
                 let items = try await common.run { budget, actor -> [BudgetItem] in
                     if let add, let amount {
                         return [
                             try await budget.createItem(
-                                named: add, scenario: scenario, budgeted: amount, folder: folder, category: category,
-                                event: event, as: actor)
+                                named: add, scenario: scenario, budgeted: amount, folder: folder,
+                                category: category ?? "", event: event ?? "", as: actor)
                         ]
+                    }
+                    if let editID {
+                        let changes = ItemEdit(
+                            name: name, category: category, event: event,
+                            folder: noFolder ? .some(nil) : folder.map { .some($0) })
+                        return [try await budget.editItem(editID, changes, as: actor)]
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
                     return try await budget.items(scenario: scenario, as: actor)

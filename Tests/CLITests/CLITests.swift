@@ -231,6 +231,16 @@ struct CLITests {
             #expect(
                 try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--folder", folderID]).status == 2
             )
+            let moved = try await run(
+                ["budget", "items"] + base + [
+                    "--scenario", scenarioID, "--edit", items[1], "--folder", folderID, "--name", "Catering",
+                ])
+            #expect(
+                moved.status == 0 && moved.stdout.contains("Catering") && moved.stdout.contains(folderID),
+                "\(moved.stderr)")
+            let unfiled = try await run(
+                ["budget", "items"] + base + ["--scenario", scenarioID, "--edit", items[1], "--no-folder", "--json"])
+            #expect((try Self.jsonArray(unfiled).first)?["folder_id"] == nil)
         }
     }
 

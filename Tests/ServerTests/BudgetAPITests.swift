@@ -77,6 +77,17 @@ struct BudgetAPITests {
             ) {
                 #expect(String(buffer: $0.body) == #"{"categories":["Food"],"events":["Reception"]}"#)
             }
+            try await client.execute(
+                uri: base + "/items/\(items[0])", method: .patch, headers: owner,
+                body: ByteBuffer(string: #"{"folder_id":"\#(folderID)","event":"Ceremony"}"#)
+            ) {
+                #expect($0.status == .ok)
+                #expect(String(buffer: $0.body).contains(folderID) && String(buffer: $0.body).contains("Ceremony"))
+            }
+            try await client.execute(
+                uri: base + "/items/\(items[0])", method: .patch, headers: asViewer,
+                body: ByteBuffer(string: #"{"name":"X"}"#)
+            ) { #expect($0.status == .forbidden) }
             #expect(try await post("/scenarios", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
             #expect(try await post("/expenses", #"{"name":"X","amount":-5}"#, owner).0 == .badRequest)
             #expect(try await post("/expenses", #"{"name":"X","amount":1.005}"#, owner).0 == .badRequest)

@@ -219,4 +219,50 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.gifts(as: admin) == before)
         }
     }
+
+    @Test(
+        "an item is renamed, regrouped and moved between folders of its scenario, its budget and expenses untouched",
+        arguments: Backend.allCases)
+    func editItem(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let alt = try await b.createScenario(named: "Alt", as: admin)
+            let party = try await b.createFolder(named: "Party", scenario: main.id, as: admin)
+            let elsewhere = try await b.createFolder(named: "Elsewhere", scenario: alt.id, as: admin)
+            let cake = try await b.createItem(named: "Cake", scenario: main.id, budgeted: 300, as: admin)
+            let deposit = try await b.createExpense(named: "Deposit", amount: 90, as: admin)
+            _ = try await b.allocate(expense: deposit.id, scenario: main.id, items: [cake.id], as: admin)
+
+            let filed = try await b.editItem(
+                cake.id, ItemEdit(name: "Wedding cake", event: "Reception", folder: .some(party.id)), as: admin)
+            #expect(filed.name == "Wedding cake" && filed.event == "Reception" && filed.folderID == party.id)
+            _ = try await b.editItem(cake.id, ItemEdit(category: "Food", folder: .some(nil)), as: admin)
+            let line = try #require(try await b.overview(scenario: main.id, as: admin).items.first)
+            #expect(
+                line.item
+                    == BudgetItem(
+                        id: cake.id, scenarioID: main.id, folderID: nil, name: "Wedding cake", category: "Food",
+                        event: "Reception", budgeted: 300))
+            #expect(line.spent == 90)
+            #expect(
+                try await b.eventCategories(scenario: main.id, as: admin)
+                    == EventCategories(events: ["Reception"], categories: ["Food"]))
+
+            let before = try await b.items(scenario: main.id, as: admin)
+            for (id, edit, code) in [
+                (cake.id, ItemEdit(), CollaborationError.Code.invalidInput),
+                (cake.id, ItemEdit(name: " "), .invalidInput),
+                (cake.id, ItemEdit(event: String(repeating: "e", count: 101)), .invalidInput),
+                (cake.id, ItemEdit(folder: .some(elsewhere.id)), .notFound),
+                (UUID(), ItemEdit(name: "Other"), .notFound),
+            ] {
+                let refused = await #expect(throws: CollaborationError.self) {
+                    try await b.editItem(id, edit, as: admin)
+                }
+                #expect(refused?.code == code)
+            }
+            #expect(try await b.items(scenario: main.id, as: admin) == before)
+        }
+    }
 }

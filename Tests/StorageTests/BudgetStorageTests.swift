@@ -152,6 +152,7 @@ struct BudgetStorageTests {
                 { _ = try await b.delete(.expense, id: expense.id, as: world.viewer) },
                 { _ = try await b.editExpense(expense.id, ExpenseEdit(name: "Mine"), as: world.viewer) },
                 { _ = try await b.editGift(UUID(), GiftEdit(received: true), as: world.viewer) },
+                { _ = try await b.editItem(item.id, ItemEdit(name: "Mine"), as: world.viewer) },
                 { _ = try await b.delete(.scenario, id: scenario.id, as: world.viewer) },
                 { _ = try await b.delete(.item, id: item.id, as: world.stranger) },
                 { _ = try await b.overview(scenario: scenario.id, as: world.stranger) },
