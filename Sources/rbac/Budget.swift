@@ -125,7 +125,7 @@ extension RBAC {
                     "List a scenario's items, or add one (--add), change one's budget (--set) or its details (--edit).",
                 discussion: "Changing an item's budget re-splits its expenses by the items' budgets.")
             @OptionGroup var common: Common
-            @Option(help: "The scenario's id.") var scenario: String
+            @Option(help: "The scenario's id (not needed with --edit).") var scenario: String?
             @Option(help: "Add an item with this name.") var add: String?
             @Option(help: "Change the budget of this item (id).") var set: String?
             @Option(help: "Change the details of this item (id): --name, --category, --event, --folder or --no-folder.")
@@ -138,6 +138,9 @@ extension RBAC {
             @Flag(help: "With --edit: take it out of its folder.") var noFolder = false
 
             func validate() throws {
+                guard scenario != nil || edit != nil else {
+                    throw ValidationError("--scenario is needed, except with --edit")
+                }
                 guard [add, set, edit].compactMap({ $0 }).count <= 1 else {
                     throw ValidationError("give one of --add, --set and --edit")
                 }
@@ -156,13 +159,13 @@ extension RBAC {
             }
 
             func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
+                let scenario = try scenario.map { try Parse.id($0, "scenario") }
                 let amount = try budgeted.map { try Money.parse($0, "--budgeted") }
                 let setID = try set.map { try Parse.id($0, "item") }
                 let editID = try edit.map { try Parse.id($0, "item") }
                 let folder = try folder.map { try Parse.id($0, "folder") }
                 let items = try await common.run { budget, actor -> [BudgetItem] in
-                    if let add, let amount {
+                    if let add, let amount, let scenario {
                         return [
                             try await budget.createItem(
                                 named: add, scenario: scenario, budgeted: amount, folder: folder,
@@ -176,6 +179,7 @@ extension RBAC {
                         return [try await budget.editItem(editID, changes, as: actor)]
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
+                    guard let scenario else { return [] }  // validate() asks for it but with --edit
                     return try await budget.items(scenario: scenario, as: actor)
                 }
                 try common.output.print(
