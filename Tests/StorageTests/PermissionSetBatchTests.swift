@@ -20,8 +20,9 @@ struct BatchedLoaderTests {
         }
         try await withThrowingTaskGroup(of: (Int, Int).self) { group in
             for key in 0..<100 { group.addTask { (key, try await loader.value(for: key)) } }
-            // Two loads of one lookup each run (held at the gate); the other 98 lookups wait for them.
-            while loader.waitingCount < 98 { await Task.yield() }
+            // Two loads of one lookup each run (held at the gate); the other 98 lookups wait for them. A load
+            // starts in a task of its own, so the second may reach the gate a moment after the 98th lookup waits.
+            while loader.waitingCount < 98 || gate.waiters < 2 { await Task.yield() }
             #expect(batches.withLock { $0.map(\.count) } == [1, 1])
             gate.open()
             for try await (key, value) in group { #expect(value == key * 2) }
