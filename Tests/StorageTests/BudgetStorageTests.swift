@@ -288,6 +288,35 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("two edits of different fields of one expense, at once from separate actors, both land", arguments: 0..<10)
+    func concurrentEdits(round: Int) async throws {
+        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let expense = try await world.budget().createExpense(named: "Hall", amount: 100, as: admin)
+            // Connections opened beforehand, so that the two edits really overlap.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<4 { group.addTask { try await pool.query("SELECT pg_sleep(0.02)") } }
+                try await group.waitForAll()
+            }
+            let (one, other) = (world.budget(), world.budget())
+            for attempt in 0..<10 {
+                let barrier = Barrier(count: 2)
+                async let vendor = {
+                    await barrier.arrive()
+                    return try await one.editExpense(expense.id, ExpenseEdit(vendor: "v\(attempt)"), as: admin)
+                }()
+                async let category = {
+                    await barrier.arrive()
+                    return try await other.editExpense(expense.id, ExpenseEdit(category: "c\(attempt)"), as: admin)
+                }()
+                _ = try await (vendor, category)
+                let stored = try #require(try await world.budget().expenses(as: admin).first)
+                #expect(stored.vendor == "v\(attempt)" && stored.category == "c\(attempt)", "attempt \(attempt)")
+            }
+        }
+    }
+
     @Test("an overview snapshot holds what the five reads return, from one REPEATABLE READ transaction")
     func overviewSnapshot() async throws {
         try await MigratedDatabase.withPool { pool in
