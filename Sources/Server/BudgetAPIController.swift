@@ -142,7 +142,8 @@ struct BudgetAPIController {
             }
             let body = try await decode(Body.self, request, context)
             let expense = try id(context, "expense")
-            return try await run(request, context) { b, actor in try await b.editExpense(expense, body.edit, as: actor)
+            return try await run(request, context) { b, actor in
+                try await b.editExpense(expense, body.edit, as: actor)
             }
         }
         budget.put("expenses/:expense/amount") { request, context in
