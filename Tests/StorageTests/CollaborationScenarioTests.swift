@@ -9,11 +9,6 @@ import Testing
 /// one (fast, for domain tests) and the Postgres one (the SQL functions), so the two cannot drift apart.
 @Suite("Collaboration services on both repositories")
 struct CollaborationScenarioTests {
-    enum Backend: String, CaseIterable, CustomTestStringConvertible {
-        case memory, postgres
-        var testDescription: String { rawValue }
-    }
-
     /// The services over a fresh repository of the given kind, and a way to make users.
     struct World {
         let repository: any CollaborationRepository
@@ -59,20 +54,6 @@ struct CollaborationScenarioTests {
             try await MigratedDatabase.withPool { pool in
                 try await body(World(PostgresCollaborationRepository(pool: pool)))
             }
-        }
-    }
-
-    private func expectRefusal(
-        _ code: CollaborationError.Code, _ body: () async throws -> Void,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
-        do {
-            try await body()
-            Issue.record("expected a refusal with \(code), but it succeeded", sourceLocation: sourceLocation)
-        } catch let error as CollaborationError {
-            #expect(error.code == code, "\(error.message)", sourceLocation: sourceLocation)
-        } catch {
-            Issue.record("expected a CollaborationError \(code), got \(error)", sourceLocation: sourceLocation)
         }
     }
 
