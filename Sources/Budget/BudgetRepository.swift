@@ -39,6 +39,8 @@ public protocol BudgetRepository: Sendable {
     func expenses(couple: UUID) async throws -> [Expense]
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense
     func payments(couple: UUID) async throws -> [ExpensePayment]
+    /// The payments of one expense, oldest first; nil when the couple has no such expense.
+    func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]?
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment
     func gifts(couple: UUID) async throws -> [Gift]
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift

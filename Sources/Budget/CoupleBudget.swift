@@ -235,10 +235,10 @@ public actor CoupleBudget {
     public func payments(expense: UUID, as actor: Actor) async throws -> [ExpensePayment] {
         try await metrics.measure("budget.payments") {
             try await require(.expensesView, actor)
-            async let expenses = repository.expenses(couple: couple)
-            async let payments = repository.payments(couple: couple)
-            guard try await expenses.contains(where: { $0.id == expense }) else { throw Self.noSuchExpense }
-            return try await payments.filter { $0.expenseID == expense }
+            guard let payments = try await repository.payments(couple: couple, expense: expense) else {
+                throw Self.noSuchExpense
+            }
+            return payments
         }
     }
 

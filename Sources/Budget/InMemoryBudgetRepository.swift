@@ -177,6 +177,13 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func payments(couple: UUID) async throws -> [ExpensePayment] { read(\.payments) }
 
+    public func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
+        read { data in
+            guard data.expenses.contains(where: { $0.id == expense }) else { return nil }
+            return data.payments.filter { $0.expenseID == expense }.sorted { $0.paidAt < $1.paidAt }
+        }
+    }
+
     public func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try write { data in
             guard data.expenses.contains(where: { $0.id == payment.expenseID }) else {

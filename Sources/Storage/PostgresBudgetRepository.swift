@@ -206,6 +206,18 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return expense
     }
 
+    /// One statement: the expense's row, joined to its payments if it has any.
+    public func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
+        let rows = try await run(
+            """
+            SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
+            FROM expenses e LEFT JOIN expense_payments p ON p.couple_id = e.couple_id AND p.expense_id = e.id
+            WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
+            """)
+        guard !rows.isEmpty else { return nil }
+        return try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
+    }
+
     public func payments(couple: UUID) async throws -> [ExpensePayment] {
         try await run(
             """

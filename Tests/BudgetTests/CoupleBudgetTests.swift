@@ -203,6 +203,9 @@ private final class ChurningBudgetRepository: BudgetRepository {
         try await inner.createExpense(couple: couple, expense, as: actor)
     }
     func payments(couple: UUID) async throws -> [ExpensePayment] { try await inner.payments(couple: couple) }
+    func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
+        try await inner.payments(couple: couple, expense: expense)
+    }
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try await inner.addPayment(couple: couple, payment, as: actor)
     }

@@ -187,6 +187,8 @@ struct CLITests {
             #expect(
                 try await run(["budget", "payments"] + base + ["--expense", expenseID]).stdout == "ID  AMOUNT  PAID\n")
             #expect(try await run(["budget", "payments"] + base + ["--amount", "5"]).status == 2)
+            let unknown = try await run(["budget", "payments"] + base + ["--expense", UUID().uuidString])
+            #expect(unknown.status == 3 && unknown.stderr == "rbac: no such expense in this couple\n")
             // Deleting: not for a viewer (exit 1), once for the operator (then exit 3), and in the audit log.
             let delete = ["budget", "delete", "expense", expenseID] + base
             #expect(try await run(delete + ["--actor", "vic@example.com"]).status == 1)
