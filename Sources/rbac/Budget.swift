@@ -175,11 +175,11 @@ extension RBAC {
                     if let editID {
                         let changes = ItemEdit(
                             name: name, category: category, event: event,
-                            folder: noFolder ? .some(nil) : folder.map { .some($0) })
+                            folder: change(folder, clear: noFolder))
                         return [try await budget.editItem(editID, changes, as: actor)]
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
-                    guard let scenario else { return [] }  // validate() asks for it but with --edit
+                    guard let scenario else { return [] }  // validate() requires it unless --edit
                     return try await budget.items(scenario: scenario, as: actor)
                 }
                 try common.output.print(
@@ -288,7 +288,7 @@ extension RBAC {
                     if let editID {
                         let changes = ExpenseEdit(
                             name: name, vendor: vendor, category: category,
-                            dueDate: noDue ? .some(nil) : dueDate.map { .some($0) })
+                            dueDate: change(dueDate, clear: noDue))
                         return [try await budget.editExpense(editID, changes, as: actor)]
                     }
                     if let setID, let amount {
@@ -438,7 +438,7 @@ extension RBAC {
                     if let editID {
                         let changes = GiftEdit(
                             from: from, amount: amount, received: received ? true : owed ? false : nil,
-                            budgetItem: noItem ? .some(nil) : item.map { .some($0) })
+                            budgetItem: change(item, clear: noItem))
                         return [try await budget.editGift(editID, changes, as: actor)]
                     }
                     return try await budget.gifts(as: actor)
@@ -480,3 +480,8 @@ extension RBAC {
 }
 
 extension BudgetRecord: ExpressibleByArgument {}
+
+/// An edit's value for a field that can also be cleared (`--no-...`): nil keeps the field, `.some(nil)` clears it.
+private func change<T>(_ value: T?, clear: Bool) -> T?? {
+    clear ? .some(nil) : value.map { .some($0) }
+}
