@@ -117,7 +117,9 @@ struct PermissionSetBatchTests {
         }
     }
 
-    @Test("without a cache, an allowed check is one statement; only a denial reads the policy, to refuse a typo")
+    @Test(
+        "without a cache, an allowed check is one statement once the roles' permissions are known; only a denial reads the policy, to refuse a typo"
+    )
     func uncachedCheckStatements() async throws {
         try await MigratedDatabase.withPool { pool in
             let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
@@ -130,9 +132,16 @@ struct PermissionSetBatchTests {
                 ).allowed
                 return (allowed, pool.statementsSent - before)
             }
+            #expect(try await statements(owner, "budget.edit") == (true, 2), "the member's role, then what roles grant")
             #expect(try await statements(owner, "budget.edit") == (true, 1))
             #expect(try await statements(viewer, "budget.edit") == (false, 2))
             #expect(try await statements(owner, "budget.edti") == (nil, 2), "refused, not denied")
+
+            // A load whose pairs hold no role has nothing to map: it does not read what roles grant.
+            let fresh = PostgresCollaborationRepository(pool: pool)
+            let before = pool.statementsSent
+            #expect(try await fresh.permissionSet(couple: couple, user: UUID()).permissions.isEmpty)
+            #expect(pool.statementsSent - before == 1)
         }
     }
 
@@ -165,6 +174,56 @@ struct PermissionSetBatchTests {
                 }
                 group.cancelAll()
                 try await group.waitForAll()
+            }
+        }
+    }
+}
+
+extension PermissionSetBatchTests {
+    @Test("while what a role grants keeps changing, every set read matches the policy at its revision")
+    func policyChangesAmidChecks() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let (owner, viewer) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
+            let edit = Permission(rawValue: "budget.edit")!
+            // Every change to role_permissions advances every couple's revision by one; the viewer holds
+            // budget.edit exactly at the revisions an odd number of changes past `start`.
+            let start: Int64 = try await pool.query("SELECT revision FROM couples WHERE id = \(couple)")[0].decode(
+                "revision")
+            let changes = 60
+            let sets = try await withThrowingTaskGroup(of: [PermissionSet].self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        var seen: [PermissionSet] = []
+                        while !Task.isCancelled {
+                            seen.append(try await repository.permissionSet(couple: couple, user: viewer))
+                        }
+                        return seen
+                    }
+                }
+                for change in 0..<changes {
+                    if change.isMultiple(of: 2) {
+                        try await pool.query("INSERT INTO role_permissions VALUES ('viewer', 'budget.edit')")
+                    } else {
+                        try await pool.query(
+                            "DELETE FROM role_permissions WHERE role = 'viewer' AND permission = 'budget.edit'")
+                    }
+                    // The next read, whoever makes it, is at this change's revision or later.
+                    let set = try await repository.permissionSet(couple: couple, user: viewer)
+                    #expect(set.revision! >= start + Int64(change) + 1)
+                    #expect(set.permissions.contains(edit) == !(set.revision! - start).isMultiple(of: 2))
+                }
+                group.cancelAll()
+                var sets: [PermissionSet] = []
+                for try await seen in group { sets += seen }
+                return sets
+            }
+            let revisions = Set(sets.compactMap(\.revision))
+            #expect(revisions.count > 1, "the reads saw the policy change")
+            for set in sets {
+                #expect(set.permissions.contains(edit) == !(set.revision! - start).isMultiple(of: 2))
+                #expect(set.permissions.contains(Permission(rawValue: "budget.view")!))
             }
         }
     }

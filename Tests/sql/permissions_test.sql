@@ -84,35 +84,65 @@ SELECT bag_eq(
     'following p_after through pages of two lists every member exactly once');
 SELECT throws_ok($$SELECT * FROM couple_members(pg_temp.id('Olivia & Paul'), 0)$$, 'RBINV', NULL, 'a page size of 0 is refused');
 
--- user_permission_sets: one row per (couple, user) pair, in the order asked, from one snapshot.
+-- user_roles: one row per (couple, user) pair, in the order asked, from one snapshot, with the policy revision.
 SELECT results_eq(
-    $$SELECT revision IS NOT NULL, permissions @> ARRAY['budget.edit'], cardinality(permissions) > 0
-      FROM user_permission_sets(
+    $$SELECT revision IS NOT NULL, role, policy_revision = (SELECT revision FROM policy_revision)
+      FROM user_roles(
           ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Olivia & Paul'), pg_temp.id('Olivia & Paul'),
                 pg_temp.id('Olivia & Paul'), gen_random_uuid(), pg_temp.id('Olivia & Paul')],
           ARRAY[pg_temp.id('vera'), pg_temp.id('pia'), pg_temp.id('sam'), pg_temp.id('xena'), pg_temp.id('pia'),
                 pg_temp.id('vera')])$$,
-    $$VALUES (true, false, true), (true, true, true), (true, false, false), (true, false, false),
-             (false, false, false), (true, false, true)$$,
-    'user_permission_sets answers each pair in order: viewer, planner, suspended, outsider, unknown couple, viewer again');
+    $$VALUES (true, 'viewer', true), (true, 'planner', true), (true, NULL, true), (true, NULL, true),
+             (false, NULL, true), (true, 'viewer', true)$$,
+    'user_roles answers each pair in order: viewer, planner, suspended, outsider, unknown couple, viewer again');
 SELECT is(
-    (SELECT permissions FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
-    user_permissions(pg_temp.id('Olivia & Paul'), pg_temp.id('vera')), 'a set holds what user_permissions lists');
-SELECT is(
-    (SELECT revision FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
-    (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')), 'a set carries the couple''s revision');
-SELECT is((SELECT count(*)::int FROM user_permission_sets('{}', '{}')), 0, 'no pairs, no rows');
+    (SELECT revision FROM user_roles(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])),
+    (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')), 'a role comes with the couple''s revision');
+SELECT is((SELECT count(*)::int FROM user_roles('{}', '{}')), 0, 'no pairs, no rows');
 SELECT ok(
     (SELECT 'plan_cache_mode=force_generic_plan' = ANY (proconfig) FROM pg_proc
-     WHERE oid = 'public.user_permission_sets(uuid[], uuid[])'::regprocedure),
-    'user_permission_sets keeps one generic plan (sql/0015), not a new plan for every call');
+     WHERE oid = 'public.user_roles(uuid[], uuid[])'::regprocedure),
+    'user_roles keeps one generic plan, not a new plan for every call');
 SELECT throws_ok(
-    $$SELECT * FROM user_permission_sets(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera'), pg_temp.id('pia')])$$,
-    'RBINV', 'user_permission_sets needs one user per couple, not 1 couples and 2 users',
-    'pairs of unequal length are refused');
+    $$SELECT * FROM user_roles(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera'), pg_temp.id('pia')])$$,
+    'RBINV', 'user_roles needs one user per couple, not 1 couples and 2 users', 'pairs of unequal length are refused');
+
+-- role_permission_sets: what each role grants, at the policy revision user_roles reports.
+SELECT is(
+    (SELECT permissions FROM role_permission_sets() WHERE role = 'viewer'),
+    user_permissions(pg_temp.id('Olivia & Paul'), pg_temp.id('vera')), 'a role''s set holds what its members hold');
+SELECT is(
+    (SELECT array_agg(role ORDER BY role) FROM role_permission_sets()), (SELECT array_agg(name ORDER BY name) FROM roles),
+    'role_permission_sets lists every role');
+SELECT is(
+    (SELECT count(DISTINCT policy_revision)::int FROM role_permission_sets()), 1, 'one policy revision in every row');
+CREATE TEMP TABLE before_change AS
+    SELECT (SELECT revision FROM policy_revision) AS policy, (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')) AS couple;
+DELETE FROM role_permissions WHERE role = 'viewer' AND permission = 'budget.view';
+SELECT is(
+    (SELECT policy_revision FROM role_permission_sets() LIMIT 1), (SELECT policy + 1 FROM before_change),
+    'a change to what roles grant advances the policy revision');
+SELECT results_eq(
+    $$SELECT revision, policy_revision FROM user_roles(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])$$,
+    $$SELECT couple + 1, policy + 1 FROM before_change$$,
+    'user_roles then reports the new policy revision, and the couple''s advanced revision');
+SELECT ok(
+    NOT (SELECT permissions FROM role_permission_sets() WHERE role = 'viewer') @> ARRAY['budget.view'],
+    'and the role''s set no longer holds the permission taken away');
+UPDATE memberships SET role = 'planner' WHERE user_id = pg_temp.id('vera');
+SELECT is(
+    (SELECT policy_revision FROM role_permission_sets() LIMIT 1), (SELECT policy + 1 FROM before_change),
+    'a membership change leaves the policy revision alone');
+SELECT is(
+    (SELECT count(*)::int FROM policy_revision), 1, 'the policy revision is one row');
+SELECT throws_ok($$INSERT INTO policy_revision VALUES (7)$$, '23505', NULL, 'a second policy revision row is refused');
+
 SET LOCAL ROLE rbac_app;
-SELECT throws_ok($$SELECT * FROM user_permission_sets(ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()])$$, '42501', NULL,
-                 'the application role may not read permission sets: they are for trusted backends');
+SELECT throws_ok($$SELECT * FROM user_roles(ARRAY[gen_random_uuid()], ARRAY[gen_random_uuid()])$$, '42501', NULL,
+                 'the application role may not read members'' roles in batches: they are for trusted backends');
+SELECT throws_ok($$SELECT * FROM role_permission_sets()$$, '42501', NULL,
+                 'nor the roles'' permission sets');
+SELECT throws_ok($$SELECT * FROM policy_revision$$, '42501', NULL, 'nor the policy revision table');
 RESET ROLE;
 
 SELECT * FROM finish();
