@@ -15,7 +15,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public init(pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil) {
         self.pool = pool
         self.cache = cache
-        let roles = RolePermissions()
+        let roles = RolePermissions(pool: pool)
         permissionSets = BatchedLoader(concurrency: Self.permissionSetLoads, maxBatch: 1_000) { pairs in
             try await Self.permissionSets(pairs, pool: pool, roles: roles)
         }
@@ -136,7 +136,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                     return members.map { PermissionSet(permissions: [], revision: $0.revision) }
                 }
                 let policyRevision: Int64 = try rows[0].decode("policy_revision")
-                guard let granted = try await roles.at(policyRevision: policyRevision, pool: pool) else { continue }
+                guard let granted = try await roles.at(policyRevision: policyRevision) else { continue }
                 return members.map { member in
                     PermissionSet(permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision)
                 }
