@@ -1,4 +1,5 @@
 import ArgumentParser
+import Collaboration
 import Foundation
 import Postgres
 
@@ -48,5 +49,43 @@ struct OutputOptions: ParsableArguments {
     /// Prints `value` as JSON with --json, else `text`, for people.
     func print(_ value: some Encodable, _ text: @autoclosure () -> String) throws {
         if json { try printJSON(value) } else { Swift.print(text()) }
+    }
+}
+
+/// `--limit` and `--after` for listings that the API pages: one page instead of every entry.
+struct PageOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp("Only one page of at most n entries (1 to 1000); without it, every entry.", valueName: "n"))
+    var limit: Int?
+    @Option(
+        help: ArgumentHelp(
+            "With --limit: the page after this id, the last one the page before listed.", valueName: "id"))
+    var after: String?
+
+    func validate() throws {
+        if let limit, !(1...1000).contains(limit) {
+            throw ValidationError("--limit must be from 1 to 1000, not \(limit)")
+        }
+        if let after {
+            guard limit != nil else { throw ValidationError("--after needs --limit: it picks a page") }
+            guard UUID(parsing: after) != nil else {
+                throw ValidationError("--after \"\(after)\" is not an id (a UUID)")
+            }
+        }
+    }
+
+    /// Every entry, or with --limit one page of them (`page` takes the limit and the id to read after). A full
+    /// page says on stderr how to ask for the next one.
+    func read<Item>(
+        id: (Item) -> UUID, every: () async throws -> [Item],
+        page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
+    ) async throws -> [Item] {
+        guard let limit else { return try await every() }
+        let items = try await page(limit, after.flatMap { UUID(parsing: $0) })
+        if items.count == limit, let last = items.last {
+            FileHandle.standardError.write(
+                Data("rbac: more may follow: --after \(id(last).uuidString.lowercased())\n".utf8))
+        }
+        return items
     }
 }

@@ -84,6 +84,7 @@ extension RBAC {
             static let configuration = CommandConfiguration(abstract: "List invitations with their status.")
             @Option(help: "The couple's id.") var couple: String
             @Option(help: "Only pending, accepted, revoked or expired ones.") var status: String?
+            @OptionGroup var page: PageOptions
             @OptionGroup var actor: ActorOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
@@ -97,9 +98,14 @@ extension RBAC {
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let invitations = try await context.invitations.invitations(
-                        of: try Parse.couple(couple), status: status.flatMap(InvitationStatus.init(rawValue:)),
-                        as: try await context.actor(actor))
+                    let (coupleID, acting) = (try Parse.couple(couple), try await context.actor(actor))
+                    let only = status.flatMap(InvitationStatus.init(rawValue:))
+                    let invitations = try await page.read(id: \.id) {
+                        try await context.invitations.invitations(of: coupleID, status: only, as: acting)
+                    } page: { limit, after in
+                        try await context.invitations.invitations(
+                            of: coupleID, status: only, limit: limit, after: after, as: acting)
+                    }
                     try output.print(
                         invitations,
                         Table(

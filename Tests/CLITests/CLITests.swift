@@ -85,6 +85,60 @@ struct CLITests {
         }
     }
 
+    @Test("members and invitations list one page at a time with --limit and --after; bad page options exit 2")
+    func pages() async throws {
+        try await Self.withDatabase { run in
+            let couple = try await Self.createCouple(run)
+            for name in ["pia", "paul", "vera", "sam"] {
+                #expect(try await run(["users", "add", "--email", "\(name)@example.com"]).status == 0)
+                let grant = try await run([
+                    "grant", "--couple", couple, "--user", "\(name)@example.com", "--role", "viewer",
+                ])
+                #expect(grant.status == 0, "\(grant.stderr)")
+                #expect(try await run(["invite", "--couple", couple, "--role", "viewer"]).status == 0)
+            }
+            for (listing, idKey) in [(["members"], "user"), (["invitations", "list"], "id")] {
+                func ids(_ result: Result) throws -> [String] {
+                    try Self.jsonArray(result).map { entry in
+                        let id = idKey == "user" ? (entry["user"] as? [String: Any])?["id"] : entry["id"]
+                        return try #require(id as? String)
+                    }
+                }
+                let every = try ids(try await run(listing + ["--couple", couple, "--json"]))
+                #expect(every.count >= 4)
+                // Walk the pages of two, following each hint on stderr.
+                var walked: [String] = []
+                var after: [String] = []
+                var pages = 0
+                while true {
+                    pages += 1
+                    let page = try await run(listing + ["--couple", couple, "--limit", "2", "--json"] + after)
+                    #expect(page.status == 0, "\(page.stderr)")
+                    let pageIDs = try ids(page)
+                    walked += pageIDs
+                    guard pageIDs.count == 2 else {
+                        #expect(page.stderr.isEmpty, "a page that is not full says nothing more may follow")
+                        break
+                    }
+                    #expect(page.stderr == "rbac: more may follow: --after \(pageIDs[1])\n")
+                    after = ["--after", pageIDs[1]]
+                }
+                #expect(walked == every, "the pages of \(listing) hold every entry once, in order")
+                #expect(pages == every.count / 2 + 1, "full pages of two, then the rest (perhaps none)")
+            }
+            for (options, message) in [
+                (["--limit", "0"], "--limit must be from 1 to 1000, not 0"),
+                (["--limit", "1001"], "--limit must be from 1 to 1000, not 1001"),
+                (["--after", "00000000-0000-0000-0000-000000000000"], "--after needs --limit: it picks a page"),
+                (["--limit", "2", "--after", "1; DROP TABLE users"], "--after \"1; DROP TABLE users\" is not an id"),
+            ] {
+                let refused = try await run(["members", "--couple", couple] + options)
+                #expect(refused.status == 2)
+                #expect(refused.stderr.contains(message), "\(refused.stderr)")
+            }
+        }
+    }
+
     @Test("the sole owner leaving exits 4 with the last-owner message and changes nothing")
     func soleOwnerLeaving() async throws {
         try await Self.withDatabase { run in
