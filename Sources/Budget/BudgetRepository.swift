@@ -30,8 +30,12 @@ public protocol BudgetRepository: Sendable {
     /// Copies `source` with its folders, items and allocations, atomically.
     func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario
     func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario
+    /// Renames a scenario; throws `BudgetRecord.scenario.notFound` when the couple has no such scenario.
+    func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario
     func folders(couple: UUID, scenario: UUID) async throws -> [Folder]
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder
+    /// Renames a folder; throws `BudgetRecord.folder.notFound` when the couple has no such folder.
+    func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder
     func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem
 
     // MARK: Expenses, payments, gifts

@@ -103,6 +103,14 @@ public actor CoupleBudget {
         }
     }
 
+    public func renameScenario(_ scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario {
+        try await metrics.measure("budget.rename_scenario") {
+            try await require(.budgetEdit, actor)
+            return try await repository.renameScenario(
+                couple: couple, scenario: scenario, to: try validatedName(name, "name"), as: actor)
+        }
+    }
+
     public func folders(scenario: UUID, as actor: Actor) async throws -> [Folder] {
         try await metrics.measure("budget.folders") {
             try await require(.budgetView, actor)
@@ -131,6 +139,14 @@ public actor CoupleBudget {
         return EventCategories(
             events: Set(items.map(\.event)).subtracting([""]).sorted(),
             categories: Set(items.map(\.category)).subtracting([""]).sorted())
+    }
+
+    public func renameFolder(_ folder: UUID, to name: String, as actor: Actor) async throws -> Folder {
+        try await metrics.measure("budget.rename_folder") {
+            try await require(.budgetEdit, actor)
+            return try await repository.renameFolder(
+                couple: couple, folder: folder, to: try validatedName(name, "name"), as: actor)
+        }
     }
 
     public func createItem(

@@ -137,6 +137,19 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
+    public func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws
+        -> Scenario
+    {
+        try write { data in
+            guard let index = data.scenarios.firstIndex(where: { $0.id == scenario }) else {
+                throw BudgetRecord.scenario.notFound
+            }
+            let renamed = Scenario(id: scenario, name: name, isPrimary: data.scenarios[index].isPrimary)
+            data.scenarios[index] = renamed
+            return renamed
+        }
+    }
+
     public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
         read { $0.folders.filter { $0.scenarioID == scenario } }
     }
@@ -147,6 +160,17 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             let folder = Folder(id: UUID(), scenarioID: scenario, name: name)
             data.folders.append(folder)
             return folder
+        }
+    }
+
+    public func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder {
+        try write { data in
+            guard let index = data.folders.firstIndex(where: { $0.id == folder }) else {
+                throw BudgetRecord.folder.notFound
+            }
+            let renamed = Folder(id: folder, scenarioID: data.folders[index].scenarioID, name: name)
+            data.folders[index] = renamed
+            return renamed
         }
     }
 

@@ -36,6 +36,22 @@ struct BudgetAPIController {
             let scenario = try id(context, "scenario")
             return try await run(request, context) { b, actor in try await b.setPrimaryScenario(scenario, as: actor) }
         }
+        budget.patch("scenarios/:scenario") { request, context in
+            struct Body: Decodable { let name: String }
+            let body = try await decode(Body.self, request, context)
+            let scenario = try id(context, "scenario")
+            return try await run(request, context) { b, actor in
+                try await b.renameScenario(scenario, to: body.name, as: actor)
+            }
+        }
+        budget.patch("folders/:folder") { request, context in
+            struct Body: Decodable { let name: String }
+            let body = try await decode(Body.self, request, context)
+            let folder = try id(context, "folder")
+            return try await run(request, context) { b, actor in
+                try await b.renameFolder(folder, to: body.name, as: actor)
+            }
+        }
         budget.get("scenarios/:scenario/overview") { request, context in
             let scenario = try id(context, "scenario")
             return try await run(request, context) { b, actor in try await b.overview(scenario: scenario, as: actor) }

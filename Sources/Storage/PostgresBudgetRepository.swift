@@ -160,13 +160,27 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    public func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws
+        -> Scenario
+    {
+        try await transaction(couple, as: actor) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE budget_scenarios SET name = \(name) WHERE couple_id = \(couple) AND id = \(scenario)
+                RETURNING id, name, is_primary
+                """)
+            guard let row = rows.first else { throw BudgetRecord.scenario.notFound }
+            return try Self.scenario(row)
+        }
+    }
+
     public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
         try await run(
             """
             SELECT id, scenario_id, name FROM budget_folders
             WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
             """
-        ).map { Folder(id: try $0.decode("id"), scenarioID: try $0.decode("scenario_id"), name: try $0.decode("name")) }
+        ).map(Self.folder)
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -176,6 +190,18 @@ public struct PostgresBudgetRepository: BudgetRepository {
             )[0].decode("id")
         }
         return Folder(id: id, scenarioID: scenario, name: name)
+    }
+
+    public func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder {
+        try await transaction(couple, as: actor) { connection in
+            let rows = try await connection.query(
+                """
+                UPDATE budget_folders SET name = \(name) WHERE couple_id = \(couple) AND id = \(folder)
+                RETURNING id, scenario_id, name
+                """)
+            guard let row = rows.first else { throw BudgetRecord.folder.notFound }
+            return try Self.folder(row)
+        }
     }
 
     public func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
@@ -398,6 +424,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     private static func scenario(_ row: PostgresRow) throws -> Scenario {
         Scenario(id: try row.decode("id"), name: try row.decode("name"), isPrimary: try row.decode("is_primary"))
+    }
+
+    private static func folder(_ row: PostgresRow) throws -> Folder {
+        Folder(id: try row.decode("id"), scenarioID: try row.decode("scenario_id"), name: try row.decode("name"))
     }
 
     private static func item(_ row: PostgresRow) throws -> BudgetItem {

@@ -80,19 +80,32 @@ extension RBAC {
 
         struct Scenarios: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List scenarios, create one (--create), or make one primary (--make-primary).")
+                abstract:
+                    "List scenarios, create one (--create), make one primary (--make-primary) or rename one (--rename)."
+            )
             @OptionGroup var common: Common
             @Option(help: "Create a scenario with this name.") var create: String?
             @Flag(help: "With --create: make the new scenario the primary one.") var primary = false
             @Option(help: "Make this scenario (id) the primary one.") var makePrimary: String?
+            @Option(help: "Rename this scenario (id) to --name.") var rename: String?
+            @Option(help: "With --rename: the new name.") var name: String?
+
+            func validate() throws {
+                guard [create, makePrimary, rename].compactMap({ $0 }).count <= 1 else {
+                    throw ValidationError("give one of --create, --make-primary and --rename")
+                }
+                guard (rename == nil) == (name == nil) else { throw ValidationError("--rename and --name go together") }
+            }
 
             func run() async throws {
                 let makePrimary = try makePrimary.map { try Parse.id($0, "scenario") }
+                let rename = try rename.map { try Parse.id($0, "scenario") }
                 let scenarios = try await common.run { budget, actor -> [Scenario] in
                     if let create {
                         return [try await budget.createScenario(named: create, primary: primary, as: actor)]
                     }
                     if let makePrimary { return [try await budget.setPrimaryScenario(makePrimary, as: actor)] }
+                    if let rename, let name { return [try await budget.renameScenario(rename, to: name, as: actor)] }
                     return try await budget.scenarios(as: actor)
                 }
                 try common.output.print(
@@ -198,14 +211,29 @@ extension RBAC {
 
         struct Folders: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List a scenario's folders, or add one (--add); file items with rbac budget items --folder.")
+                abstract:
+                    "List a scenario's folders, add one (--add) or rename one (--rename); file items with rbac budget items --folder."
+            )
             @OptionGroup var common: Common
-            @Option(help: "The scenario's id.") var scenario: String
+            @Option(help: "The scenario's id (not needed with --rename).") var scenario: String?
             @Option(help: "Add a folder with this name.") var add: String?
+            @Option(help: "Rename this folder (id) to --name.") var rename: String?
+            @Option(help: "With --rename: the new name.") var name: String?
+
+            func validate() throws {
+                guard scenario != nil || rename != nil else {
+                    throw ValidationError("--scenario is needed, except with --rename")
+                }
+                guard add == nil || rename == nil else { throw ValidationError("give one of --add and --rename") }
+                guard (rename == nil) == (name == nil) else { throw ValidationError("--rename and --name go together") }
+            }
 
             func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
+                let scenario = try scenario.map { try Parse.id($0, "scenario") }
+                let rename = try rename.map { try Parse.id($0, "folder") }
                 let folders = try await common.run { budget, actor -> [Folder] in
+                    if let rename, let name { return [try await budget.renameFolder(rename, to: name, as: actor)] }
+                    guard let scenario else { return [] }  // validate() requires it unless --rename
                     if let add { return [try await budget.createFolder(named: add, scenario: scenario, as: actor)] }
                     return try await budget.folders(scenario: scenario, as: actor)
                 }

@@ -189,11 +189,17 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
         try await inner.setPrimaryScenario(couple: couple, scenario: scenario, as: actor)
     }
+    func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario {
+        try await inner.renameScenario(couple: couple, scenario: scenario, to: name, as: actor)
+    }
     func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
         try await inner.folders(couple: couple, scenario: scenario)
     }
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
         try await inner.createFolder(couple: couple, scenario: scenario, name: name, as: actor)
+    }
+    func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder {
+        try await inner.renameFolder(couple: couple, folder: folder, to: name, as: actor)
     }
     func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
         try await inner.createItem(couple: couple, item, as: actor)

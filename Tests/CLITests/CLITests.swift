@@ -282,6 +282,18 @@ struct CLITests {
                 ])
             #expect(filed.status == 0 && filed.stdout.contains(folderID), "\(filed.stderr)")
             #expect(try await run(["budget", "folders"] + base + ["--scenario", scenarioID]).stdout.contains("Party"))
+            // Renames: the folder (no --scenario needed) and the scenario; --rename without --name is a usage error.
+            let refiled = try await run(["budget", "folders"] + base + ["--rename", folderID, "--name", "Party Time"])
+            #expect(refiled.status == 0 && refiled.stdout.contains("Party Time"), "\(refiled.stderr)")
+            let renamed = try await run(
+                ["budget", "scenarios"] + base + ["--rename", scenarioID, "--name", "Dream", "--json"])
+            #expect((try Self.jsonArray(renamed).first)?["name"] as? String == "Dream", "\(renamed.stderr)")
+            #expect(try await run(["budget", "scenarios"] + base + ["--rename", scenarioID]).status == 2)
+            #expect(try await run(["budget", "folders"] + base + ["--add", "Loose"]).status == 2, "needs --scenario")
+            #expect(
+                try await run(["budget", "folders"] + base + ["--rename", UUID().uuidString, "--name", "X"]).status
+                    == 3,
+                "an unknown folder is not found")
             let grouping = try await run(["budget", "categories"] + base + ["--scenario", scenarioID])
             #expect(grouping.stdout == "KIND      NAME\nevent     Reception\ncategory  Food\n", "\(grouping.stdout)")
             #expect(

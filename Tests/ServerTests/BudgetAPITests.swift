@@ -89,6 +89,31 @@ struct BudgetAPITests {
                 body: ByteBuffer(string: #"{"name":"X"}"#)
             ) { #expect($0.status == .forbidden) }
             #expect(try await post("/scenarios", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
+            // Renames: a scenario and a folder; a viewer may not, an unknown id is 404, a blank name 400.
+            func rename(_ path: String, _ json: String, _ headers: HTTPFields) async throws -> (
+                HTTPResponse.Status, String
+            ) {
+                try await client.execute(
+                    uri: base + path, method: .patch, headers: headers, body: ByteBuffer(string: json)
+                ) {
+                    ($0.status, String(buffer: $0.body))
+                }
+            }
+            let renamed = try await rename("/scenarios/\(scenarioID)", #"{"name":"Dream"}"#, owner)
+            #expect(renamed.0 == .ok && renamed.1.contains(#""name":"Dream""#), "\(renamed.1)")
+            let refiled = try await rename("/folders/\(folderID)", #"{"name":"Reception"}"#, owner)
+            #expect(refiled.0 == .ok && refiled.1.contains(#""name":"Reception""#), "\(refiled.1)")
+            #expect(try await rename("/scenarios/\(scenarioID)", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
+            #expect(try await rename("/folders/\(folderID)", #"{"name":"Mine"}"#, asViewer).0 == .forbidden)
+            #expect(try await rename("/folders/\(UUID())", #"{"name":"Other"}"#, owner).0 == .notFound)
+            #expect(try await rename("/scenarios/\(scenarioID)", #"{"name":" "}"#, owner).0 == .badRequest)
+            #expect(try await rename("/scenarios/\(scenarioID)", #"{}"#, owner).0 == .badRequest)
+            try await client.execute(uri: base + "/scenarios", method: .get, headers: asViewer) {
+                #expect(String(buffer: $0.body).contains(#""name":"Dream""#), "the refused renames changed nothing")
+            }
+            try await client.execute(uri: base + "/scenarios/\(scenarioID)/folders", method: .get, headers: asViewer) {
+                #expect(String(buffer: $0.body).contains(#""name":"Reception""#))
+            }
             #expect(try await post("/expenses", #"{"name":"X","amount":-5}"#, owner).0 == .badRequest)
             #expect(try await post("/expenses", #"{"name":"X","amount":1.005}"#, owner).0 == .badRequest)
             try await client.execute(

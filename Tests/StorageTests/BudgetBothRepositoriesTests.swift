@@ -252,4 +252,43 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.items(scenario: main.id, as: admin) == before)
         }
     }
+
+    @Test("a scenario and a folder are renamed, nothing else about them changes", arguments: Backend.allCases)
+    func rename(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let party = try await b.createFolder(named: "Party", scenario: main.id, as: admin)
+            let cake = try await b.createItem(
+                named: "Cake", scenario: main.id, budgeted: 300, folder: party.id, as: admin)
+
+            #expect(
+                try await b.renameScenario(main.id, to: "Dream", as: admin)
+                    == Scenario(id: main.id, name: "Dream", isPrimary: true))
+            #expect(
+                try await b.renameFolder(party.id, to: "Reception", as: admin)
+                    == Folder(id: party.id, scenarioID: main.id, name: "Reception"))
+            #expect(try await b.scenarios(as: admin) == [Scenario(id: main.id, name: "Dream", isPrimary: true)])
+            #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["Reception"])
+            #expect(try await b.items(scenario: main.id, as: admin) == [cake], "its items stay where they were")
+
+            for (rename, code) in [
+                (
+                    { _ = try await b.renameScenario(main.id, to: "  ", as: admin) },
+                    CollaborationError.Code.invalidInput
+                ),
+                (
+                    { _ = try await b.renameFolder(party.id, to: String(repeating: "f", count: 201), as: admin) },
+                    .invalidInput
+                ),
+                ({ _ = try await b.renameScenario(UUID(), to: "Other", as: admin) }, .notFound),
+                ({ _ = try await b.renameFolder(UUID(), to: "Other", as: admin) }, .notFound),
+                ({ _ = try await b.renameFolder(main.id, to: "Other", as: admin) }, .notFound),
+            ] as [(() async throws -> Void, CollaborationError.Code)] {
+                await expectRefusal(code, rename)
+            }
+            #expect(try await b.scenarios(as: admin).map(\.name) == ["Dream"])
+            #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["Reception"])
+        }
+    }
 }
