@@ -16,6 +16,7 @@ extension RBAC {
 
                   rbac budget scenarios --couple C --create Main --primary
                   rbac budget folders --couple C --scenario S --add Reception
+                  rbac budget folders --couple C --rename F --name "Evening party"
                   rbac budget items --couple C --scenario S --add Venue --budgeted 5000
                   rbac budget expenses --couple C --add Deposit --amount 1200 --due 2026-05-01
                   rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
