@@ -177,9 +177,7 @@ struct PermissionSetBatchTests {
             }
         }
     }
-}
 
-extension PermissionSetBatchTests {
     @Test("while what a role grants keeps changing, every set read matches the policy at its revision")
     func policyChangesAmidChecks() async throws {
         try await MigratedDatabase.withPool(maxConnections: 8) { pool in
@@ -211,8 +209,9 @@ extension PermissionSetBatchTests {
                     }
                     // The next read, whoever makes it, is at this change's revision or later.
                     let set = try await repository.permissionSet(couple: couple, user: viewer)
-                    #expect(set.revision! >= start + Int64(change) + 1)
-                    #expect(set.permissions.contains(edit) == !(set.revision! - start).isMultiple(of: 2))
+                    let revision = try #require(set.revision)
+                    #expect(revision >= start + Int64(change) + 1)
+                    #expect(set.permissions.contains(edit) == !(revision - start).isMultiple(of: 2))
                 }
                 group.cancelAll()
                 var sets: [PermissionSet] = []
@@ -222,7 +221,8 @@ extension PermissionSetBatchTests {
             let revisions = Set(sets.compactMap(\.revision))
             #expect(revisions.count > 1, "the reads saw the policy change")
             for set in sets {
-                #expect(set.permissions.contains(edit) == !(set.revision! - start).isMultiple(of: 2))
+                let revision = try #require(set.revision)
+                #expect(set.permissions.contains(edit) == !(revision - start).isMultiple(of: 2))
                 #expect(set.permissions.contains(Permission(rawValue: "budget.view")!))
             }
         }
