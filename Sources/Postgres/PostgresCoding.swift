@@ -38,6 +38,12 @@ public struct PostgresCell: Sendable {
     public let column: String
     public let type: PostgresDataType
 
+    @usableFromInline
+    init(column: String, type: PostgresDataType) {
+        self.column = column
+        self.type = type
+    }
+
     /// A decoding error that names the column and its type, never its value.
     public func error(_ problem: String) -> PostgresError {
         PostgresError(.decoding, message: "column \"\(column)\" (\(type)) \(problem)", column: column)
@@ -53,6 +59,7 @@ public struct PostgresBytes {
     let buffer: UnsafeRawBufferPointer
     private(set) var offset = 0
 
+    @usableFromInline
     init(_ buffer: UnsafeRawBufferPointer) { self.buffer = buffer }
 
     public var count: Int { buffer.count }

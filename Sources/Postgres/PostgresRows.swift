@@ -1,12 +1,13 @@
 import CLibPQ
 
 /// Owns one `PGresult`.
+@usableFromInline
 final class PostgresResult: @unchecked Sendable {
     // Safety: a PGresult is never modified after libpq returns it, and libpq allows reading it from any thread.
-    let pointer: OpaquePointer
+    @usableFromInline let pointer: OpaquePointer
     /// Read once, so that finding a column by name is a comparison of short Swift strings rather than a C
     /// string conversion and `PQfnumber` for every value.
-    let columnNames: [String]
+    @usableFromInline let columnNames: [String]
 
     init(pointer: OpaquePointer) {
         self.pointer = pointer
@@ -45,10 +46,11 @@ public struct PostgresRows: Sendable, RandomAccessCollection {
 
 /// One row of a result.
 public struct PostgresRow: Sendable {
-    let result: PostgresResult
-    let row: Int32
+    @usableFromInline let result: PostgresResult
+    @usableFromInline let row: Int32
 
     /// The value of the column named `column`, as `T`. NULL decodes only into an `Optional`.
+    @inlinable
     public func decode<T: PostgresDecodable>(_ column: String, as type: T.Type = T.self) throws -> T {
         guard let index = result.columnNames.firstIndex(of: column) else {
             throw PostgresError(.decoding, message: "the result has no column named \"\(column)\"", column: column)
@@ -57,6 +59,7 @@ public struct PostgresRow: Sendable {
     }
 
     /// The value of the column at `index` (0-based), as `T`.
+    @inlinable
     public func decode<T: PostgresDecodable>(column index: Int, as type: T.Type = T.self) throws -> T {
         guard result.columnNames.indices.contains(index) else {
             throw PostgresError(.decoding, message: "the result has no column \(index)")
@@ -64,7 +67,8 @@ public struct PostgresRow: Sendable {
         return try decode(Int32(index), name: result.columnNames[index], as: type)
     }
 
-    private func decode<T: PostgresDecodable>(_ index: Int32, name: String, as type: T.Type) throws -> T {
+    @inlinable
+    func decode<T: PostgresDecodable>(_ index: Int32, name: String, as type: T.Type) throws -> T {
         let cell = PostgresCell(column: name, type: PostgresDataType(rawValue: PQftype(result.pointer, index)))
         if PQgetisnull(result.pointer, row, index) == 1 {
             return try T.decodeNull(cell: cell)
