@@ -11,9 +11,10 @@ public protocol BudgetRepository: Sendable {
     /// scenarios.
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
     func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem]
-    /// The allocations of `scenario`, as the overview adds them up: in whole cents, ordered by budget item and
-    /// then by expense, so that each item's allocations come together (the overview's links keep this order).
-    func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents]
+    /// The allocations of `scenario`, as the overview adds them up: in whole cents, in parts that the overview
+    /// tallies in parallel. Each part is ordered by budget item and then by expense, and holds all of its items'
+    /// allocations, so that each item's allocations come together (the overview's links keep this order).
+    func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]]
     /// The names of the couple's expenses, by id.
     func expenseNames(couple: UUID) async throws -> [UUID: String]
     /// The gifts set against items of `scenario`.
@@ -77,12 +78,12 @@ public struct OverviewSnapshot: Sendable {
     public let revision: Int64
     public let scenarioExists: Bool
     public let items: [BudgetItem]
-    public let allocations: [AllocationCents]
+    public let allocations: [[AllocationCents]]
     public let expenseNames: [UUID: String]
     public let gifts: [Gift]
 
     public init(
-        revision: Int64, scenarioExists: Bool, items: [BudgetItem], allocations: [AllocationCents],
+        revision: Int64, scenarioExists: Bool, items: [BudgetItem], allocations: [[AllocationCents]],
         expenseNames: [UUID: String], gifts: [Gift]
     ) {
         self.revision = revision

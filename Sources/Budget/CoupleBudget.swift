@@ -27,11 +27,12 @@ public actor CoupleBudget {
     // MARK: Aggregation
 
     /// Per budget item of `scenario`: budgeted, spent (its allocations), received gifts, effective spend, and
-    /// the linked expenses and gifts; plus totals. Besides the permission check, six statements whatever the
-    /// couple's size (one when the cached overview is still current): the revision, four data reads in
-    /// parallel, and the revision again. Every budget write advances the revision, so when it is unchanged no
-    /// write committed while the reads ran, and they all saw one state. When it moved, the reads run once
-    /// more; if it moves again, they run one after another from one snapshot, which writes cannot disturb.
+    /// the linked expenses and gifts; plus totals. Besides the permission check, seven statements whatever the
+    /// couple's size (one when the cached overview is still current): the revision, five data reads in
+    /// parallel (the allocations in two halves), and the revision again. Every budget write advances the
+    /// revision, so when it is unchanged no write committed while the reads ran, and they all saw one state.
+    /// When it moved, the reads run once more; if it moves again, they run one after another from one
+    /// snapshot, which writes cannot disturb.
     public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
         try await metrics.measure("budget.overview") {
             try await require(.budgetView, actor)
@@ -45,7 +46,7 @@ public actor CoupleBudget {
                 async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
                 let (itemRows, allocationRows, names, giftRows) = try await (items, allocations, expenseNames, gifts)
                 async let after = repository.revision(couple: couple, scenario: scenario)
-                let overview = BudgetRules.overview(
+                let overview = await BudgetRules.overview(
                     scenario: scenario, revision: revision, items: itemRows, allocations: allocationRows,
                     expenseNames: names, gifts: giftRows)
                 let current = try await after
@@ -59,7 +60,7 @@ public actor CoupleBudget {
                 try await repository.overviewSnapshot(couple: couple, scenario: scenario)
             }
             guard snapshot.scenarioExists else { throw Self.noSuchScenario }
-            let overview = BudgetRules.overview(
+            let overview = await BudgetRules.overview(
                 scenario: scenario, revision: snapshot.revision, items: snapshot.items,
                 allocations: snapshot.allocations, expenseNames: snapshot.expenseNames, gifts: snapshot.gifts)
             overviews[scenario] = overview

@@ -43,8 +43,8 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { Self.items(of: scenario, in: $0) }
     }
 
-    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
-        read { Self.allocationCents(of: scenario, in: $0) }
+    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
+        read { [Self.allocationCents(of: scenario, in: $0)] }
     }
 
     public func expenseNames(couple: UUID) async throws -> [UUID: String] {
@@ -59,7 +59,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         let data = snapshot
         return OverviewSnapshot(
             revision: data.revision, scenarioExists: Self.scenarioExists(scenario, in: data),
-            items: Self.items(of: scenario, in: data), allocations: Self.allocationCents(of: scenario, in: data),
+            items: Self.items(of: scenario, in: data), allocations: [Self.allocationCents(of: scenario, in: data)],
             expenseNames: Self.expenseNames(data), gifts: Self.linkedGifts(of: scenario, in: data))
     }
 

@@ -315,13 +315,25 @@ public enum Money {
         return "\(cents < 0 ? "-" : "")\(cents.magnitude / 100).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 
-    /// `amount` in whole cents, rounded half away from zero.
+    /// `amount` in whole cents, rounded half away from zero. An amount already in whole cents (an exponent of
+    /// -2 or more, as every amount read from `numeric(12,2)` has) converts exactly with no Decimal arithmetic,
+    /// at a tenth of the cost.
     static func cents(_ amount: Decimal) -> Int64 {
+        let scale = amount.exponent + 2
+        if !amount.isNaN, centsPerUnit.indices.contains(scale), amount.significand <= largestExactSignificand {
+            let (cents, overflow) = NSDecimalNumber(decimal: amount.significand).int64Value
+                .multipliedReportingOverflow(by: centsPerUnit[scale])
+            if !overflow { return amount.sign == .minus ? -cents : cents }
+        }
         var scaled = amount * 100
         var rounded = Decimal()
         NSDecimalRound(&rounded, &scaled, 0, .plain)
         return Int64(rounded.description) ?? 0
     }
+
+    /// Cents per unit of a significand, by exponent + 2.
+    private static let centsPerUnit: [Int64] = [1, 10, 100, 1_000, 10_000]
+    private static let largestExactSignificand = Decimal(Int64.max)
 
     /// `cents` / 100, built directly (a Decimal division costs far more).
     static func fromCents(_ cents: Int64) -> Decimal {

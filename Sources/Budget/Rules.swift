@@ -41,58 +41,88 @@ public enum BudgetRules {
     }
 
     /// The overview of one scenario: per item its budget, what its allocations spend, the received gifts set
-    /// against it, and the effective spend (spent minus gifts); plus totals. One pass over each input;
-    /// allocations add up as integer cents, so the Decimal arithmetic is a few operations per item.
+    /// against it, and the effective spend (spent minus gifts); plus totals. `allocations` comes in parts, each
+    /// grouped by item as `BudgetRepository.allocationCents` reads them, and the parts are tallied in parallel.
+    /// All the arithmetic is in integer cents.
     public static func overview(
-        scenario: UUID, revision: Int64, items: [BudgetItem], allocations: [AllocationCents],
+        scenario: UUID, revision: Int64, items: [BudgetItem], allocations: [[AllocationCents]],
         expenseNames: [UUID: String], gifts: [Gift]
-    ) -> BudgetOverview {
+    ) async -> BudgetOverview {
+        let tallies = await withTaskGroup(of: (part: Int, tallies: [ItemTally]).self) { group in
+            for (part, allocations) in allocations.enumerated() {
+                group.addTask { (part, tally(allocations, expenseNames: expenseNames)) }
+            }
+            var tallies = [[ItemTally]](repeating: [], count: allocations.count)
+            for await tallied in group { tallies[tallied.part] = tallied.tallies }
+            return tallies
+        }
         let items = items.filter { $0.scenarioID == scenario }
         let lineOf = Dictionary(items.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         var spent = [Int64](repeating: 0, count: items.count)
         var expenseLinks = [[BudgetOverview.ExpenseLink]](repeating: [], count: items.count)
-        // Allocations arrive grouped by item: each group costs one lookup of its line and one array of links.
-        var start = allocations.startIndex
-        while start < allocations.endIndex {
-            let item = allocations[start].budgetItemID
-            let end = allocations[start...].firstIndex { $0.budgetItemID != item } ?? allocations.endIndex
-            if let line = lineOf[item] {
-                let group = allocations[start..<end]
-                spent[line] += group.reduce(0) { $0 + $1.cents }
-                expenseLinks[line] += group.map {
-                    BudgetOverview.ExpenseLink(
-                        expenseID: $0.expenseID, name: expenseNames[$0.expenseID] ?? "",
-                        allocated: Money.fromCents($0.cents))
-                }
+        for tally in tallies.joined() {
+            guard let line = lineOf[tally.item] else { continue }
+            spent[line] += tally.cents
+            if expenseLinks[line].isEmpty {
+                expenseLinks[line] = tally.links
+            } else {
+                expenseLinks[line] += tally.links
             }
-            start = end
         }
         var giftLinks = [[BudgetOverview.GiftLink]](repeating: [], count: items.count)
-        var received = [Decimal](repeating: 0, count: items.count)
+        var received = [Int64](repeating: 0, count: items.count)
         for gift in gifts {
             guard let line = gift.budgetItemID.flatMap({ lineOf[$0] }) else { continue }
             giftLinks[line].append(
                 BudgetOverview.GiftLink(giftID: gift.id, from: gift.from, amount: gift.amount, received: gift.received))
-            if gift.received { received[line] += gift.amount }
+            if gift.received { received[line] += Money.cents(gift.amount) }
         }
-        var budgeted: Decimal = 0
-        var totalGifts: Decimal = 0
+        // In cents too: each Decimal addition or subtraction would cost some hundred nanoseconds.
+        var budgeted: Int64 = 0
         let lines = items.indices.map { line in
             let item = items[line]
-            let itemSpent = Money.fromCents(spent[line])
-            // Most items have no gifts: no Decimal subtraction for them.
-            let effective = giftLinks[line].isEmpty ? itemSpent : itemSpent - received[line]
-            budgeted += item.budgeted
-            if !giftLinks[line].isEmpty { totalGifts += received[line] }
+            let itemBudgeted = Money.cents(item.budgeted)
+            let effective = spent[line] - received[line]
+            budgeted += itemBudgeted
             return BudgetOverview.Line(
-                item: item, spent: itemSpent, gifts: received[line], effectiveSpent: effective,
-                remaining: item.budgeted - effective, expenses: expenseLinks[line], giftLinks: giftLinks[line])
+                item: item, spent: Money.fromCents(spent[line]), gifts: Money.fromCents(received[line]),
+                effectiveSpent: Money.fromCents(effective), remaining: Money.fromCents(itemBudgeted - effective),
+                expenses: expenseLinks[line], giftLinks: giftLinks[line])
         }
-        let totalSpent = Money.fromCents(spent.reduce(0, +))
+        let (totalSpent, totalGifts) = (spent.reduce(0, +), received.reduce(0, +))
         return BudgetOverview(
             scenarioID: scenario, revision: revision, items: lines,
             totals: BudgetOverview.Totals(
-                budgeted: budgeted, spent: totalSpent, gifts: totalGifts, effectiveSpent: totalSpent - totalGifts))
+                budgeted: Money.fromCents(budgeted), spent: Money.fromCents(totalSpent),
+                gifts: Money.fromCents(totalGifts), effectiveSpent: Money.fromCents(totalSpent - totalGifts)))
+    }
+
+    /// One run of one item's allocations: what they add up to, and their expense links in order.
+    private struct ItemTally: Sendable {
+        let item: UUID
+        let cents: Int64
+        let links: [BudgetOverview.ExpenseLink]
+    }
+
+    /// Tallies allocations grouped by item: each group costs one sum and one array of links.
+    private static func tally(_ allocations: [AllocationCents], expenseNames: [UUID: String]) -> [ItemTally] {
+        var tallies: [ItemTally] = []
+        var start = allocations.startIndex
+        while start < allocations.endIndex {
+            let item = allocations[start].budgetItemID
+            let end = allocations[start...].firstIndex { $0.budgetItemID != item } ?? allocations.endIndex
+            let group = allocations[start..<end]
+            tallies.append(
+                ItemTally(
+                    item: item, cents: group.reduce(0) { $0 + $1.cents },
+                    links: group.map {
+                        BudgetOverview.ExpenseLink(
+                            expenseID: $0.expenseID, name: expenseNames[$0.expenseID] ?? "",
+                            allocated: Money.fromCents($0.cents))
+                    }))
+            start = end
+        }
+        return tallies
     }
 }
 

@@ -23,8 +23,17 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await Self.items(couple, scenario, on: run)
     }
 
-    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
-        try await Self.allocationCents(couple, scenario, on: run)
+    /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
+    /// in parallel, and each is decoded as soon as it arrives.
+    public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
+        try await withThrowingTaskGroup(of: (part: Int, allocations: [AllocationCents]).self) { group in
+            for (part, items) in Self.itemHalves.enumerated() {
+                group.addTask { (part, try await Self.allocationCents(couple, scenario, items: items, on: run)) }
+            }
+            var parts = [[AllocationCents]](repeating: [], count: Self.itemHalves.count)
+            for try await read in group { parts[read.part] = read.allocations }
+            return parts
+        }
     }
 
     public func expenseNames(couple: UUID) async throws -> [UUID: String] {
@@ -35,14 +44,18 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await Self.linkedGifts(couple, scenario, on: run)
     }
 
-    /// The same five statements, one after another in one REPEATABLE READ transaction: one snapshot.
+    /// The same statements, one after another in one REPEATABLE READ transaction: one snapshot.
     public func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot {
         try await transaction(couple, isolation: .repeatableRead) { connection in
             let run: Statement = { try await connection.query($0) }
             let (revision, exists) = try await Self.revision(couple, scenario, on: run)
+            let items = try await Self.items(couple, scenario, on: run)
+            var allocations: [[AllocationCents]] = []
+            for half in Self.itemHalves {
+                allocations.append(try await Self.allocationCents(couple, scenario, items: half, on: run))
+            }
             return OverviewSnapshot(
-                revision: revision, scenarioExists: exists, items: try await Self.items(couple, scenario, on: run),
-                allocations: try await Self.allocationCents(couple, scenario, on: run),
+                revision: revision, scenarioExists: exists, items: items, allocations: allocations,
                 expenseNames: try await Self.expenseNames(couple, on: run),
                 gifts: try await Self.linkedGifts(couple, scenario, on: run))
         }
@@ -75,14 +88,23 @@ public struct PostgresBudgetRepository: BudgetRepository {
         ).map(item)
     }
 
-    private static func allocationCents(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws
-        -> [AllocationCents]
-    {
+    /// Budget item ids from the first to the last of each half of the uuid order (PostgreSQL compares uuids
+    /// byte by byte): random ids split about evenly.
+    private static let itemHalves = [
+        ("00000000-0000-0000-0000-000000000000", "7fffffff-ffff-ffff-ffff-ffffffffffff"),
+        ("80000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"),
+    ].map { UUID(uuidString: $0)!...UUID(uuidString: $1)! }
+
+    private static func allocationCents(
+        _ couple: UUID, _ scenario: UUID, items: ClosedRange<UUID>, on run: Statement
+    ) async throws -> [AllocationCents] {
         try await run(
             PostgresQuery(
                 """
                 SELECT expense_id, budget_item_id, amount FROM expense_allocations
-                WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY budget_item_id, expense_id
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                  AND budget_item_id BETWEEN \(items.lowerBound) AND \(items.upperBound)
+                ORDER BY budget_item_id, expense_id
                 """
             ).prepared(as: "budget_allocation_cents")
         ).map {

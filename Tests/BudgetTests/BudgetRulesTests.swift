@@ -90,21 +90,35 @@ struct BudgetRulesTests {
         #expect(CalendarDay("2026-1-01") == nil)
     }
 
+    @Test("whole cents convert exactly; finer amounts round half away from zero")
+    func cents() {
+        let cases: [(Decimal, Int64)] = [
+            (0, 0), (money("0.01"), 1), (money("-0.01"), -1), (money("99.9"), 9990), (1250, 125_000),
+            (money("9999999999.99"), 999_999_999_999), (Decimal(sign: .plus, exponent: 2, significand: 7), 70_000),
+            (Decimal(Int64.max) / 100, Int64.max), (money("0.005"), 1), (money("-0.005"), -1), (money("1.234"), 123),
+        ]
+        for (amount, cents) in cases { #expect(Money.cents(amount) == cents, "\(amount)") }
+    }
+
     @Test("the overview adds cents exactly; other scenarios' items, stray rows and unreceived gifts do not count")
-    func overviewArithmetic() {
+    func overviewArithmetic() async {
         let scenario = UUID()
         let venue = BudgetItem(id: UUID(), scenarioID: scenario, name: "Venue", budgeted: money("1000.10"))
         let flowers = BudgetItem(id: UUID(), scenarioID: scenario, name: "Flowers", budgeted: 0)
         let elsewhere = BudgetItem(id: UUID(), scenarioID: UUID(), name: "Other scenario", budgeted: 50)
         let (hall, deposit) = (UUID(), UUID())
-        let overview = BudgetRules.overview(
+        let overview = await BudgetRules.overview(
             scenario: scenario, revision: 7, items: [venue, flowers, elsewhere],
-            // Out of item order: the venue's allocations come in two groups, which must add up alike.
+            // Out of item order: the venue's allocations come in two groups, in two parts, which must add up alike.
             allocations: [
-                AllocationCents(expenseID: hall, budgetItemID: venue.id, cents: 33_334),
-                AllocationCents(expenseID: hall, budgetItemID: flowers.id, cents: 999_999_999_999),
-                AllocationCents(expenseID: deposit, budgetItemID: venue.id, cents: 1),
-                AllocationCents(expenseID: hall, budgetItemID: elsewhere.id, cents: 500),
+                [
+                    AllocationCents(expenseID: hall, budgetItemID: venue.id, cents: 33_334),
+                    AllocationCents(expenseID: hall, budgetItemID: flowers.id, cents: 999_999_999_999),
+                ],
+                [
+                    AllocationCents(expenseID: deposit, budgetItemID: venue.id, cents: 1),
+                    AllocationCents(expenseID: hall, budgetItemID: elsewhere.id, cents: 500),
+                ],
             ],
             expenseNames: [hall: "Hall"],
             gifts: [

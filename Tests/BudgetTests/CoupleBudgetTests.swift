@@ -166,7 +166,7 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
         try await inner.items(couple: couple, scenario: scenario)
     }
-    func allocationCents(couple: UUID, scenario: UUID) async throws -> [AllocationCents] {
+    func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
         _ = try await inner.createFolder(
             couple: couple, scenario: scenario, name: "churn", as: .operator(label: "churn"))
         return try await inner.allocationCents(couple: couple, scenario: scenario)

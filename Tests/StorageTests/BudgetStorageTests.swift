@@ -200,7 +200,7 @@ struct BudgetStorageTests {
             let b = world.budget()
             let before = pool.statementsSent
             let overview = try await b.overview(scenario: scenario.id, as: .operator(label: "t"))
-            #expect(pool.statementsSent - before == 6)
+            #expect(pool.statementsSent - before == 7)
             #expect(overview.items.count == items)
             #expect(overview.totals.spent == Decimal(items * 2 * 10))
             // Unchanged data: the cached overview costs one statement.
@@ -333,9 +333,19 @@ struct BudgetStorageTests {
                     == (try await repository.allocationCents(couple: world.couple, scenario: scenario.id)))
             #expect(snapshot.expenseNames == (try await repository.expenseNames(couple: world.couple)))
             #expect(snapshot.gifts == (try await repository.linkedGifts(couple: world.couple, scenario: scenario.id)))
-            #expect((snapshot.items.count, snapshot.allocations.count, snapshot.gifts.count) == (10, 20, 10))
+            #expect((snapshot.items.count, snapshot.allocations.joined().count, snapshot.gifts.count) == (10, 20, 10))
+            // Two halves by item id, each holding all of its items' allocations; together in (item, expense) order.
+            #expect(snapshot.allocations.count == 2)
+            for (half, allocations) in snapshot.allocations.enumerated() {
+                #expect(allocations.allSatisfy { ($0.budgetItemID.uuid.0 >= 0x80) == (half == 1) })
+            }
+            let all = Array(snapshot.allocations.joined())
+            #expect(
+                zip(all, all.dropFirst()).allSatisfy {
+                    ($0.budgetItemID, $0.expenseID) < ($1.budgetItemID, $1.expenseID)
+                })
             let elsewhere = try await repository.overviewSnapshot(couple: world.couple, scenario: UUID())
-            #expect(!elsewhere.scenarioExists && elsewhere.items.isEmpty && elsewhere.allocations.isEmpty)
+            #expect(!elsewhere.scenarioExists && elsewhere.items.isEmpty && elsewhere.allocations.joined().isEmpty)
         }
     }
 
@@ -386,7 +396,7 @@ struct BudgetStorageTests {
                     // The fallback's snapshot, taken directly: one state too, however the writes fall.
                     let snapshot = try await world.repository.overviewSnapshot(
                         couple: world.couple, scenario: scenario.id)
-                    let allocated = try #require(snapshot.allocations.first { $0.expenseID == expense }).cents
+                    let allocated = try #require(snapshot.allocations.joined().first { $0.expenseID == expense }).cents
                     #expect(snapshot.expenseNames[expense] == "v\(allocated)", "one snapshot mixed two states")
                 }
                 overviewsDone.set()
