@@ -55,6 +55,7 @@ extension RBAC {
                 configuration = resolved
                 let pool = PostgresConnectionPool(
                     configuration: resolved, maxConnections: 16, acquireTimeout: .seconds(5))
+                LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
                 let registry = PrometheusCollectorRegistry()
