@@ -96,6 +96,9 @@ extension RBAC {
                     throw ValidationError("give one of --create, --make-primary and --rename")
                 }
                 guard (rename == nil) == (name == nil) else { throw ValidationError("--rename and --name go together") }
+                guard !primary || create != nil else {
+                    throw ValidationError("--primary goes with --create; to make a scenario primary: --make-primary ID")
+                }
             }
 
             func run() async throws {

@@ -289,6 +289,9 @@ struct CLITests {
                 ["budget", "scenarios"] + base + ["--rename", scenarioID, "--name", "Dream", "--json"])
             #expect((try Self.jsonArray(renamed).first)?["name"] as? String == "Dream", "\(renamed.stderr)")
             #expect(try await run(["budget", "scenarios"] + base + ["--rename", scenarioID]).status == 2)
+            // --primary alone used to list the scenarios and ignore it.
+            let lonePrimary = try await run(["budget", "scenarios"] + base + ["--primary"])
+            #expect(lonePrimary.status == 2 && lonePrimary.stderr.contains("--primary goes with --create"))
             #expect(try await run(["budget", "folders"] + base + ["--add", "Loose"]).status == 2, "needs --scenario")
             #expect(
                 try await run(["budget", "folders"] + base + ["--rename", UUID().uuidString, "--name", "X"]).status
