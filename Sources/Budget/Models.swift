@@ -315,24 +315,39 @@ public enum Money {
         return "\(cents < 0 ? "-" : "")\(cents.magnitude / 100).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 
-    /// `amount` in whole cents, rounded half away from zero. An amount already in whole cents (an exponent of
-    /// -2 or more, as every amount read from `numeric(12,2)` has) converts exactly with no Decimal arithmetic,
-    /// at a tenth of the cost.
+    /// `amount` in whole cents, rounded half away from zero.
     static func cents(_ amount: Decimal) -> Int64 {
-        let scale = amount.exponent + 2
-        if !amount.isNaN, centsPerUnit.indices.contains(scale), amount.significand <= largestExactSignificand {
-            let (cents, overflow) = NSDecimalNumber(decimal: amount.significand).int64Value
-                .multipliedReportingOverflow(by: centsPerUnit[scale])
-            if !overflow { return amount.sign == .minus ? -cents : cents }
-        }
+        if let cents = wholeCents(amount) { return cents }
         var scaled = amount * 100
         var rounded = Decimal()
         NSDecimalRound(&rounded, &scaled, 0, .plain)
         return Int64(rounded.description) ?? 0
     }
 
-    /// Cents per unit of a significand, by exponent + 2.
-    private static let centsPerUnit: [Int64] = [1, 10, 100, 1_000, 10_000]
+    /// `amount` in cents if it is a whole number of them within Int64, else nil: exact, and with no Decimal
+    /// arithmetic (each operation costs some hundreds of nanoseconds), from its significand and exponent. Amounts
+    /// read from `numeric(12,2)` are whole cents, whatever exponent their Decimal has.
+    public static func wholeCents(_ amount: Decimal) -> Int64? {
+        guard !amount.isNaN, amount.significand <= largestExactSignificand else { return nil }
+        let significand = NSDecimalNumber(decimal: amount.significand).int64Value
+        let scale = amount.exponent + 2
+        let cents: Int64
+        if scale >= 0 {
+            guard scale < powersOfTen.count else { return significand == 0 ? 0 : nil }
+            let (scaled, overflow) = significand.multipliedReportingOverflow(by: powersOfTen[scale])
+            guard !overflow else { return nil }
+            cents = scaled
+        } else {
+            guard -scale < powersOfTen.count else { return significand == 0 ? 0 : nil }
+            let (quotient, remainder) = significand.quotientAndRemainder(dividingBy: powersOfTen[-scale])
+            guard remainder == 0 else { return nil }
+            cents = quotient
+        }
+        return amount.sign == .minus ? -cents : cents
+    }
+
+    /// 10^0 to 10^18, every power of ten an Int64 holds.
+    private static let powersOfTen: [Int64] = (0...18).map { (0..<$0).reduce(1) { power, _ in power * 10 } }
     private static let largestExactSignificand = Decimal(Int64.max)
 
     /// `cents` / 100, built directly (a Decimal division costs far more).

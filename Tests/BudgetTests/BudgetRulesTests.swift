@@ -98,6 +98,16 @@ struct BudgetRulesTests {
             (Decimal(Int64.max) / 100, Int64.max), (money("0.005"), 1), (money("-0.005"), -1), (money("1.234"), 123),
         ]
         for (amount, cents) in cases { #expect(Money.cents(amount) == cents, "\(amount)") }
+        // Whole cents whatever the exponent (the numeric decoder gives 123.45 as 1234500e-4); anything else is nil.
+        let wholes: [(Decimal, Int64?)] = [
+            (Decimal(sign: .plus, exponent: -4, significand: 1_234_500), 12_345),
+            (Decimal(sign: .minus, exponent: -30, significand: 0), 0),
+            (Decimal(sign: .plus, exponent: 40, significand: 0), 0),
+            (Decimal(sign: .plus, exponent: -4, significand: 1_234_501), nil), (money("0.005"), nil),
+            (Decimal.nan, nil),
+            (Decimal(sign: .plus, exponent: 17, significand: 1), nil), (Decimal(Int64.max) + 1, nil),
+        ]
+        for (amount, cents) in wholes { #expect(Money.wholeCents(amount) == cents, "\(amount)") }
     }
 
     @Test("the overview adds cents exactly; other scenarios' items, stray rows and unreceived gifts do not count")
