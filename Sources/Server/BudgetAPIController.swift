@@ -54,7 +54,10 @@ struct BudgetAPIController {
         }
         budget.get("scenarios/:scenario/overview") { request, context in
             let scenario = try id(context, "scenario")
-            return try await run(request, context) { b, actor in try await b.overview(scenario: scenario, as: actor) }
+            let overview = try await perform(request, context) { b, actor in
+                try await b.overview(scenario: scenario, as: actor)
+            }
+            return PermissionAPIController.response(json: OverviewJSON.body(overview))
         }
         budget.get("scenarios/:scenario/items") { request, context in
             let scenario = try id(context, "scenario")
@@ -257,12 +260,19 @@ struct BudgetAPIController {
         _ request: Request, _ context: AppRequestContext, status: HTTPResponse.Status = .ok,
         _ body: @Sendable (CoupleBudget, Actor) async throws -> some Encodable & Sendable
     ) async throws -> Response {
-        let actor = try request.actingUser()
-        let couple = try id(context, "couple")
-        let value = try await registry.with(couple) { try await body($0, actor) }
-        var response = try PermissionAPIController.json(value)
+        var response = try PermissionAPIController.json(try await perform(request, context, body))
         response.status = status
         return response
+    }
+
+    /// Runs `body` on the couple's actor, acting for `X-Acting-User`.
+    private func perform<Value: Sendable>(
+        _ request: Request, _ context: AppRequestContext,
+        _ body: @Sendable (CoupleBudget, Actor) async throws -> Value
+    ) async throws -> Value {
+        let actor = try request.actingUser()
+        let couple = try id(context, "couple")
+        return try await registry.with(couple) { try await body($0, actor) }
     }
 
     private func id(_ context: AppRequestContext, _ name: String) throws -> UUID {

@@ -191,7 +191,7 @@ struct PermissionAPIController {
         return body
     }
 
-    private static func response(json body: ByteBuffer) -> Response {
+    static func response(json body: ByteBuffer) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json; charset=utf-8"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
