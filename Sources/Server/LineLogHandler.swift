@@ -36,9 +36,10 @@ public struct LineLogHandler: LogHandler {
     }
 }
 
-/// Standard error, unbuffered: each line is one write, so lines from different threads never interleave.
+/// Standard error, unbuffered: each line is one write, so lines from different threads never interleave. A line
+/// that cannot be written is dropped, as StreamLogHandler drops it (`write(_: Data)` would trap instead).
 private struct StandardError: TextOutputStream, Sendable {
     func write(_ string: String) {
-        FileHandle.standardError.write(Data(string.utf8))
+        try? FileHandle.standardError.write(contentsOf: Data(string.utf8))
     }
 }
