@@ -26,14 +26,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
     /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
     /// in parallel, and each is decoded as soon as it arrives.
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
-        try await withThrowingTaskGroup(of: (part: Int, allocations: [AllocationCents]).self) { group in
-            for (part, items) in Self.itemHalves.enumerated() {
-                group.addTask { (part, try await Self.allocationCents(couple, scenario, items: items, on: run)) }
-            }
-            var parts = [[AllocationCents]](repeating: [], count: Self.itemHalves.count)
-            for try await read in group { parts[read.part] = read.allocations }
-            return parts
-        }
+        async let lower = Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run)
+        async let upper = Self.allocationCents(couple, scenario, items: Self.upperItems, on: run)
+        return try await [lower, upper]
     }
 
     public func expenseNames(couple: UUID) async throws -> [UUID: String] {
@@ -50,10 +45,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let run: Statement = { try await connection.query($0) }
             let (revision, exists) = try await Self.revision(couple, scenario, on: run)
             let items = try await Self.items(couple, scenario, on: run)
-            var allocations: [[AllocationCents]] = []
-            for half in Self.itemHalves {
-                allocations.append(try await Self.allocationCents(couple, scenario, items: half, on: run))
-            }
+            let allocations = [
+                try await Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run),
+                try await Self.allocationCents(couple, scenario, items: Self.upperItems, on: run),
+            ]
             return OverviewSnapshot(
                 revision: revision, scenarioExists: exists, items: items, allocations: allocations,
                 expenseNames: try await Self.expenseNames(couple, on: run),
@@ -90,10 +85,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     /// Budget item ids from the first to the last of each half of the uuid order (PostgreSQL compares uuids
     /// byte by byte): random ids split about evenly.
-    private static let itemHalves = [
-        ("00000000-0000-0000-0000-000000000000", "7fffffff-ffff-ffff-ffff-ffffffffffff"),
-        ("80000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff"),
-    ].map { UUID(uuidString: $0)!...UUID(uuidString: $1)! }
+    private static let lowerItems =
+        UUID(uuidString: "00000000-0000-0000-0000-000000000000")!...UUID(
+            uuidString: "7fffffff-ffff-ffff-ffff-ffffffffffff")!
+    private static let upperItems =
+        UUID(uuidString: "80000000-0000-0000-0000-000000000000")!...UUID(
+            uuidString: "ffffffff-ffff-ffff-ffff-ffffffffffff")!
 
     private static func allocationCents(
         _ couple: UUID, _ scenario: UUID, items: ClosedRange<UUID>, on run: Statement
