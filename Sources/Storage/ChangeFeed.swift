@@ -48,13 +48,23 @@ public final class ChangeFeed: Sendable {
         return poll(&descriptor, 1, 0) == 0
     }
 
-    /// Listens until the task is cancelled, reconnecting (after 0.1 s, doubling up to 2 s) whenever the
-    /// connection is lost. `onState` hears, for logs, each time the feed starts listening, loses its connection or
-    /// fails to connect (every retry while the database is down), but not a stop.
-    public func run(onState: @escaping @Sendable (_ listening: Bool, _ error: (any Error)?) -> Void = { _, _ in })
-        async
-    {
-        var delay = Duration.milliseconds(100)
+    /// Listens until the task is cancelled, reconnecting (after `firstRetryDelay`, doubling up to 2 s) whenever
+    /// the connection is lost. `onState` hears, for logs, each time the feed starts listening and each time it
+    /// stops (with the error, if there was one), but not a stop asked for. While the database stays down, a
+    /// failed retry is reported only when it fails differently from the last one reported.
+    public func run(
+        firstRetryDelay: Duration = .milliseconds(100),
+        onState: @escaping @Sendable (_ listening: Bool, _ error: (any Error)?) -> Void = { _, _ in }
+    ) async {
+        var delay = firstRetryDelay
+        /// How the feed last reported itself down, while it is down: nil once it listens.
+        var reportedDown: String?
+        func reportDown(_ error: (any Error)?) {
+            let description = error.map { "\($0)" } ?? ""
+            guard description != reportedDown else { return }
+            reportedDown = description
+            onState(false, error)
+        }
         while !Task.isCancelled {
             do {
                 let connection = try await PostgresConnection.connect(configuration)
@@ -64,18 +74,19 @@ public final class ChangeFeed: Sendable {
                 dropEverything()
                 watch(socket)
                 if socket >= 0 { close(socket) }
+                reportedDown = nil
                 onState(true, nil)
-                delay = .milliseconds(100)
+                delay = firstRetryDelay
                 for try await notification in notifications {
                     apply(notification.payload)
                 }
                 distrust()
                 if Task.isCancelled { break }  // stopped, not lost
-                onState(false, nil)
+                reportDown(nil)
             } catch {
                 distrust()
                 if Task.isCancelled { break }
-                onState(false, error)
+                reportDown(error)
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(2))

@@ -315,6 +315,80 @@ struct CacheTests {
         }
     }
 
+    @Test("a feed that cannot connect reports itself down once, not at every retry")
+    func feedDownReportedOnce() async throws {
+        let server = try HangUpServer()
+        defer { server.stop() }
+        let feed = ChangeFeed(
+            configuration: PostgresConfiguration(connectionString: "host=127.0.0.1 port=\(server.port) user=nobody"),
+            permissions: PermissionCache())
+        let states = Mutex<[(listening: Bool, error: String?)]>([])
+        let listener = Task {
+            await feed.run(firstRetryDelay: .milliseconds(1)) { listening, error in
+                states.withLock { $0.append((listening, error.map { "\($0)" })) }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.attempts < 6 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        listener.cancel()
+        await listener.value
+        #expect(server.attempts >= 6, "the feed kept retrying")
+        let heard = states.withLock { $0 }
+        #expect(heard.count == 1, "\(heard)")
+        #expect(heard.first?.listening == false)
+        #expect(heard.first?.error?.contains("closed the connection") == true, "\(heard)")
+        #expect(!feed.isTrusted())
+    }
+
+    /// A TCP server on 127.0.0.1 that hangs up on every connection at once, counting them: a database that is
+    /// down in the same way on every attempt.
+    final class HangUpServer: Sendable {
+        let port: UInt16
+        private let socket: Int32
+        private let accepted = Count()
+
+        /// Held by the accepting thread, which does not hold the server.
+        final class Count: Sendable {
+            private let value = Atomic<Int>(0)
+            func increment() { value.add(1, ordering: .relaxed) }
+            var current: Int { value.load(ordering: .relaxed) }
+        }
+
+        var attempts: Int { accepted.current }
+
+        init() throws {
+            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let listening = withUnsafeMutablePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(socket, $0, length) == 0 && listen(socket, 16) == 0 && getsockname(socket, $0, &length) == 0
+                }
+            }
+            guard listening else {
+                close(socket)
+                throw TestSetupError("cannot listen on 127.0.0.1: \(String(cString: strerror(errno)))")
+            }
+            self.socket = socket
+            port = UInt16(bigEndian: address.sin_port)
+            let accepted = accepted
+            Thread {
+                while case let connection = accept(socket, nil, nil), connection >= 0 {
+                    accepted.increment()
+                    close(connection)
+                }
+            }.start()
+        }
+
+        /// Stops accepting: the accepting thread's `accept` fails once the socket is shut down.
+        func stop() {
+            shutdown(socket, Int32(SHUT_RDWR))
+            close(socket)
+        }
+    }
+
     @Test("/metrics is Prometheus text and counts the requests made, by route and status")
     func metrics() async throws {
         let fixture = try await Fixture()
