@@ -315,13 +315,15 @@ public enum Money {
         return "\(cents < 0 ? "-" : "")\(cents.magnitude / 100).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 
-    /// `amount` in whole cents, rounded half away from zero.
+    /// `amount` in whole cents, rounded half away from zero, and held to Int64's bounds (validated amounts are
+    /// far within them).
     static func cents(_ amount: Decimal) -> Int64 {
         if let cents = wholeCents(amount) { return cents }
         var scaled = amount * 100
         var rounded = Decimal()
         NSDecimalRound(&rounded, &scaled, 0, .plain)
-        return Int64(rounded.description) ?? 0
+        if let cents = Int64(rounded.description) { return cents }
+        return rounded < 0 ? .min : .max
     }
 
     /// `amount` in cents if it is a whole number of them within Int64, else nil: exact, and with no Decimal

@@ -90,12 +90,14 @@ struct BudgetRulesTests {
         #expect(CalendarDay("2026-1-01") == nil)
     }
 
-    @Test("whole cents convert exactly; finer amounts round half away from zero")
+    @Test("whole cents convert exactly; finer amounts round half away from zero; beyond Int64, held to its bounds")
     func cents() {
         let cases: [(Decimal, Int64)] = [
             (0, 0), (money("0.01"), 1), (money("-0.01"), -1), (money("99.9"), 9990), (1250, 125_000),
             (money("9999999999.99"), 999_999_999_999), (Decimal(sign: .plus, exponent: 2, significand: 7), 70_000),
             (Decimal(Int64.max) / 100, Int64.max), (money("0.005"), 1), (money("-0.005"), -1), (money("1.234"), 123),
+            // Beyond Int64, held to its bounds (not 0).
+            (Decimal(Int64.max) + money("0.005"), Int64.max), (-Decimal(Int64.max) * 10, Int64.min),
         ]
         for (amount, cents) in cases { #expect(Money.cents(amount) == cents, "\(amount)") }
         // Whole cents whatever the exponent (the numeric decoder gives 123.45 as 1234500e-4); anything else is nil.
