@@ -206,7 +206,9 @@ struct ServiceKeyMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "),
+        // Exactly one Authorization field; `headers[.authorization]` would join several, at a cost per request.
+        let fields = request.headers[values: .authorization]
+        guard fields.count == 1, let header = fields.first, header.hasPrefix("Bearer "),
             let key = try await keys.authenticate(String(header.dropFirst("Bearer ".count)))
         else { throw APIError.unauthorized }
         var context = context

@@ -199,6 +199,11 @@ struct RouterTests {
             ) {
                 #expect($0.status == .unauthorized)
             }
+            var twice = fixture.keyHeader
+            twice[values: .authorization].append("Bearer rbk_wrong")
+            try await client.execute(uri: "/v1/check", method: .post, headers: twice, body: body) {
+                #expect($0.status == .unauthorized, "two Authorization fields, even if one holds a good key")
+            }
             try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: body) {
                 response in
                 #expect(response.status == .ok)
