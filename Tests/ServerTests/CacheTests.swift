@@ -357,22 +357,9 @@ struct CacheTests {
         var attempts: Int { accepted.current }
 
         init() throws {
-            let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let listening = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(socket, $0, length) == 0 && listen(socket, 16) == 0 && getsockname(socket, $0, &length) == 0
-                }
-            }
-            guard listening else {
-                close(socket)
-                throw TestSetupError("cannot listen on 127.0.0.1: \(String(cString: strerror(errno)))")
-            }
+            let (socket, port) = try listeningOnLoopback()
             self.socket = socket
-            port = UInt16(bigEndian: address.sin_port)
+            self.port = port
             let accepted = accepted
             Thread {
                 while case let connection = accept(socket, nil, nil), connection >= 0 {
