@@ -79,6 +79,29 @@ public final class PostgresConnection: @unchecked Sendable {
         try await onQueue { cancellation in try self.run(query, cancellation: cancellation) }
     }
 
+    /// Runs `body` on the connection's thread with a `Session`, through which it runs statements synchronously:
+    /// for a loop of statements that should not hop between threads, each one waiting for a task to resume.
+    /// The body blocks the connection's queue, never the caller's thread.
+    public func withSession<T: Sendable>(_ body: @escaping @Sendable (Session) throws -> T) async throws -> T {
+        try await onQueue { cancellation in try body(Session(connection: self, cancellation: cancellation)) }
+    }
+
+    /// The connection, for the body of `withSession` only: it runs on the connection's queue.
+    public struct Session {
+        fileprivate let connection: PostgresConnection
+        fileprivate let cancellation: CancellationState
+
+        /// Runs one statement and returns its rows, as `PostgresConnection.query`.
+        public func query(_ query: PostgresQuery) throws -> PostgresRows {
+            try connection.run(query, cancellation: cancellation)
+        }
+
+        /// Whether the connection is open, outside a transaction, and has nothing unread: what the pool checks
+        /// before it hands out an idle connection, without a round trip. A server that dropped the connection
+        /// leaves its goodbye unread.
+        public var isSound: Bool { connection.isSound() }
+    }
+
     /// Runs one statement and returns the number of rows it affected.
     @discardableResult
     public func execute(_ query: PostgresQuery) async throws -> Int {

@@ -2,17 +2,20 @@ import Synchronization
 
 /// Turns single lookups that arrive together into few batched loads.
 ///
-/// A lookup made while fewer than `concurrency` loads run starts a load at once, so alone it waits for
-/// nothing. One made while they all run waits for the next free load, which takes every lookup waiting by
-/// then (up to `maxBatch`): under load, batches grow where a queue of single lookups would.
+/// A lookup made while fewer than `concurrency` drains run starts a drain at once, so alone it waits for
+/// nothing. One made while they all run waits for a drain to take it: a drain loads batch after batch, each of
+/// every lookup waiting by then (up to `maxBatch`), until none waits. Under load, batches grow where a queue of
+/// single lookups would, and a drain goes from one batch to the next without handing its thread back.
 ///
-/// Each load starts after every lookup it answers was made, so it sees every write committed before them.
-/// Loads run in tasks of their own: a cancelled caller does not cancel a load that answers others too.
+/// Each batch is taken after every lookup in it was made, so its load sees every write committed before them.
+/// Drains run in tasks of their own: a cancelled caller does not cancel a load that answers others too.
 final class BatchedLoader<Key: Sendable, Value: Sendable>: Sendable {
-    /// Loads the values of `keys`, one per key, in order, or throws for the whole batch.
-    typealias Load = @Sendable (_ keys: [Key]) async throws -> [Value]
+    /// Loads the batches `batches` hands out, one after another, until it hands out nil; answers each before
+    /// taking the next. Throwing fails the batch taken and not answered, if any; a drain that stops early
+    /// (throwing or not) is followed by another, if lookups still wait.
+    typealias Drain = @Sendable (_ batches: Batches) async throws -> Void
 
-    private struct Lookup: Sendable {
+    fileprivate struct Lookup: Sendable {
         let key: Key
         let continuation: CheckedContinuation<Value, any Error>
     }
@@ -25,13 +28,13 @@ final class BatchedLoader<Key: Sendable, Value: Sendable>: Sendable {
     private let state = Mutex(State())
     private let concurrency: Int
     private let maxBatch: Int
-    private let load: Load
+    private let drain: Drain
 
-    init(concurrency: Int, maxBatch: Int, load: @escaping Load) {
+    init(concurrency: Int, maxBatch: Int, drain: @escaping Drain) {
         precondition(concurrency > 0 && maxBatch > 0, "a loader needs room for one load of one key")
         self.concurrency = concurrency
         self.maxBatch = maxBatch
-        self.load = load
+        self.drain = drain
     }
 
     func value(for key: Key) async throws -> Value {
@@ -40,42 +43,44 @@ final class BatchedLoader<Key: Sendable, Value: Sendable>: Sendable {
                 state.waiting.append(Lookup(key: key, continuation: continuation))
                 guard state.running < concurrency else { return nil }
                 state.running += 1
-                return next(from: &state)
+                return take(from: &state)
             }
             if let batch { Task { await run(batch) } }
         }
     }
 
-    /// Lookups waiting for a load to take them.
+    /// Lookups waiting for a drain to take them.
     var waitingCount: Int { state.withLock { $0.waiting.count } }
 
-    /// Loads `batch`, then whatever waited meanwhile, until nothing waits.
-    private func run(_ batch: [Lookup]) async {
-        var batch = batch
+    /// Drains, starting with `first`, and again for as long as a drain stops while lookups wait.
+    private func run(_ first: [Lookup]) async {
+        var first = first
         while true {
+            let batches = Batches(loader: self, first: first)
             do {
-                let values = try await load(batch.map(\.key))
-                precondition(
-                    values.count == batch.count,
-                    "a batched load returned \(values.count) values for \(batch.count) keys")
-                for (lookup, value) in zip(batch, values) { lookup.continuation.resume(returning: value) }
+                try await drain(batches)
             } catch {
-                for lookup in batch { lookup.continuation.resume(throwing: error) }
+                batches.fail(error)
             }
-            guard
-                let following = state.withLock({ state -> [Lookup]? in
-                    guard !state.waiting.isEmpty else {
-                        state.running -= 1
-                        return nil
-                    }
-                    return next(from: &state)
-                })
-            else { return }
-            batch = following
+            guard let following = batches.stop() else { return }
+            first = following
         }
     }
 
-    private func next(from state: inout State) -> [Lookup] {
+    /// The batch a running drain takes next; nil when nothing waits, and then the drain no longer counts as
+    /// running.
+    fileprivate func nextBatch() -> [Lookup]? {
+        state.withLock { state in
+            guard !state.waiting.isEmpty else {
+                state.running -= 1
+                return nil
+            }
+            return take(from: &state)
+        }
+    }
+
+    /// Up to `maxBatch` of the waiting lookups, oldest first.
+    private func take(from state: inout State) -> [Lookup] {
         guard state.waiting.count > maxBatch else {
             defer { state.waiting = [] }
             return state.waiting
@@ -83,4 +88,82 @@ final class BatchedLoader<Key: Sendable, Value: Sendable>: Sendable {
         defer { state.waiting.removeFirst(maxBatch) }
         return Array(state.waiting.prefix(maxBatch))
     }
+
+    /// The batches of one drain: `next` takes one, `answer` answers it.
+    final class Batches: Sendable {
+        private struct State {
+            /// Taken and not yet answered.
+            var current: [Lookup] = []
+            /// Not yet handed out by `next`: the batch the drain starts with.
+            var first: [Lookup]?
+            /// `next` found nothing waiting, and the drain is over.
+            var isFinished = false
+        }
+
+        private let loader: BatchedLoader
+        private let state: Mutex<State>
+
+        fileprivate init(loader: BatchedLoader, first: [Lookup]) {
+            self.loader = loader
+            state = Mutex(State(first: first))
+        }
+
+        /// The keys of the next batch, or nil when nothing waits; then the drain is over and must return.
+        /// Answer each batch before taking the next.
+        func next() -> [Key]? {
+            state.withLock { state in
+                precondition(state.current.isEmpty, "a batch taken before the last one was answered")
+                if let first = state.first {
+                    state.first = nil
+                    state.current = first
+                } else if !state.isFinished {
+                    state.current = loader.nextBatch() ?? []
+                    state.isFinished = state.current.isEmpty
+                }
+                return state.isFinished ? nil : state.current.map(\.key)
+            }
+        }
+
+        /// Answers the batch last taken: with one value per key, in order, or with an error for every key.
+        func answer(_ result: Result<[Value], any Error>) {
+            let batch = state.withLock { state in
+                defer { state.current = [] }
+                return state.current
+            }
+            switch result {
+            case .success(let values):
+                precondition(
+                    values.count == batch.count,
+                    "a batched load returned \(values.count) values for \(batch.count) keys")
+                for (lookup, value) in zip(batch, values) { lookup.continuation.resume(returning: value) }
+            case .failure(let error):
+                for lookup in batch { lookup.continuation.resume(throwing: error) }
+            }
+        }
+
+        /// Fails whatever batch is taken and not answered (the first, if the drain never took it).
+        fileprivate func fail(_ error: any Error) {
+            let batch = state.withLock { state in
+                defer {
+                    state.current = []
+                    state.first = nil
+                }
+                return state.current + (state.first ?? [])
+            }
+            for lookup in batch { lookup.continuation.resume(throwing: error) }
+        }
+
+        /// Ends the drain. Returns the batch the next drain starts with if it stopped while lookups wait.
+        fileprivate func stop() -> [Lookup]? {
+            fail(Stopped())
+            return state.withLock { state in
+                guard !state.isFinished else { return nil }
+                state.isFinished = true
+                return loader.nextBatch()
+            }
+        }
+    }
+
+    /// What a lookup gets when a drain returned, without an error, leaving it taken and not answered.
+    struct Stopped: Error {}
 }

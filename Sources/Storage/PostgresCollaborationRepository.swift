@@ -15,9 +15,23 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public init(pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil) {
         self.pool = pool
         self.cache = cache
-        let roles = RolePermissions(pool: pool)
-        permissionSets = BatchedLoader(concurrency: Self.permissionSetLoads, maxBatch: 1_000) { pairs in
-            try await Self.permissionSets(pairs, pool: pool, roles: roles)
+        let roles = RolePermissions()
+        permissionSets = BatchedLoader(concurrency: Self.permissionSetLoads, maxBatch: 1_000) { batches in
+            do {
+                try await pool.withConnection { connection in
+                    // On the connection's thread, from one batch to the next. After each batch the connection is
+                    // checked as the pool checks an idle one before a lease: if the server dropped it, the drain
+                    // ends before taking another batch, and the next drain leases another connection.
+                    try await connection.withSession { session in
+                        while let pairs = batches.next() {
+                            batches.answer(Result { try Self.permissionSets(pairs, session: session, roles: roles) })
+                            guard session.isSound else { return }
+                        }
+                    }
+                }
+            } catch let error as PostgresError {
+                throw Self.collaborationError(error)
+            }
         }
     }
 
@@ -105,26 +119,26 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         let user: UUID
     }
 
-    /// How many batches of permission sets are read at once, at most. One: under load, batches grow rather
-    /// than statements. Measured under the database load of scripts/bench-checks, with `user_roles`: one load
-    /// at a time gave about 29,500 checks a second in batches of 8 to 9, two gave 26,800 in batches of 5 (and
-    /// four fewer still, one statement per check fewer than that). A batch of the largest size, 1,000 pairs,
-    /// takes PostgreSQL about 3 ms.
+    /// How many drains of permission sets run at once, each on a connection of its own, reading one batch at a
+    /// time. One: under load, batches grow rather than statements. Measured under the database load of
+    /// scripts/bench-checks, with `user_roles`: one load at a time gave about 29,500 checks a second in batches
+    /// of 8 to 9, two gave 26,800 in batches of 5 (and four fewer still, one statement per check fewer than
+    /// that). A batch of the largest size, 1,000 pairs, takes PostgreSQL about 3 ms.
     static let permissionSetLoads = 1
 
     /// One prepared statement, no transaction around it (BEGIN and COMMIT would triple the round trips): the
     /// function reads every pair's revision and role from one snapshot, with the policy revision, and the roles
     /// map to their permissions as `roles` knows them at that revision (read once per policy change).
-    private static func permissionSets(_ pairs: [CoupleUser], pool: PostgresConnectionPool, roles: RolePermissions)
-        async throws -> [PermissionSet]
-    {
+    private static func permissionSets(
+        _ pairs: [CoupleUser], session: PostgresConnection.Session, roles: RolePermissions
+    ) throws -> [PermissionSet] {
         let read: PostgresQuery =
             "SELECT revision, role, policy_revision FROM user_roles(\(pairs.map(\.couple)), \(pairs.map(\.user)))"
         do {
             // A policy change that lands between the two reads leaves no permissions at the roles' revision: the
             // roles are read again, at the new one.
             for _ in 0..<Self.policyChangeAttempts {
-                let rows = try await pool.query(read.prepared(as: "user_roles"))
+                let rows = try session.query(read.prepared(as: "user_roles"))
                 guard rows.count == pairs.count else {
                     throw PostgresError(
                         .decoding, message: "user_roles returned \(rows.count) rows for \(pairs.count) pairs")
@@ -136,7 +150,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                     return members.map { PermissionSet(permissions: [], revision: $0.revision) }
                 }
                 let policyRevision: Int64 = try rows[0].decode("policy_revision")
-                guard let granted = try await roles.at(policyRevision: policyRevision) else { continue }
+                guard let granted = try roles.at(policyRevision: policyRevision, session: session) else { continue }
                 return members.map { member in
                     PermissionSet(permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision)
                 }

@@ -12,18 +12,13 @@ final class RolePermissions: Sendable {
         let permissions: [String: Set<Permission>]
     }
 
-    private let pool: PostgresConnectionPool
     private let latest = Mutex<Snapshot?>(nil)
 
-    init(pool: PostgresConnectionPool) {
-        self.pool = pool
-    }
-
-    /// The permissions of each role at `policyRevision`, read from the database unless already known. Nil when
+    /// The permissions of each role at `policyRevision`, read through `session` unless already known. Nil when
     /// the database is past that revision by now: the caller's roles must be read again.
-    func at(policyRevision: Int64) async throws -> [String: Set<Permission>]? {
+    func at(policyRevision: Int64, session: PostgresConnection.Session) throws -> [String: Set<Permission>]? {
         if let known = latest.withLock({ $0 }), known.policyRevision == policyRevision { return known.permissions }
-        let rows = try await pool.query(
+        let rows = try session.query(
             PostgresQuery("SELECT policy_revision, role, permissions FROM role_permission_sets()").prepared(
                 as: "role_permission_sets"))
         guard let read: Int64 = try rows.first?.decode("policy_revision") else { return nil }

@@ -13,7 +13,7 @@ struct BatchedLoaderTests {
     func batchesUnderLoad() async throws {
         let gate = Gate()
         let batches = Mutex<[[Int]]>([])
-        let loader = BatchedLoader<Int, Int>(concurrency: 2, maxBatch: 50) { keys in
+        let loader = batchedLoader(concurrency: 2, maxBatch: 50) { keys in
             batches.withLock { $0.append(keys) }
             await gate.wait()
             return keys.map { $0 * 2 }
@@ -39,7 +39,7 @@ struct BatchedLoaderTests {
     func failedLoad() async throws {
         struct Refused: Error {}
         let gate = Gate()
-        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 100) { keys in
+        let loader = batchedLoader(concurrency: 1, maxBatch: 100) { keys in
             await gate.wait()
             if keys.contains(13) { throw Refused() }
             return keys
@@ -62,7 +62,7 @@ struct BatchedLoaderTests {
     func cancelledLookup() async throws {
         let gate = Gate()
         let sawCancellation = Mutex(false)
-        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 10) { keys in
+        let loader = batchedLoader(concurrency: 1, maxBatch: 10) { keys in
             await gate.wait()
             sawCancellation.withLock { $0 = $0 || Task.isCancelled }
             return keys
@@ -73,6 +73,66 @@ struct BatchedLoaderTests {
         gate.open()
         #expect(try await cancelled.value == 1)
         #expect(sawCancellation.withLock { $0 } == false)
+    }
+
+    @Test("a drain that stops after one batch while lookups wait is followed by another, which takes them")
+    func drainStopsEarly() async throws {
+        let gate = Gate()
+        let drains = Mutex<[[Int]]>([])
+        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 100) { batches in
+            guard let keys = batches.next() else { return }
+            drains.withLock { $0.append(keys) }
+            await gate.wait()
+            batches.answer(.success(keys))
+        }
+        try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+            group.addTask { (0, try await loader.value(for: 0)) }
+            while gate.waiters == 0 { await Task.yield() }
+            for key in 1..<20 { group.addTask { (key, try await loader.value(for: key)) } }
+            while loader.waitingCount < 19 { await Task.yield() }
+            gate.open()
+            for try await (key, value) in group { #expect(value == key) }
+        }
+        #expect(drains.withLock { $0 } == [[0], Array(1..<20)])
+        // The second drain stopped with nothing waiting: the next lookup starts a third at once.
+        #expect(try await loader.value(for: 7) == 7)
+        #expect(drains.withLock { $0.count } == 3)
+    }
+
+    @Test("a drain that fails before taking its batch fails that batch with its error, and only that batch")
+    func drainFailsBeforeTaking() async throws {
+        struct Refused: Error {}
+        let gate = Gate()
+        let attempts = Atomic(0)
+        let loader = BatchedLoader<Int, Int>(concurrency: 1, maxBatch: 100) { batches in
+            if attempts.add(1, ordering: .relaxed).newValue == 1 {
+                await gate.wait()
+                throw Refused()
+            }
+            while let keys = batches.next() { batches.answer(.success(keys)) }
+        }
+        let outcomes = try await withThrowingTaskGroup(of: (Int, Result<Int, any Error>).self) { group in
+            group.addTask { (0, await Result { try await loader.value(for: 0) }) }
+            while gate.waiters == 0 { await Task.yield() }
+            for key in 1..<20 { group.addTask { (key, await Result { try await loader.value(for: key) }) } }
+            while loader.waitingCount < 19 { await Task.yield() }
+            gate.open()
+            return try await group.reduce(into: [Int: Result<Int, any Error>]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(throws: Refused.self) { try outcomes[0]!.get() }
+        #expect((1..<20).allSatisfy { (try? outcomes[$0]!.get()) == $0 })
+        #expect(attempts.load(ordering: .relaxed) == 2)
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The outcome of `body`.
+    fileprivate init(_ body: () async throws -> Success) async {
+        do {
+            self = .success(try await body())
+        } catch {
+            self = .failure(error)
+        }
     }
 }
 
@@ -178,6 +238,60 @@ struct PermissionSetBatchTests {
         }
     }
 
+    @Test("when the server drops the connection that loads keep using, checks go on over another")
+    func drainConnectionKilled() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 4) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let expected = try await repository.permissionSet(couple: couple, user: owner)
+            let admin = try await PostgresConnection.connect(pool.configuration)
+            let answered = Atomic(0)
+            let failed = Atomic(0)
+            let kills = 10
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // Eight checks at a time, one per task: a batch answers eight at most.
+                for _ in 0..<8 {
+                    group.addTask { @Sendable in
+                        while !Task.isCancelled {
+                            do {
+                                let set = try await repository.permissionSet(couple: couple, user: owner)
+                                #expect(set == expected)
+                                answered.add(1, ordering: .relaxed)
+                            } catch let error as CollaborationError {
+                                // Only a batch in flight when its connection died fails, and says so.
+                                #expect(error.code == .unavailable)
+                                failed.add(1, ordering: .relaxed)
+                            }
+                        }
+                    }
+                }
+                for _ in 0..<kills {
+                    // Every pooled connection that has read permission sets, the one the loads use among them.
+                    // Right after a kill, the loads may be opening their next connection: until it shows, ask again.
+                    var killed: Int64 = 0
+                    while killed == 0 {
+                        killed = try await admin.query(
+                            """
+                            SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) AS killed
+                            FROM pg_stat_activity
+                            WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%user_roles(%'
+                            """)[0].decode("killed")
+                    }
+                    // More answers than one batch holds: a batch after the one in flight at the kill was answered,
+                    // over another connection.
+                    let before = answered.load(ordering: .relaxed)
+                    while answered.load(ordering: .relaxed) <= before + 8 { await Task.yield() }
+                }
+                group.cancelAll()
+                try await group.waitForAll()
+            }
+            await admin.close()
+            // At most the batch in flight fails at each kill.
+            #expect(failed.load(ordering: .relaxed) <= 8 * kills)
+        }
+    }
+
     @Test("while what a role grants keeps changing, every set read matches the policy at its revision")
     func policyChangesAmidChecks() async throws {
         try await MigratedDatabase.withPool(maxConnections: 8) { pool in
@@ -224,6 +338,21 @@ struct PermissionSetBatchTests {
                 let revision = try #require(set.revision)
                 #expect(set.permissions.contains(edit) == !(revision - start).isMultiple(of: 2))
                 #expect(set.permissions.contains(Permission(rawValue: "budget.view")!))
+            }
+        }
+    }
+}
+
+/// A loader whose drains load each batch with `load`.
+private func batchedLoader(concurrency: Int, maxBatch: Int, load: @escaping @Sendable ([Int]) async throws -> [Int])
+    -> BatchedLoader<Int, Int>
+{
+    BatchedLoader(concurrency: concurrency, maxBatch: maxBatch) { batches in
+        while let keys = batches.next() {
+            do {
+                batches.answer(.success(try await load(keys)))
+            } catch {
+                batches.answer(.failure(error))
             }
         }
     }
