@@ -104,19 +104,23 @@ extension RBAC {
             func run() async throws {
                 let makePrimary = try makePrimary.map { try Parse.id($0, "scenario") }
                 let rename = try rename.map { try Parse.id($0, "scenario") }
-                let scenarios = try await common.run { budget, actor -> [Scenario] in
+                let scenarios = try await common.run { budget, actor -> Listing<Scenario> in
                     if let create {
-                        return [try await budget.createScenario(named: create, primary: primary, as: actor)]
+                        return .written(try await budget.createScenario(named: create, primary: primary, as: actor))
                     }
-                    if let makePrimary { return [try await budget.setPrimaryScenario(makePrimary, as: actor)] }
-                    if let rename, let name { return [try await budget.renameScenario(rename, to: name, as: actor)] }
-                    return try await budget.scenarios(as: actor)
+                    if let makePrimary { return .written(try await budget.setPrimaryScenario(makePrimary, as: actor)) }
+                    if let rename, let name {
+                        return .written(try await budget.renameScenario(rename, to: name, as: actor))
+                    }
+                    return .listed(try await budget.scenarios(as: actor))
                 }
                 try common.output.print(
                     scenarios,
                     Table(
                         headers: ["ID", "NAME", "PRIMARY"],
-                        rows: scenarios.map { [$0.id.uuidString.lowercased(), $0.name, $0.isPrimary ? "yes" : ""] }
+                        rows: scenarios.rows.map {
+                            [$0.id.uuidString.lowercased(), $0.name, $0.isPrimary ? "yes" : ""]
+                        }
                     ).rendered)
             }
         }
@@ -181,29 +185,28 @@ extension RBAC {
                 let setID = try set.map { try Parse.id($0, "item") }
                 let editID = try edit.map { try Parse.id($0, "item") }
                 let folder = try folder.map { try Parse.id($0, "folder") }
-                let items = try await common.run { budget, actor -> [BudgetItem] in
+                let items = try await common.run { budget, actor -> Listing<BudgetItem> in
                     if let add, let amount, let scenario {
-                        return [
+                        return .written(
                             try await budget.createItem(
                                 named: add, scenario: scenario, budgeted: amount, folder: folder,
-                                category: category ?? "", event: event ?? "", as: actor)
-                        ]
+                                category: category ?? "", event: event ?? "", as: actor))
                     }
                     if let editID {
                         let changes = ItemEdit(
                             name: name, category: category, event: event,
                             folder: change(folder, clear: noFolder))
-                        return [try await budget.editItem(editID, changes, as: actor)]
+                        return .written(try await budget.editItem(editID, changes, as: actor))
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
-                    guard let scenario else { return [] }  // validate() requires it unless --edit
-                    return try await budget.items(scenario: scenario, as: actor)
+                    guard let scenario else { return .listed([]) }  // validate() requires it unless --edit
+                    return .listed(try await budget.items(scenario: scenario, as: actor))
                 }
                 try common.output.print(
                     items,
                     Table(
                         headers: ["ID", "NAME", "CATEGORY", "EVENT", "FOLDER", "BUDGETED"],
-                        rows: items.map {
+                        rows: items.rows.map {
                             [
                                 $0.id.uuidString.lowercased(), $0.name, $0.category, $0.event,
                                 $0.folderID?.uuidString.lowercased() ?? "", Money.text($0.budgeted),
@@ -235,16 +238,22 @@ extension RBAC {
             func run() async throws {
                 let scenario = try scenario.map { try Parse.id($0, "scenario") }
                 let rename = try rename.map { try Parse.id($0, "folder") }
-                let folders = try await common.run { budget, actor -> [Folder] in
-                    if let rename, let name { return [try await budget.renameFolder(rename, to: name, as: actor)] }
-                    guard let scenario else { return [] }  // validate() requires it unless --rename
-                    if let add { return [try await budget.createFolder(named: add, scenario: scenario, as: actor)] }
-                    return try await budget.folders(scenario: scenario, as: actor)
+                let folders = try await common.run { budget, actor -> Listing<Folder> in
+                    if let rename, let name {
+                        return .written(try await budget.renameFolder(rename, to: name, as: actor))
+                    }
+                    guard let scenario else { return .listed([]) }  // validate() requires it unless --rename
+                    if let add {
+                        return .written(try await budget.createFolder(named: add, scenario: scenario, as: actor))
+                    }
+                    return .listed(try await budget.folders(scenario: scenario, as: actor))
                 }
                 try common.output.print(
                     folders,
-                    Table(headers: ["ID", "NAME"], rows: folders.map { [$0.id.uuidString.lowercased(), $0.name] })
-                        .rendered)
+                    Table(
+                        headers: ["ID", "NAME"], rows: folders.rows.map { [$0.id.uuidString.lowercased(), $0.name] }
+                    )
+                    .rendered)
             }
         }
 
@@ -309,30 +318,29 @@ extension RBAC {
                 let editID = try edit.map { try Parse.id($0, "expense") }
                 let scenario = try scenario.map { try Parse.id($0, "scenario") }
                 let dueDate = due.flatMap(CalendarDay.init)
-                let expenses = try await common.run { budget, actor -> [Expense] in
+                let expenses = try await common.run { budget, actor -> Listing<Expense> in
                     if let add, let amount {
-                        return [
+                        return .written(
                             try await budget.createExpense(
                                 named: add, amount: amount, vendor: vendor ?? "", dueDate: dueDate,
-                                category: category ?? "", as: actor)
-                        ]
+                                category: category ?? "", as: actor))
                     }
                     if let editID {
                         let changes = ExpenseEdit(
                             name: name, vendor: vendor, category: category,
                             dueDate: change(dueDate, clear: noDue))
-                        return [try await budget.editExpense(editID, changes, as: actor)]
+                        return .written(try await budget.editExpense(editID, changes, as: actor))
                     }
                     if let setID, let amount {
                         _ = try await budget.setAmount(expense: setID, to: amount, scenario: scenario, as: actor)
                     }
-                    return try await budget.expenses(as: actor)
+                    return .listed(try await budget.expenses(as: actor))
                 }
                 try common.output.print(
                     expenses,
                     Table(
                         headers: ["ID", "NAME", "VENDOR", "CATEGORY", "AMOUNT", "DUE"],
-                        rows: expenses.map {
+                        rows: expenses.rows.map {
                             [
                                 $0.id.uuidString.lowercased(), $0.name, $0.vendor, $0.category, Money.text($0.amount),
                                 $0.dueDate?.description ?? "",
@@ -460,26 +468,25 @@ extension RBAC {
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 let item = try item.map { try Parse.id($0, "item") }
                 let editID = try edit.map { try Parse.id($0, "gift") }
-                let gifts = try await common.run { budget, actor -> [Gift] in
+                let gifts = try await common.run { budget, actor -> Listing<Gift> in
                     if let add, let amount {
-                        return [
+                        return .written(
                             try await budget.recordGift(
-                                from: add, amount: amount, received: received, budgetItem: item, as: actor)
-                        ]
+                                from: add, amount: amount, received: received, budgetItem: item, as: actor))
                     }
                     if let editID {
                         let changes = GiftEdit(
                             from: from, amount: amount, received: received ? true : owed ? false : nil,
                             budgetItem: change(item, clear: noItem))
-                        return [try await budget.editGift(editID, changes, as: actor)]
+                        return .written(try await budget.editGift(editID, changes, as: actor))
                     }
-                    return try await budget.gifts(as: actor)
+                    return .listed(try await budget.gifts(as: actor))
                 }
                 try common.output.print(
                     gifts,
                     Table(
                         headers: ["ID", "FROM", "AMOUNT", "RECEIVED", "ITEM"],
-                        rows: gifts.map {
+                        rows: gifts.rows.map {
                             [
                                 $0.id.uuidString.lowercased(), $0.from, Money.text($0.amount), $0.received ? "yes" : "",
                                 $0.budgetItemID?.uuidString.lowercased() ?? "",

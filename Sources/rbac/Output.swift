@@ -6,6 +6,27 @@ func printJSON(_ value: some Encodable) throws {
     print(String(decoding: try JSONEncoder.rbac(pretty: true).encode(value), as: UTF8.self))
 }
 
+/// What a command that lists records or writes one prints: with --json, the record it wrote (an object, as the
+/// HTTP API answers a write) or the records it listed (an array); as text, a table either way.
+enum Listing<Row: Encodable>: Encodable {
+    case written(Row)
+    case listed([Row])
+
+    var rows: [Row] {
+        switch self {
+        case .written(let row): [row]
+        case .listed(let rows): rows
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .written(let row): try row.encode(to: encoder)
+        case .listed(let rows): try rows.encode(to: encoder)
+        }
+    }
+}
+
 /// A plain-text table with left-aligned columns, for people.
 struct Table {
     let headers: [String]

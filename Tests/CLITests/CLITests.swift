@@ -159,9 +159,9 @@ struct CLITests {
             let base = ["--couple", couple]
             let scenario = try await run(["budget", "scenarios"] + base + ["--create", "Main", "--primary", "--json"])
             #expect(scenario.status == 0, "\(scenario.stderr)")
-            let scenarioID = try #require((try Self.jsonArray(scenario).first)?["id"] as? String)
+            let scenarioID = try #require(try Self.json(scenario)["id"] as? String, "a write prints what it wrote")
             #expect(
-                (try Self.jsonArray(scenario).first)?["is_primary"] as? Bool == true,
+                try Self.json(scenario)["is_primary"] as? Bool == true,
                 "--json names fields as the HTTP API does, in snake_case")
             var items: [String] = []
             for name in ["Venue", "Food", "Music"] {
@@ -169,7 +169,7 @@ struct CLITests {
                     ["budget", "items"] + base + [
                         "--scenario", scenarioID, "--add", name, "--budgeted", "500", "--json",
                     ])
-                items.append(try #require((try Self.jsonArray(item).first)?["id"] as? String))
+                items.append(try #require(try Self.json(item)["id"] as? String))
             }
             let listed = try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"])
             for (amount, message) in [
@@ -187,7 +187,7 @@ struct CLITests {
                 "refused amounts add nothing")
             let expense = try await run(
                 ["budget", "expenses"] + base + ["--add", "Deposit", "--amount", "100.00", "--json"])
-            let expenseID = try #require((try Self.jsonArray(expense).first)?["id"] as? String)
+            let expenseID = try #require(try Self.json(expense)["id"] as? String)
             let allocate = try await run(
                 ["budget", "allocate"] + base + ["--scenario", scenarioID, "--expense", expenseID]
                     + items.flatMap { ["--item", $0] })
@@ -274,7 +274,7 @@ struct CLITests {
             // Folders: one added, an item filed in it; then the events and categories items are grouped by.
             let folder = try await run(
                 ["budget", "folders"] + base + ["--scenario", scenarioID, "--add", "Party", "--json"])
-            let folderID = try #require((try Self.jsonArray(folder).first)?["id"] as? String)
+            let folderID = try #require(try Self.json(folder)["id"] as? String)
             let filed = try await run(
                 ["budget", "items"] + base + [
                     "--scenario", scenarioID, "--add", "Cake", "--budgeted", "300", "--folder", folderID,
@@ -287,7 +287,7 @@ struct CLITests {
             #expect(refiled.status == 0 && refiled.stdout.contains("Party Time"), "\(refiled.stderr)")
             let renamed = try await run(
                 ["budget", "scenarios"] + base + ["--rename", scenarioID, "--name", "Dream", "--json"])
-            #expect((try Self.jsonArray(renamed).first)?["name"] as? String == "Dream", "\(renamed.stderr)")
+            #expect(try Self.json(renamed)["name"] as? String == "Dream", "\(renamed.stderr)")
             #expect(try await run(["budget", "scenarios"] + base + ["--rename", scenarioID]).status == 2)
             // --primary alone used to list the scenarios and ignore it.
             let lonePrimary = try await run(["budget", "scenarios"] + base + ["--primary"])
@@ -312,7 +312,7 @@ struct CLITests {
             let unfiled = try await run(
                 ["budget", "items"] + base + ["--edit", items[1], "--no-folder", "--json"])
             #expect(unfiled.status == 0, "\(unfiled.stderr)")
-            #expect((try Self.jsonArray(unfiled).first)?["folder_id"] == nil)
+            #expect(try Self.json(unfiled)["folder_id"] == nil)
             #expect(
                 try await run(["budget", "items"] + base).stderr.contains("--scenario is needed, except with --edit"))
         }
