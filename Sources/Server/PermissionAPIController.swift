@@ -206,11 +206,9 @@ struct ServiceKeyMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
-        // Exactly one Authorization field; `headers[.authorization]` would join several, at a cost per request.
-        let fields = request.headers[values: .authorization]
-        guard fields.count == 1, let header = fields.first, header.hasPrefix("Bearer "),
-            let key = try await keys.authenticate(String(header.dropFirst("Bearer ".count)))
-        else { throw APIError.unauthorized }
+        guard let credential = request.bearerCredential, let key = try await keys.authenticate(credential) else {
+            throw APIError.unauthorized
+        }
         var context = context
         context.serviceKey = key
         return try await next(request, context)

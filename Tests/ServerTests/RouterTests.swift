@@ -139,6 +139,11 @@ struct RouterTests {
                 #expect($0.status == .unauthorized, "an expired JWT is refused")
             }
             json[.authorization] = "Bearer \(fixture.jwt(for: fixture.invitee))"
+            var twice = json
+            twice[values: .authorization].append("Bearer \(fixture.jwt(for: fixture.invitee))")
+            try await client.execute(uri: "/invitations/\(token)/accept", method: .post, headers: twice) {
+                #expect($0.status == .unauthorized, "two Authorization fields, even if each holds a good JWT")
+            }
             try await client.execute(uri: "/invitations/\(token)/accept", method: .post, headers: json) { response in
                 #expect(response.status == .ok)
                 #expect(text(response).contains("\"role\":\"partner\""))
