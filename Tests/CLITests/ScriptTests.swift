@@ -6,7 +6,7 @@ import Testing
 @Suite("The test scripts")
 struct ScriptTests {
     /// A port in the ephemeral range can be held by any client connection open at the moment, and a server then
-    /// cannot listen on it: a disposable cluster once failed to start that way, in the middle of the suite.
+    /// cannot listen on it: the likely reason a disposable cluster once failed to start in the middle of the suite.
     @Test("free-port picks ports below the ephemeral range, from which client connections take theirs")
     func freePortAvoidsEphemeralPorts() async throws {
         let range = try String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8)
