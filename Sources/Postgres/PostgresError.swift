@@ -13,6 +13,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let deadlockDetected = SQLState("40P01")
     public static let queryCanceled = SQLState("57014")
     public static let adminShutdown = SQLState("57P01")
+    public static let crashShutdown = SQLState("57P02")
+    public static let cannotConnectNow = SQLState("57P03")
     public static let raiseException = SQLState("P0001")
     public static let invalidTextRepresentation = SQLState("22P02")
     public static let undefinedTable = SQLState("42P01")
@@ -32,7 +34,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
         "23505": "unique_violation", "23503": "foreign_key_violation", "23502": "not_null_violation",
         "23514": "check_violation", "23P01": "exclusion_violation", "40001": "serialization_failure",
         "40P01": "deadlock_detected", "57014": "query_canceled", "57P01": "admin_shutdown",
-        "P0001": "raise_exception", "22P02": "invalid_text_representation", "42P01": "undefined_table",
+        "57P02": "crash_shutdown", "57P03": "cannot_connect_now", "P0001": "raise_exception",
+        "22P02": "invalid_text_representation", "42P01": "undefined_table",
         "42501": "insufficient_privilege", "42601": "syntax_error", "42883": "undefined_function",
         "42703": "undefined_column", "25P02": "in_failed_sql_transaction", "3D000": "invalid_catalog_name",
         "28P01": "invalid_password", "53300": "too_many_connections", "08006": "connection_failure",

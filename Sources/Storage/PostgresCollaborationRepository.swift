@@ -440,7 +440,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
         case SQLState.checkViolation.rawValue:
             return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
-        case SQLState.adminShutdown.rawValue, "57P02", "57P03":
+        case SQLState.adminShutdown.rawValue, SQLState.crashShutdown.rawValue, SQLState.cannotConnectNow.rawValue:
             // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
             return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
         default:
