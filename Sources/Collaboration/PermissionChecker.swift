@@ -86,11 +86,13 @@ public final class PermissionChecker: Sendable {
             cachedChecks.increment()
             return cached
         }
+        // Taken while the feed is trusted, the ticket is enough: if the feed is lost during the load, it drops
+        // everything when it notices (a new epoch), which either refuses the store or forgets what it stored.
         let ticket = cache.ticket()
         let loaded = try await metrics.measure("permission.check", outcome: "database") {
             try await repository.permissionSet(couple: couple, user: user)
         }
-        if isCacheTrusted() { cache.store(loaded, couple: couple, user: user, ticket: ticket) }
+        cache.store(loaded, couple: couple, user: user, ticket: ticket)
         return loaded
     }
 }
