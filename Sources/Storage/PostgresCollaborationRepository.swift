@@ -121,9 +121,10 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     /// How many drains of permission sets run at once, each on a connection of its own, reading one batch at a
     /// time. One: under load, batches grow rather than statements. Measured under the database load of
-    /// scripts/bench-checks, with `user_roles`: one load at a time gave about 29,500 checks a second in batches
-    /// of 8 to 9, two gave 26,800 in batches of 5 (and four fewer still, one statement per check fewer than
-    /// that). A batch of the largest size, 1,000 pairs, takes PostgreSQL about 3 ms.
+    /// scripts/bench-checks (wrk, 32 connections), with `user_roles`, most recently on 2026-11-23: one drain gave
+    /// 19,200 to 22,100 checks a second in batches of about 8, two gave 15,800 to 17,700 in batches of about 5
+    /// (and, measured earlier, four fewer still). A batch of the largest size, 1,000 pairs, takes PostgreSQL
+    /// about 3 ms.
     static let permissionSetLoads = 1
 
     /// One prepared statement, no transaction around it (BEGIN and COMMIT would triple the round trips): the
