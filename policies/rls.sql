@@ -38,7 +38,8 @@ BEGIN
     FOR v_table, v_permission IN VALUES
         ('budget_scenarios', 'budget.view'), ('budget_folders', 'budget.view'), ('budget_items', 'budget.view'),
         ('expense_allocations', 'budget.view'), ('expenses', 'expenses.view'),
-        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view')
+        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view'),
+        ('budget_row_counts', 'budget.view')
     LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);

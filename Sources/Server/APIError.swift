@@ -58,7 +58,8 @@ public struct APIError: HTTPResponseError, Sendable {
             case .notAuthenticated: .unauthorized
             case .permissionDenied, .roleNotGrantable, .invitationEmailMismatch: .forbidden
             case .notFound: .notFound
-            case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired: .conflict
+            case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded:
+                .conflict
             case .unavailable: .serviceUnavailable
             }
         self.init(status, code: error.code.rawValue, error.message)

@@ -435,6 +435,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         case "RBUSD": return CollaborationError(.invitationUsed, message)
         case "RBEML": return CollaborationError(.invitationEmailMismatch, message)
         case "RBPOL": return CollaborationError(.invalidPolicy, message)
+        case "RBQTA": return CollaborationError(.quotaExceeded, message)
         case SQLState.uniqueViolation.rawValue where error.constraint == "users_email_key":
             return CollaborationError(.alreadyExists, "a user with this email address already exists")
         case SQLState.uniqueViolation.rawValue:

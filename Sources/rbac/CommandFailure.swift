@@ -59,19 +59,19 @@ struct CommandFailure: Error {
         case .permissionDenied, .roleNotGrantable, .notAuthenticated: .denied
         case .notFound: .notFound
         case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired,
-            .invitationEmailMismatch:
+            .invitationEmailMismatch, .quotaExceeded:
             .conflict
         case .invalidInput, .invalidPolicy: .usage
         case .unavailable: .databaseUnavailable
         }
     }
 
-    /// Exit status for the collaboration functions' SQLSTATEs (sql/0002_collaboration.sql lists them).
+    /// Exit status for the functions' SQLSTATEs (sql/0002_collaboration.sql lists them; sql/0017 adds RBQTA).
     private static func status(for state: SQLState) -> ExitStatus {
         switch state.rawValue {
         case "RBDEN", "RBESC", "RBAUT": .denied
         case "RBNFD": .notFound
-        case "RBLST", "RBDUP", "RBUSD", "RBREV", "RBEXP", "RBEML": .conflict
+        case "RBLST", "RBDUP", "RBUSD", "RBREV", "RBEXP", "RBEML", "RBQTA": .conflict
         default: .usage
         }
     }

@@ -152,6 +152,30 @@ struct CLITests {
         }
     }
 
+    @Test("a budget write past the couple's limit exits 4, naming the limit, and adds nothing")
+    func budgetLimit() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let run = { (arguments: [String]) in
+                try await Self.rbac(arguments, database: configuration.connectionString)
+            }
+            #expect(try await run(["migrate"]).status == 0)
+            let couple = try await Self.createCouple(run)
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 1)
+            try await pool.query("UPDATE budget_row_limits SET max_rows = 1 WHERE table_name = 'budget_scenarios'")
+            await pool.close()
+            let scenarios = ["budget", "scenarios", "--couple", couple]
+            #expect(try await run(scenarios + ["--create", "Main"]).status == 0)
+            let before = try await run(scenarios + ["--json"])
+            let refused = try await run(scenarios + ["--create", "Plan B"])
+            #expect(refused.status == 4)
+            #expect(
+                refused.stderr
+                    == "rbac: this would pass the couple's limit of scenarios (1); delete some first, or ask an operator to raise the limit\n"
+            )
+            #expect(try await run(scenarios + ["--json"]).stdout == before.stdout)
+        }
+    }
+
     @Test("budget: a scenario, items, an expense split to the cent, the overview; a viewer's edit is denied (exit 1)")
     func budget() async throws {
         try await Self.withDatabase { run in

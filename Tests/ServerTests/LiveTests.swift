@@ -127,4 +127,49 @@ struct LiveTests {
             await pool.close()
         }
     }
+
+    @Test("a budget write past the couple's limit is 409 quota_exceeded, names the limit and adds nothing")
+    func budgetLimit() async throws {
+        try await TestDatabase.withFreshPool { pool in
+            try await Self.migrate(pool)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await repository.addUser(
+                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Full", owner: owner.id, as: .operator(label: "tests"))
+            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
+                name: "live"
+            ).1
+            try await pool.query("UPDATE budget_row_limits SET max_rows = 1 WHERE table_name = 'budget_scenarios'")
+            let dependencies = ServerDependencies(
+                repository: repository, keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
+                verifier: JWTVerifier(secret: Self.secret), publicBaseURL: URL(string: "https://rbac.test")!,
+                budgets: PostgresBudgetRepository(pool: pool), isReady: { true })
+            let app = Application(
+                router: buildRouter(dependencies), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let headers: HTTPFields = [
+                .authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString,
+            ]
+            let scenarios = "/v1/couples/\(couple.id)/budget/scenarios"
+            try await app.test(.live) { client in
+                try await client.execute(
+                    uri: scenarios, method: .post, headers: headers, body: ByteBuffer(string: #"{"name":"Main"}"#)
+                ) { #expect($0.status == .created) }
+                let before = try await client.execute(uri: scenarios, method: .get, headers: headers) {
+                    String(buffer: $0.body)
+                }
+                try await client.execute(
+                    uri: scenarios, method: .post, headers: headers, body: ByteBuffer(string: #"{"name":"Plan B"}"#)
+                ) {
+                    #expect($0.status == .conflict)
+                    #expect(
+                        String(buffer: $0.body)
+                            == #"{"error":{"code":"quota_exceeded","message":"this would pass the couple's limit of scenarios (1); delete some first, or ask an operator to raise the limit"}}"#
+                    )
+                }
+                try await client.execute(uri: scenarios, method: .get, headers: headers) {
+                    #expect(String(buffer: $0.body) == before, "the refused write added nothing")
+                }
+            }
+        }
+    }
 }

@@ -317,6 +317,39 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("two items added at once, from separate actors, with room for one: one lands, the other is refused")
+    func itemLimitRace() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let scenario = try await world.budget().createScenario(named: "Main", as: admin)
+            let (one, other) = (world.budget(), world.budget())
+            for held in 0..<20 {
+                // Room for exactly one more item.
+                try await pool.query(
+                    "UPDATE budget_row_limits SET max_rows = \(held + 1) WHERE table_name = 'budget_items'")
+                let barrier = Barrier(count: 2)
+                async let first = Outcome.of {
+                    await barrier.arrive()
+                    _ = try await one.createItem(named: "a\(held)", scenario: scenario.id, budgeted: 1, as: admin)
+                }
+                async let second = Outcome.of {
+                    await barrier.arrive()
+                    _ = try await other.createItem(named: "b\(held)", scenario: scenario.id, budgeted: 1, as: admin)
+                }
+                let outcomes = try await [first, second]
+                #expect(Set(outcomes) == [.success, .refused("quota_exceeded")], "round \(held): \(outcomes)")
+                let stored = try await pool.count("SELECT count(*) FROM budget_items WHERE couple_id = \(world.couple)")
+                #expect(stored == held + 1, "round \(held)")
+            }
+            let refused = try await Outcome.of {
+                _ = try await world.budget().cloneScenario(scenario.id, named: "Copy", as: admin)
+            }
+            #expect(refused == .refused("quota_exceeded"), "a clone would double the items")
+            #expect(try await world.budget().scenarios(as: admin).count == 1, "and leaves nothing behind")
+        }
+    }
+
     @Test("an overview snapshot holds what the five reads return, from one REPEATABLE READ transaction")
     func overviewSnapshot() async throws {
         try await MigratedDatabase.withPool { pool in

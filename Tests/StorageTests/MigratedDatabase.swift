@@ -1,3 +1,4 @@
+import Collaboration
 import Foundation
 import Postgres
 import Storage
@@ -51,7 +52,8 @@ extension PostgresConnectionPool {
     }
 }
 
-/// What one racing call came to: success, or the SQLSTATE it was refused with.
+/// What one racing call came to: success, or what it was refused with: the SQLSTATE of a statement, the code
+/// of a service.
 enum Outcome: Hashable, Sendable {
     case success
     case refused(String)
@@ -62,6 +64,8 @@ enum Outcome: Hashable, Sendable {
             return .success
         } catch let error as PostgresError where error.kind == .server {
             return .refused(error.sqlState?.rawValue ?? "?")
+        } catch let error as CollaborationError {
+            return .refused(error.code.rawValue)
         }
     }
 }

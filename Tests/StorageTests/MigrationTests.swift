@@ -114,6 +114,27 @@ struct MigrationTests {
         }
     }
 
+    @Test("budget row counts (sql/0017) start from the rows a database already holds")
+    func budgetRowCountsStartFromExistingRows() async throws {
+        let all = try Migration.load(from: repositoryRoot.appendingPathComponent("sql"))
+        try await TestDatabase.withFreshPool { pool in
+            try await MigrationRunner(migrations: all.filter { $0.version < 17 }).migrate(pool)
+            let couple: UUID = try await pool.query("INSERT INTO couples (name) VALUES ('Old') RETURNING id")[0]
+                .decode("id")
+            try await pool.query(
+                """
+                WITH s AS (INSERT INTO budget_scenarios (couple_id, name) VALUES (\(couple), 'Main') RETURNING id)
+                INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+                SELECT \(couple), s.id, 'item ' || n, 1 FROM s, generate_series(1, 3) AS n
+                """)
+            try await MigrationRunner(migrations: all).migrate(pool)
+            let counts = try await pool.query(
+                "SELECT table_name, row_count FROM budget_row_counts WHERE couple_id = \(couple) ORDER BY table_name"
+            ).map { "\(try $0.decode("table_name") as String)=\(try $0.decode("row_count") as Int32)" }
+            #expect(counts == ["budget_items=3", "budget_scenarios=1"])
+        }
+    }
+
     @Test("the project's own sql/ migrations apply to an empty database and re-run as a no-op")
     func projectMigrations() async throws {
         let runner = MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))

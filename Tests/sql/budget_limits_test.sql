@@ -1,0 +1,113 @@
+-- Budget row limits (sql/0017): each couple's counts follow every insert, delete and cascade; a statement
+-- that would pass a limit adds nothing; rows cannot move between couples.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'sam']) AS name;
+SELECT pg_temp.new_couple('Olivia', 'olivia');
+SELECT pg_temp.new_couple('Sam', 'sam');
+
+-- The count of p_table's rows that the couple p_couple holds, as budget_row_counts keeps it (0 if none).
+CREATE FUNCTION pg_temp.counted(p_couple text, p_table text) RETURNS integer LANGUAGE sql AS $$
+    SELECT coalesce((SELECT row_count FROM budget_row_counts
+                     WHERE couple_id = pg_temp.id(p_couple) AND table_name = p_table), 0)
+$$;
+
+-- Every budget_row_counts row that differs from a count of the table itself.
+CREATE FUNCTION pg_temp.miscounted() RETURNS TABLE (couple_id uuid, table_name text, kept integer, actual bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_table text;
+BEGIN
+    FOR v_table IN SELECT l.table_name FROM budget_row_limits l LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT c.id, %1$L, coalesce(k.row_count, 0), (SELECT count(*) FROM %1$I t WHERE t.couple_id = c.id)
+             FROM couples c LEFT JOIN budget_row_counts k ON k.couple_id = c.id AND k.table_name = %1$L
+             WHERE coalesce(k.row_count, 0) <> (SELECT count(*) FROM %1$I t WHERE t.couple_id = c.id)', v_table);
+    END LOOP;
+END $$;
+
+SELECT set_eq(
+    $$SELECT table_name FROM budget_row_limits$$,
+    ARRAY['budget_scenarios', 'budget_folders', 'budget_items', 'expenses', 'expense_payments',
+          'expense_allocations', 'gifts_and_owed'],
+    'every budget table has a limit');
+
+INSERT INTO budget_scenarios (couple_id, id, name) VALUES
+    (pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', 'Main'),
+    (pg_temp.id('Sam'), '00000000-0000-0000-0000-00000000000b', 'Main');
+INSERT INTO budget_folders (couple_id, id, scenario_id, name)
+    VALUES (pg_temp.id('Olivia'), '00000000-0000-0000-0000-0000000000f1', '00000000-0000-0000-0000-00000000000a', 'Party');
+INSERT INTO budget_items (couple_id, scenario_id, folder_id, name, budgeted)
+    SELECT pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', '00000000-0000-0000-0000-0000000000f1',
+           'item ' || n, 10
+    FROM generate_series(1, 3) AS n;
+INSERT INTO expenses (couple_id, name, amount) VALUES (pg_temp.id('Olivia'), 'Hall', 30), (pg_temp.id('Sam'), 'Band', 5);
+INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
+    SELECT i.couple_id, i.scenario_id, e.id, i.id, 10 FROM budget_items i JOIN expenses e ON e.couple_id = i.couple_id;
+INSERT INTO expense_payments (couple_id, expense_id, amount, paid_at)
+    SELECT couple_id, id, 5, '2026-01-01' FROM expenses;
+INSERT INTO gifts_and_owed (couple_id, from_name, amount, budget_item_id)
+    SELECT couple_id, 'Aunt May', 50, id FROM budget_items WHERE name = 'item 1';
+SELECT is(pg_temp.counted('Olivia', 'budget_items'), 3, 'a multi-row insert counts every row');
+SELECT is(pg_temp.counted('Sam', 'budget_scenarios'), 1, 'each couple is counted on its own');
+SELECT is_empty($$SELECT * FROM pg_temp.miscounted()$$, 'every count matches its table after inserts');
+
+-- A full couple: a limit of 4 items, with 3 held.
+UPDATE budget_row_limits SET max_rows = 4 WHERE table_name = 'budget_items';
+SELECT throws_ok(
+    $$INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+      SELECT pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', 'more ' || n, 1 FROM generate_series(1, 2) n$$,
+    'RBQTA', 'this would pass the couple''s limit of budget items (4)',
+    'a statement that would pass the limit is refused, naming it');
+SELECT is((SELECT count(*)::int FROM budget_items WHERE couple_id = pg_temp.id('Olivia')), 3,
+    'and adds no row');
+SELECT is(pg_temp.counted('Olivia', 'budget_items'), 3, 'nor counts one');
+SELECT lives_ok(
+    $$INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+      VALUES (pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', 'the fourth', 1)$$,
+    'up to the limit, rows are added');
+SELECT throws_ok(
+    $$SELECT clone_budget_scenario(pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', 'Copy')$$,
+    'RBQTA', NULL, 'a clone that would pass a limit is refused');
+SELECT is((SELECT count(*)::int FROM budget_scenarios WHERE couple_id = pg_temp.id('Olivia')), 1,
+    'and leaves no part of the copy behind');
+SELECT lives_ok(
+    $$INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+      SELECT pg_temp.id('Sam'), '00000000-0000-0000-0000-00000000000b', 'sam ' || n, 1 FROM generate_series(1, 4) n$$,
+    'another couple has limits of its own');
+
+-- A lowered limit: the rows stay, deleting goes on, adding waits for room.
+UPDATE budget_row_limits SET max_rows = 2 WHERE table_name = 'budget_items';
+SELECT lives_ok(
+    $$DELETE FROM budget_items WHERE couple_id = pg_temp.id('Olivia') AND name = 'the fourth'$$,
+    'a couple past a lowered limit may delete');
+SELECT throws_ok(
+    $$INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
+      VALUES (pg_temp.id('Olivia'), '00000000-0000-0000-0000-00000000000a', 'again', 1)$$,
+    'RBQTA', NULL, 'but not add while still past it');
+SELECT is(pg_temp.counted('Olivia', 'budget_items'), 3, 'a delete counts down');
+
+INSERT INTO expenses (couple_id, name, amount) VALUES (pg_temp.id('Olivia'), 'Solo', 1);
+SELECT throws_ok(
+    $$UPDATE expenses SET couple_id = pg_temp.id('Sam') WHERE name = 'Solo'$$,
+    'RBINV', 'a budget row cannot move to another couple',
+    'no budget row moves to another couple (the counts would go wrong)');
+SELECT lives_ok($$UPDATE expenses SET vendor = 'Castle' WHERE name = 'Solo'$$, 'other updates go through');
+
+-- Cascades: a folder's items stay (unfiled), a scenario takes its folders, items and allocations along, an
+-- item its gifts' link, an expense its payments.
+DELETE FROM budget_folders WHERE couple_id = pg_temp.id('Olivia');
+DELETE FROM expenses WHERE couple_id = pg_temp.id('Olivia') AND name = 'Hall';
+SELECT is_empty($$SELECT * FROM pg_temp.miscounted()$$, 'every count matches after cascading deletes');
+DELETE FROM budget_scenarios WHERE couple_id = pg_temp.id('Olivia');
+SELECT is(pg_temp.counted('Olivia', 'budget_items'), 0, 'a deleted scenario takes its items'' count along');
+SELECT is_empty($$SELECT * FROM pg_temp.miscounted()$$, 'every count matches after deleting a scenario');
+
+DELETE FROM couples WHERE id = pg_temp.id('Sam');
+SELECT is_empty($$SELECT 1 FROM budget_row_counts WHERE couple_id = pg_temp.id('Sam')$$,
+    'a deleted couple''s counts go with it');
+
+SELECT * FROM finish();
+ROLLBACK;
