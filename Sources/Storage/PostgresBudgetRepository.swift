@@ -156,8 +156,11 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    /// Under the couple's budget lock, as deletes are: a clone counts rows (sql/0017) in four tables, and a
+    /// cascading delete in the opposite order; unserialised, the two could deadlock.
     public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
         try await transaction(couple, as: actor) { connection in
+            try await Self.lockBudget(couple, connection)
             let id: UUID = try await connection.query(
                 "SELECT clone_budget_scenario(\(couple), \(source), \(name)) AS id")[0].decode("id")
             return Scenario(id: id, name: name, isPrimary: false)
@@ -302,11 +305,15 @@ public struct PostgresBudgetRepository: BudgetRepository {
         couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
     ) async throws -> T {
         try await transaction(couple, as: actor) { connection in
-            // Held to the end of the transaction: a second recalculation for the couple, from any process,
-            // waits here and then reads what the first committed.
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(couple.uuidString), 0))")
+            try await Self.lockBudget(couple, connection)
             return try await body(Transaction(couple: couple, connection: connection))
         }
+    }
+
+    /// Takes the couple's budget lock, held to the end of the transaction: a second recalculation for the
+    /// couple, from any process, waits here and then reads what the first committed.
+    private static func lockBudget(_ couple: UUID, _ connection: PostgresConnection) async throws {
+        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(couple.uuidString), 0))")
     }
 
     private struct Transaction: BudgetTransaction {

@@ -350,6 +350,55 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("clones and deletes for one couple at once, from separate actors, all land, none deadlocked, counts exact")
+    func cloneWhileDeleting() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let scenario = try await world.budget().createScenario(named: "Main", as: admin)
+            try await Self.seed(pool, couple: world.couple, scenario: scenario.id, items: 20)
+            let items: [UUID] = try await pool.query(
+                "SELECT id FROM budget_items WHERE couple_id = \(world.couple) ORDER BY name"
+            ).map { try $0.decode("id") }
+            // A deadlock would wait, not be broken and retried, until lock_timeout refused a statement.
+            let database: String = try await pool.query("SELECT current_database() AS name")[0].decode("name")
+            try await pool.query("ALTER DATABASE \(identifier: database) SET deadlock_timeout = '1h'")
+            try await pool.query("ALTER DATABASE \(identifier: database) SET lock_timeout = '5s'")
+            let racers = PostgresConnectionPool(configuration: pool.configuration, maxConnections: 4)
+            let budget = {
+                CoupleBudget(
+                    couple: world.couple, repository: PostgresBudgetRepository(pool: racers),
+                    checker: PermissionChecker(repository: PostgresCollaborationRepository(pool: racers)))
+            }
+            let (one, other) = (budget(), budget())
+            for (round, item) in items.enumerated() {
+                let barrier = Barrier(count: 2)
+                async let clone = Outcome.of {
+                    await barrier.arrive()
+                    _ = try await one.cloneScenario(scenario.id, named: "Copy \(round)", as: admin)
+                }
+                async let delete = Outcome.of {
+                    await barrier.arrive()
+                    _ = try await other.delete(.item, id: item, as: admin)
+                }
+                let outcomes = try await [clone, delete]
+                #expect(outcomes == [.success, .success], "round \(round): \(outcomes)")
+            }
+            await racers.close()
+            let miscounted = try await pool.count(
+                """
+                SELECT count(*) FROM (VALUES
+                    ('budget_scenarios', (SELECT count(*) FROM budget_scenarios WHERE couple_id = \(world.couple))),
+                    ('budget_items', (SELECT count(*) FROM budget_items WHERE couple_id = \(world.couple))),
+                    ('expense_allocations', (SELECT count(*) FROM expense_allocations WHERE couple_id = \(world.couple)))
+                ) AS actual (table_name, n)
+                WHERE n <> coalesce((SELECT row_count FROM budget_row_counts c
+                                     WHERE c.couple_id = \(world.couple) AND c.table_name = actual.table_name), 0)
+                """)
+            #expect(miscounted == 0, "the counts match the rows")
+        }
+    }
+
     @Test("an overview snapshot holds what the five reads return, from one REPEATABLE READ transaction")
     func overviewSnapshot() async throws {
         try await MigratedDatabase.withPool { pool in
