@@ -446,6 +446,50 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    // MARK: Limits (sql/0017)
+
+    /// Every budget table's limit of rows per couple, in table order; with `couple`, how many it holds.
+    public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] {
+        let rows = try await run(
+            """
+            SELECT l.table_name, l.max_rows, c.row_count,
+                   EXISTS (SELECT 1 FROM couples WHERE id = \(couple)) AS couple_found
+            FROM budget_row_limits l
+            LEFT JOIN budget_row_counts c ON c.couple_id = \(couple) AND c.table_name = l.table_name
+            ORDER BY l.table_name
+            """)
+        if let couple, let first = rows.first, !(try first.decode("couple_found", as: Bool.self)) {
+            throw CollaborationError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist")
+        }
+        return try rows.map { row in
+            BudgetRowLimit(
+                table: try row.decode("table_name"), maxRows: try row.decode("max_rows"),
+                rows: couple == nil ? nil : try row.decode("row_count", as: Int?.self) ?? 0)
+        }
+    }
+
+    /// Sets limits, all in one transaction: a table that is not a budget table changes none of them.
+    public func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws {
+        do {
+            try await pool.withTransaction { connection in
+                for (table, maxRows) in limits {
+                    let updated = try await connection.execute(
+                        "UPDATE budget_row_limits SET max_rows = \(maxRows) WHERE table_name = \(table)")
+                    guard updated == 1 else {
+                        let tables: [String] = try await connection.query(
+                            "SELECT table_name FROM budget_row_limits ORDER BY table_name"
+                        ).map { try $0.decode("table_name") }
+                        throw CollaborationError(
+                            .invalidInput,
+                            "\"\(table)\" is not a budget table; the tables are \(tables.joined(separator: ", "))")
+                    }
+                }
+            }
+        } catch let error as PostgresError {
+            throw Self.budgetError(error)
+        }
+    }
+
     // MARK: Rows
 
     private static func scenario(_ row: PostgresRow) throws -> Scenario {
@@ -533,4 +577,11 @@ public struct PostgresBudgetRepository: BudgetRepository {
             return PostgresCollaborationRepository.collaborationError(error)
         }
     }
+}
+
+/// A budget table's limit of rows per couple (sql/0017) and, when a couple was named, how many it holds.
+public struct BudgetRowLimit: Sendable, Hashable, Encodable {
+    public let table: String
+    public let maxRows: Int
+    public let rows: Int?
 }

@@ -25,7 +25,7 @@ extension RBAC {
                 """,
             subcommands: [
                 Overview.self, Scenarios.self, Clone.self, Folders.self, Items.self, Categories.self, Expenses.self,
-                Allocate.self, Payments.self, Gifts.self, Delete.self,
+                Allocate.self, Payments.self, Gifts.self, Delete.self, Limits.self,
             ])
 
         /// The options every budget command takes.
@@ -492,6 +492,62 @@ extension RBAC {
                                 $0.budgetItemID?.uuidString.lowercased() ?? "",
                             ]
                         }
+                    ).rendered)
+            }
+        }
+
+        struct Limits: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "How many rows of each budget table a couple may hold; with --couple, how many it does.",
+                discussion: """
+                    A write that would take a couple past a limit adds nothing and fails (exit 4). The limits \
+                    hold for every couple; --set changes them, all or none, and prints them.
+
+                      rbac budget limits --couple C
+                      rbac budget limits --set budget_items=50000 --set expenses=200000
+                    """)
+            @Option(help: "Also show how many rows this couple (id) holds.") var couple: String?
+            @Option(
+                name: .customLong("set"),
+                help: ArgumentHelp("Change a table's limit (repeatable).", valueName: "table=rows"))
+            var changes: [String] = []
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                if let couple { _ = try Parse.couple(couple) }
+                _ = try parsedChanges()
+            }
+
+            /// The --set options as (table, rows).
+            private func parsedChanges() throws -> [(table: String, maxRows: Int)] {
+                try changes.map { change in
+                    let parts = change.split(separator: "=", maxSplits: 1).map(String.init)
+                    guard parts.count == 2, !parts[0].isEmpty else {
+                        throw ValidationError("--set takes table=rows, e.g. budget_items=50000, not \"\(change)\"")
+                    }
+                    guard let rows = Int(parts[1]), (0...Int(Int32.max)).contains(rows) else {
+                        throw ValidationError(
+                            "--set \(parts[0]): the limit must be a whole number from 0 to \(Int32.max), not \"\(parts[1])\""
+                        )
+                    }
+                    return (parts[0], rows)
+                }
+            }
+
+            func run() async throws {
+                let couple = try couple.map(Parse.couple)
+                let changes = try parsedChanges()
+                let limits = try await CommandContext.run(database) { context in
+                    let repository = PostgresBudgetRepository(pool: context.pool)
+                    if !changes.isEmpty { try await repository.setRowLimits(changes) }
+                    return try await repository.rowLimits(couple: couple)
+                }
+                try output.print(
+                    limits,
+                    Table(
+                        headers: ["TABLE", "LIMIT"] + (couple == nil ? [] : ["ROWS"]),
+                        rows: limits.map { [$0.table, String($0.maxRows)] + ($0.rows.map { [String($0)] } ?? []) }
                     ).rendered)
             }
         }

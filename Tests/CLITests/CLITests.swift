@@ -152,27 +152,38 @@ struct CLITests {
         }
     }
 
-    @Test("a budget write past the couple's limit exits 4, naming the limit, and adds nothing")
-    func budgetLimit() async throws {
-        try await TestDatabase.withFresh { configuration in
-            let run = { (arguments: [String]) in
-                try await Self.rbac(arguments, database: configuration.connectionString)
-            }
-            #expect(try await run(["migrate"]).status == 0)
+    @Test("budget limits: --set changes them, all or none; a write past one exits 4, naming it, and adds nothing")
+    func budgetLimits() async throws {
+        try await Self.withDatabase { run in
             let couple = try await Self.createCouple(run)
-            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 1)
-            try await pool.query("UPDATE budget_row_limits SET max_rows = 1 WHERE table_name = 'budget_scenarios'")
-            await pool.close()
+            let limits = ["budget", "limits"]
+            let refused = try await run(limits + ["--set", "budget_scenarios=1", "--set", "scenarios=5"])
+            #expect(refused.status == 2)
+            #expect(
+                refused.stderr
+                    == "rbac: \"scenarios\" is not a budget table; the tables are budget_folders, budget_items, budget_scenarios, expense_allocations, expense_payments, expenses, gifts_and_owed\n"
+            )
+            #expect(
+                try await run(limits).stdout.contains("budget_scenarios     100\n"), "the valid --set did not apply")
+            #expect(try await run(limits + ["--set", "budget_scenarios=-1"]).status == 2)
+            #expect(try await run(limits + ["--set", "budget_scenarios"]).status == 2)
+            #expect(try await run(limits + ["--set", "budget_scenarios=1"]).status == 0)
+
             let scenarios = ["budget", "scenarios", "--couple", couple]
             #expect(try await run(scenarios + ["--create", "Main"]).status == 0)
             let before = try await run(scenarios + ["--json"])
-            let refused = try await run(scenarios + ["--create", "Plan B"])
-            #expect(refused.status == 4)
+            let full = try await run(scenarios + ["--create", "Plan B"])
+            #expect(full.status == 4)
             #expect(
-                refused.stderr
+                full.stderr
                     == "rbac: this would pass the couple's limit of scenarios (1); delete some first, or ask an operator to raise the limit\n"
             )
             #expect(try await run(scenarios + ["--json"]).stdout == before.stdout)
+
+            let usage = try Self.jsonArray(try await run(limits + ["--couple", couple, "--json"]))
+            let held = try #require(usage.first { $0["table"] as? String == "budget_scenarios" })
+            #expect(held["max_rows"] as? Int == 1 && held["rows"] as? Int == 1)
+            #expect(try await run(limits + ["--couple", UUID().uuidString]).status == 3)
         }
     }
 
