@@ -98,7 +98,7 @@ func overview(_ couple: UUID, _ scenario: UUID) async throws -> BudgetOverview {
 /// their expenses' names) and its gifts, two prepared statements per item; the same arithmetic afterwards.
 func naiveOverview(_ couple: UUID, _ scenario: UUID) async throws -> BudgetOverview {
     let (revision, _) = try await repository.revision(couple: couple, scenario: scenario)
-    let items = try await repository.items(couple: couple, scenario: scenario)
+    let items = try await repository.items(couple: couple, scenario: scenario, page: nil)
     var allocations: [AllocationCents] = []
     var expenseNames: [UUID: String] = [:]
     var gifts: [Gift] = []

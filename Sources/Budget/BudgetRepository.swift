@@ -10,7 +10,8 @@ public protocol BudgetRepository: Sendable {
     /// The couple's budget revision (0 before its first budget write), and whether `scenario` is one of its
     /// scenarios.
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
-    func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem]
+    /// The items of `scenario`, by name; with `page`, that page of them.
+    func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem]
     /// The allocations of `scenario`, as the overview adds them up: in whole cents, in parts that the overview
     /// tallies in parallel. Each part is ordered by budget item and then by expense, and holds all of its items'
     /// allocations, so that each item's allocations come together (the overview's links keep this order).
@@ -25,7 +26,8 @@ public protocol BudgetRepository: Sendable {
 
     // MARK: Scenarios, folders, items
 
-    func scenarios(couple: UUID) async throws -> [Scenario]
+    /// The scenarios, oldest first; with `page`, that page of them.
+    func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario]
     /// Creates a scenario; a primary one takes over from the couple's previous primary.
     func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario
     /// Copies `source` with its folders, items and allocations, atomically.
@@ -33,7 +35,8 @@ public protocol BudgetRepository: Sendable {
     func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario
     /// Renames a scenario; throws `BudgetRecord.scenario.notFound` when the couple has no such scenario.
     func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario
-    func folders(couple: UUID, scenario: UUID) async throws -> [Folder]
+    /// The folders of `scenario`, by name; with `page`, that page of them.
+    func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder]
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder
     /// Renames a folder; throws `BudgetRecord.folder.notFound` when the couple has no such folder.
     func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder
@@ -41,13 +44,17 @@ public protocol BudgetRepository: Sendable {
 
     // MARK: Expenses, payments, gifts
 
-    func expenses(couple: UUID) async throws -> [Expense]
+    /// The expenses, by due date (those without one last) and name; with `page`, that page of them.
+    func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense]
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense
-    func payments(couple: UUID) async throws -> [ExpensePayment]
-    /// The payments of one expense, oldest first; nil when the couple has no such expense.
-    func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]?
+    /// The payments of `expenses`, or (nil) of every expense, oldest first.
+    func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment]
+    /// The payments of one expense, oldest first, or with `page` that page of them; nil when the couple has no
+    /// such expense.
+    func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]?
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment
-    func gifts(couple: UUID) async throws -> [Gift]
+    /// The gifts and money owed, by whom from; with `page`, that page of them.
+    func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift]
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift
 
     // MARK: Allocation
@@ -57,6 +64,24 @@ public protocol BudgetRepository: Sendable {
     func withBudgetLock<T: Sendable>(
         couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
     ) async throws -> T
+}
+
+/// One page of a listing: at most `limit` rows in id order, those after the id `after` (the last one of the
+/// page before; nil for the first page).
+public struct PageRequest: Sendable, Hashable {
+    public let limit: Int
+    public let after: UUID?
+
+    public init(limit: Int, after: UUID?) {
+        precondition(limit > 0, "a page holds at least one row")
+        self.limit = limit
+        self.after = after
+    }
+
+    /// This page of `rows`, which may come in any order.
+    public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
+        Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
+    }
 }
 
 /// One allocation of an expense to a budget item, its amount in whole cents: exact for `numeric(12,2)`, and

@@ -40,7 +40,7 @@ public actor CoupleBudget {
             for _ in 0..<Self.parallelAttempts {
                 guard exists else { throw Self.noSuchScenario }
                 if let cached = overviews[scenario], cached.revision == revision { return cached }
-                async let items = repository.items(couple: couple, scenario: scenario)
+                async let items = repository.items(couple: couple, scenario: scenario, page: nil)
                 async let allocations = repository.allocationCents(couple: couple, scenario: scenario)
                 async let expenseNames = repository.expenseNames(couple: couple)
                 async let gifts = repository.linkedGifts(couple: couple, scenario: scenario)
@@ -73,10 +73,11 @@ public actor CoupleBudget {
 
     // MARK: Development
 
-    public func scenarios(as actor: Actor) async throws -> [Scenario] {
+    /// The scenarios, oldest first. Like every listing here, with `page` one page of them, in id order.
+    public func scenarios(page: PageRequest? = nil, as actor: Actor) async throws -> [Scenario] {
         try await metrics.measure("budget.scenarios") {
             try await require(.budgetView, actor)
-            return try await repository.scenarios(couple: couple)
+            return try await repository.scenarios(couple: couple, page: page)
         }
     }
 
@@ -112,10 +113,10 @@ public actor CoupleBudget {
         }
     }
 
-    public func folders(scenario: UUID, as actor: Actor) async throws -> [Folder] {
+    public func folders(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [Folder] {
         try await metrics.measure("budget.folders") {
             try await require(.budgetView, actor)
-            return try await repository.folders(couple: couple, scenario: scenario)
+            return try await repository.folders(couple: couple, scenario: scenario, page: page)
         }
     }
 
@@ -127,10 +128,10 @@ public actor CoupleBudget {
         }
     }
 
-    public func items(scenario: UUID, as actor: Actor) async throws -> [BudgetItem] {
+    public func items(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [BudgetItem] {
         try await metrics.measure("budget.items") {
             try await require(.budgetView, actor)
-            return try await repository.items(couple: couple, scenario: scenario)
+            return try await repository.items(couple: couple, scenario: scenario, page: page)
         }
     }
 
@@ -189,10 +190,10 @@ public actor CoupleBudget {
 
     // MARK: Expenses, payments, gifts
 
-    public func expenses(as actor: Actor) async throws -> [Expense] {
+    public func expenses(page: PageRequest? = nil, as actor: Actor) async throws -> [Expense] {
         try await metrics.measure("budget.expenses") {
             try await require(.expensesView, actor)
-            return try await repository.expenses(couple: couple)
+            return try await repository.expenses(couple: couple, page: page)
         }
     }
 
@@ -249,35 +250,42 @@ public actor CoupleBudget {
     }
 
     /// The payments recorded against `expense`, oldest first.
-    public func payments(expense: UUID, as actor: Actor) async throws -> [ExpensePayment] {
+    public func payments(expense: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [ExpensePayment] {
         try await metrics.measure("budget.payments") {
             try await require(.expensesView, actor)
-            guard let payments = try await repository.payments(couple: couple, expense: expense) else {
+            guard let payments = try await repository.payments(couple: couple, expense: expense, page: page) else {
                 throw Self.noSuchExpense
             }
             return payments
         }
     }
 
-    /// Every expense's payment position on `today`, from two statements however many payments there are.
-    public func paymentStatuses(today: CalendarDay = CalendarDay.today(), as actor: Actor) async throws
-        -> [PaymentStatus]
-    {
+    /// Every expense's payment position on `today` (with `page`, a page of expenses'), from two statements
+    /// however many payments there are.
+    public func paymentStatuses(
+        today: CalendarDay = CalendarDay.today(), page: PageRequest? = nil, as actor: Actor
+    ) async throws -> [PaymentStatus] {
         try await metrics.measure("budget.payment_statuses") {
             try await require(.expensesView, actor)
-            async let expenses = repository.expenses(couple: couple)
-            async let payments = repository.payments(couple: couple)
-            let byExpense = Dictionary(grouping: try await payments, by: \.expenseID)
-            return try await expenses.map {
-                BudgetRules.paymentStatus(of: $0, payments: byExpense[$0.id] ?? [], today: today)
+            let expenses: [Expense]
+            let payments: [ExpensePayment]
+            if page == nil {
+                async let all = repository.payments(couple: couple, expenses: nil)
+                expenses = try await repository.expenses(couple: couple, page: nil)
+                payments = try await all
+            } else {
+                expenses = try await repository.expenses(couple: couple, page: page)
+                payments = try await repository.payments(couple: couple, expenses: expenses.map(\.id))
             }
+            let byExpense = Dictionary(grouping: payments, by: \.expenseID)
+            return expenses.map { BudgetRules.paymentStatus(of: $0, payments: byExpense[$0.id] ?? [], today: today) }
         }
     }
 
-    public func gifts(as actor: Actor) async throws -> [Gift] {
+    public func gifts(page: PageRequest? = nil, as actor: Actor) async throws -> [Gift] {
         try await metrics.measure("budget.gifts") {
             try await require(.giftsView, actor)
-            return try await repository.gifts(couple: couple)
+            return try await repository.gifts(couple: couple, page: page)
         }
     }
 

@@ -39,8 +39,8 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { ($0.revision, Self.scenarioExists(scenario, in: $0)) }
     }
 
-    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
-        read { Self.items(of: scenario, in: $0) }
+    public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
+        read { Self.listed(Self.items(of: scenario, in: $0), page, id: \.id) }
     }
 
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
@@ -88,7 +88,9 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         return data.gifts.filter { $0.budgetItemID.map(items.contains) == true }
     }
 
-    public func scenarios(couple: UUID) async throws -> [Scenario] { read(\.scenarios) }
+    public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
+        read { Self.listed($0.scenarios, page, id: \.id) }
+    }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
         write { data in
@@ -150,8 +152,8 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
-        read { $0.folders.filter { $0.scenarioID == scenario } }
+    public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
+        read { Self.listed($0.folders.filter { $0.scenarioID == scenario }, page, id: \.id) }
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -190,7 +192,9 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func expenses(couple: UUID) async throws -> [Expense] { read(\.expenses) }
+    public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
+        read { Self.listed($0.expenses, page, id: \.id) }
+    }
 
     public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
         write { data in
@@ -199,12 +203,15 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func payments(couple: UUID) async throws -> [ExpensePayment] { read(\.payments) }
+    public func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
+        read { data in expenses.map { ids in data.payments.filter { ids.contains($0.expenseID) } } ?? data.payments }
+    }
 
-    public func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
+    public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
         read { data in
             guard data.expenses.contains(where: { $0.id == expense }) else { return nil }
-            return data.payments.filter { $0.expenseID == expense }.sorted { $0.paidAt < $1.paidAt }
+            let payments = data.payments.filter { $0.expenseID == expense }.sorted { $0.paidAt < $1.paidAt }
+            return Self.listed(payments, page, id: \.id)
         }
     }
 
@@ -218,7 +225,14 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func gifts(couple: UUID) async throws -> [Gift] { read(\.gifts) }
+    public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
+        read { Self.listed($0.gifts, page, id: \.id) }
+    }
+
+    /// `rows` as stored, or with `page` that page of them.
+    private static func listed<Row>(_ rows: [Row], _ page: PageRequest?, id: (Row) -> UUID) -> [Row] {
+        page.map { $0.of(rows, id: id) } ?? rows
+    }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
         try write { data in

@@ -12,7 +12,7 @@ struct BudgetAPIController {
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         let budget = group.group("couples/:couple/budget")
         budget.get("scenarios") { request, context in
-            try await run(request, context) { b, actor in try await b.scenarios(as: actor) }
+            try await list("scenarios", request, context, id: \.id) { try await $0.scenarios(page: $2, as: $1) }
         }
         budget.post("scenarios") { request, context in
             struct Body: Decodable {
@@ -61,11 +61,15 @@ struct BudgetAPIController {
         }
         budget.get("scenarios/:scenario/items") { request, context in
             let scenario = try id(context, "scenario")
-            return try await run(request, context) { b, actor in try await b.items(scenario: scenario, as: actor) }
+            return try await list("items", request, context, id: \.id) {
+                try await $0.items(scenario: scenario, page: $2, as: $1)
+            }
         }
         budget.get("scenarios/:scenario/folders") { request, context in
             let scenario = try id(context, "scenario")
-            return try await run(request, context) { b, actor in try await b.folders(scenario: scenario, as: actor) }
+            return try await list("folders", request, context, id: \.id) {
+                try await $0.folders(scenario: scenario, page: $2, as: $1)
+            }
         }
         budget.get("scenarios/:scenario/categories") { request, context in
             let scenario = try id(context, "scenario")
@@ -126,7 +130,7 @@ struct BudgetAPIController {
             }
         }
         budget.get("expenses") { request, context in
-            try await run(request, context) { b, actor in try await b.expenses(as: actor) }
+            try await list("expenses", request, context, id: \.id) { try await $0.expenses(page: $2, as: $1) }
         }
         budget.post("expenses") { request, context in
             struct Body: Decodable {
@@ -202,13 +206,17 @@ struct BudgetAPIController {
         }
         budget.get("expenses/:expense/payments") { request, context in
             let expense = try id(context, "expense")
-            return try await run(request, context) { b, actor in try await b.payments(expense: expense, as: actor) }
+            return try await list("payments", request, context, id: \.id) {
+                try await $0.payments(expense: expense, page: $2, as: $1)
+            }
         }
         budget.get("payments") { request, context in
-            try await run(request, context) { b, actor in try await b.paymentStatuses(as: actor) }
+            try await list("payments", request, context, id: \.expenseID) {
+                try await $0.paymentStatuses(page: $2, as: $1)
+            }
         }
         budget.get("gifts") { request, context in
-            try await run(request, context) { b, actor in try await b.gifts(as: actor) }
+            try await list("gifts", request, context, id: \.id) { try await $0.gifts(page: $2, as: $1) }
         }
         budget.post("gifts") { request, context in
             struct Body: Decodable {
@@ -263,6 +271,22 @@ struct BudgetAPIController {
         var response = try PermissionAPIController.json(try await perform(request, context, body))
         response.status = status
         return response
+    }
+
+    /// Runs a listing on the couple's actor: every row, as a JSON array; or, when the request names `limit` or
+    /// `after`, one page of them in id order, `{"<name>": [...], "next_after": id}`, as the other listings page.
+    private func list<Row: Encodable & Sendable>(
+        _ name: String, _ request: Request, _ context: AppRequestContext, id: (Row) -> UUID,
+        _ body: @Sendable (CoupleBudget, Actor, PageRequest?) async throws -> [Row]
+    ) async throws -> Response {
+        let query = request.uri.queryParameters
+        guard query["limit"] != nil || query["after"] != nil else {
+            return try await run(request, context) { try await body($0, $1, nil) }
+        }
+        let (limit, after) = try PermissionAPIController.page(request)
+        let page = PageRequest(limit: limit, after: after)
+        let rows = try await perform(request, context) { try await body($0, $1, page) }
+        return try PermissionAPIController.json(PermissionAPIController.Page(name, rows, limit: limit, id: id))
     }
 
     /// Runs `body` on the couple's actor, acting for `X-Acting-User`.

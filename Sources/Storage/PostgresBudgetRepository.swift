@@ -19,8 +19,16 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await Self.revision(couple, scenario, on: run)
     }
 
-    public func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
-        try await Self.items(couple, scenario, on: run)
+    public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
+        guard let page else { return try await Self.items(couple, scenario, on: run) }
+        return try await run(
+            """
+            SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
+            WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+              AND (\(page.after)::uuid IS NULL OR id > \(page.after))
+            ORDER BY id LIMIT \(page.limit)
+            """
+        ).map(Self.item)
     }
 
     /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
@@ -135,10 +143,23 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Scenarios, folders, items
 
-    public func scenarios(couple: UUID) async throws -> [Scenario] {
-        try await run(
-            "SELECT id, name, is_primary FROM budget_scenarios WHERE couple_id = \(couple) ORDER BY created_at, id"
-        ).map(Self.scenario)
+    // Each listing: every row in an order for people, or one page in id order (a range of the primary key).
+
+    public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
+        let rows =
+            if let page {
+                try await run(
+                    """
+                    SELECT id, name, is_primary FROM budget_scenarios
+                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
+                    ORDER BY id LIMIT \(page.limit)
+                    """)
+            } else {
+                try await run(
+                    "SELECT id, name, is_primary FROM budget_scenarios WHERE couple_id = \(couple) ORDER BY created_at, id"
+                )
+            }
+        return try rows.map(Self.scenario)
     }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
@@ -196,13 +217,24 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    public func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
-        try await run(
-            """
-            SELECT id, scenario_id, name FROM budget_folders
-            WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
-            """
-        ).map(Self.folder)
+    public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
+        let rows =
+            if let page {
+                try await run(
+                    """
+                    SELECT id, scenario_id, name FROM budget_folders
+                    WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                      AND (\(page.after)::uuid IS NULL OR id > \(page.after))
+                    ORDER BY id LIMIT \(page.limit)
+                    """)
+            } else {
+                try await run(
+                    """
+                    SELECT id, scenario_id, name FROM budget_folders
+                    WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
+                    """)
+            }
+        return try rows.map(Self.folder)
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -238,10 +270,23 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Expenses, payments, gifts
 
-    public func expenses(couple: UUID) async throws -> [Expense] {
-        try await run(
-            "SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e WHERE e.couple_id = \(couple) ORDER BY e.due_date NULLS LAST, e.name, e.id"
-        ).map(Self.expense)
+    public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
+        let rows =
+            if let page {
+                try await run(
+                    """
+                    SELECT id, name, vendor, amount, to_char(due_date, 'YYYY-MM-DD') AS due_date, category FROM expenses
+                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
+                    ORDER BY id LIMIT \(page.limit)
+                    """)
+            } else {
+                try await run(
+                    """
+                    SELECT id, name, vendor, amount, to_char(due_date, 'YYYY-MM-DD') AS due_date, category FROM expenses
+                    WHERE couple_id = \(couple) ORDER BY due_date NULLS LAST, name, id
+                    """)
+            }
+        return try rows.map(Self.expense)
     }
 
     public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
@@ -254,23 +299,39 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return expense
     }
 
-    /// One statement: the expense's row, joined to its payments if it has any.
-    public func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
-        let rows = try await run(
-            """
-            SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
-            FROM expenses e LEFT JOIN expense_payments p ON p.couple_id = e.couple_id AND p.expense_id = e.id
-            WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
-            """)
+    /// One statement: the expense's row, joined to its payments (or to a page of them) if it has any.
+    public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
+        let rows =
+            if let page {
+                try await run(
+                    """
+                    SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
+                    FROM expenses e LEFT JOIN LATERAL (
+                        SELECT * FROM expense_payments p
+                        WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
+                          AND (\(page.after)::uuid IS NULL OR p.id > \(page.after))
+                        ORDER BY p.id LIMIT \(page.limit)
+                    ) p ON true
+                    WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.id
+                    """)
+            } else {
+                try await run(
+                    """
+                    SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
+                    FROM expenses e LEFT JOIN expense_payments p ON p.couple_id = e.couple_id AND p.expense_id = e.id
+                    WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
+                    """)
+            }
         guard !rows.isEmpty else { return nil }
         return try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
     }
 
-    public func payments(couple: UUID) async throws -> [ExpensePayment] {
+    public func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
         try await run(
             """
             SELECT id, expense_id, amount, to_char(paid_at, 'YYYY-MM-DD') AS paid_at FROM expense_payments
-            WHERE couple_id = \(couple) ORDER BY paid_at, id
+            WHERE couple_id = \(couple) AND (\(expenses)::uuid[] IS NULL OR expense_id = ANY(\(expenses)))
+            ORDER BY paid_at, id
             """
         ).map(Self.payment)
     }
@@ -284,10 +345,23 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return payment
     }
 
-    public func gifts(couple: UUID) async throws -> [Gift] {
-        try await run(
-            "SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed WHERE couple_id = \(couple) ORDER BY from_name, id"
-        ).map(Self.gift)
+    public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
+        let rows =
+            if let page {
+                try await run(
+                    """
+                    SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
+                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
+                    ORDER BY id LIMIT \(page.limit)
+                    """)
+            } else {
+                try await run(
+                    """
+                    SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
+                    WHERE couple_id = \(couple) ORDER BY from_name, id
+                    """)
+            }
+        return try rows.map(Self.gift)
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {

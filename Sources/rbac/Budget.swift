@@ -90,8 +90,12 @@ extension RBAC {
             @Option(help: "Make this scenario (id) the primary one.") var makePrimary: String?
             @Option(help: "Rename this scenario (id) to --name.") var rename: String?
             @Option(help: "With --rename: the new name.") var name: String?
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
+                try page.refuse(with: [
+                    ("--create", create != nil), ("--make-primary", makePrimary != nil), ("--rename", rename != nil),
+                ])
                 guard [create, makePrimary, rename].compactMap({ $0 }).count <= 1 else {
                     throw ValidationError("give one of --create, --make-primary and --rename")
                 }
@@ -112,7 +116,7 @@ extension RBAC {
                     if let rename, let name {
                         return .written(try await budget.renameScenario(rename, to: name, as: actor))
                     }
-                    return .listed(try await budget.scenarios(as: actor))
+                    return .listed(page.listed(try await budget.scenarios(page: page.request, as: actor), id: \.id))
                 }
                 try common.output.print(
                     scenarios,
@@ -157,8 +161,10 @@ extension RBAC {
             @Option(help: "With --add or --edit: the event.") var event: String?
             @Option(help: "With --add or --edit: the folder (id) to file it in.") var folder: String?
             @Flag(help: "With --edit: take it out of its folder.") var noFolder = false
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
+                try page.refuse(with: [("--add", add != nil), ("--edit", edit != nil)])
                 guard scenario != nil || edit != nil else {
                     throw ValidationError("--scenario is needed, except with --edit")
                 }
@@ -200,7 +206,9 @@ extension RBAC {
                     }
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
                     guard let scenario else { return .listed([]) }  // validate() requires it unless --edit
-                    return .listed(try await budget.items(scenario: scenario, as: actor))
+                    return .listed(
+                        page.listed(try await budget.items(scenario: scenario, page: page.request, as: actor), id: \.id)
+                    )
                 }
                 try common.output.print(
                     items,
@@ -226,8 +234,10 @@ extension RBAC {
             @Option(help: "Add a folder with this name.") var add: String?
             @Option(help: "Rename this folder (id) to --name.") var rename: String?
             @Option(help: "With --rename: the new name.") var name: String?
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
+                try page.refuse(with: [("--add", add != nil), ("--rename", rename != nil)])
                 guard scenario != nil || rename != nil else {
                     throw ValidationError("--scenario is needed, except with --rename")
                 }
@@ -246,7 +256,9 @@ extension RBAC {
                     if let add {
                         return .written(try await budget.createFolder(named: add, scenario: scenario, as: actor))
                     }
-                    return .listed(try await budget.folders(scenario: scenario, as: actor))
+                    return .listed(
+                        page.listed(
+                            try await budget.folders(scenario: scenario, page: page.request, as: actor), id: \.id))
                 }
                 try common.output.print(
                     folders,
@@ -292,8 +304,10 @@ extension RBAC {
             @Flag(help: "With --edit: remove the due date.") var noDue = false
             @Option(help: "With --set: scale the allocations of this scenario only (default: every scenario).")
             var scenario: String?
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
+                try page.refuse(with: [("--add", add != nil), ("--edit", edit != nil)])
                 guard [add, set, edit].compactMap({ $0 }).count <= 1 else {
                     throw ValidationError("give one of --add, --set and --edit")
                 }
@@ -334,7 +348,7 @@ extension RBAC {
                     if let setID, let amount {
                         _ = try await budget.setAmount(expense: setID, to: amount, scenario: scenario, as: actor)
                     }
-                    return .listed(try await budget.expenses(as: actor))
+                    return .listed(page.listed(try await budget.expenses(page: page.request, as: actor), id: \.id))
                 }
                 try common.output.print(
                     expenses,
@@ -391,6 +405,7 @@ extension RBAC {
             @Option(parsing: .unconditional, help: "With --expense: record a payment of this amount.") var amount:
                 String?
             @Option(help: "With --amount: when it was paid (YYYY-MM-DD; default today).") var paidAt: String?
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
                 guard amount == nil || expense != nil else { throw ValidationError("--amount needs --expense") }
@@ -404,7 +419,9 @@ extension RBAC {
                 let expense = try expense.map { try Parse.id($0, "expense") }
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 if let expense, amount == nil {
-                    let payments = try await common.run { try await $0.payments(expense: expense, as: $1) }
+                    let payments = try await common.run {
+                        page.listed(try await $0.payments(expense: expense, page: page.request, as: $1), id: \.id)
+                    }
                     return try common.output.print(
                         payments,
                         Table(
@@ -419,7 +436,8 @@ extension RBAC {
                         _ = try await budget.recordPayment(
                             expense: expense, amount: amount, paidAt: paidAt.flatMap(CalendarDay.init), as: actor)
                     }
-                    return try await budget.paymentStatuses(as: actor)
+                    return page.listed(
+                        try await budget.paymentStatuses(page: page.request, as: actor), id: \.expenseID)
                 }
                 try common.output.print(
                     statuses,
@@ -450,8 +468,10 @@ extension RBAC {
             @Flag(help: "With --edit: still owed.") var owed = false
             @Option(help: "With --add or --edit: the budget item (id) it goes towards.") var item: String?
             @Flag(help: "With --edit: set against no budget item.") var noItem = false
+            @OptionGroup var page: PageOptions
 
             func validate() throws {
+                try page.refuse(with: [("--add", add != nil), ("--edit", edit != nil)])
                 guard add == nil || edit == nil else { throw ValidationError("give one of --add and --edit") }
                 guard add == nil || amount != nil else { throw ValidationError("--add needs --amount") }
                 guard add != nil || edit != nil || (amount == nil && item == nil && !received) else {
@@ -480,7 +500,7 @@ extension RBAC {
                             budgetItem: change(item, clear: noItem))
                         return .written(try await budget.editGift(editID, changes, as: actor))
                     }
-                    return .listed(try await budget.gifts(as: actor))
+                    return .listed(page.listed(try await budget.gifts(page: page.request, as: actor), id: \.id))
                 }
                 try common.output.print(
                     gifts,

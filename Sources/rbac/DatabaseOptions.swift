@@ -1,4 +1,5 @@
 import ArgumentParser
+import Budget
 import Collaboration
 import Foundation
 import Postgres
@@ -74,18 +75,32 @@ struct PageOptions: ParsableArguments {
         }
     }
 
-    /// Every entry, or with --limit one page of them (`page` takes the limit and the id to read after). A full
-    /// page says on stderr how to ask for the next one.
+    /// The page --limit and --after ask for; nil without --limit: every entry.
+    var request: PageRequest? {
+        limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) }
+    }
+
+    /// Every entry, or with --limit one page of them (`page` takes the limit and the id to read after).
     func read<Item>(
         id: (Item) -> UUID, every: () async throws -> [Item],
         page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
     ) async throws -> [Item] {
-        guard let limit else { return try await every() }
-        let items = try await page(limit, after.flatMap { UUID(parsing: $0) })
-        if items.count == limit, let last = items.last {
+        guard let request else { return try await every() }
+        return listed(try await page(request.limit, request.after), id: id)
+    }
+
+    /// `items`, as read for `request`: a full page says on stderr how to ask for the next one.
+    func listed<Item>(_ items: [Item], id: (Item) -> UUID) -> [Item] {
+        if let limit, items.count == limit, let last = items.last {
             FileHandle.standardError.write(
                 Data("rbac: more may follow: --after \(id(last).uuidString.lowercased())\n".utf8))
         }
         return items
+    }
+
+    /// Refuses --limit with the first of `options` given: with it, a command prints what it wrote, not a list.
+    func refuse(with options: [(name: String, given: Bool)]) throws {
+        guard limit != nil, let option = options.first(where: \.given) else { return }
+        throw ValidationError("--limit and --after page a listing; they do not go with \(option.name)")
     }
 }

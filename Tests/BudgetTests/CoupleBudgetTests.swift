@@ -163,8 +163,8 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
         try await inner.revision(couple: couple, scenario: scenario)
     }
-    func items(couple: UUID, scenario: UUID) async throws -> [BudgetItem] {
-        try await inner.items(couple: couple, scenario: scenario)
+    func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
+        try await inner.items(couple: couple, scenario: scenario, page: page)
     }
     func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
         _ = try await inner.createFolder(
@@ -179,7 +179,9 @@ private final class ChurningBudgetRepository: BudgetRepository {
         snapshotReads.withLock { $0 += 1 }
         return try await inner.overviewSnapshot(couple: couple, scenario: scenario)
     }
-    func scenarios(couple: UUID) async throws -> [Scenario] { try await inner.scenarios(couple: couple) }
+    func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
+        try await inner.scenarios(couple: couple, page: page)
+    }
     func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
         try await inner.createScenario(couple: couple, name: name, primary: primary, as: actor)
     }
@@ -192,8 +194,8 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario {
         try await inner.renameScenario(couple: couple, scenario: scenario, to: name, as: actor)
     }
-    func folders(couple: UUID, scenario: UUID) async throws -> [Folder] {
-        try await inner.folders(couple: couple, scenario: scenario)
+    func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
+        try await inner.folders(couple: couple, scenario: scenario, page: page)
     }
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
         try await inner.createFolder(couple: couple, scenario: scenario, name: name, as: actor)
@@ -204,18 +206,24 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
         try await inner.createItem(couple: couple, item, as: actor)
     }
-    func expenses(couple: UUID) async throws -> [Expense] { try await inner.expenses(couple: couple) }
+    func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
+        try await inner.expenses(couple: couple, page: page)
+    }
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
         try await inner.createExpense(couple: couple, expense, as: actor)
     }
-    func payments(couple: UUID) async throws -> [ExpensePayment] { try await inner.payments(couple: couple) }
-    func payments(couple: UUID, expense: UUID) async throws -> [ExpensePayment]? {
-        try await inner.payments(couple: couple, expense: expense)
+    func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
+        try await inner.payments(couple: couple, expenses: expenses)
+    }
+    func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
+        try await inner.payments(couple: couple, expense: expense, page: page)
     }
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try await inner.addPayment(couple: couple, payment, as: actor)
     }
-    func gifts(couple: UUID) async throws -> [Gift] { try await inner.gifts(couple: couple) }
+    func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
+        try await inner.gifts(couple: couple, page: page)
+    }
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
         try await inner.createGift(couple: couple, gift, as: actor)
     }

@@ -207,6 +207,22 @@ struct CLITests {
                 items.append(try #require(try Self.json(item)["id"] as? String))
             }
             let listed = try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"])
+            // One page at a time, in id order; a full page says on stderr how to get the next.
+            let firstPage = try await run(
+                ["budget", "items"] + base + ["--scenario", scenarioID, "--limit", "2", "--json"])
+            let firstIDs = try Self.jsonArray(firstPage).compactMap { $0["id"] as? String }
+            #expect(firstIDs == Array(items.sorted { UUID(uuidString: $0)! < UUID(uuidString: $1)! }.prefix(2)))
+            #expect(firstPage.stderr == "rbac: more may follow: --after \(firstIDs[1])\n")
+            let lastPage = try await run(
+                ["budget", "items"] + base + [
+                    "--scenario", scenarioID, "--limit", "2", "--after", firstIDs[1], "--json",
+                ])
+            #expect(try Self.jsonArray(lastPage).count == 1 && lastPage.stderr.isEmpty)
+            let pagedWrite = try await run(
+                ["budget", "items"] + base + [
+                    "--scenario", scenarioID, "--add", "Cake", "--budgeted", "1", "--limit", "2",
+                ])
+            #expect(pagedWrite.status == 2 && pagedWrite.stderr.contains("they do not go with --add"))
             for (amount, message) in [
                 ("3000.555", "--budgeted must be in whole cents (3000.555)"),
                 ("-5", "--budgeted must not be negative (-5)"), ("5e3", "--budgeted \"5e3\" is not an amount"),

@@ -206,6 +206,43 @@ struct BudgetAPITests {
         }
     }
 
+    @Test("a listing with limit or after answers one page in id order with next_after; without, every row")
+    func paging() async throws {
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            var owner = fixture.keyHeader
+            owner[.init("X-Acting-User")!] = fixture.owner.uuidString
+            let expenses = "/v1/couples/\(fixture.couple)/budget/expenses"
+            var ids: [String] = []
+            for name in ["Hall", "Band", "Cake"] {
+                try await client.execute(
+                    uri: expenses, method: .post, headers: owner,
+                    body: ByteBuffer(string: #"{"name":"\#(name)","amount":10}"#)
+                ) {
+                    let body = try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [String: Any]
+                    ids.append(try #require(body?["id"] as? String))
+                }
+            }
+            ids.sort { UUID(uuidString: $0)! < UUID(uuidString: $1)! }
+            func get(_ query: String) async throws -> (HTTPResponse.Status, Any?) {
+                try await client.execute(uri: expenses + query, method: .get, headers: owner) {
+                    ($0.status, try? JSONSerialization.jsonObject(with: Data(buffer: $0.body)))
+                }
+            }
+            let (status, every) = try await get("")
+            #expect(status == .ok && (every as? [Any])?.count == 3, "without limit or after: every row, as before")
+            let first = try #require(try await get("?limit=2").1 as? [String: Any])
+            #expect((first["expenses"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == Array(ids[0..<2]))
+            #expect(first["next_after"] as? String == ids[1])
+            let last = try #require(try await get("?limit=2&after=\(ids[1])").1 as? [String: Any])
+            #expect((last["expenses"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[2]])
+            #expect(last["next_after"] == nil, "a short page is the last")
+            for bad in ["?limit=0", "?limit=1001", "?limit=two", "?after=nope"] {
+                #expect(try await get(bad).0 == .badRequest, "\(bad)")
+            }
+        }
+    }
+
     @Test("with no budget traffic at all, the service's sweeper lets go of idle couples")
     func sweeper() async throws {
         let offset = Mutex<Duration>(.zero)

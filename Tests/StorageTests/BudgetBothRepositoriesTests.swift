@@ -291,4 +291,65 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["Reception"])
         }
     }
+
+    @Test(
+        "every listing pages in id order: pages of 2 hold each row once, and the last is short",
+        arguments: Backend.allCases)
+    func paging(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let deposit = try await b.createExpense(named: "Deposit", amount: 100, as: admin)
+            for n in 1...4 {
+                _ = try await b.createScenario(named: "S\(n)", as: admin)
+                _ = try await b.createExpense(named: "E\(n)", amount: 10, as: admin)
+            }
+            for n in 1...5 {
+                _ = try await b.createFolder(named: "F\(n)", scenario: main.id, as: admin)
+                _ = try await b.createItem(named: "I\(n)", scenario: main.id, budgeted: 10, as: admin)
+                _ = try await b.recordPayment(expense: deposit.id, amount: 1, as: admin)
+                _ = try await b.recordGift(from: "G\(n)", amount: 1, received: false, as: admin)
+            }
+            let today = CalendarDay.today()
+
+            /// Pages of 2 of a listing, each after the last id of the one before, until one is short; and the
+            /// rows they hold should be every row of the unpaged listing, once each, in id order.
+            func expectPages<Row: Hashable>(
+                _ name: String, id: (Row) -> UUID, every: [Row], _ read: (PageRequest) async throws -> [Row]
+            ) async throws {
+                var pages: [[Row]] = []
+                var after: UUID?
+                repeat {
+                    let page = try await read(PageRequest(limit: 2, after: after))
+                    pages.append(page)
+                    after = page.last.map(id)
+                } while pages.last?.count == 2 && pages.count < 10
+                #expect(pages.map(\.count) == [2, 2, 1], "\(name)")
+                #expect(Array(pages.joined()) == every.sorted { id($0) < id($1) }, "\(name)")
+            }
+            try await expectPages("scenarios", id: \.id, every: try await b.scenarios(as: admin)) {
+                try await b.scenarios(page: $0, as: admin)
+            }
+            try await expectPages("folders", id: \.id, every: try await b.folders(scenario: main.id, as: admin)) {
+                try await b.folders(scenario: main.id, page: $0, as: admin)
+            }
+            try await expectPages("items", id: \.id, every: try await b.items(scenario: main.id, as: admin)) {
+                try await b.items(scenario: main.id, page: $0, as: admin)
+            }
+            try await expectPages("expenses", id: \.id, every: try await b.expenses(as: admin)) {
+                try await b.expenses(page: $0, as: admin)
+            }
+            try await expectPages("payments", id: \.id, every: try await b.payments(expense: deposit.id, as: admin)) {
+                try await b.payments(expense: deposit.id, page: $0, as: admin)
+            }
+            try await expectPages(
+                "payment statuses", id: \.expenseID, every: try await b.paymentStatuses(today: today, as: admin)
+            ) { try await b.paymentStatuses(today: today, page: $0, as: admin) }
+            try await expectPages("gifts", id: \.id, every: try await b.gifts(as: admin)) {
+                try await b.gifts(page: $0, as: admin)
+            }
+            let paid = try await b.paymentStatuses(today: today, page: PageRequest(limit: 1000, after: nil), as: admin)
+            #expect(paid.first { $0.expenseID == deposit.id }?.paid == 5, "a page's statuses count their payments")
+        }
+    }
 }

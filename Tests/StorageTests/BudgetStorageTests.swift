@@ -399,6 +399,47 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("a page of any listing holds the couple's own rows only, the first page and those after an id")
+    func pagesStayInTheCouple() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let other = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            var mine: (scenario: UUID, expense: UUID)?
+            for couple in [other, world.couple] {
+                let b = CoupleBudget(
+                    couple: couple, repository: world.repository,
+                    checker: PermissionChecker(repository: PostgresCollaborationRepository(pool: pool)))
+                let scenario = try await b.createScenario(named: "Main", as: admin).id
+                _ = try await b.createFolder(named: "Party", scenario: scenario, as: admin)
+                _ = try await b.createItem(named: "Hall", scenario: scenario, budgeted: 10, as: admin)
+                let expense = try await b.createExpense(named: "Deposit", amount: 10, as: admin).id
+                _ = try await b.recordPayment(expense: expense, amount: 1, as: admin)
+                _ = try await b.recordGift(from: "Aunt", amount: 1, received: true, as: admin)
+                mine = (scenario, expense)
+            }
+            let (scenario, expense) = try #require(mine)
+            let b = world.budget()
+            for after in [nil, UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))] {
+                let page = PageRequest(limit: 1000, after: after)
+                #expect(try await b.scenarios(page: page, as: admin) == b.scenarios(as: admin))
+                #expect(
+                    try await b.folders(scenario: scenario, page: page, as: admin)
+                        == b.folders(scenario: scenario, as: admin))
+                #expect(
+                    try await b.items(scenario: scenario, page: page, as: admin)
+                        == b.items(scenario: scenario, as: admin))
+                #expect(try await b.expenses(page: page, as: admin) == b.expenses(as: admin))
+                #expect(
+                    try await b.payments(expense: expense, page: page, as: admin)
+                        == b.payments(expense: expense, as: admin))
+                #expect(try await b.paymentStatuses(page: page, as: admin) == b.paymentStatuses(as: admin))
+                #expect(try await b.gifts(page: page, as: admin) == b.gifts(as: admin))
+                #expect(try await b.expenses(page: page, as: admin).count == 1, "after \(String(describing: after))")
+            }
+        }
+    }
+
     @Test("an overview snapshot holds what the five reads return, from one REPEATABLE READ transaction")
     func overviewSnapshot() async throws {
         try await MigratedDatabase.withPool { pool in
@@ -409,7 +450,8 @@ struct BudgetStorageTests {
             let snapshot = try await repository.overviewSnapshot(couple: world.couple, scenario: scenario.id)
             let (revision, exists) = try await repository.revision(couple: world.couple, scenario: scenario.id)
             #expect(snapshot.revision == revision && snapshot.scenarioExists == exists && exists)
-            #expect(snapshot.items == (try await repository.items(couple: world.couple, scenario: scenario.id)))
+            #expect(
+                snapshot.items == (try await repository.items(couple: world.couple, scenario: scenario.id, page: nil)))
             #expect(
                 snapshot.allocations
                     == (try await repository.allocationCents(couple: world.couple, scenario: scenario.id)))
