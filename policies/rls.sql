@@ -38,8 +38,7 @@ BEGIN
     FOR v_table, v_permission IN VALUES
         ('budget_scenarios', 'budget.view'), ('budget_folders', 'budget.view'), ('budget_items', 'budget.view'),
         ('expense_allocations', 'budget.view'), ('expenses', 'expenses.view'),
-        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view'),
-        ('budget_row_counts', 'budget.view')
+        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view')
     LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
@@ -48,3 +47,15 @@ BEGIN
                        v_table, v_permission);
     END LOOP;
 END $$;
+
+-- How many rows of a budget table a couple holds (sql/0017): for those who may read that table.
+ALTER TABLE budget_row_counts ENABLE ROW LEVEL SECURITY;
+ALTER TABLE budget_row_counts FORCE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS viewers_read ON budget_row_counts;
+CREATE POLICY viewers_read ON budget_row_counts FOR SELECT TO rbac_app
+    USING (rbac.may(couple_id, CASE table_name
+                                   WHEN 'expenses' THEN 'expenses.view'
+                                   WHEN 'expense_payments' THEN 'expenses.view'
+                                   WHEN 'gifts_and_owed' THEN 'gifts.view'
+                                   ELSE 'budget.view'
+                               END));

@@ -105,6 +105,24 @@ DELETE FROM budget_scenarios WHERE couple_id = pg_temp.id('Olivia');
 SELECT is(pg_temp.counted('Olivia', 'budget_items'), 0, 'a deleted scenario takes its items'' count along');
 SELECT is_empty($$SELECT * FROM pg_temp.miscounted()$$, 'every count matches after deleting a scenario');
 
+-- Reading a count takes what reading its table takes: a member who may see the budget but not the gifts
+-- learns nothing about the gifts.
+INSERT INTO gifts_and_owed (couple_id, from_name, amount) VALUES (pg_temp.id('Sam'), 'Uncle', 5);
+INSERT INTO roles (name, description, rank) VALUES ('budgeter', 'the budget alone', 90);
+INSERT INTO role_permissions (role, permission) VALUES ('budgeter', 'budget.view');
+SELECT pg_temp.new_user('bea');
+SELECT pg_temp.add_member('Sam', 'bea', 'budgeter');
+SET LOCAL ROLE rbac_app;
+SELECT pg_temp.act_as('bea');
+SELECT set_eq($$SELECT table_name FROM budget_row_counts$$, ARRAY['budget_scenarios', 'budget_items'],
+    'a member reads the counts of the tables they may read (budget.view: not expenses, payments or gifts)');
+SELECT pg_temp.act_as('sam');
+SELECT set_eq($$SELECT table_name FROM budget_row_counts$$,
+    ARRAY['budget_scenarios', 'budget_items', 'expenses', 'expense_payments', 'gifts_and_owed'],
+    'an owner reads them all, of their own couple only');
+RESET ROLE;
+SELECT pg_temp.act_as_operator();
+
 DELETE FROM couples WHERE id = pg_temp.id('Sam');
 SELECT is_empty($$SELECT 1 FROM budget_row_counts WHERE couple_id = pg_temp.id('Sam')$$,
     'a deleted couple''s counts go with it');
