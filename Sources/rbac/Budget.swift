@@ -12,7 +12,9 @@ extension RBAC {
             discussion: """
                 Amounts are decimal numbers with at most two places (1250, 99.90); dates are YYYY-MM-DD. \
                 Every command acts as the operator, or with --actor as a member whose permissions apply \
-                (budget.view / budget.edit / expenses.view / expenses.edit / gifts.view / gifts.edit).
+                (budget.view / budget.edit / expenses.view / expenses.edit / gifts.view / gifts.edit); limits \
+                is the operator's alone. Listings print every row, or with --limit one page in id order \
+                (--after the last id of the page before).
 
                   rbac budget scenarios --couple C --create Main --primary
                   rbac budget folders --couple C --scenario S --add Reception
@@ -22,6 +24,8 @@ extension RBAC {
                   rbac budget allocate --couple C --scenario S --expense E --item I1 --item I2
                   rbac budget overview --couple C --scenario S --json
                   rbac budget delete expense E --couple C
+                  rbac budget expenses --couple C --limit 500
+                  rbac budget limits --couple C
                 """,
             subcommands: [
                 Overview.self, Scenarios.self, Clone.self, Folders.self, Items.self, Categories.self, Expenses.self,
