@@ -120,7 +120,7 @@ extension RBAC {
                     if let rename, let name {
                         return .written(try await budget.renameScenario(rename, to: name, as: actor))
                     }
-                    return .listed(page.listed(try await budget.scenarios(page: page.request, as: actor), id: \.id))
+                    return .listed(try await page.read(id: \.id) { try await budget.scenarios(page: $0, as: actor) })
                 }
                 try common.output.print(
                     scenarios,
@@ -211,7 +211,9 @@ extension RBAC {
                     if let setID, let amount { _ = try await budget.setBudgeted(item: setID, to: amount, as: actor) }
                     guard let scenario else { return .listed([]) }  // validate() requires it unless --edit
                     return .listed(
-                        page.listed(try await budget.items(scenario: scenario, page: page.request, as: actor), id: \.id)
+                        try await page.read(id: \.id) {
+                            try await budget.items(scenario: scenario, page: $0, as: actor)
+                        }
                     )
                 }
                 try common.output.print(
@@ -261,8 +263,9 @@ extension RBAC {
                         return .written(try await budget.createFolder(named: add, scenario: scenario, as: actor))
                     }
                     return .listed(
-                        page.listed(
-                            try await budget.folders(scenario: scenario, page: page.request, as: actor), id: \.id))
+                        try await page.read(id: \.id) {
+                            try await budget.folders(scenario: scenario, page: $0, as: actor)
+                        })
                 }
                 try common.output.print(
                     folders,
@@ -352,7 +355,7 @@ extension RBAC {
                     if let setID, let amount {
                         _ = try await budget.setAmount(expense: setID, to: amount, scenario: scenario, as: actor)
                     }
-                    return .listed(page.listed(try await budget.expenses(page: page.request, as: actor), id: \.id))
+                    return .listed(try await page.read(id: \.id) { try await budget.expenses(page: $0, as: actor) })
                 }
                 try common.output.print(
                     expenses,
@@ -423,8 +426,10 @@ extension RBAC {
                 let expense = try expense.map { try Parse.id($0, "expense") }
                 let amount = try amount.map { try Money.parse($0, "--amount") }
                 if let expense, amount == nil {
-                    let payments = try await common.run {
-                        page.listed(try await $0.payments(expense: expense, page: page.request, as: $1), id: \.id)
+                    let payments = try await common.run { budget, actor in
+                        try await page.read(id: \.id) {
+                            try await budget.payments(expense: expense, page: $0, as: actor)
+                        }
                     }
                     return try common.output.print(
                         payments,
@@ -440,8 +445,9 @@ extension RBAC {
                         _ = try await budget.recordPayment(
                             expense: expense, amount: amount, paidAt: paidAt.flatMap(CalendarDay.init), as: actor)
                     }
-                    return page.listed(
-                        try await budget.paymentStatuses(page: page.request, as: actor), id: \.expenseID)
+                    return try await page.read(id: \.expenseID) {
+                        try await budget.paymentStatuses(page: $0, as: actor)
+                    }
                 }
                 try common.output.print(
                     statuses,
@@ -504,7 +510,7 @@ extension RBAC {
                             budgetItem: change(item, clear: noItem))
                         return .written(try await budget.editGift(editID, changes, as: actor))
                     }
-                    return .listed(page.listed(try await budget.gifts(page: page.request, as: actor), id: \.id))
+                    return .listed(try await page.read(id: \.id) { try await budget.gifts(page: $0, as: actor) })
                 }
                 try common.output.print(
                     gifts,

@@ -75,9 +75,15 @@ struct PageOptions: ParsableArguments {
         }
     }
 
-    /// The page --limit and --after ask for; nil without --limit: every entry.
-    var request: PageRequest? {
-        limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) }
+    /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
+    /// page says on stderr how to ask for the next one.
+    func read<Item>(id: (Item) -> UUID, _ body: (PageRequest?) async throws -> [Item]) async throws -> [Item] {
+        let items = try await body(limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) })
+        if let limit, items.count == limit, let last = items.last {
+            FileHandle.standardError.write(
+                Data("rbac: more may follow: --after \(id(last).uuidString.lowercased())\n".utf8))
+        }
+        return items
     }
 
     /// Every entry, or with --limit one page of them (`page` takes the limit and the id to read after).
@@ -85,17 +91,10 @@ struct PageOptions: ParsableArguments {
         id: (Item) -> UUID, every: () async throws -> [Item],
         page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
     ) async throws -> [Item] {
-        guard let request else { return try await every() }
-        return listed(try await page(request.limit, request.after), id: id)
-    }
-
-    /// `items`, as read for `request`: a full page says on stderr how to ask for the next one.
-    func listed<Item>(_ items: [Item], id: (Item) -> UUID) -> [Item] {
-        if let limit, items.count == limit, let last = items.last {
-            FileHandle.standardError.write(
-                Data("rbac: more may follow: --after \(id(last).uuidString.lowercased())\n".utf8))
+        try await read(id: id) { request in
+            guard let request else { return try await every() }
+            return try await page(request.limit, request.after)
         }
-        return items
     }
 
     /// Refuses --limit with the first of `options` given: with it, a command prints what it wrote, not a list.
