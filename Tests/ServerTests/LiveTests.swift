@@ -15,12 +15,18 @@ import Testing
 struct LiveTests {
     static let secret = "live-secret-0123456789abcdef0123456789"
 
+    /// Every dependency on `pool`: collaboration, keys and budget.
     static func dependencies(_ pool: PostgresConnectionPool) -> ServerDependencies {
         ServerDependencies(
             repository: PostgresCollaborationRepository(pool: pool),
             keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
             verifier: JWTVerifier(secret: secret), publicBaseURL: URL(string: "https://rbac.test")!,
-            isReady: { (try? await pool.query("SELECT 1")) != nil })
+            budgets: PostgresBudgetRepository(pool: pool), isReady: { (try? await pool.query("SELECT 1")) != nil })
+    }
+
+    /// A new service key on `pool`, to send as `Authorization: Bearer`.
+    static func serviceKey(_ pool: PostgresConnectionPool) async throws -> SecretToken {
+        try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(name: "live").1
     }
 
     static func migrate(_ pool: PostgresConnectionPool) async throws {
@@ -44,9 +50,7 @@ struct LiveTests {
                 repository: repository, baseURL: URL(string: "https://rbac.test")!
             )
             .invite(to: couple.id, role: RoleName(rawValue: "planner")!, as: .user(owner.id))
-            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
-                name: "live"
-            ).1
+            let key = try await Self.serviceKey(pool)
             let jwt = JWTVerifier(secret: Self.secret).sign([
                 "sub": invitee.id.uuidString.lowercased(), "email": invitee.email,
             ])
@@ -97,10 +101,7 @@ struct LiveTests {
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
             let couple = try await repository.createCouple(name: "Down", owner: owner.id, as: .operator(label: "tests"))
-            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
-                name: "live"
-            )
-            .1
+            let key = try await Self.serviceKey(pool)
             let headers: HTTPFields = [.authorization: "Bearer \(key.rawValue)"]
             let check = ByteBuffer(
                 string: #"{"couple_id":"\#(couple.id)","user_id":"\#(owner.id)","permission":"budget.edit"}"#)
@@ -136,16 +137,11 @@ struct LiveTests {
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
             let couple = try await repository.createCouple(name: "Full", owner: owner.id, as: .operator(label: "tests"))
-            let key = try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(
-                name: "live"
-            ).1
+            let key = try await Self.serviceKey(pool)
             try await pool.query("UPDATE budget_row_limits SET max_rows = 1 WHERE table_name = 'budget_scenarios'")
-            let dependencies = ServerDependencies(
-                repository: repository, keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
-                verifier: JWTVerifier(secret: Self.secret), publicBaseURL: URL(string: "https://rbac.test")!,
-                budgets: PostgresBudgetRepository(pool: pool), isReady: { true })
             let app = Application(
-                router: buildRouter(dependencies), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                router: buildRouter(Self.dependencies(pool)),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             let headers: HTTPFields = [
                 .authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString,
             ]
