@@ -12,15 +12,18 @@ public struct PostgresConfiguration: Sendable {
     public var statementTimeout: Duration?
     /// Seconds to wait for a connection to open.
     public var connectTimeout: Int
+    /// Settings every connection opens with, by name (`rbac.actor_label`, say), as `SET` would make them.
+    public var settings: [String: String]
 
     public init(
         connectionString: String = "", applicationName: String = "rbac", statementTimeout: Duration? = nil,
-        connectTimeout: Int = 10
+        connectTimeout: Int = 10, settings: [String: String] = [:]
     ) {
         self.connectionString = connectionString
         self.applicationName = applicationName
         self.statementTimeout = statementTimeout
         self.connectTimeout = connectTimeout
+        self.settings = settings
     }
 
     /// Checks the connection string's syntax without connecting.
@@ -79,11 +82,15 @@ public struct PostgresConfiguration: Sendable {
             // First, so that with expand_dbname its fields are expanded and the ones below override them.
             parameters.insert(("dbname", connectionString), at: 0)
         }
+        var settings = settings
         if let statementTimeout {
             let milliseconds =
                 statementTimeout.components.seconds * 1000
                 + statementTimeout.components.attoseconds / 1_000_000_000_000_000
-            parameters.append(("options", "-c statement_timeout=\(milliseconds)"))
+            settings["statement_timeout"] = String(milliseconds)
+        }
+        if !settings.isEmpty {
+            parameters.append(("options", Self.options(settings)))
         }
         let keys = parameters.map { strdup($0.0) }
         let values = parameters.map { strdup($0.1) }
@@ -96,6 +103,21 @@ public struct PostgresConfiguration: Sendable {
         return keyPointers.withUnsafeBufferPointer { k in
             valuePointers.withUnsafeBufferPointer { v in body(k.baseAddress!, v.baseAddress!) }
         }
+    }
+
+    /// libpq's `options` for `settings`: `-c name=value` each, with a backslash before each backslash and
+    /// white-space character, which the server would otherwise take for the end of the argument.
+    static func options(_ settings: [String: String]) -> String {
+        func escaped(_ text: String) -> String {
+            var result = ""
+            for scalar in text.unicodeScalars {
+                if scalar == "\\" || scalar.properties.isWhitespace { result.append("\\") }
+                result.unicodeScalars.append(scalar)
+            }
+            return result
+        }
+        return settings.sorted { $0.key < $1.key }.map { "-c \(escaped($0.key))=\(escaped($0.value))" }
+            .joined(separator: " ")
     }
 }
 

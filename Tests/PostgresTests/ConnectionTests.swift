@@ -138,6 +138,23 @@ struct ConnectionTests {
         }
     }
 
+    @Test("settings reach the session exactly, spaces and backslashes included, beside the statement timeout")
+    func settings() async throws {
+        try await TestDatabase.withFresh { configuration in
+            var configured = configuration
+            let label = "ana maría \\ -c statement_timeout=1\tx"
+            configured.settings = ["rbac.actor_label": label]
+            configured.statementTimeout = .seconds(7)
+            let connection = try await PostgresConnection.connect(configured)
+            let row = try await connection.query(
+                "SELECT current_setting('rbac.actor_label') AS label, current_setting('statement_timeout') AS timeout")[
+                    0]
+            #expect(try row.decode("label", as: String.self) == label)
+            #expect(try row.decode("timeout", as: String.self) == "7s")
+            await connection.close()
+        }
+    }
+
     @Test("a NOTIFY from one connection arrives through another's listener")
     func notifications() async throws {
         try await TestDatabase.withFresh { configuration in
