@@ -16,7 +16,7 @@ struct ActorOptions: ParsableArguments {
     var actorLabel: String?
 
     func validate() throws {
-        if let actor { _ = try UserReference(parsing: actor) }
+        if let actor { try Parse.user(actor) }
     }
 }
 
