@@ -388,12 +388,31 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                     ORDER BY a.id DESC LIMIT \(last)
                 ) entries ORDER BY id
                 """
-            ).map { row in
-                AuditEntry(
-                    id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor"),
-                    action: try row.decode("action"), before: try row.decode("before"), after: try row.decode("after"))
-            }
+            ).map(Self.auditEntry)
         }
+    }
+
+    /// The operator's audit log (sql/0018), oldest first: changes to the policy, the service keys and the row
+    /// limits, which belong to no couple. Readable by operators only (`rbac_operator`).
+    public func operatorAudit(since: Date?, last: Int?) async throws -> [AuditEntry] {
+        try AuditEntry.requireCount(last)
+        return try await run(as: nil) { connection in
+            try await connection.query(
+                """
+                SELECT * FROM (
+                    SELECT id, at, actor_label AS actor, action, before::text AS before, after::text AS after
+                    FROM operator_audit_log WHERE at >= coalesce(\(since), '-infinity')
+                    ORDER BY id DESC LIMIT \(last)
+                ) entries ORDER BY id
+                """
+            ).map(Self.auditEntry)
+        }
+    }
+
+    private static func auditEntry(_ row: PostgresRow) throws -> AuditEntry {
+        AuditEntry(
+            id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor"),
+            action: try row.decode("action"), before: try row.decode("before"), after: try row.decode("after"))
     }
 
     // MARK: Running as an actor

@@ -68,8 +68,13 @@ struct CommandContext {
 
     /// The operator, recorded under `label`, else the OS user.
     static func operatorActor(label: String? = nil) -> Actor {
+        .operator(label: label ?? operatorLabel())
+    }
+
+    /// The OS user running the command.
+    static func operatorLabel() -> String {
         let environment = ProcessInfo.processInfo.environment
-        return .operator(label: label ?? environment["USER"] ?? environment["LOGNAME"] ?? "uid-\(getuid())")
+        return environment["USER"] ?? environment["LOGNAME"] ?? "uid-\(getuid())"
     }
 
     func user(_ text: String) async throws -> User {

@@ -15,8 +15,16 @@ struct DatabaseOptions: ParsableArguments {
             valueName: "url"))
     var databaseURL: String?
 
-    /// The configuration to connect with; starts the local cluster when nothing else is configured.
+    /// The configuration to connect with; starts the local cluster when nothing else is configured. Every
+    /// connection names the operator (the OS user) as `rbac.actor_label`, so that the audit logs record who
+    /// made the changes no command names an actor for: service keys, row limits, the policy.
     func configuration() async throws -> PostgresConfiguration {
+        var configuration = try await target()
+        configuration.settings["rbac.actor_label"] = CommandContext.operatorLabel()
+        return configuration
+    }
+
+    private func target() async throws -> PostgresConfiguration {
         let environment = ProcessInfo.processInfo.environment
         let explicit = databaseURL ?? environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         if let explicit {

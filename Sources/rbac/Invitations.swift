@@ -196,8 +196,15 @@ extension RBAC {
     }
 
     struct Audit: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Read a couple's audit log, oldest first.")
-        @Option(help: "The couple's id.") var couple: String
+        static let configuration = CommandConfiguration(
+            abstract: "Read a couple's audit log, or the operator's, oldest first.",
+            discussion: """
+                A couple's log holds its membership, invitation and budget changes. The operator's log (--operator) \
+                holds the changes that reach every couple: the access policy (roles, permissions, grants), service \
+                keys (never their hashes) and budget row limits, each with the OS user or label that made it.
+                """)
+        @Option(help: "The couple's id.") var couple: String?
+        @Flag(help: "Read the operator's log instead of a couple's.") var `operator` = false
         @Option(help: "Only entries at or after this time (ISO 8601, e.g. 2026-11-22T10:00:00Z).") var since: String?
         @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
         @OptionGroup var actor: ActorOptions
@@ -205,7 +212,13 @@ extension RBAC {
         @OptionGroup var output: OutputOptions
 
         func validate() throws {
-            _ = try Parse.couple(couple)
+            switch (couple, `operator`) {
+            case (let couple?, false): _ = try Parse.couple(couple)
+            case (nil, true):
+                if actor.actor != nil { throw ValidationError("--actor does not apply to the operator's log") }
+            case (_?, true): throw ValidationError("give --couple or --operator, not both")
+            case (nil, false): throw ValidationError("give --couple C for a couple's log, or --operator")
+            }
             if let since, (try? Date(since, strategy: .iso8601)) == nil {
                 throw ValidationError("\"\(since)\" is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
             }
@@ -214,9 +227,15 @@ extension RBAC {
 
         func run() async throws {
             try await CommandContext.run(database) { context in
-                let entries = try await context.repository.audit(
-                    couple: try Parse.couple(couple), since: try since.map { try Date($0, strategy: .iso8601) },
-                    last: tail, as: try await context.actor(actor))
+                let since = try since.map { try Date($0, strategy: .iso8601) }
+                let entries =
+                    if let couple {
+                        try await context.repository.audit(
+                            couple: try Parse.couple(couple), since: since, last: tail,
+                            as: try await context.actor(actor))
+                    } else {
+                        try await context.repository.operatorAudit(since: since, last: tail)
+                    }
                 try output.print(
                     entries,
                     Table(
@@ -227,7 +246,8 @@ extension RBAC {
         }
 
         /// A one-line summary of what changed, over the fields people look for: each one's value in a row added
-        /// or removed, and the old and new values of those an update changed.
+        /// or removed; for an update, the fields that name the row, then the old and new values of those it
+        /// changed.
         static func change(_ entry: AuditEntry) -> String {
             func fields(_ json: String?) -> [String: String]? {
                 guard let json, let row = try? JSONDecoder().decode([String: Scalar].self, from: Data(json.utf8))
@@ -240,13 +260,18 @@ extension RBAC {
             }
             let keys = [
                 "user_id", "role", "status", "email", "accepted_by", "revoked_at", "name", "from_name", "expense_id",
-                "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary",
+                "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary", "permission",
+                "grantable_role", "rank", "table_name", "max_rows",
             ]
             switch (fields(entry.before), fields(entry.after)) {
             case (let before?, let after?):
-                return keys.compactMap { key in
+                let naming = ["table_name", "name", "user_id"].compactMap { key in
+                    before[key].flatMap { $0 == after[key] ? "\(key)=\($0)" : nil }
+                }
+                let changed = keys.compactMap { key in
                     before[key] == after[key] ? nil : "\(key) \(before[key] ?? "null")→\(after[key] ?? "null")"
-                }.joined(separator: " ")
+                }
+                return (naming + changed).joined(separator: " ")
             case (let row?, nil), (nil, let row?):
                 return keys.compactMap { key in row[key].map { "\(key)=\($0)" } }.joined(separator: " ")
             case (nil, nil):

@@ -13,8 +13,11 @@ struct CLITests {
         let stderr: String
     }
 
-    /// Runs `rbac` with `arguments` against `database` (a libpq connection string).
-    static func rbac(_ arguments: [String], database: String) async throws -> Result {
+    /// Runs `rbac` with `arguments` against `database` (a libpq connection string), with `environment` added
+    /// to the test's own.
+    static func rbac(_ arguments: [String], database: String, environment added: [String: String] = [:])
+        async throws -> Result
+    {
         let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
             .appendingPathComponent("rbac")
         let executable =
@@ -23,6 +26,7 @@ struct CLITests {
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = database
         environment["RBAC_PUBLIC_URL"] = "https://rbac.test"
+        environment.merge(added) { $1 }
         let result = try await ChildProcess.run(executable.path, arguments, environment: environment)
         return Result(status: result.status, stdout: result.output, stderr: result.errorOutput)
     }
@@ -391,6 +395,47 @@ struct CLITests {
             let audit = try await run(["audit", "--couple", couple])
             #expect(audit.status == 0)
             #expect(audit.stdout.contains("invitation.update") && audit.stdout.contains("membership.insert"))
+        }
+    }
+
+    @Test("the operator's log: service keys, row limits and the policy, under the OS user; never a key's secret")
+    func operatorAudit() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let database = configuration.connectionString
+            func run(_ arguments: [String], user: String = "ops") async throws -> Result {
+                try await Self.rbac(arguments, database: database, environment: ["USER": user])
+            }
+            #expect(try await run(["migrate"]).status == 0)
+            let created = try await run(["keys", "create", "--name", "billing", "--json"], user: "ops lead\\x")
+            let secret = try #require(try Self.json(created)["secret"] as? String)
+            let key = try #require((try Self.json(created)["key"] as? [String: Any])?["id"] as? String)
+            #expect(try await run(["keys", "revoke", key]).status == 0)
+            #expect(try await run(["budget", "limits", "--set", "expenses=1234"]).status == 0)
+
+            let log = try await run(["audit", "--operator", "--json"])
+            #expect(!log.stdout.contains(secret) && !log.stdout.contains("key_hash"))
+            let entries = try Self.jsonArray(log).map { "\($0["actor"] ?? "") \($0["action"] ?? "")" }
+            #expect(entries.contains("operator:ops role.insert"), "migrate installed the policy: \(entries)")
+            #expect(
+                entries.suffix(3) == [
+                    "operator:ops lead\\x service_key.insert", "operator:ops service_key.update",
+                    "operator:ops row_limit.update",
+                ])
+            let table = try await run(["audit", "--operator", "--tail", "2"]).stdout
+            #expect(table.contains("service_key.update  name=billing revoked_at null→"), "\(table)")
+            #expect(table.contains("row_limit.update    table_name=expenses max_rows 100000→1234"), "\(table)")
+
+            // Usage errors (exit 2), with what to give instead; a malformed --actor is one too.
+            let refusals = [
+                ["audit"]: "give --couple C for a couple's log, or --operator",
+                ["audit", "--operator", "--couple", key]: "give --couple or --operator, not both",
+                ["audit", "--operator", "--actor", "ana@example.com"]: "--actor does not apply to the operator's log",
+                ["audit", "--operator", "--actor", "x"]: "\"x\" is neither a user id (UUID) nor an email address",
+            ]
+            for (arguments, message) in refusals {
+                let result = try await run(arguments)
+                #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
+            }
         }
     }
 
