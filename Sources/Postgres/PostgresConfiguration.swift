@@ -42,6 +42,17 @@ public struct PostgresConfiguration: Sendable {
 
     /// Host, port, database and user as libpq will resolve them; never the password.
     public var redactedDescription: String {
+        let fields = resolvedFields
+        let host = fields["host"] ?? fields["hostaddr"] ?? "localhost"
+        let port = fields["port"] ?? "5432"
+        let user = fields["user"].map { "\($0)@" } ?? ""
+        let database = fields["dbname"] ?? fields["user"] ?? ""
+        return host.hasPrefix("/")
+            ? "\(user)\(database) via socket \(host) port \(port)" : "postgres://\(user)\(host):\(port)/\(database)"
+    }
+
+    /// The connection string's fields over libpq's defaults (the `PG*` variables among them).
+    private var resolvedFields: [String: String] {
         var fields: [String: String] = [:]
         if let defaults = PQconndefaults() {
             collect(defaults, into: &fields)
@@ -51,12 +62,7 @@ public struct PostgresConfiguration: Sendable {
             collect(options, into: &fields)
             PQconninfoFree(options)
         }
-        let host = fields["host"] ?? fields["hostaddr"] ?? "localhost"
-        let port = fields["port"] ?? "5432"
-        let user = fields["user"].map { "\($0)@" } ?? ""
-        let database = fields["dbname"] ?? fields["user"] ?? ""
-        return host.hasPrefix("/")
-            ? "\(user)\(database) via socket \(host) port \(port)" : "postgres://\(user)\(host):\(port)/\(database)"
+        return fields
     }
 
     private func collect(_ options: UnsafeMutablePointer<PQconninfoOption>, into fields: inout [String: String]) {
@@ -90,7 +96,9 @@ public struct PostgresConfiguration: Sendable {
             settings["statement_timeout"] = String(milliseconds)
         }
         if !settings.isEmpty {
-            parameters.append(("options", Self.options(settings)))
+            // After the options the URL or PGOPTIONS give, which this parameter replaces, so that they still apply.
+            let given = resolvedFields["options"].map { [$0] } ?? []
+            parameters.append(("options", (given + [Self.options(settings)]).joined(separator: " ")))
         }
         let keys = parameters.map { strdup($0.0) }
         let values = parameters.map { strdup($0.1) }

@@ -138,19 +138,23 @@ struct ConnectionTests {
         }
     }
 
-    @Test("settings reach the session exactly, spaces and backslashes included, beside the statement timeout")
+    @Test("settings reach the session exactly, spaces and backslashes included, after the URL's own options")
     func settings() async throws {
         try await TestDatabase.withFresh { configuration in
             var configured = configuration
+            configured.connectionString += " options='-c work_mem=5MB'"
             let label = "ana maría \\ -c statement_timeout=1\tx"
             configured.settings = ["rbac.actor_label": label]
             configured.statementTimeout = .seconds(7)
             let connection = try await PostgresConnection.connect(configured)
-            let row = try await connection.query(
-                "SELECT current_setting('rbac.actor_label') AS label, current_setting('statement_timeout') AS timeout")[
-                    0]
-            #expect(try row.decode("label", as: String.self) == label)
-            #expect(try row.decode("timeout", as: String.self) == "7s")
+            let rows = try await connection.query(
+                """
+                SELECT current_setting('rbac.actor_label') AS label, current_setting('statement_timeout') AS timeout,
+                       current_setting('work_mem') AS work_mem
+                """)
+            #expect(try rows[0].decode("label", as: String.self) == label)
+            #expect(try rows[0].decode("timeout", as: String.self) == "7s")
+            #expect(try rows[0].decode("work_mem", as: String.self) == "5MB")
             await connection.close()
         }
     }
