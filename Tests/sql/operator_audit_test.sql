@@ -36,14 +36,7 @@ SELECT results_eq(
     'a changed row limit is recorded, before and after; rewriting the same values records nothing');
 SELECT pg_temp.mark_seen();
 
-CREATE TEMPORARY TABLE base AS
-SELECT jsonb_build_object(
-    'permissions', (SELECT jsonb_object_agg(name, description) FROM permissions),
-    'roles', (SELECT jsonb_object_agg(r.name, jsonb_build_object(
-        'rank', r.rank, 'description', r.description,
-        'permissions', (SELECT coalesce(jsonb_agg(permission), '[]') FROM role_permissions WHERE role = r.name),
-        'grants', (SELECT coalesce(jsonb_agg(grantable_role), '[]') FROM role_grants WHERE role = r.name)))
-        FROM roles r)) AS policy;
+CREATE TEMPORARY TABLE base AS SELECT pg_temp.policy_in_force() AS policy;
 SELECT apply_policy((SELECT policy FROM base));
 SELECT is_empty('SELECT * FROM pg_temp.new_entries()', 'applying the policy in force again records nothing');
 

@@ -3,14 +3,7 @@ BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
 
-CREATE TEMPORARY TABLE base AS
-SELECT jsonb_build_object(
-    'permissions', (SELECT jsonb_object_agg(name, description) FROM permissions),
-    'roles', (SELECT jsonb_object_agg(r.name, jsonb_build_object(
-        'rank', r.rank, 'description', r.description,
-        'permissions', (SELECT coalesce(jsonb_agg(permission), '[]') FROM role_permissions WHERE role = r.name),
-        'grants', (SELECT coalesce(jsonb_agg(grantable_role), '[]') FROM role_grants WHERE role = r.name)))
-        FROM roles r)) AS policy;
+CREATE TEMPORARY TABLE base AS SELECT pg_temp.policy_in_force() AS policy;
 GRANT SELECT ON base TO PUBLIC;
 CREATE TEMPORARY TABLE before AS SELECT role, permission FROM role_permissions;
 
