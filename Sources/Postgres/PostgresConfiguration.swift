@@ -8,20 +8,18 @@ import Foundation
 public struct PostgresConfiguration: Sendable {
     public var connectionString: String
     public var applicationName: String
-    /// Server-side limit on each statement; nil keeps the server's setting.
-    public var statementTimeout: Duration?
     /// Seconds to wait for a connection to open.
     public var connectTimeout: Int
-    /// Settings every connection opens with, by name (`rbac.actor_label`, say), as `SET` would make them.
+    /// Settings every connection opens with, by name, as `SET` would make them: `statement_timeout` (in
+    /// milliseconds without a unit), `rbac.actor_label`, ...
     public var settings: [String: String]
 
     public init(
-        connectionString: String = "", applicationName: String = "rbac", statementTimeout: Duration? = nil,
-        connectTimeout: Int = 10, settings: [String: String] = [:]
+        connectionString: String = "", applicationName: String = "rbac", connectTimeout: Int = 10,
+        settings: [String: String] = [:]
     ) {
         self.connectionString = connectionString
         self.applicationName = applicationName
-        self.statementTimeout = statementTimeout
         self.connectTimeout = connectTimeout
         self.settings = settings
     }
@@ -87,13 +85,6 @@ public struct PostgresConfiguration: Sendable {
         if !connectionString.isEmpty {
             // First, so that with expand_dbname its fields are expanded and the ones below override them.
             parameters.insert(("dbname", connectionString), at: 0)
-        }
-        var settings = settings
-        if let statementTimeout {
-            let milliseconds =
-                statementTimeout.components.seconds * 1000
-                + statementTimeout.components.attoseconds / 1_000_000_000_000_000
-            settings["statement_timeout"] = String(milliseconds)
         }
         if !settings.isEmpty {
             // After the options the URL or PGOPTIONS give, which this parameter replaces, so that they still apply.

@@ -129,7 +129,7 @@ struct ConnectionTests {
     func statementTimeout() async throws {
         try await TestDatabase.withFresh { configuration in
             var limited = configuration
-            limited.statementTimeout = .milliseconds(200)
+            limited.settings["statement_timeout"] = "200"
             let connection = try await PostgresConnection.connect(limited)
             let error = await #expect(throws: PostgresError.self) { try await connection.query("SELECT pg_sleep(5)") }
             #expect(error?.sqlState == .queryCanceled)
@@ -144,8 +144,7 @@ struct ConnectionTests {
             var configured = configuration
             configured.connectionString += " options='-c work_mem=5MB'"
             let label = "ana maría \\ -c statement_timeout=1\tx"
-            configured.settings = ["rbac.actor_label": label]
-            configured.statementTimeout = .seconds(7)
+            configured.settings = ["rbac.actor_label": label, "statement_timeout": "7s"]
             let connection = try await PostgresConnection.connect(configured)
             let rows = try await connection.query(
                 """
