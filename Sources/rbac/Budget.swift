@@ -541,6 +541,7 @@ extension RBAC {
                 name: .customLong("set"),
                 help: ArgumentHelp("Change a table's limit (repeatable).", valueName: "table=rows"))
             var changes: [String] = []
+            @OptionGroup var label: OperatorLabelOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
@@ -568,7 +569,7 @@ extension RBAC {
             func run() async throws {
                 let couple = try couple.map(Parse.couple)
                 let changes = try parsedChanges()
-                let limits = try await CommandContext.run(database) { context in
+                let limits = try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     let repository = PostgresBudgetRepository(pool: context.pool)
                     if !changes.isEmpty { try await repository.setRowLimits(changes) }
                     return try await repository.rowLimits(couple: couple)

@@ -10,14 +10,36 @@ struct ActorOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Act as this member (user id or email) instead of as the operator.", valueName: "user"))
     var actor: String?
 
+    @OptionGroup var label: OperatorLabelOptions
+
+    func validate() throws {
+        if let actor { try Parse.user(actor) }
+    }
+}
+
+/// `--actor-label`: the name the audit logs record for the operator's changes, `operator:<label>`.
+struct OperatorLabelOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "Record the operator in the audit log under this label (default: the OS user).", valueName: "label"))
     var actorLabel: String?
 
+    /// The longest label taken, in characters.
+    static let maxLength = 100
+
     func validate() throws {
-        if let actor { try Parse.user(actor) }
+        guard let actorLabel else { return }
+        guard !actorLabel.isEmpty, actorLabel.count <= Self.maxLength else {
+            throw ValidationError("--actor-label must have 1 to \(Self.maxLength) characters, not \(actorLabel.count)")
+        }
+        // A line break or other control character would let a label pass for more lines of the log.
+        guard !actorLabel.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ValidationError("--actor-label must not contain control characters (line breaks, tabs, ...)")
+        }
     }
+
+    /// The label to record: --actor-label, else the OS user.
+    var recorded: String { actorLabel ?? CommandContext.osUser() }
 }
 
 /// The services a command works with, on the configured database.
@@ -29,10 +51,13 @@ struct CommandContext {
     let invitations: CollaborationInvitationService
 
     /// Runs `body` with a context on the configured database, turning every failure into a `CommandFailure`.
-    static func run<T>(_ database: DatabaseOptions, _ body: (CommandContext) async throws -> T) async throws -> T {
+    /// Changes made as the operator are recorded under `operatorLabel`.
+    static func run<T>(
+        _ database: DatabaseOptions, operatorLabel: String = osUser(), _ body: (CommandContext) async throws -> T
+    ) async throws -> T {
         var configuration: PostgresConfiguration?
         do {
-            let (pool, resolved) = try await database.pool()
+            let (pool, resolved) = try await database.pool(operatorLabel: operatorLabel)
             configuration = resolved
             let repository = PostgresCollaborationRepository(pool: pool)
             let context = CommandContext(
@@ -63,16 +88,11 @@ struct CommandContext {
         if let name = options.actor {
             return .user(try await repository.user(try UserReference(parsing: name)).id)
         }
-        return Self.operatorActor(label: options.actorLabel)
-    }
-
-    /// The operator, recorded under `label`, else the OS user.
-    static func operatorActor(label: String? = nil) -> Actor {
-        .operator(label: label ?? operatorLabel())
+        return .operator(label: options.label.recorded)
     }
 
     /// The OS user running the command.
-    static func operatorLabel() -> String {
+    static func osUser() -> String {
         let environment = ProcessInfo.processInfo.environment
         return environment["USER"] ?? environment["LOGNAME"] ?? "uid-\(getuid())"
     }

@@ -16,11 +16,11 @@ struct DatabaseOptions: ParsableArguments {
     var databaseURL: String?
 
     /// The configuration to connect with; starts the local cluster when nothing else is configured. Every
-    /// connection names the operator (the OS user) as `rbac.actor_label`, so that the audit logs record who
-    /// made the changes no command names an actor for: service keys, row limits, the policy.
-    func configuration() async throws -> PostgresConfiguration {
+    /// connection names the operator as `rbac.actor_label` (by default the OS user), so that the audit logs
+    /// record who made the changes no command names an actor for: service keys, row limits, the policy.
+    func configuration(operatorLabel: String = CommandContext.osUser()) async throws -> PostgresConfiguration {
         var configuration = try await target()
-        configuration.settings["rbac.actor_label"] = CommandContext.operatorLabel()
+        configuration.settings["rbac.actor_label"] = operatorLabel
         return configuration
     }
 
@@ -44,8 +44,10 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// A pool for one CLI command.
-    func pool() async throws -> (PostgresConnectionPool, PostgresConfiguration) {
-        let configuration = try await configuration()
+    func pool(operatorLabel: String = CommandContext.osUser()) async throws
+        -> (PostgresConnectionPool, PostgresConfiguration)
+    {
+        let configuration = try await configuration(operatorLabel: operatorLabel)
         return (PostgresConnectionPool(configuration: configuration, maxConnections: 4), configuration)
     }
 }

@@ -16,6 +16,7 @@ extension RBAC {
         @Flag(help: "List each migration as applied or pending; change nothing.")
         var status = false
 
+        @OptionGroup var label: OperatorLabelOptions
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var output: OutputOptions
 
@@ -25,7 +26,7 @@ extension RBAC {
                 let migrations = try Migration.load(from: try ProjectFiles.directory("sql"))
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
                 let runner = MigrationRunner(migrations: migrations)
-                let (pool, resolved) = try await database.pool()
+                let (pool, resolved) = try await database.pool(operatorLabel: label.recorded)
                 configuration = resolved
                 defer { Task { await pool.close() } }
                 if status {

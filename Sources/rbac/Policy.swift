@@ -84,6 +84,7 @@ extension RBAC {
                 abstract:
                     "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.")
             @OptionGroup var location: Location
+            @OptionGroup var label: OperatorLabelOptions
             @OptionGroup var database: DatabaseOptions
 
             func run() async throws {
@@ -94,7 +95,7 @@ extension RBAC {
                 } catch {
                     throw CommandFailure(error)
                 }
-                try await CommandContext.run(database) { context in
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     try await policy.apply(context.pool)
                     print("Applied the policy: \(try await context.permissions.roles().count) roles.")
                 }

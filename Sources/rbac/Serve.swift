@@ -141,11 +141,12 @@ extension RBAC {
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Create a key; prints it once.")
             @Option(help: "What the key is for, e.g. the service's name.") var name: String
+            @OptionGroup var label: OperatorLabelOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     let (key, secret) = try await ServiceKeyService(
                         repository: PostgresServiceKeyRepository(pool: context.pool)
                     )
@@ -190,6 +191,7 @@ extension RBAC {
         struct Revoke: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Revoke a key at once.")
             @Argument(help: "The key's id.") var id: String
+            @OptionGroup var label: OperatorLabelOptions
             @OptionGroup var database: DatabaseOptions
 
             func validate() throws {
@@ -197,7 +199,7 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
                         try Parse.id(id, "key"))
                     print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")

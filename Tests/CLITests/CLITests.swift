@@ -398,7 +398,7 @@ struct CLITests {
         }
     }
 
-    @Test("the operator's log: service keys, row limits and the policy, under the OS user; never a key's secret")
+    @Test("the operator's log: keys, row limits and the policy, under the OS user or --actor-label; never a secret")
     func operatorAudit() async throws {
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
@@ -409,7 +409,7 @@ struct CLITests {
             let created = try await run(["keys", "create", "--name", "billing", "--json"], user: "ops lead\\x")
             let secret = try #require(try Self.json(created)["secret"] as? String)
             let key = try #require((try Self.json(created)["key"] as? [String: Any])?["id"] as? String)
-            #expect(try await run(["keys", "revoke", key]).status == 0)
+            #expect(try await run(["keys", "revoke", key, "--actor-label", "deploy-bot"]).status == 0)
             #expect(try await run(["budget", "limits", "--set", "expenses=1234"]).status == 0)
 
             let log = try await run(["audit", "--operator", "--json"])
@@ -418,7 +418,7 @@ struct CLITests {
             #expect(entries.contains("operator:ops role.insert"), "migrate installed the policy: \(entries)")
             #expect(
                 entries.suffix(3) == [
-                    "operator:ops lead\\x service_key.insert", "operator:ops service_key.update",
+                    "operator:ops lead\\x service_key.insert", "operator:deploy-bot service_key.update",
                     "operator:ops row_limit.update",
                 ])
             let table = try await run(["audit", "--operator", "--tail", "2"]).stdout
@@ -431,11 +431,20 @@ struct CLITests {
                 ["audit", "--operator", "--couple", key]: "give --couple or --operator, not both",
                 ["audit", "--operator", "--actor", "ana@example.com"]: "--actor does not apply to the operator's log",
                 ["audit", "--operator", "--actor", "x"]: "\"x\" is neither a user id (UUID) nor an email address",
+                ["keys", "create", "--name", "b", "--actor-label", ""]:
+                    "--actor-label must have 1 to 100 characters, not 0",
+                ["keys", "create", "--name", "b", "--actor-label", String(repeating: "x", count: 101)]:
+                    "--actor-label must have 1 to 100 characters, not 101",
+                ["budget", "limits", "--set", "expenses=1", "--actor-label", "ops\nkey.delete"]:
+                    "--actor-label must not contain control characters",
             ]
             for (arguments, message) in refusals {
                 let result = try await run(arguments)
                 #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
             }
+            // The refused writes changed nothing.
+            #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
+            #expect(try await run(["audit", "--operator", "--json"]).stdout == log.stdout)
         }
     }
 
