@@ -43,10 +43,8 @@ struct DatabaseOptions: ParsableArguments {
         return try await LocalCluster.default().start()
     }
 
-    /// A pool for one CLI command.
-    func pool(operatorLabel: String = CommandContext.osUser()) async throws
-        -> (PostgresConnectionPool, PostgresConfiguration)
-    {
+    /// A pool for one CLI command, recording the operator's changes under `operatorLabel`.
+    func pool(operatorLabel: String) async throws -> (PostgresConnectionPool, PostgresConfiguration) {
         let configuration = try await configuration(operatorLabel: operatorLabel)
         return (PostgresConnectionPool(configuration: configuration, maxConnections: 4), configuration)
     }
