@@ -13,7 +13,13 @@ struct ActorOptions: ParsableArguments {
     @OptionGroup var label: OperatorLabelOptions
 
     func validate() throws {
-        if let actor { try Parse.user(actor) }
+        guard let actor else { return }
+        try Parse.user(actor)
+        // A change made as a member is recorded as that member: a label given too would be silently dropped.
+        if label.actorLabel != nil {
+            throw ValidationError(
+                "give --actor or --actor-label, not both: a change made with --actor is recorded as that user")
+        }
     }
 }
 

@@ -437,6 +437,10 @@ struct CLITests {
                     "--actor-label must have 1 to 100 characters, not 101",
                 ["budget", "limits", "--set", "expenses=1", "--actor-label", "ops\nkey.delete"]:
                     "--actor-label must not contain control characters",
+                [
+                    "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
+                    "--actor-label", "bot",
+                ]: "give --actor or --actor-label, not both",
             ]
             for (arguments, message) in refusals {
                 let result = try await run(arguments)
@@ -444,6 +448,7 @@ struct CLITests {
             }
             // The refused writes changed nothing.
             #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
+            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).isEmpty)
             #expect(try await run(["audit", "--operator", "--json"]).stdout == log.stdout)
         }
     }
