@@ -392,8 +392,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    /// The operator's audit log (sql/0018), oldest first: changes to the policy, the service keys and the row
-    /// limits, which belong to no couple. Readable by operators only (`rbac_operator`).
+    /// The operator's audit log (sql/0018, 0019), oldest first: changes to the policy, the service keys, the row
+    /// limits and the users, which belong to no couple. Readable by operators only (`rbac_operator`).
     public func operatorAudit(since: Date?, last: Int?) async throws -> [AuditEntry] {
         try AuditEntry.requireCount(last)
         return try await run(as: nil) { connection in

@@ -26,7 +26,8 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                // The owner it may add is recorded under the operator's label, as is the couple without --actor.
+                try await CommandContext.run(database, operatorLabel: actor.label.recorded) { context in
                     let email = EmailAddress(rawValue: ownerEmail)!
                     let owner: User
                     do {

@@ -202,7 +202,7 @@ extension RBAC {
             discussion: """
                 A couple's log holds its membership, invitation and budget changes. The operator's log (--operator) \
                 holds the changes that reach every couple: the access policy (roles, permissions, grants), service \
-                keys (never their hashes) and budget row limits, each with the OS user or label that made it.
+                keys (never their hashes), budget row limits and users, each with the OS user or label that made it.
                 """)
         @Option(help: "The couple's id.") var couple: String?
         @Flag(help: "Read the operator's log instead of a couple's.") var `operator` = false
@@ -260,7 +260,8 @@ extension RBAC {
                 return fields
             }
             let keys = [
-                "user_id", "role", "status", "email", "accepted_by", "revoked_at", "name", "from_name", "expense_id",
+                "user_id", "role", "status", "email", "display_name", "accepted_by", "revoked_at", "name", "from_name",
+                "expense_id",
                 "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary", "permission",
                 "grantable_role", "rank", "table_name", "max_rows",
             ]

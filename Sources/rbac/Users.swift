@@ -11,6 +11,7 @@ extension RBAC {
             static let configuration = CommandConfiguration(abstract: "Add a user.")
             @Option(help: "Email address (unique, whatever its case).") var email: String
             @Option(help: "Display name.") var name: String?
+            @OptionGroup var label: OperatorLabelOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
@@ -21,7 +22,7 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     let user = try await context.repository.addUser(
                         email: EmailAddress(rawValue: email)!, displayName: name)
                     try output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")

@@ -398,7 +398,7 @@ struct CLITests {
         }
     }
 
-    @Test("the operator's log: keys, row limits and the policy, under the OS user or --actor-label; never a secret")
+    @Test("the operator's log: keys, limits, users, the policy, under the OS user or --actor-label; never a secret")
     func operatorAudit() async throws {
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
@@ -411,19 +411,23 @@ struct CLITests {
             let key = try #require((try Self.json(created)["key"] as? [String: Any])?["id"] as? String)
             #expect(try await run(["keys", "revoke", key, "--actor-label", "deploy-bot"]).status == 0)
             #expect(try await run(["budget", "limits", "--set", "expenses=1234"]).status == 0)
+            #expect(try await run(["users", "add", "--email", "rita@example.com", "--actor-label", "hr"]).status == 0)
+            let couple = ["couples", "create", "--name", "R & S", "--owner-email", "sam@example.com"]
+            #expect(try await run(couple + ["--actor-label", "support"]).status == 0)
 
             let log = try await run(["audit", "--operator", "--json"])
             #expect(!log.stdout.contains(secret) && !log.stdout.contains("key_hash"))
             let entries = try Self.jsonArray(log).map { "\($0["actor"] ?? "") \($0["action"] ?? "")" }
             #expect(entries.contains("operator:ops role.insert"), "migrate installed the policy: \(entries)")
             #expect(
-                entries.suffix(3) == [
+                entries.suffix(5) == [
                     "operator:ops lead\\x service_key.insert", "operator:deploy-bot service_key.update",
-                    "operator:ops row_limit.update",
+                    "operator:ops row_limit.update", "operator:hr user.insert", "operator:support user.insert",
                 ])
-            let table = try await run(["audit", "--operator", "--tail", "2"]).stdout
+            let table = try await run(["audit", "--operator", "--tail", "4"]).stdout
             #expect(table.contains("service_key.update  name=billing revoked_at null→"), "\(table)")
             #expect(table.contains("row_limit.update    table_name=expenses max_rows 100000→1234"), "\(table)")
+            #expect(table.contains("operator:hr          user.insert         email=rita@example.com\n"), "\(table)")
 
             // Usage errors (exit 2), with what to give instead; a malformed --actor is one too.
             let refusals = [
@@ -448,7 +452,7 @@ struct CLITests {
             }
             // The refused writes changed nothing.
             #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
-            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).isEmpty)
+            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
             #expect(try await run(["audit", "--operator", "--json"]).stdout == log.stdout)
         }
     }

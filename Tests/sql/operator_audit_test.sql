@@ -1,5 +1,5 @@
--- The operator's audit log: one row per change to the policy, the service keys or the row limits, with the
--- operator's label, before and after; never a key hash; append-only; not for the application role.
+-- The operator's audit log: one row per change to the policy, the service keys, the row limits or the users,
+-- with the operator's label, before and after; never a key hash; append-only; not for the application role.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -34,6 +34,16 @@ SELECT results_eq(
       FROM pg_temp.new_entries()$$,
     $$VALUES ('row_limit.update', 'expenses', 100000, 1234)$$,
     'a changed row limit is recorded, before and after; rewriting the same values records nothing');
+SELECT pg_temp.mark_seen();
+
+INSERT INTO users (email) VALUES ('rita@example.com');
+UPDATE users SET display_name = 'Rita' WHERE email = 'rita@example.com';
+SELECT results_eq(
+    $$SELECT action, actor_label, before ->> 'display_name', after ->> 'email', after ->> 'display_name'
+      FROM pg_temp.new_entries()$$,
+    $$VALUES ('user.insert', 'operator:admin-alice', NULL, 'rita@example.com', NULL),
+             ('user.update', 'operator:admin-alice', NULL, 'rita@example.com', 'Rita')$$,
+    'adding a user and naming them are recorded with the operator''s label');
 SELECT pg_temp.mark_seen();
 
 CREATE TEMPORARY TABLE base AS SELECT pg_temp.policy_in_force() AS policy;
