@@ -7,12 +7,15 @@ import Foundation
 public protocol CollaborationRepository: Sendable {
     func addUser(email: EmailAddress, displayName: String?) async throws -> User
     func user(_ reference: UserReference) async throws -> User
-    func users(limit: Int) async throws -> [User]
+    /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
+    /// must exist.
+    func users(limit: Int, after: UUID?) async throws -> [User]
 
     /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
     func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
     func couple(_ id: UUID) async throws -> Couple
-    func couples(limit: Int) async throws -> [Couple]
+    /// A page of couples, oldest first: at most `limit` (1 to 1000) after the couple `after`, which must exist.
+    func couples(limit: Int, after: UUID?) async throws -> [Couple]
 
     /// The couples `user` belongs to, by couple id: a page of at most `limit` after the couple id `after`.
     func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple]
@@ -58,8 +61,15 @@ public protocol CollaborationRepository: Sendable {
     func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry]
 }
 
+/// Refuses a page size the SQL functions refuse too (`invalid_input`): a page holds 1 to 1000 items.
+public func requirePageSize(_ limit: Int) throws {
+    guard (1...1000).contains(limit) else {
+        throw CollaborationError(.invalidInput, "page size must be between 1 and 1000, not \(limit)")
+    }
+}
+
 /// Every item of a keyset-paged listing: full pages read in turn, each after the last id of the page before.
-func everyPage<Item>(
+public func everyPage<Item>(
     id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
     _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
 ) async throws -> [Item] {

@@ -52,8 +52,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return found
     }
 
-    public func users(limit: Int) -> [User] {
-        Array(usersByID.values.sorted { $0.email < $1.email }.prefix(limit))
+    public func users(limit: Int, after: UUID?) throws -> [User] {
+        try requirePageSize(limit)
+        let users = usersByID.values.sorted { $0.email.lowercased() < $1.email.lowercased() }
+        return try Self.page(users, id: \.id, after: after, limit: limit, noun: "user")
     }
 
     public func createCouple(name: String, owner: UUID, as actor: Actor) throws -> Couple {
@@ -79,10 +81,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return couple
     }
 
-    public func couples(limit: Int) -> [Couple] {
-        Array(
-            couplesByID.values.sorted { ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString) }.prefix(
-                limit))
+    public func couples(limit: Int, after: UUID?) throws -> [Couple] {
+        try requirePageSize(limit)
+        let couples = couplesByID.values.sorted {
+            ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString)
+        }
+        return try Self.page(couples, id: \.id, after: after, limit: limit, noun: "couple")
     }
 
     public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [UserCouple] {
@@ -363,18 +367,23 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
 
-    private func requirePageSize(_ limit: Int) throws {
-        guard (1...1000).contains(limit) else {
-            throw CollaborationError(.invalidInput, "page size must be between 1 and 1000, not \(limit)")
-        }
-    }
-
     /// A keyset page, as the SQL functions give one: in id order (as PostgreSQL orders uuids), after `after`.
     private static func page<Item>(_ items: [Item], id: (Item) -> UUID, limit: Int, after: UUID?) -> [Item] {
         let after = after?.uuidString
         return items.filter { after == nil || id($0).uuidString > after! }
             .sorted { id($0).uuidString < id($1).uuidString }
             .prefix(limit).map { $0 }
+    }
+
+    /// A keyset page of a listing in its own order: the items after the one with id `after`, which must exist.
+    private static func page<Item>(
+        _ items: [Item], id: (Item) -> UUID, after: UUID?, limit: Int, noun: String
+    ) throws -> [Item] {
+        guard let after else { return Array(items.prefix(limit)) }
+        guard let position = items.firstIndex(where: { id($0) == after }) else {
+            throw CollaborationError(.notFound, "\(noun) \(after.uuidString.lowercased()) does not exist")
+        }
+        return Array(items[(position + 1)...].prefix(limit))
     }
 
     private func requireUser(_ id: UUID) throws {

@@ -62,10 +62,24 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         return try Self.user(row)
     }
 
-    public func users(limit: Int) async throws -> [User] {
-        try await run(as: nil) { connection in
-            try await connection.query("SELECT id, email, display_name FROM users ORDER BY email LIMIT \(limit)")
-                .map(Self.user)
+    public func users(limit: Int, after: UUID?) async throws -> [User] {
+        try requirePageSize(limit)
+        return try await run(as: nil) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT id, email, display_name FROM users
+                WHERE \(after)::uuid IS NULL
+                   OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after))
+                ORDER BY lower(email) LIMIT \(limit)
+                """)
+            // An empty page after an unknown user is a mistake to report, not the end of the listing.
+            if rows.isEmpty, let after {
+                let known = try await connection.query("SELECT 1 FROM users WHERE id = \(after)")
+                guard !known.isEmpty else {
+                    throw CollaborationError(.notFound, "user \(after.uuidString.lowercased()) does not exist")
+                }
+            }
+            return try rows.map(Self.user)
         }
     }
 
@@ -87,11 +101,23 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         return try Self.couple(row)
     }
 
-    public func couples(limit: Int) async throws -> [Couple] {
-        try await run(as: nil) { connection in
-            try await connection.query(
-                "SELECT id, name, created_at, revision FROM couples ORDER BY created_at, id LIMIT \(limit)"
-            ).map(Self.couple)
+    public func couples(limit: Int, after: UUID?) async throws -> [Couple] {
+        try requirePageSize(limit)
+        return try await run(as: nil) { connection in
+            let rows = try await connection.query(
+                """
+                SELECT id, name, created_at, revision FROM couples
+                WHERE \(after)::uuid IS NULL
+                   OR (created_at, id) > (SELECT created_at, id FROM couples WHERE id = \(after))
+                ORDER BY created_at, id LIMIT \(limit)
+                """)
+            if rows.isEmpty, let after {
+                let known = try await connection.query("SELECT 1 FROM couples WHERE id = \(after)")
+                guard !known.isEmpty else {
+                    throw CollaborationError(.notFound, "couple \(after.uuidString.lowercased()) does not exist")
+                }
+            }
+            return try rows.map(Self.couple)
         }
     }
 

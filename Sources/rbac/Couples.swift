@@ -50,13 +50,15 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List couples (oldest first).")
-            @Option(help: "At most this many.") var limit = 100
+            @OptionGroup var page: PageOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let couples = try await context.repository.couples(limit: limit)
+                    let read = context.repository.couples(limit:after:)
+                    let couples = try await page.read(
+                        id: \.id, every: { try await everyPage(id: \.id, read) }, page: read)
                     try output.print(
                         couples,
                         Table(

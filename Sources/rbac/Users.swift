@@ -32,13 +32,15 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List users by email.")
-            @Option(help: "At most this many.") var limit = 100
+            @OptionGroup var page: PageOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let users = try await context.repository.users(limit: limit)
+                    let read = context.repository.users(limit:after:)
+                    let users = try await page.read(
+                        id: \.id, every: { try await everyPage(id: \.id, read) }, page: read)
                     try output.print(
                         users,
                         Table(

@@ -89,11 +89,17 @@ struct CLITests {
         }
     }
 
-    @Test("members and invitations list one page at a time with --limit and --after; bad page options exit 2")
+    @Test(
+        "members, invitations, users and couples list one page at a time with --limit and --after; bad page options exit 2"
+    )
     func pages() async throws {
         try await Self.withDatabase { run in
             let couple = try await Self.createCouple(run)
-            for name in ["pia", "paul", "vera", "sam"] {
+            for name in ["pia", "Paul", "vera", "sam"] {
+                let created = try await run([
+                    "couples", "create", "--name", name, "--owner-email", "olivia@example.com",
+                ])
+                #expect(created.status == 0, "\(created.stderr)")
                 #expect(try await run(["users", "add", "--email", "\(name)@example.com"]).status == 0)
                 let grant = try await run([
                     "grant", "--couple", couple, "--user", "\(name)@example.com", "--role", "viewer",
@@ -101,14 +107,18 @@ struct CLITests {
                 #expect(grant.status == 0, "\(grant.stderr)")
                 #expect(try await run(["invite", "--couple", couple, "--role", "viewer"]).status == 0)
             }
-            for (listing, idKey) in [(["members"], "user"), (["invitations", "list"], "id")] {
+            let listings = [
+                (["members", "--couple", couple], "user"), (["invitations", "list", "--couple", couple], "id"),
+                (["users", "list"], "id"), (["couples", "list"], "id"),
+            ]
+            for (listing, idKey) in listings {
                 func ids(_ result: Result) throws -> [String] {
                     try Self.jsonArray(result).map { entry in
                         let id = idKey == "user" ? (entry["user"] as? [String: Any])?["id"] : entry["id"]
                         return try #require(id as? String)
                     }
                 }
-                let every = try ids(try await run(listing + ["--couple", couple, "--json"]))
+                let every = try ids(try await run(listing + ["--json"]))
                 #expect(every.count >= 4)
                 // Walk the pages of two, following each hint on stderr.
                 var walked: [String] = []
@@ -116,7 +126,7 @@ struct CLITests {
                 var pages = 0
                 while true {
                     pages += 1
-                    let page = try await run(listing + ["--couple", couple, "--limit", "2", "--json"] + after)
+                    let page = try await run(listing + ["--limit", "2", "--json"] + after)
                     #expect(page.status == 0, "\(page.stderr)")
                     let pageIDs = try ids(page)
                     walked += pageIDs
@@ -129,6 +139,23 @@ struct CLITests {
                 }
                 #expect(walked == every, "the pages of \(listing) hold every entry once, in order")
                 #expect(pages == every.count / 2 + 1, "full pages of two, then the rest (perhaps none)")
+            }
+            // Users by email whatever its case, couples oldest first.
+            let emails = try Self.jsonArray(try await run(["users", "list", "--json"])).compactMap {
+                $0["email"] as? String
+            }
+            #expect(
+                emails == emails.sorted { $0.lowercased() < $1.lowercased() } && emails.contains("Paul@example.com"))
+            let names = try Self.jsonArray(try await run(["couples", "list", "--json"])).compactMap {
+                $0["name"] as? String
+            }
+            #expect(names == ["Olivia & Paul", "pia", "Paul", "vera", "sam"])
+            for listing in [["users", "list"], ["couples", "list"]] {
+                let unknown = try await run(
+                    listing + ["--limit", "2", "--after", "00000000-0000-0000-0000-000000000000"])
+                #expect(
+                    unknown.status == 3
+                        && unknown.stderr.contains("00000000-0000-0000-0000-000000000000 does not exist"))
             }
             for (options, message) in [
                 (["--limit", "0"], "--limit must be from 1 to 1000, not 0"),

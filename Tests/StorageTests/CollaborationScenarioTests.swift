@@ -338,4 +338,34 @@ struct CollaborationScenarioTests {
             }
         }
     }
+
+    @Test("users list by email whatever its case, couples oldest first, page by page", arguments: Backend.allCases)
+    func usersAndCouplesInPages(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            for name in ["vera", "Paul", "ana", "Sam", "olivia"] {
+                let user = try await world.repository.addUser(
+                    email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: nil)
+                _ = try await world.repository.createCouple(name: name, owner: user.id, as: world.admin)
+            }
+            func walk<Item>(_ read: (Int, UUID?) async throws -> [Item], id: (Item) -> UUID) async throws -> [Item] {
+                var items: [Item] = []
+                while true {
+                    let page = try await read(2, items.last.map(id))
+                    items += page
+                    if page.count < 2 { return items }
+                }
+            }
+            let users = try await walk(world.repository.users(limit:after:), id: \.id)
+            #expect(users.map(\.email) == ["ana", "olivia", "Paul", "Sam", "vera"].map { "\($0)@example.com" })
+            let couples = try await walk(world.repository.couples(limit:after:), id: \.id)
+            #expect(couples.map(\.name) == ["vera", "Paul", "ana", "Sam", "olivia"])
+
+            await expectRefusal(.notFound) { _ = try await world.repository.users(limit: 2, after: UUID()) }
+            await expectRefusal(.notFound) { _ = try await world.repository.couples(limit: 2, after: UUID()) }
+            for limit in [0, 1001] {
+                await expectRefusal(.invalidInput) { _ = try await world.repository.users(limit: limit, after: nil) }
+                await expectRefusal(.invalidInput) { _ = try await world.repository.couples(limit: limit, after: nil) }
+            }
+        }
+    }
 }
