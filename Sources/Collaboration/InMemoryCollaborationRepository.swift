@@ -55,7 +55,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     public func users(limit: Int, after: UUID?) throws -> [User] {
         try requirePageSize(limit)
         let users = usersByID.values.sorted { $0.email.lowercased() < $1.email.lowercased() }
-        return try Self.page(users, id: \.id, after: after, limit: limit, noun: "user")
+        return try Self.orderedPage(users, id: \.id, after: after, limit: limit, noun: "user")
     }
 
     public func createCouple(name: String, owner: UUID, as actor: Actor) throws -> Couple {
@@ -86,7 +86,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         let couples = couplesByID.values.sorted {
             ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString)
         }
-        return try Self.page(couples, id: \.id, after: after, limit: limit, noun: "couple")
+        return try Self.orderedPage(couples, id: \.id, after: after, limit: limit, noun: "couple")
     }
 
     public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [UserCouple] {
@@ -375,8 +375,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             .prefix(limit).map { $0 }
     }
 
-    /// A keyset page of a listing in its own order: the items after the one with id `after`, which must exist.
-    private static func page<Item>(
+    /// A keyset page of items in the order given: those after the one with id `after`, which must exist.
+    private static func orderedPage<Item>(
         _ items: [Item], id: (Item) -> UUID, after: UUID?, limit: Int, noun: String
     ) throws -> [Item] {
         guard let after else { return Array(items.prefix(limit)) }

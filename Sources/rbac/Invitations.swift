@@ -201,7 +201,7 @@ extension RBAC {
             abstract: "Read a couple's audit log, or the operator's, oldest first.",
             discussion: """
                 A couple's log holds its membership, invitation and budget changes. The operator's log (--operator) \
-                holds the changes that reach every couple: the access policy (roles, permissions, grants), service \
+                holds the changes that belong to no couple: the access policy (roles, permissions, grants), service \
                 keys (never their hashes), budget row limits and users, each with the OS user or label that made it.
                 """)
         @Option(help: "The couple's id.") var couple: String?
@@ -261,8 +261,7 @@ extension RBAC {
             }
             let keys = [
                 "user_id", "role", "status", "email", "display_name", "accepted_by", "revoked_at", "name", "from_name",
-                "expense_id",
-                "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary", "permission",
+                "expense_id", "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary", "permission",
                 "grantable_role", "rank", "table_name", "max_rows",
             ]
             switch (fields(entry.before), fields(entry.after)) {
