@@ -66,24 +66,6 @@ public protocol BudgetRepository: Sendable {
     ) async throws -> T
 }
 
-/// One page of a listing: at most `limit` rows in id order, those after the id `after` (the last one of the
-/// page before; nil for the first page).
-public struct PageRequest: Sendable, Hashable {
-    public let limit: Int
-    public let after: UUID?
-
-    public init(limit: Int, after: UUID?) {
-        precondition(limit > 0, "a page holds at least one row")
-        self.limit = limit
-        self.after = after
-    }
-
-    /// This page of `rows`, which may come in any order.
-    public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
-        Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
-    }
-}
-
 /// One allocation of an expense to a budget item, its amount in whole cents: exact for `numeric(12,2)`, and
 /// tens of thousands of them add up in microseconds (each `Decimal` addition costs some hundred nanoseconds).
 public struct AllocationCents: Sendable, Hashable {

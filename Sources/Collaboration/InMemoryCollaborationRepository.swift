@@ -98,7 +98,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             guard let member = members[user]?.membership, let name = couplesByID[couple]?.name else { return nil }
             return UserCouple(coupleID: couple, coupleName: name, role: member.role, status: member.status)
         }
-        return Self.page(couples, id: \.coupleID, limit: limit, after: after)
+        return PageRequest(limit: limit, after: after).of(couples, id: \.coupleID)
     }
 
     // MARK: Permissions
@@ -146,7 +146,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 user: usersByID[entry.membership.userID]!, role: entry.membership.role,
                 status: entry.membership.status, joinedAt: entry.joinedAt)
         }
-        return Self.page(members, id: \.user.id, limit: limit, after: after)
+        return PageRequest(limit: limit, after: after).of(members, id: \.user.id)
     }
 
     public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) throws -> Membership {
@@ -354,7 +354,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                     status: stored.status(at: at), acceptedBy: invitation.acceptedBy)
             }
             .filter { status == nil || $0.status == status }
-        return Self.page(invitations, id: \.id, limit: limit, after: after)
+        return PageRequest(limit: limit, after: after).of(invitations, id: \.id)
     }
 
     public func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) throws -> [AuditEntry] {
@@ -366,14 +366,6 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Rules
 
     private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
-
-    /// A keyset page, as the SQL functions give one: in id order (as PostgreSQL orders uuids), after `after`.
-    private static func page<Item>(_ items: [Item], id: (Item) -> UUID, limit: Int, after: UUID?) -> [Item] {
-        let after = after?.uuidString
-        return items.filter { after == nil || id($0).uuidString > after! }
-            .sorted { id($0).uuidString < id($1).uuidString }
-            .prefix(limit).map { $0 }
-    }
 
     /// A keyset page of items in the order given: those after the one with id `after`, which must exist.
     private static func orderedPage<Item>(
