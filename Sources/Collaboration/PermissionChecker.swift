@@ -76,6 +76,20 @@ public final class PermissionChecker: Sendable {
         return PermissionCheck(allowed: set.permissions.contains(permission), revision: set.revision)
     }
 
+    /// `checkKnown`'s answer when the cache alone can give it now: trusted, holding the set, and for a denial
+    /// knowing the permission some role grants. Nil when the repository must be asked (`checkKnown`, which
+    /// also gives the errors).
+    public func cachedCheck(couple: UUID, user: UUID, permission: Permission, minRevision: Int64? = nil)
+        -> PermissionCheck?
+    {
+        guard let cache, isCacheTrusted(), let set = cache.lookup(couple: couple, user: user, minRevision: minRevision)
+        else { return nil }
+        let allowed = set.permissions.contains(permission)
+        guard allowed || cache.knownPermissions()?.contains(permission) == true else { return nil }
+        cachedChecks.increment()
+        return PermissionCheck(allowed: allowed, revision: set.revision)
+    }
+
     public func permissionSet(couple: UUID, user: UUID, minRevision: Int64? = nil) async throws -> PermissionSet {
         guard let cache, isCacheTrusted() else {
             return try await metrics.measure("permission.check", outcome: "database") {

@@ -62,6 +62,13 @@ public actor ServiceKeyService {
 
     /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
     /// Runs on the caller's executor: every API request authenticates, and must not queue behind others.
+    /// The live key a presented secret belongs to, when the cache alone can tell now; nil when it cannot
+    /// (nothing cached, the cache not trusted, or a malformed secret), and `authenticate` must be asked.
+    public nonisolated func cachedKey(_ presented: String) -> ServiceKey? {
+        guard let cache, isCacheTrusted(), let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
+        return cache.lookup(token.hash)
+    }
+
     public nonisolated func authenticate(_ presented: String) async throws -> ServiceKey? {
         guard let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
         guard let cache, isCacheTrusted() else {

@@ -66,7 +66,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let router = Router(context: AppRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: RequestLogMiddleware())
     router.add(
-        middleware: RouteMetricsMiddleware<AppRequestContext>(
+        middleware: RouteMetricsMiddleware(
             factory: PrometheusMetricsFactory(registry: dependencies.metrics)))
     router.add(middleware: APIErrorMiddleware())
     router.get("health") { _, _ in "ok" }
@@ -132,36 +132,54 @@ public func openAPIDocument() throws -> Data {
     return try Data(contentsOf: url)
 }
 
+/// The `Server` field of every response.
+let serverName = "rbac"
+
 /// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.
-/// `onServerRunning` is told the address the server listens on (port 0 picks a free one).
+/// `onServerRunning` is told the address the server listens on (port 0 picks a free one). Warm checks are
+/// answered before the router (`CheckFastPath`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
-    Application(
+    let timings = RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: dependencies.metrics))
+    return Application(
         router: buildRouter(dependencies),
-        configuration: .init(address: .hostname(host, port: port), serverName: "rbac"),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [
+                    CheckFastPath(
+                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger)
+                ])),
+        configuration: .init(address: .hostname(host, port: port), serverName: serverName),
         services: [BudgetSweeper(registry: dependencies.budgets)],
         onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },
         logger: logger)
 }
 
 /// One log line per request, with Hummingbird's request id; invitation tokens in paths are redacted.
-struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
+struct RequestLogMiddleware: RouterMiddleware {
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
         let started = ContinuousClock.now
         let response = try await next(request, context)
+        Self.log(context.logger, request.method, request.uri.path, response.status, since: started)
+        return response
+    }
+
+    /// The line for one request, answered with `status` (CheckFastPath writes it too).
+    static func log(
+        _ logger: Logger, _ method: HTTPRequest.Method, _ path: String, _ status: HTTPResponse.Status,
+        since started: ContinuousClock.Instant
+    ) {
         let elapsed = ContinuousClock.now - started
-        context.logger.info(
+        logger.info(
             "request",
             metadata: [
-                "method": "\(request.method)", "path": "\(Self.redacted(request.uri.path))",
-                "status": "\(response.status.code)",
+                "method": "\(method)", "path": "\(redacted(path))", "status": "\(status.code)",
                 "ms": "\(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)",
             ])
-        return response
     }
 
     /// `/invitations/<token>...` with the token replaced.
@@ -175,18 +193,23 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
 
 /// Times every request through swift-metrics: `http_requests_total` and `http_request_duration_seconds`, by
 /// method, route (the matched pattern, so ids and tokens never become labels) and status.
-struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
+struct RouteMetricsMiddleware: RouterMiddleware {
     let timings: CountedTimings
 
     init(factory: any MetricsFactory) {
-        timings = CountedTimings(
+        timings = Self.timings(factory)
+    }
+
+    /// The counter and timer of every route (CheckFastPath records into them too).
+    static func timings(_ factory: any MetricsFactory) -> CountedTimings {
+        CountedTimings(
             counter: "http_requests_total", timer: "http_request_duration_seconds",
             dimensions: ["method", "route", "status"], factory: factory)
     }
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
-        -> Response
-    {
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
         let started = ContinuousClock.now
         do {
             let response = try await next(request, context)
@@ -199,10 +222,18 @@ struct RouteMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    private func record(_ request: Request, _ context: Context, status: Int, since started: ContinuousClock.Instant) {
-        timings.record(
-            [request.method.rawValue, context.endpointPath ?? "unmatched", String(status)],
-            duration: ContinuousClock.now - started)
+    private func record(
+        _ request: Request, _ context: AppRequestContext, status: Int, since started: ContinuousClock.Instant
+    ) {
+        Self.record(timings, request.method, route: context.endpointPath ?? "unmatched", status, since: started)
+    }
+
+    /// Counts and times one request to `route` (the matched pattern), answered with `status`.
+    static func record(
+        _ timings: CountedTimings, _ method: HTTPRequest.Method, route: String, _ status: Int,
+        since started: ContinuousClock.Instant
+    ) {
+        timings.record([method.rawValue, route, String(status)], duration: ContinuousClock.now - started)
     }
 }
 

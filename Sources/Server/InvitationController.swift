@@ -82,7 +82,7 @@ struct InvitationController {
 
     /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`.
     private static func bearerToken(_ request: inout Request, context: AppRequestContext) async throws -> String? {
-        if let credential = request.bearerCredential { return credential }
+        if let credential = request.headers.bearerCredential { return credential }
         guard request.headers[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true else { return nil }
         struct Form: Decodable {
             let accessToken: String?

@@ -58,7 +58,7 @@ struct PermissionAPIController {
         }
         // Validate every check before asking the database about any; then ask about all at once, so that those
         // the cache cannot answer are read together (PostgresCollaborationRepository batches concurrent reads).
-        let parsed = try batch.checks.map(parse)
+        let parsed = try batch.checks.map(Self.parse)
         try await checker.requireKnown(parsed.map(\.permission))
         let results = try await withThrowingTaskGroup(of: (Int, PermissionCheck).self) { group in
             for (index, check) in parsed.enumerated() {
@@ -99,7 +99,7 @@ struct PermissionAPIController {
         return try Self.json(Standing(role: role, permissions: granted))
     }
 
-    private struct ParsedCheck {
+    struct ParsedCheck {
         let couple: UUID
         let user: UUID
         let permission: Permission
@@ -107,7 +107,7 @@ struct PermissionAPIController {
     }
 
     private func answer(_ check: CheckRequest) async throws -> PermissionCheck {
-        let parsed = try parse(check)
+        let parsed = try Self.parse(check)
         return try await checker.checkKnown(
             couple: parsed.couple, user: parsed.user, permission: parsed.permission, minRevision: parsed.minRevision)
     }
@@ -117,7 +117,7 @@ struct PermissionAPIController {
             couple: check.couple, user: check.user, permission: check.permission, minRevision: check.minRevision)
     }
 
-    private func parse(_ check: CheckRequest) throws -> ParsedCheck {
+    static func parse(_ check: CheckRequest) throws -> ParsedCheck {
         guard let permission = Permission(rawValue: check.permission) else {
             throw APIError.badRequest("\"permission\" must look like area.action, e.g. budget.edit")
         }
@@ -191,9 +191,11 @@ struct PermissionAPIController {
         return body
     }
 
+    static let jsonContentType = "application/json; charset=utf-8"
+
     static func response(json body: ByteBuffer) -> Response {
         var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.contentType] = jsonContentType
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
     }
 }
@@ -206,7 +208,8 @@ struct ServiceKeyMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
-        guard let credential = request.bearerCredential, let key = try await keys.authenticate(credential) else {
+        guard let credential = request.headers.bearerCredential, let key = try await keys.authenticate(credential)
+        else {
             throw APIError.unauthorized
         }
         var context = context

@@ -10,15 +10,17 @@ extension APIError {
     }
 }
 
-extension Request {
-    /// The credential of `Authorization: Bearer ...`, when the request has exactly that one Authorization field;
-    /// several are refused, never joined into one (as `headers[.authorization]` would, at a cost per request).
+extension HTTPFields {
+    /// The credential of `Authorization: Bearer ...`, when there is exactly that one Authorization field;
+    /// several are refused, never joined into one (as `self[.authorization]` would, at a cost per request).
     var bearerCredential: String? {
-        let fields = headers[values: .authorization]
+        let fields = self[values: .authorization]
         guard fields.count == 1, let field = fields.first, field.hasPrefix("Bearer ") else { return nil }
         return String(field.dropFirst("Bearer ".count))
     }
+}
 
+extension Request {
     /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
     func actingUser() throws -> Actor {
         guard let header = headers[.init("X-Acting-User")!] else {

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Postgres
 import Prometheus
 import Secrets
@@ -59,9 +60,9 @@ struct CacheTests {
             await pool.close()
         }
 
+        /// As `rbac serve` runs it: warm checks are answered before the router (CheckFastPath).
         func app() -> some ApplicationProtocol {
-            Application(
-                router: buildRouter(dependencies), configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            buildApplication(dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "cache-test"))
         }
     }
 
@@ -143,7 +144,19 @@ struct CacheTests {
             let instance = Instance(configuration)
             try await instance.waitUntilListening()
             try await instance.app().test(.live) { client in
-                for _ in 0..<3 { #expect(try await Self.answer(client, world).allowed) }
+                var answers: [(fields: HTTPFields, body: String)] = []
+                for _ in 0..<3 {
+                    try await client.execute(
+                        uri: "/v1/check", method: .post, headers: world.headers, body: world.check()
+                    ) { response in
+                        #expect(response.status == .ok)
+                        var fields = response.headers
+                        fields[.date] = nil
+                        answers.append((fields, String(buffer: response.body)))
+                    }
+                }
+                #expect(answers.allSatisfy { $0 == answers[0] }, "a cold check and warm ones are answered alike")
+                #expect(answers[0].body.hasPrefix(#"{"allowed":true"#))
                 #expect(instance.cache.count == 1, "the answers came from a warm cache")
                 _ = try await Self.removePlanner(client, world)
                 #expect(try await Self.answer(client, world).allowed == false)
@@ -152,6 +165,8 @@ struct CacheTests {
                     let checks = #"rbac_operations_total{operation="permission.check",outcome="#
                     #expect(samples[checks + #""cached"}"#] == 2, "the second and third check")
                     #expect(samples[checks + #""database"}"#] == 2, "the first, and the one after the revoke")
+                    let routed = #"http_requests_total{method="POST",route="/v1/check",status="200"}"#
+                    #expect(samples[routed] == 4, "every check, wherever it was answered")
                 }
             }
             await instance.stop()
