@@ -60,8 +60,6 @@ public actor ServiceKeyService {
 
     public func revoke(_ id: UUID) async throws -> ServiceKey { try await repository.revokeKey(id) }
 
-    /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
-    /// Runs on the caller's executor: every API request authenticates, and must not queue behind others.
     /// The live key a presented secret belongs to, when the cache alone can tell now; nil when it cannot
     /// (nothing cached, the cache not trusted, or a malformed secret), and `authenticate` must be asked.
     public nonisolated func cachedKey(_ presented: String) -> ServiceKey? {
@@ -69,6 +67,8 @@ public actor ServiceKeyService {
         return cache.lookup(token.hash)
     }
 
+    /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
+    /// Runs on the caller's executor: every API request authenticates, and must not queue behind others.
     public nonisolated func authenticate(_ presented: String) async throws -> ServiceKey? {
         guard let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
         guard let cache, isCacheTrusted() else {

@@ -55,11 +55,8 @@ struct CheckFastPathTests {
             )
         }
 
-        func head(_ method: HTTPRequest.Method = .post, _ path: String = "/v1/check", headers: HTTPFields? = nil)
-            -> HTTPRequest
-        {
-            HTTPRequest(
-                method: method, scheme: nil, authority: "rbac.test", path: path, headerFields: headers ?? self.headers)
+        func head(_ method: HTTPRequest.Method = .post, _ path: String = "/v1/check") -> HTTPRequest {
+            HTTPRequest(method: method, scheme: nil, authority: "rbac.test", path: path, headerFields: headers)
         }
 
         func request(_ head: HTTPRequest? = nil, _ body: ByteBuffer? = nil) -> [HTTPRequestPart] {
