@@ -34,15 +34,14 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private let timings: CountedTimings
     private let logger: Logger
 
-    private enum Reading {
-        /// Between requests.
-        case idle
-        /// A check this handler may answer, held until its end arrives.
-        case holding(HTTPRequest, body: ByteBuffer?, since: ContinuousClock.Instant)
-        /// A request on its way to Hummingbird.
-        case passing
+    /// A check this handler may answer, held until its end arrives.
+    private struct Held {
+        let head: HTTPRequest
+        var body: ByteBuffer?
+        let since: ContinuousClock.Instant
     }
-    private var reading = Reading.idle
+    /// Nil between requests, and while a request goes on to Hummingbird.
+    private var held: Held?
     /// Requests passed on whose answers have not been written to the end.
     private var unanswered = 0
     private var answeredThisRead = false
@@ -58,32 +57,27 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch (reading, unwrapInboundIn(data)) {
-        case (.idle, .head(let head)) where unanswered == 0 && Self.mayAnswer(head):
-            reading = .holding(head, body: nil, since: .now)
-        case (.holding(let head, let body, let since), .body(var chunk)):
-            if var body {
+        switch (held, unwrapInboundIn(data)) {
+        case (nil, .head(let head)) where unanswered == 0 && Self.mayAnswer(head):
+            held = Held(head: head, body: nil, since: .now)
+        case (var held?, .body(var chunk)):
+            if var body = held.body {
                 body.writeBuffer(&chunk)
                 chunk = body
             }
-            guard chunk.readableBytes <= Self.maxBody else { return passOn(head, chunk, context: context) }
-            reading = .holding(head, body: chunk, since: since)
-        case (.holding(let head, let body, let since), .end(let trailers)):
-            if trailers == nil, let answer = answer(head, body ?? ByteBuffer()) {
-                reading = .idle
-                return writeAnswer(answer, since: since, context: context)
+            held.body = chunk
+            guard chunk.readableBytes <= Self.maxBody else { return passOn(held, context: context) }
+            self.held = held
+        case (let held?, .end(let trailers)):
+            self.held = nil
+            if trailers == nil, let answer = answer(held.head, held.body ?? ByteBuffer()) {
+                return writeAnswer(answer, since: held.since, context: context)
             }
-            passOn(head, body, context: context)
-            reading = .idle
+            passOn(held, context: context)
             context.fireChannelRead(data)
-        case (_, .head):
-            unanswered += 1
-            reading = .passing
-            context.fireChannelRead(data)
-        case (_, .body):
-            context.fireChannelRead(data)
-        case (_, .end):
-            reading = .idle
+        case (_, let part):
+            // Nothing is held: the decoder ends each request before it begins the next.
+            if case .head = part { unanswered += 1 }
             context.fireChannelRead(data)
         }
     }
@@ -99,9 +93,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// On shutdown, Hummingbird closes the connection once it owes no answer: a check held here is handed on
     /// first, to be answered before that.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is ChannelShouldQuiesceEvent, case .holding(let head, let body, _) = reading {
-            passOn(head, body, context: context)
-        }
+        if event is ChannelShouldQuiesceEvent, let held { passOn(held, context: context) }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -126,11 +118,11 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Hands a held request to Hummingbird: its head, and its body so far. The rest follows as it comes.
-    private func passOn(_ head: HTTPRequest, _ body: ByteBuffer?, context: ChannelHandlerContext) {
+    private func passOn(_ held: Held, context: ChannelHandlerContext) {
         unanswered += 1
-        reading = .passing
-        context.fireChannelRead(wrapInboundOut(.head(head)))
-        if let body { context.fireChannelRead(wrapInboundOut(.body(body))) }
+        self.held = nil
+        context.fireChannelRead(wrapInboundOut(.head(held.head)))
+        if let body = held.body { context.fireChannelRead(wrapInboundOut(.body(body))) }
     }
 
     private func writeAnswer(_ body: ByteBuffer, since: ContinuousClock.Instant, context: ChannelHandlerContext) {
