@@ -60,7 +60,7 @@ struct CacheTests {
             await pool.close()
         }
 
-        /// As `rbac serve` runs it: warm checks are answered before the router (CheckFastPath).
+        /// As `rbac serve` runs it: checks with a cached key are answered before the router (CheckFastPath).
         func app() -> some ApplicationProtocol {
             buildApplication(dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "cache-test"))
         }
@@ -144,6 +144,7 @@ struct CacheTests {
             let instance = Instance(configuration)
             try await instance.waitUntilListening()
             try await instance.app().test(.live) { client in
+                // The first check goes through the router (its key is not cached yet); the others do not.
                 var answers: [(fields: HTTPFields, body: String)] = []
                 for _ in 0..<3 {
                     try await client.execute(

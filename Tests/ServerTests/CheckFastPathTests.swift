@@ -11,9 +11,9 @@ import Testing
 
 @testable import Server
 
-/// `CheckFastPath` in a channel of its own: what it answers itself, and what it hands on to Hummingbird (read
-/// here from the channel's end), over the in-memory fixture with caches that are always trusted.
-@Suite("Warm checks answered before the router")
+/// `CheckFastPath` in a channel of its own, between two handlers that record what it writes to the client and
+/// what it hands on to Hummingbird, over the in-memory fixture with caches that are always trusted.
+@Suite("Checks answered before the router", .timeLimit(.minutes(1)))
 struct CheckFastPathTests {
     /// The fixture's couple behind trusted caches, warmed with a key and the sets of the owner and the invitee
     /// (not a member).
@@ -48,11 +48,11 @@ struct CheckFastPathTests {
 
         var headers: HTTPFields { [.authorization: "Bearer \(apiKey)", .contentType: "application/json"] }
 
-        func body(permission: String = "budget.edit", user: UUID? = nil) -> ByteBuffer {
-            ByteBuffer(
-                string:
-                    #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user ?? fixture.owner)","permission":"\#(permission)"}"#
-            )
+        func body(permission: String = "budget.edit", user: UUID? = nil, minRevision: Int64? = nil) -> ByteBuffer {
+            let revision = minRevision.map { #","min_revision":\#($0)"# } ?? ""
+            return ByteBuffer(
+                string: #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user ?? fixture.owner)","#
+                    + #""permission":"\#(permission)"\#(revision)}"#)
         }
 
         func head(_ method: HTTPRequest.Method = .post, _ path: String = "/v1/check") -> HTTPRequest {
@@ -63,58 +63,156 @@ struct CheckFastPathTests {
             [.head(head ?? self.head()), .body(body ?? self.body()), .end(nil)]
         }
 
-        /// A connection through a new fast path. Use it without awaiting in between: its event loop is the
-        /// thread that made it.
-        func connection() -> Connection {
-            Connection(
-                channel: EmbeddedChannel(
-                    handler: CheckFastPath(
-                        keys: dependencies.keys, checker: dependencies.checker,
-                        timings: RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: registry)),
-                        logger: Logger(label: "rbac") { [lines] in LineLogHandler(label: $0, stream: lines) })))
+        /// `body` with a connection through a new fast path, closed afterwards.
+        func withConnection<T>(_ body: (Connection) async throws -> T) async throws -> T {
+            let (keys, checker, registry, lines) = (dependencies.keys, dependencies.checker, registry, lines)
+            let connection = try await Connection {
+                CheckFastPath(
+                    keys: keys, checker: checker,
+                    timings: RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: registry)),
+                    logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })
+            }
+            do {
+                let result = try await body(connection)
+                await connection.close()
+                return result
+            } catch {
+                await connection.close()
+                throw error
+            }
         }
 
-        /// What the fast path does with `reads`, each one read, on a new connection.
-        func run(_ reads: [HTTPRequestPart]...) throws -> (answered: [HTTPResponsePart], handedOn: [HTTPRequestPart]) {
-            let connection = connection()
-            for read in reads { connection.read(read) }
-            defer { connection.close() }
-            return (try connection.answered(), try connection.handedOn())
+        /// The route's answer to a check with `body`.
+        func routeAnswer(_ body: ByteBuffer) async throws -> (HTTPResponse.Status, String, String?) {
+            try await Application(router: buildRouter(dependencies)).test(.router) { client in
+                try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: body) { route in
+                    (route.status, String(buffer: route.body), route.headers[.contentType])
+                }
+            }
+        }
+    }
+
+    /// What the connection's recorders saw, in order.
+    enum Event: Equatable, Sendable {
+        /// Written to the client, by the fast path or by Hummingbird (`Connection.answer`).
+        case answer(HTTPResponsePart)
+        /// Handed on to Hummingbird.
+        case handedOn(HTTPRequestPart)
+        /// A read asked of the socket.
+        case read
+        /// The shutdown event, handed on to Hummingbird.
+        case shutdown
+        /// Recorded by `Connection.nothingMore`.
+        case mark
+    }
+
+    /// Records what goes out at the client's end of the fast path.
+    final class ClientEnd: ChannelOutboundHandler {
+        typealias OutboundIn = HTTPResponsePart
+        let record: AsyncStream<Event>.Continuation
+        init(_ record: AsyncStream<Event>.Continuation) { self.record = record }
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            record.yield(.answer(unwrapOutboundIn(data)))
+            context.write(data, promise: promise)
+        }
+
+        func read(context: ChannelHandlerContext) {
+            record.yield(.read)
+            context.read()
+        }
+    }
+
+    /// Records what reaches Hummingbird's end of the fast path.
+    final class HummingbirdEnd: ChannelInboundHandler {
+        typealias InboundIn = HTTPRequestPart
+        let record: AsyncStream<Event>.Continuation
+        init(_ record: AsyncStream<Event>.Continuation) { self.record = record }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            record.yield(.handedOn(unwrapInboundIn(data)))
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is ChannelShouldQuiesceEvent { record.yield(.shutdown) }
         }
     }
 
     final class Connection {
-        let channel: EmbeddedChannel
+        let channel: NIOAsyncTestingChannel
+        private let record: AsyncStream<Event>.Continuation
+        private var events: AsyncStream<Event>.Iterator
 
-        init(channel: EmbeddedChannel) { self.channel = channel }
-
-        /// `parts`, arriving in one read.
-        func read(_ parts: [HTTPRequestPart]) {
-            for part in parts { channel.pipeline.fireChannelRead(part) }
-            channel.pipeline.fireChannelReadComplete()
+        init(fastPath: @escaping @Sendable () -> CheckFastPath) async throws {
+            let (stream, record) = AsyncStream.makeStream(of: Event.self)
+            (self.record, events) = (record, stream.makeAsyncIterator())
+            channel = try await NIOAsyncTestingChannel { channel in
+                try channel.pipeline.syncOperations.addHandlers(ClientEnd(record), fastPath(), HummingbirdEnd(record))
+            }
+            // Active, as a client's connection is: the fast path writes no answer on a closed one.
+            try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).get()
         }
+
+        enum Step: Sendable {
+            /// Parts arriving in one read.
+            case read([HTTPRequestPart])
+            /// A read asked of the socket, as the channel asks once it has handed on what it read.
+            case askToRead
+            case shutDown
+        }
+
+        /// `steps`, all at once on the event loop; then whatever they started there, until it waits for another
+        /// thread.
+        func perform(_ steps: Step...) async throws {
+            try await channel.testingEventLoop.executeInContext { [channel] in
+                for step in steps {
+                    switch step {
+                    case .read(let parts):
+                        for part in parts { channel.pipeline.fireChannelRead(part) }
+                        channel.pipeline.fireChannelReadComplete()
+                    case .askToRead: channel.pipeline.read()
+                    case .shutDown: channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+                    }
+                }
+            }
+            await channel.testingEventLoop.run()
+        }
+
+        func read(_ parts: [HTTPRequestPart]) async throws { try await perform(.read(parts)) }
 
         /// Writes `parts` as Hummingbird answering what was handed on.
-        func answer(_ parts: [HTTPResponsePart]) throws {
-            for part in parts { try channel.writeOutbound(part) }
+        func answer(_ parts: [HTTPResponsePart]) async throws {
+            for part in parts { try await channel.writeOutbound(part) }
         }
 
-        /// What was written to the client since last asked.
-        func answered() throws -> [HTTPResponsePart] {
-            var parts: [HTTPResponsePart] = []
-            while let part = try channel.readOutbound(as: HTTPResponsePart.self) { parts.append(part) }
-            return parts
+        /// The next `count` events, waiting for them.
+        func next(_ count: Int) async -> [Event] {
+            var next: [Event] = []
+            while next.count < count, let event = await events.next() { next.append(event) }
+            return next
         }
 
-        /// What reached Hummingbird since last asked.
-        func handedOn() throws -> [HTTPRequestPart] {
-            var parts: [HTTPRequestPart] = []
-            while let part = try channel.readInbound(as: HTTPRequestPart.self) { parts.append(part) }
-            return parts
+        /// Whether nothing was recorded but what `next` took, up to now on the event loop.
+        func nothingMore() async throws -> Bool {
+            try await channel.testingEventLoop.executeInContext { [record] in _ = record.yield(.mark) }
+            return await next(1) == [.mark]
         }
 
-        func close() { _ = try? channel.finish() }
+        func close() async {
+            _ = try? await channel.finish(acceptAlreadyClosed: true)
+            record.finish()
+        }
     }
+
+    /// An answer's three parts: head, body, end.
+    static func isAnswer(_ events: [Event]) -> (HTTPResponse, ByteBuffer)? {
+        guard events.count == 3, case .answer(.head(let head)) = events[0], case .answer(.body(let body)) = events[1],
+            case .answer(.end(nil)) = events[2]
+        else { return nil }
+        return (head, body)
+    }
+
+    static func handedOn(_ parts: [HTTPRequestPart]) -> [Event] { parts.map(Event.handedOn) }
 
     @Test("a warm check is answered here with what the route answers, logged, counted and timed as the route's")
     func answersWarmCheck() async throws {
@@ -124,25 +222,18 @@ struct CheckFastPathTests {
             (warm.fixture.owner, "couple.delete", true),
         ]
         for (user, permission, expected) in cases {
-            let outcome = try warm.run(warm.request(nil, warm.body(permission: permission, user: user)))
-            #expect(outcome.handedOn.isEmpty)
-            #expect(outcome.answered.count == 3)
-            guard case .head(let head) = outcome.answered.first, case .body(let body) = outcome.answered[1],
-                case .end(nil) = outcome.answered.last
-            else {
-                Issue.record("not an answer: \(outcome.answered)")
+            let answer = try await warm.withConnection { connection in
+                try await connection.read(warm.request(nil, warm.body(permission: permission, user: user)))
+                let answer = Self.isAnswer(await connection.next(3))
+                #expect(try await connection.nothingMore(), "answered at once, and nothing handed on")
+                return answer
+            }
+            guard let (head, body) = answer else {
+                Issue.record("not an answer")
                 continue
             }
-            try await Application(router: buildRouter(warm.dependencies)).test(.router) { client in
-                try await client.execute(
-                    uri: "/v1/check", method: .post, headers: warm.headers,
-                    body: warm.body(permission: permission, user: user)
-                ) { route in
-                    #expect(head.status == route.status)
-                    #expect(String(buffer: body) == String(buffer: route.body))
-                    #expect(head.headerFields[.contentType] == route.headers[.contentType])
-                }
-            }
+            let route = try await warm.routeAnswer(warm.body(permission: permission, user: user))
+            #expect((head.status, String(buffer: body), head.headerFields[.contentType]) == route)
             #expect(String(buffer: body).hasPrefix(#"{"allowed":\#(expected)"#))
             #expect(head.headerFields[.contentLength] == String(body.readableBytes))
             #expect(head.headerFields[.server] == "rbac")
@@ -163,11 +254,35 @@ struct CheckFastPathTests {
     }
 
     @Test(
-        "whatever the caches cannot answer is handed on whole and in order",
+        "a check the cache cannot answer is answered here from the repository, as the route answers it",
+        arguments: ["a user the cache does not hold", "a revision newer than the cached one"])
+    func answersFromRepository(_ what: String) async throws {
+        let warm = try await Warm()
+        let body =
+            what == "a user the cache does not hold" ? warm.body(user: UUID()) : warm.body(minRevision: Int64.max)
+        let answer = try await warm.withConnection { connection in
+            try await connection.read(warm.request(nil, body))
+            let answer = Self.isAnswer(await connection.next(3))
+            #expect(try await connection.nothingMore(), "nothing handed on")
+            return answer
+        }
+        let (head, answered) = try #require(answer)
+        let route = try await warm.routeAnswer(body)
+        #expect((head.status, String(buffer: answered), head.headerFields[.contentType]) == route)
+        #expect(
+            String(buffer: answered).hasPrefix(
+                what == "a user the cache does not hold" ? #"{"allowed":false"# : #"{"allowed":true"#))
+        #expect(warm.lines.written.withLock { $0.count } == 1, "logged")
+        let samples = try CacheTests.parsePrometheus(warm.registry.emitToString())
+        #expect(samples[#"http_requests_total{method="POST",route="/v1/check",status="200"}"#] == 4)
+    }
+
+    @Test(
+        "whatever this handler cannot answer is handed on whole and in order",
         arguments: [
-            "a check of a user the cache does not hold", "no key", "a key the cache does not hold",
-            "a body outside the scanned subset", "a permission no role grants", "Connection: close", "a GET",
-            "a query string", "trailers", "a body over 4 KiB",
+            "no key", "a key the cache does not hold", "a body outside the scanned subset",
+            "a permission no role grants (refused by the repository)", "Connection: close", "a GET", "a query string",
+            "trailers", "a body over 4 KiB",
         ])
     func handsOn(_ what: String) async throws {
         let warm = try await Warm()
@@ -175,11 +290,10 @@ struct CheckFastPathTests {
         var body = warm.body()
         var end: HTTPFields? = nil
         switch what {
-        case "a check of a user the cache does not hold": body = warm.body(user: UUID())
         case "no key": head.headerFields[.authorization] = nil
         case "a key the cache does not hold": head.headerFields[.authorization] = "Bearer rbk_\(UUID())"
         case "a body outside the scanned subset": body = ByteBuffer(string: #"{"couple_id":"\u0041"}"#)
-        case "a permission no role grants": body = warm.body(permission: "budget.approve")
+        case "a permission no role grants (refused by the repository)": body = warm.body(permission: "budget.approve")
         case "Connection: close": head.headerFields[.connection] = "close"
         case "a GET": head.method = .get
         case "a query string": head.path = "/v1/check?x=1"
@@ -189,9 +303,11 @@ struct CheckFastPathTests {
             body.writeString(String(repeating: " ", count: 4096))
         }
         let request: [HTTPRequestPart] = [.head(head), .body(body), .end(end)]
-        let outcome = try warm.run(request)
-        #expect(outcome.answered.isEmpty)
-        #expect(outcome.handedOn == request)
+        try await warm.withConnection { connection in
+            try await connection.read(request)
+            #expect(await connection.next(3) == Self.handedOn(request))
+            #expect(try await connection.nothingMore())
+        }
     }
 
     @Test("a check that comes in several reads is answered once whole")
@@ -199,39 +315,68 @@ struct CheckFastPathTests {
         let warm = try await Warm()
         var body = warm.body()
         let first = body.readSlice(length: 20)!
-        let outcome = try warm.run([.head(warm.head())], [.body(first)], [.body(body), .end(nil)])
-        #expect(outcome.handedOn.isEmpty)
-        #expect(outcome.answered.count == 3)
+        try await warm.withConnection { connection in
+            try await connection.read([.head(warm.head())])
+            try await connection.read([.body(first)])
+            #expect(try await connection.nothingMore())
+            try await connection.read([.body(body), .end(nil)])
+            #expect(Self.isAnswer(await connection.next(3)) != nil)
+            #expect(try await connection.nothingMore())
+        }
     }
 
-    @Test("a check held when shutdown begins is handed on, so that Hummingbird answers it before closing")
+    @Test(
+        "a check held when shutdown begins, or read after, is handed on, so that Hummingbird answers it before closing")
     func handsOnAtShutdown() async throws {
         let warm = try await Warm()
-        let connection = warm.connection()
-        defer { connection.close() }
-        connection.read([.head(warm.head()), .body(warm.body())])
-        #expect(try connection.handedOn().isEmpty)
-        connection.channel.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
-        connection.read([.end(nil)])
-        #expect(try connection.handedOn() == warm.request())
-        #expect(try connection.answered().isEmpty)
+        try await warm.withConnection { connection in
+            try await connection.perform(.read([.head(warm.head()), .body(warm.body())]), .shutDown)
+            try await connection.read([.end(nil)])
+            #expect(
+                await connection.next(4) == Self.handedOn([.head(warm.head()), .body(warm.body())]) + [.shutdown]
+                    + Self.handedOn([.end(nil)]))
+            #expect(try await connection.nothingMore())
+        }
+        try await warm.withConnection { connection in
+            try await connection.perform(.shutDown, .read(warm.request()))
+            #expect(await connection.next(4) == [.shutdown] + Self.handedOn(warm.request()))
+            #expect(try await connection.nothingMore())
+        }
+    }
+
+    @Test("while a check is answered from the repository, what is read waits: requests, reads asked for, shutdown")
+    func waitsForRepository() async throws {
+        let warm = try await Warm()
+        let cold = warm.request(nil, warm.body(user: UUID()))
+        let health: [HTTPRequestPart] = [.head(warm.head(.get, "/health")), .end(nil)]
+        try await warm.withConnection { connection in
+            // A read asked for while nothing waits is made at once; one asked for once something waits, afterwards.
+            try await connection.perform(.read(cold), .askToRead, .read(health + warm.request()), .askToRead, .shutDown)
+            #expect(await connection.next(1) == [.read])
+            #expect(Self.isAnswer(await connection.next(3)) != nil, "the check's answer comes first")
+            // The check behind the health check is owed an answer Hummingbird has not written: handed on too.
+            #expect(await connection.next(7) == Self.handedOn(health + warm.request()) + [.read, .shutdown])
+            #expect(try await connection.nothingMore())
+        }
     }
 
     @Test("after a check handed on and answered, the next warm check is answered here")
     func afterHandingOn() async throws {
         let warm = try await Warm()
-        let connection = warm.connection()
-        defer { connection.close() }
-        let cold = warm.request(nil, warm.body(user: UUID()))
-        connection.read(cold)
-        #expect(try connection.handedOn() == cold)
-        let denial: [HTTPResponsePart] = [
-            .head(HTTPResponse(status: .ok)), .body(ByteBuffer(string: #"{"allowed":false}"#)), .end(nil),
-        ]
-        try connection.answer(denial)
-        connection.read(warm.request())
-        #expect(try connection.handedOn().isEmpty)
-        #expect(try connection.answered().count == denial.count + 3)
+        try await warm.withConnection { connection in
+            let refused = warm.request(nil, warm.body(permission: "budget.approve"))
+            try await connection.read(refused)
+            #expect(await connection.next(3) == Self.handedOn(refused))
+            let refusal: [HTTPResponsePart] = [
+                .head(HTTPResponse(status: .badRequest)), .body(ByteBuffer(string: #"{"error":"invalid_input"}"#)),
+                .end(nil),
+            ]
+            try await connection.answer(refusal)
+            #expect(await connection.next(3) == refusal.map(Event.answer))
+            try await connection.read(warm.request())
+            #expect(Self.isAnswer(await connection.next(3)) != nil)
+            #expect(try await connection.nothingMore())
+        }
     }
 
     @Test("no answer overtakes one Hummingbird still owes; once it has written them all, warm checks are answered")
@@ -241,24 +386,30 @@ struct CheckFastPathTests {
         let healthAnswer: [HTTPResponsePart] = [
             .head(HTTPResponse(status: .ok)), .body(ByteBuffer(string: "ok")), .end(nil),
         ]
-        let connection = warm.connection()
-        defer { connection.close() }
+        try await warm.withConnection { connection in
 
-        connection.read(health + warm.request())
-        #expect(try connection.handedOn() == health + warm.request(), "both owed")
-        connection.read(warm.request())
-        #expect(try connection.handedOn() == warm.request(), "still owed: the two before it")
-        try connection.answer(healthAnswer)
-        connection.read(warm.request())
-        #expect(try connection.handedOn() == warm.request(), "still owed: two checks")
-        #expect(try connection.answered() == healthAnswer)
+            try await connection.read(health + warm.request())
+            #expect(await connection.next(5) == Self.handedOn(health + warm.request()), "both owed")
+            try await connection.read(warm.request())
+            #expect(await connection.next(3) == Self.handedOn(warm.request()), "still owed: the two before it")
+            try await connection.answer(healthAnswer)
+            try await connection.read(warm.request())
+            #expect(
+                await connection.next(6) == healthAnswer.map(Event.answer) + Self.handedOn(warm.request()),
+                "still owed: two checks")
 
-        try connection.answer(healthAnswer + healthAnswer)
-        connection.read(warm.request())
-        #expect(try connection.handedOn() == warm.request(), "still owed: one check")
-        try connection.answer(healthAnswer + healthAnswer)
-        connection.read(warm.request() + warm.request())
-        #expect(try connection.handedOn().isEmpty, "nothing owed: both answered here")
-        #expect(try connection.answered().count == 4 * healthAnswer.count + 2 * 3)
+            try await connection.answer(healthAnswer + healthAnswer)
+            try await connection.read(warm.request())
+            #expect(
+                await connection.next(9) == (healthAnswer + healthAnswer).map(Event.answer)
+                    + Self.handedOn(warm.request()),
+                "still owed: one check")
+            try await connection.answer(healthAnswer + healthAnswer)
+            #expect(await connection.next(6) == (healthAnswer + healthAnswer).map(Event.answer))
+            try await connection.read(warm.request() + warm.request())
+            #expect(Self.isAnswer(await connection.next(3)) != nil, "nothing owed: answered here")
+            #expect(Self.isAnswer(await connection.next(3)) != nil, "and the next")
+            #expect(try await connection.nothingMore())
+        }
     }
 }
