@@ -136,8 +136,8 @@ public func openAPIDocument() throws -> Data {
 let serverName = "rbac"
 
 /// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.
-/// `onServerRunning` is told the address the server listens on (port 0 picks a free one). Warm checks are
-/// answered before the router (`CheckFastPath`).
+/// `onServerRunning` is told the address the server listens on (port 0 picks a free one). Checks with a cached
+/// key are answered before the router (`CheckFastPath`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }

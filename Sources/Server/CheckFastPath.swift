@@ -12,8 +12,8 @@ import NIOHTTPTypes
 ///   but for the database's own hop. What the connection reads meanwhile waits, and reading stops once
 ///   something waits.
 ///
-/// Such a check skips the hops to and from Swift concurrency's threads, the router and four middlewares: a warm
-/// one costs about 40% less server time, a database one about 30% less (README, Benchmarks).
+/// Such a check skips the hops to and from Swift concurrency's threads, the router and four middlewares, and
+/// costs about 40% less server time, warm or not (README, Benchmarks).
 ///
 /// Everything else goes on to Hummingbird unchanged, in order, and its `/v1/check` route gives the same answers
 /// and every error. A check the repository fails to answer goes on too, to be asked again there. A check is
