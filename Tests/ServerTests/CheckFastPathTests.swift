@@ -82,6 +82,16 @@ struct CheckFastPathTests {
             }
         }
 
+        /// The answer written here to a check with `body`, when it is one and nothing else happened.
+        func answerHere(_ body: ByteBuffer) async throws -> (HTTPResponse, ByteBuffer)? {
+            try await withConnection { connection in
+                try await connection.read(request(nil, body))
+                let answer = CheckFastPathTests.isAnswer(await connection.next(3))
+                #expect(try await connection.nothingMore(), "answered at once, and nothing handed on")
+                return answer
+            }
+        }
+
         /// The route's answer to a check with `body`.
         func routeAnswer(_ body: ByteBuffer) async throws -> (HTTPResponse.Status, String, String?) {
             try await Application(router: buildRouter(dependencies)).test(.router) { client in
@@ -222,13 +232,7 @@ struct CheckFastPathTests {
             (warm.fixture.owner, "couple.delete", true),
         ]
         for (user, permission, expected) in cases {
-            let answer = try await warm.withConnection { connection in
-                try await connection.read(warm.request(nil, warm.body(permission: permission, user: user)))
-                let answer = Self.isAnswer(await connection.next(3))
-                #expect(try await connection.nothingMore(), "answered at once, and nothing handed on")
-                return answer
-            }
-            guard let (head, body) = answer else {
+            guard let (head, body) = try await warm.answerHere(warm.body(permission: permission, user: user)) else {
                 Issue.record("not an answer")
                 continue
             }
@@ -260,13 +264,7 @@ struct CheckFastPathTests {
         let warm = try await Warm()
         let body =
             what == "a user the cache does not hold" ? warm.body(user: UUID()) : warm.body(minRevision: Int64.max)
-        let answer = try await warm.withConnection { connection in
-            try await connection.read(warm.request(nil, body))
-            let answer = Self.isAnswer(await connection.next(3))
-            #expect(try await connection.nothingMore(), "nothing handed on")
-            return answer
-        }
-        let (head, answered) = try #require(answer)
+        let (head, answered) = try #require(try await warm.answerHere(body))
         let route = try await warm.routeAnswer(body)
         #expect((head.status, String(buffer: answered), head.headerFields[.contentType]) == route)
         #expect(
@@ -354,7 +352,7 @@ struct CheckFastPathTests {
             try await connection.perform(.read(cold), .askToRead, .read(health + warm.request()), .askToRead, .shutDown)
             #expect(await connection.next(1) == [.read])
             #expect(Self.isAnswer(await connection.next(3)) != nil, "the check's answer comes first")
-            // The check behind the health check is owed an answer Hummingbird has not written: handed on too.
+            // The check behind the health check goes on too: Hummingbird still owes the health check its answer.
             #expect(await connection.next(7) == Self.handedOn(health + warm.request()) + [.read, .shutdown])
             #expect(try await connection.nothingMore())
         }
@@ -387,7 +385,6 @@ struct CheckFastPathTests {
             .head(HTTPResponse(status: .ok)), .body(ByteBuffer(string: "ok")), .end(nil),
         ]
         try await warm.withConnection { connection in
-
             try await connection.read(health + warm.request())
             #expect(await connection.next(5) == Self.handedOn(health + warm.request()), "both owed")
             try await connection.read(warm.request())
