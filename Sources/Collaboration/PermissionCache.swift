@@ -29,6 +29,8 @@ public final class PermissionCache: Sendable {
         var couples: [UUID: CoupleState] = [:]
         /// Every permission some role grants; nil until loaded, and after every `invalidateAll`.
         var known: Set<Permission>?
+        /// Holds in force (`hold`); while there is one, lookups find nothing.
+        var holds = 0
     }
 
     private let state = Mutex(State())
@@ -43,12 +45,21 @@ public final class PermissionCache: Sendable {
     /// The cached set, if there is one at `minRevision` or later.
     public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
         state.withLock { state in
-            guard let entry = state.couples[couple]?.users[user], entry.revision >= (minRevision ?? .min) else {
+            guard state.holds == 0, let entry = state.couples[couple]?.users[user],
+                entry.revision >= (minRevision ?? .min)
+            else {
                 return nil
             }
             return PermissionSet(permissions: entry.permissions, revision: entry.revision)
         }
     }
+
+    /// Makes lookups find nothing until the matching `release`: a change feed holds the cache from before it
+    /// reads its socket until it has applied what it read, so no answer comes from a set that a notice already
+    /// read says is stale, however long the feed's thread waits for the processor in between.
+    public func hold() { state.withLock { $0.holds += 1 } }
+
+    public func release() { state.withLock { $0.holds -= 1 } }
 
     public func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch) } }
 

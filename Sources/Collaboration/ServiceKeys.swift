@@ -92,6 +92,7 @@ public final class ServiceKeyCache: Sendable {
     private struct State {
         var epoch: UInt64 = 0
         var keys: [[UInt8]: ServiceKey] = [:]
+        var holds = 0
     }
 
     private let state = Mutex(State())
@@ -101,7 +102,12 @@ public final class ServiceKeyCache: Sendable {
         self.capacity = capacity
     }
 
-    func lookup(_ hash: [UInt8]) -> ServiceKey? { state.withLock { $0.keys[hash] } }
+    func lookup(_ hash: [UInt8]) -> ServiceKey? { state.withLock { $0.holds == 0 ? $0.keys[hash] : nil } }
+
+    /// As `PermissionCache.hold`: lookups find nothing until the matching `release`.
+    public func hold() { state.withLock { $0.holds += 1 } }
+
+    public func release() { state.withLock { $0.holds -= 1 } }
 
     func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch) } }
 

@@ -225,9 +225,15 @@ public final class PostgresConnection: @unchecked Sendable {
     ///
     /// The socket is watched for input, and also polled every `pollInterval`, so a dropped connection is
     /// noticed even when no readable event reports it.
-    public func notifications(channels: [String], pollInterval: Duration = .seconds(1)) async throws
-        -> AsyncThrowingStream<PostgresNotification, any Error>
-    {
+    ///
+    /// Each read of the socket happens inside `reading`, on the connection's queue: its argument reads and
+    /// returns what arrived, which is then also streamed. A caller that must act on a notification before
+    /// anyone could see the socket empty again (a cache that must not answer meanwhile) acts inside `reading`,
+    /// where no scheduler stands between the read and the act.
+    public func notifications(
+        channels: [String], pollInterval: Duration = .seconds(1),
+        reading: @escaping @Sendable (_ read: () -> [PostgresNotification]) -> Void = { _ = $0() }
+    ) async throws -> AsyncThrowingStream<PostgresNotification, any Error> {
         for channel in channels {
             try await execute("LISTEN \(identifier: channel)")
         }
@@ -237,7 +243,7 @@ public final class PostgresConnection: @unchecked Sendable {
             let timer = DispatchSource.makeTimerSource(queue: self.queue)
             let sources = ListenerSources(readable: readable, timer: timer)
             let drain = {
-                if !self.drainNotifications(into: continuation) { sources.cancel() }
+                if !self.drainNotifications(into: continuation, reading: reading) { sources.cancel() }
             }
             readable.setEventHandler(handler: drain)
             timer.setEventHandler(handler: drain)
@@ -261,23 +267,36 @@ public final class PostgresConnection: @unchecked Sendable {
         return stream
     }
 
-    /// Reads what the socket has and yields every buffered notification. Returns false once the connection is
-    /// gone, after finishing the stream with the error. Runs on `queue`.
+    /// Reads what the socket has, inside `reading`, and yields every buffered notification. Returns false once
+    /// the connection is gone, after finishing the stream with the error. Runs on `queue`.
     private func drainNotifications(
-        into continuation: AsyncThrowingStream<PostgresNotification, any Error>.Continuation
+        into continuation: AsyncThrowingStream<PostgresNotification, any Error>.Continuation,
+        reading: (() -> [PostgresNotification]) -> Void
     ) -> Bool {
         guard !isClosed else { return false }
-        guard PQconsumeInput(handle) == 1, PQstatus(handle) == CONNECTION_OK else {
+        var sound = true
+        var read = false
+        var batch: [PostgresNotification] = []
+        let readOnce = { () -> [PostgresNotification] in
+            guard !read else { return [] }
+            read = true
+            sound = PQconsumeInput(self.handle) == 1 && PQstatus(self.handle) == CONNECTION_OK
+            while sound, let notify = PQnotifies(self.handle) {
+                batch.append(
+                    PostgresNotification(
+                        channel: String(cString: notify.pointee.relname),
+                        payload: String(cString: notify.pointee.extra),
+                        senderPID: notify.pointee.be_pid))
+                PQfreemem(notify)
+            }
+            return batch
+        }
+        reading(readOnce)
+        _ = readOnce()  // in case `reading` did not read
+        for notification in batch { continuation.yield(notification) }
+        guard sound else {
             continuation.finish(throwing: connectionError())
             return false
-        }
-        while let notify = PQnotifies(handle) {
-            let notification = PostgresNotification(
-                channel: String(cString: notify.pointee.relname),
-                payload: String(cString: notify.pointee.extra),
-                senderPID: notify.pointee.be_pid)
-            PQfreemem(notify)
-            continuation.yield(notification)
         }
         return true
     }

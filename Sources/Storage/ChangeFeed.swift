@@ -1,13 +1,21 @@
 import Collaboration
 import Foundation
 import Postgres
+import Secrets
+import Synchronization
 
 /// Listens on `rbac_changes` (see sql/0009) and keeps the caches honest: each notification drops what it names;
 /// a lost connection drops everything, and until the feed listens again the caches are not trusted at all.
 ///
-/// `isTrusted` is also false while the notification socket holds input the feed has not read yet (a
-/// notification on its way in, or the server's goodbye), so no check is answered from the cache in the moment
-/// between a change arriving and the feed acting on it.
+/// The feed vouches for the caches (`isTrusted`) only while all three hold:
+/// - it listens, and its socket holds no input it has not read (a notification on its way in, or the server's
+///   goodbye);
+/// - what it has read is applied: it holds the caches (lookups find nothing) from before each read of the socket
+///   until what the read brought is applied, on the connection's own thread, whatever the scheduler does;
+/// - it is caught up to within `maxStaleness`. Notifications arrive in commit order, so hearing a heartbeat that
+///   the feed sent through the database at T proves that every change committed before T has arrived. The feed
+///   sends one every quarter of the bound; when the database or this host is too slow for them to come back in
+///   time, the caches are not trusted and checks go to the database until they do.
 public final class ChangeFeed: Sendable {
     public static let channel = "rbac_changes"
 
@@ -21,12 +29,45 @@ public final class ChangeFeed: Sendable {
     /// The read end of a pipe holding one byte that nobody reads.
     private let alwaysReadable: Int32
 
-    public init(configuration: PostgresConfiguration, permissions: PermissionCache, keys: ServiceKeyCache? = nil) {
+    public let maxStaleness: Duration
+    private let maxStalenessNanoseconds: Int64
+    private let heartbeatInterval: Duration
+    /// This feed's own channel for heartbeats, so that other instances do not hear them. Random, so that no one
+    /// can send on it by name.
+    private let heartbeatChannel: String
+    /// The monotonic time (`Self.now()`) up to which every committed change is known to have been applied.
+    private let caughtUp = Atomic<Int64>(.min)
+    /// When the latest heartbeat was sent: a heartbeat claiming a later time was not ours, and is ignored.
+    private let lastSent = Atomic<Int64>(.min)
+    /// Called before each change notification is applied, while the caches are held: tests delay it.
+    private let beforeApplying: @Sendable (String) -> Void
+
+    /// `maxStaleness` bounds how long after a change committed elsewhere a cached answer may still ignore it.
+    public convenience init(
+        configuration: PostgresConfiguration, permissions: PermissionCache, keys: ServiceKeyCache? = nil,
+        maxStaleness: Duration = .milliseconds(50)
+    ) {
+        self.init(
+            configuration: configuration, permissions: permissions, keys: keys, maxStaleness: maxStaleness,
+            beforeApplying: { _ in })
+    }
+
+    init(
+        configuration: PostgresConfiguration, permissions: PermissionCache, keys: ServiceKeyCache?,
+        maxStaleness: Duration, beforeApplying: @escaping @Sendable (String) -> Void
+    ) {
+        precondition(maxStaleness >= .milliseconds(1), "a staleness bound under 1 ms cannot be kept")
         var configuration = configuration
         configuration.applicationName = "rbac-change-feed"
         self.configuration = configuration
         self.permissions = permissions
         self.keys = keys
+        self.maxStaleness = maxStaleness
+        maxStalenessNanoseconds =
+            maxStaleness.components.seconds * 1_000_000_000 + maxStaleness.components.attoseconds / 1_000_000_000
+        heartbeatInterval = maxStaleness / 4
+        heartbeatChannel = "rbac_heartbeat_" + SecureRandom.bytes(count: 8).map { String(format: "%02x", $0) }.joined()
+        self.beforeApplying = beforeApplying
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0, write(ends[1], "!", 1) == 1 else {
             fatalError("ChangeFeed: cannot make a pipe: \(String(cString: strerror(errno)))")
@@ -42,10 +83,18 @@ public final class ChangeFeed: Sendable {
         close(alwaysReadable)
     }
 
-    /// Whether cached answers may be used now.
+    /// Whether cached answers may be used now (see the type's comment). A cache lookup also finds nothing while
+    /// the feed holds it.
     public func isTrusted() -> Bool {
         var descriptor = pollfd(fd: watched, events: Int16(POLLIN), revents: 0)
-        return poll(&descriptor, 1, 0) == 0
+        guard poll(&descriptor, 1, 0) == 0 else { return false }
+        return Self.now() - caughtUp.load(ordering: .acquiring) <= maxStalenessNanoseconds
+    }
+
+    /// How far behind the feed may be now: the time since the moment up to which it is known to be caught up.
+    public func lag() -> Duration {
+        let caughtUp = caughtUp.load(ordering: .acquiring)
+        return caughtUp == .min ? .seconds(Int64.max / 1_000_000_000) : .nanoseconds(Self.now() - caughtUp)
     }
 
     /// Listens until the task is cancelled, reconnecting (after `firstRetryDelay`, doubling up to 2 s) whenever
@@ -68,18 +117,27 @@ public final class ChangeFeed: Sendable {
         while !Task.isCancelled {
             do {
                 let connection = try await PostgresConnection.connect(configuration)
-                let notifications = try await connection.notifications(channels: [Self.channel])
+                let notifications = try await connection.notifications(
+                    channels: [Self.channel, heartbeatChannel], reading: receive)
                 let socket = await connection.duplicateSocket()
-                // Whatever changed before LISTEN took effect was never announced: start afresh.
+                // Whatever changed before LISTEN took effect was never announced: start afresh. What is loaded
+                // from now on reads every change committed so far, and every later one will be announced.
                 dropEverything()
+                caughtUp.store(Self.now(), ordering: .releasing)
                 watch(socket)
                 if socket >= 0 { close(socket) }
                 reportedDown = nil
                 onState(true, nil)
                 delay = firstRetryDelay
-                for try await notification in notifications {
-                    apply(notification.payload)
+                let heartbeat = Task { await beat() }
+                // Each notification was applied as it was read (`receive`).
+                do {
+                    for try await _ in notifications {}
+                } catch {
+                    heartbeat.cancel()
+                    throw error
                 }
+                heartbeat.cancel()
                 distrust()
                 if Task.isCancelled { break }  // stopped, not lost
                 reportDown(nil)
@@ -92,6 +150,62 @@ public final class ChangeFeed: Sendable {
             delay = min(delay * 2, .seconds(2))
         }
         distrust()
+    }
+
+    /// Sends heartbeats through the database, one at a time, until cancelled, on a connection of its own
+    /// (reopened when it fails: meanwhile the feed falls behind and is not trusted).
+    private func beat() async {
+        var connection: PostgresConnection?
+        while !Task.isCancelled {
+            do {
+                let open: PostgresConnection
+                if let connection {
+                    open = connection
+                } else {
+                    var configuration = configuration
+                    configuration.applicationName = "rbac-change-feed-heartbeat"
+                    open = try await PostgresConnection.connect(configuration)
+                    connection = open
+                }
+                let sent = Self.now()
+                lastSent.store(sent, ordering: .releasing)
+                try await open.execute("SELECT pg_notify(\(heartbeatChannel), \(String(sent)))")
+            } catch {
+                await connection?.close()
+                connection = nil
+            }
+            try? await Task.sleep(for: heartbeatInterval)
+        }
+        await connection?.close()
+    }
+
+    /// Reads the socket and applies what it brought while holding the caches (see `isTrusted`). Runs on the
+    /// listening connection's thread.
+    private func receive(_ read: () -> [PostgresNotification]) {
+        permissions.hold()
+        keys?.hold()
+        defer {
+            keys?.release()
+            permissions.release()
+        }
+        for notification in read() {
+            if notification.channel == heartbeatChannel {
+                guard let sent = Int64(notification.payload), sent <= lastSent.load(ordering: .acquiring) else {
+                    continue
+                }
+                caughtUp.store(sent, ordering: .releasing)
+            } else {
+                beforeApplying(notification.payload)
+                apply(notification.payload)
+            }
+        }
+    }
+
+    /// The monotonic clock, in nanoseconds.
+    private static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     private func distrust() {

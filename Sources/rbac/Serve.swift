@@ -28,6 +28,13 @@ extension RBAC {
                 valueName: "url"))
         var publicURL: String?
         @Flag(help: "Answer every check from the database (no permission or key cache).") var noCache = false
+        @Option(
+            help: ArgumentHelp(
+                """
+                How long after a change committed elsewhere a cached answer may still ignore it: 20ms to 10s \
+                (default 50ms). Past it, checks go to the database until the change feed has caught up.
+                """, valueName: "duration"))
+        var maxStaleness: ShortDuration = ShortDuration(argument: "50ms")!
         @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
         var logLevel: String = "info"
         @OptionGroup var database: DatabaseOptions
@@ -35,6 +42,9 @@ extension RBAC {
         func validate() throws {
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("unknown log level \"\(logLevel)\"")
+            }
+            guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
+                throw ValidationError("--max-staleness must be from 20ms to 10s")
             }
         }
 
@@ -62,7 +72,9 @@ extension RBAC {
                 let metrics = ServerDependencies.operationMetrics(registry)
                 let permissionCache = PermissionCache()
                 let keyCache = ServiceKeyCache()
-                let feed = ChangeFeed(configuration: resolved, permissions: permissionCache, keys: keyCache)
+                let feed = ChangeFeed(
+                    configuration: resolved, permissions: permissionCache, keys: keyCache,
+                    maxStaleness: maxStaleness.duration)
                 let repository = PostgresCollaborationRepository(pool: pool, invalidating: permissionCache)
                 let dependencies = ServerDependencies(
                     repository: repository,
@@ -130,6 +142,16 @@ extension RBAC {
                 throw CommandFailure(.usage, "the JWT secret must be at least 32 bytes long")
             }
             return secret
+        }
+    }
+
+    /// A short duration as people write it: 50ms, 2s.
+    struct ShortDuration: ExpressibleByArgument {
+        let duration: Duration
+
+        init?(argument: String) {
+            guard let match = argument.wholeMatch(of: /(\d{1,6})(ms|s)/), let count = Int(match.1) else { return nil }
+            duration = match.2 == "ms" ? .milliseconds(count) : .seconds(count)
         }
     }
 

@@ -6,12 +6,12 @@ import Logging
 import Postgres
 import Prometheus
 import Secrets
-import Storage
 import Synchronization
 import TestSupport
 import Testing
 
 @testable import Server
+@testable import Storage
 
 /// The permission cache over real HTTP and PostgreSQL: two service instances (each with its own pool, cache and
 /// change feed) on one database.
@@ -25,11 +25,18 @@ struct CacheTests {
         let dependencies: ServerDependencies
         let listener: Task<Void, Never>
 
-        init(_ configuration: PostgresConfiguration) {
+        /// `beforeApplying` is called on the feed's thread before each change notice is applied. The default
+        /// bound is long, so that tests counting cached answers do not see a busy test host turn the cache off.
+        init(
+            _ configuration: PostgresConfiguration, maxStaleness: Duration = .seconds(5),
+            beforeApplying: @escaping @Sendable (String) -> Void = { _ in }
+        ) {
             pool = PostgresConnectionPool(configuration: configuration, maxConnections: 4)
             cache = PermissionCache()
             let keys = ServiceKeyCache()
-            let feed = ChangeFeed(configuration: configuration, permissions: cache, keys: keys)
+            let feed = ChangeFeed(
+                configuration: configuration, permissions: cache, keys: keys, maxStaleness: maxStaleness,
+                beforeApplying: beforeApplying)
             self.feed = feed
             let repository = PostgresCollaborationRepository(pool: pool, invalidating: cache)
             let registry = PrometheusCollectorRegistry()
@@ -312,6 +319,112 @@ struct CacheTests {
             }
             await admin.close()
             await instance.stop()
+        }
+    }
+
+    @Test(
+        "a notice read from the socket keeps every answer from the cache until it is applied, however late",
+        arguments: 0..<5)
+    func delayedApplication(round: Int) async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let gate = ThreadGate()
+            // A bound this long leaves the hold alone to keep stale answers out.
+            let instance = Instance(configuration, maxStaleness: .seconds(10)) { payload in
+                if payload.hasPrefix("couple ") { gate.pass() }
+            }
+            try await instance.waitUntilListening()
+            let admin = try await PostgresConnection.connect(configuration)
+            try await instance.app().test(.live) { client in
+                #expect(try await Self.answer(client, world).allowed)
+                #expect(try await Self.answer(client, world).allowed)
+                #expect(instance.cache.count == 1, "the cache is warm")
+                try await admin.execute(
+                    "DELETE FROM memberships WHERE couple_id = \(world.couple) AND user_id = \(world.planner)")
+                try await gate.waitUntilEntered()
+                // The notice has left the socket, and is not applied yet.
+                #expect(instance.feed.isTrusted(), "nothing unread on the socket, and caught up")
+                let cached = instance.dependencies.checker.cachedCheck(
+                    couple: world.couple, user: world.planner, permission: Permission(rawValue: "budget.edit")!)
+                #expect(cached == nil, "no answer from the cache while a notice waits")
+                #expect(try await Self.answer(client, world).allowed == false)
+                gate.open()
+                #expect(try await Self.answer(client, world).allowed == false)
+            }
+            gate.open()
+            await admin.close()
+            await instance.stop()
+        }
+    }
+
+    @Test("a feed that stops hearing the database stops vouching for the cache within its staleness bound")
+    func stalenessBound() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let bound = Duration.milliseconds(200)
+            let instance = Instance(configuration, maxStaleness: bound)
+            try await instance.waitUntilListening()
+            let admin = try await PostgresConnection.connect(configuration)
+            let listener = try await admin.query(
+                """
+                SELECT pid FROM pg_stat_activity
+                WHERE application_name = 'rbac-change-feed' AND datname = current_database()
+                """)
+            #expect(listener.count == 1)
+            let pid = try listener[0].decode("pid", as: Int32.self)
+            try await instance.app().test(.live) { client in
+                #expect(try await Self.answer(client, world).allowed)
+                #expect(try await Self.answer(client, world).allowed)
+                #expect(instance.cache.count == 1, "the cache is warm")
+                // The listening server process stops: it delivers nothing, neither the change nor a heartbeat,
+                // and the feed's connection stays open.
+                #expect(kill(pid, SIGSTOP) == 0, "\(String(cString: strerror(errno)))")
+                defer { kill(pid, SIGCONT) }
+                try await admin.execute(
+                    "DELETE FROM memberships WHERE couple_id = \(world.couple) AND user_id = \(world.planner)")
+                let committed = ContinuousClock.now
+                var lateAllows: [Duration] = []
+                var allowed = true
+                let deadline = committed + .seconds(10)
+                while allowed && ContinuousClock.now < deadline {
+                    let asked = ContinuousClock.now
+                    allowed = try await Self.answer(client, world).allowed
+                    if allowed && asked - committed > bound { lateAllows.append(asked - committed) }
+                }
+                #expect(!allowed, "the checks went to the database")
+                #expect(lateAllows.isEmpty, "allowed \(lateAllows) after the commit")
+                #expect(!instance.feed.isTrusted())
+                kill(pid, SIGCONT)
+                try await instance.waitUntilListening()
+                #expect(try await Self.answer(client, world).allowed == false)
+            }
+            await admin.close()
+            await instance.stop()
+        }
+    }
+
+    /// Blocks the thread that passes it, until opened; the test waits for a thread to be held.
+    final class ThreadGate: Sendable {
+        private let entered = Atomic<Bool>(false)
+        private let opened = DispatchSemaphore(value: 0)
+        private let isOpen = Atomic<Bool>(false)
+
+        func pass() {
+            guard !isOpen.load(ordering: .acquiring) else { return }
+            entered.store(true, ordering: .releasing)
+            opened.wait()
+            opened.signal()
+        }
+
+        func open() {
+            guard !isOpen.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            opened.signal()
+        }
+
+        func waitUntilEntered() async throws {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !entered.load(ordering: .acquiring) {
+                guard ContinuousClock.now < deadline else { throw TestSetupError("no thread reached the gate") }
+                try await Task.sleep(for: .milliseconds(1))
+            }
         }
     }
 
