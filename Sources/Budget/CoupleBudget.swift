@@ -464,6 +464,7 @@ public actor CoupleBudget {
         guard text.count <= limit else {
             throw CollaborationError(.invalidInput, "\(field) must be at most \(limit) characters")
         }
+        try refuseControlCharacters(text, field)
         return text
     }
 

@@ -257,7 +257,7 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let day = CalendarDay(text) else {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "\"\(text)\" is not a date (YYYY-MM-DD)"))
+                .init(codingPath: decoder.codingPath, debugDescription: "\(quoted(text)) is not a date (YYYY-MM-DD)"))
         }
         self = day
     }
@@ -303,7 +303,7 @@ public enum Money {
             (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
         }
         guard shape, !text.isEmpty, text.utf8.count <= 16, let amount = Decimal(string: text) else {
-            throw CollaborationError(.invalidInput, "\(field) \"\(text)\" is not an amount (e.g. 1250 or 99.90)")
+            throw CollaborationError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")
         }
         return try validated(amount, field)
     }

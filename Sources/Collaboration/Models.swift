@@ -31,6 +31,11 @@ public struct User: Sendable, Hashable, Codable {
         self.email = email
         self.displayName = displayName
     }
+
+    /// Checks a display name a person typed.
+    public static func validateDisplayName(_ name: String) throws(CollaborationError) -> String {
+        try validatedName(name, "the display name")
+    }
 }
 
 public enum MembershipStatus: String, Sendable, Codable {

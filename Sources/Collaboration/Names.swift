@@ -1,13 +1,44 @@
 import Foundation
 
-/// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, and 1 to
-/// 200 characters long, as the tables' checks require; else an `invalid_input` error naming `field`.
+/// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, 1 to 200
+/// characters long, as the tables' checks require, and without control characters; else an `invalid_input`
+/// error naming `field`.
 public func validatedName(_ text: String, _ field: String) throws(CollaborationError) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     guard (1...200).contains(trimmed.count) else {
         throw CollaborationError(.invalidInput, "\(field) must be 1 to 200 characters")
     }
+    try refuseControlCharacters(trimmed, field)
     return trimmed
+}
+
+/// Refuses text a person gave that holds a control character (NUL, ESC, line breaks, tabs, DEL ...): PostgreSQL
+/// cannot store a NUL, and the others, printed later by the CLI or written to a log, could rewrite a terminal or
+/// pass for more lines than one.
+public func refuseControlCharacters(_ text: String, _ field: String) throws(CollaborationError) {
+    guard !containsControlCharacter(text) else {
+        throw CollaborationError(
+            .invalidInput, "\(field) must not contain control characters (NUL, escape, line breaks, tabs, ...)")
+    }
+}
+
+/// `text` in double quotes, for a message that echoes what a person typed: control characters are shown escaped
+/// (`\u{1B}`) and the text is cut at 100 characters, so an echo can neither rewrite a terminal nor pass for
+/// more than one log line.
+public func quoted(_ text: some StringProtocol) -> String {
+    var shown = ""
+    for scalar in text.unicodeScalars.prefix(100) {
+        if scalar.properties.generalCategory == .control {
+            shown += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+        } else {
+            shown.unicodeScalars.append(scalar)
+        }
+    }
+    return "\"" + shown + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
+}
+
+func containsControlCharacter(_ text: String) -> Bool {
+    text.unicodeScalars.contains { $0.properties.generalCategory == .control }
 }
 
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
@@ -23,7 +54,7 @@ public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStr
     public init(validating text: String) throws(CollaborationError) {
         guard let role = RoleName(rawValue: text) else {
             throw CollaborationError(
-                .invalidInput, "\"\(text)\" is not a role name (lower-case letters and underscores)")
+                .invalidInput, "\(quoted(text)) is not a role name (lower-case letters and underscores)")
         }
         self = role
     }
@@ -46,7 +77,8 @@ public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomS
 
     public init(validating text: String) throws(CollaborationError) {
         guard let permission = Permission(rawValue: text) else {
-            throw CollaborationError(.invalidInput, "\"\(text)\" is not a permission (area.action, e.g. budget.edit)")
+            throw CollaborationError(
+                .invalidInput, "\(quoted(text)) is not a permission (area.action, e.g. budget.edit)")
         }
         self = permission
     }
@@ -66,13 +98,15 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     public let rawValue: String
 
     public init?(rawValue: String) {
-        guard rawValue.count <= 320, rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/) != nil else { return nil }
+        guard rawValue.count <= 320, !containsControlCharacter(rawValue),
+            rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/) != nil
+        else { return nil }
         self.rawValue = rawValue
     }
 
     public init(validating text: String) throws(CollaborationError) {
         guard let email = EmailAddress(rawValue: text) else {
-            throw CollaborationError(.invalidInput, "\"\(text)\" is not an email address")
+            throw CollaborationError(.invalidInput, "\(quoted(text)) is not an email address")
         }
         self = email
     }
@@ -92,7 +126,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
         } else if let email = EmailAddress(rawValue: text) {
             self = .email(email)
         } else {
-            throw CollaborationError(.invalidInput, "\"\(text)\" is neither a user id (UUID) nor an email address")
+            throw CollaborationError(.invalidInput, "\(quoted(text)) is neither a user id (UUID) nor an email address")
         }
     }
 
@@ -107,7 +141,7 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
 /// Parses a couple id, refusing anything that is not a UUID before any query runs.
 public func parseCoupleID(_ text: String) throws(CollaborationError) -> UUID {
     guard let id = UUID(parsing: text) else {
-        throw CollaborationError(.invalidInput, "\"\(text)\" is not a couple id (a UUID)")
+        throw CollaborationError(.invalidInput, "\(quoted(text)) is not a couple id (a UUID)")
     }
     return id
 }

@@ -25,10 +25,10 @@ public struct PolicyDocument: Sendable, Decodable {
         var problems: [String] = []
         for (name, role) in roles.sorted(by: { $0.key < $1.key }) {
             for permission in role.permissions ?? [] where permissions[permission] == nil {
-                problems.append("role \"\(name)\" lists unknown permission \"\(permission)\"")
+                problems.append("role \(quoted(name)) lists unknown permission \(quoted(permission))")
             }
             for other in (role.inherits ?? []) + (role.grants ?? []) where roles[other] == nil {
-                problems.append("role \"\(name)\" names unknown role \"\(other)\"")
+                problems.append("role \(quoted(name)) names unknown role \(quoted(other))")
             }
         }
         if roles["owner"] == nil { problems.append("the policy must define the \"owner\" role") }
@@ -42,14 +42,15 @@ public struct PolicyDocument: Sendable, Decodable {
             var effective = Set(role.permissions ?? [])
             while let ancestor = queue.popLast() {
                 if ancestor == name {
-                    throw CollaborationError(.invalidPolicy, "invalid policy: role \"\(name)\" inherits from itself")
+                    throw CollaborationError(
+                        .invalidPolicy, "invalid policy: role \(quoted(name)) inherits from itself")
                 }
                 guard seen.insert(ancestor).inserted, let definition = roles[ancestor] else { continue }
                 effective.formUnion(definition.permissions ?? [])
                 queue += definition.inherits ?? []
             }
             guard let roleName = RoleName(rawValue: name) else {
-                throw CollaborationError(.invalidPolicy, "invalid policy: \"\(name)\" is not a role name")
+                throw CollaborationError(.invalidPolicy, "invalid policy: \(quoted(name)) is not a role name")
             }
             definitions.append(
                 RoleDefinition(

@@ -51,6 +51,7 @@ public actor ServiceKeyService {
             guard (1...100).contains(trimmed.count) else {
                 throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
             }
+            try refuseControlCharacters(trimmed, "a key's name")
             let token = SecretToken.generate(.apiKey)
             return (try await repository.createKey(name: trimmed, keyHash: token.hash), token)
         }

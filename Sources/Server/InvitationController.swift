@@ -32,8 +32,15 @@ struct InvitationController {
         if await limiter.isBlocked(context.clientAddress) { return Self.tooManyAttempts(json: json) }
         let token = context.parameters.get("token") ?? ""
         var request = request
-        guard let bearer = try await Self.bearerToken(&request, context: context), let user = verifier.verify(bearer)
-        else {
+        let bearer: String?
+        do {
+            bearer = try await Self.bearerToken(&request, context: context)
+        } catch is URLEncodedFormError {
+            return try respond(
+                .badRequest("the form is not URL-encoded (a % not followed by two hex digits?)"), json: json, request,
+                context)
+        }
+        guard let bearer, let user = verifier.verify(bearer) else {
             return try respond(
                 APIError(.unauthorized, code: "unauthorized", "sign in to accept the invitation"), json: json, request,
                 context)

@@ -555,7 +555,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                         ).map { try $0.decode("table_name") }
                         throw CollaborationError(
                             .invalidInput,
-                            "\"\(table)\" is not a budget table; the tables are \(tables.joined(separator: ", "))")
+                            "\(quoted(table)) is not a budget table; the tables are \(tables.joined(separator: ", "))")
                     }
                 }
             }

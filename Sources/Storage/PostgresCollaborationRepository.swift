@@ -487,6 +487,10 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
         case SQLState.checkViolation.rawValue:
             return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
+        case let code? where code.hasPrefix("22"):
+            // A data exception: a value the checks upstream let through but the server cannot take (a NUL byte,
+            // say). The server's message may quote the value, so it is not passed on.
+            return CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE \(code))")
         case SQLState.adminShutdown.rawValue, SQLState.crashShutdown.rawValue, SQLState.cannotConnectNow.rawValue:
             // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
             return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")

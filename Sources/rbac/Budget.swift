@@ -329,7 +329,7 @@ extension RBAC {
                 }
                 guard !(noDue && due != nil) else { throw ValidationError("--due and --no-due cannot go together") }
                 if let due, CalendarDay(due) == nil {
-                    throw ValidationError("--due \"\(due)\" is not a date (YYYY-MM-DD)")
+                    throw ValidationError("--due \(quoted(due)) is not a date (YYYY-MM-DD)")
                 }
             }
 
@@ -418,7 +418,7 @@ extension RBAC {
                 guard amount == nil || expense != nil else { throw ValidationError("--amount needs --expense") }
                 guard paidAt == nil || amount != nil else { throw ValidationError("--paid-at needs --amount") }
                 if let paidAt, CalendarDay(paidAt) == nil {
-                    throw ValidationError("--paid-at \"\(paidAt)\" is not a date (YYYY-MM-DD)")
+                    throw ValidationError("--paid-at \(quoted(paidAt)) is not a date (YYYY-MM-DD)")
                 }
             }
 
@@ -555,11 +555,11 @@ extension RBAC {
                 try changes.map { change in
                     let parts = change.split(separator: "=", maxSplits: 1).map(String.init)
                     guard parts.count == 2, !parts[0].isEmpty else {
-                        throw ValidationError("--set takes table=rows, e.g. budget_items=50000, not \"\(change)\"")
+                        throw ValidationError("--set takes table=rows, e.g. budget_items=50000, not \(quoted(change))")
                     }
                     guard let rows = Int(parts[1]), (0...Int(Int32.max)).contains(rows) else {
                         throw ValidationError(
-                            "--set \(parts[0]): the limit must be a whole number from 0 to \(Int32.max), not \"\(parts[1])\""
+                            "--set \(parts[0]): the limit must be a whole number from 0 to \(Int32.max), not \(quoted(parts[1]))"
                         )
                     }
                     return (parts[0], rows)

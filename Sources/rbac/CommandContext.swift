@@ -38,9 +38,10 @@ struct OperatorLabelOptions: ParsableArguments {
         guard !actorLabel.isEmpty, actorLabel.count <= Self.maxLength else {
             throw ValidationError("--actor-label must have 1 to \(Self.maxLength) characters, not \(actorLabel.count)")
         }
-        // A line break or other control character would let a label pass for more lines of the log.
-        guard !actorLabel.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw ValidationError("--actor-label must not contain control characters (line breaks, tabs, ...)")
+        do {
+            try refuseControlCharacters(actorLabel, "--actor-label")
+        } catch {
+            throw ValidationError(error.message)
         }
     }
 
@@ -114,7 +115,7 @@ enum Parse {
     static func id(_ text: String, _ kind: String) throws -> UUID {
         guard let id = UUID(parsing: text) else {
             let article = kind.first.map { "aeiou".contains($0) } == true ? "an" : "a"
-            throw ValidationError("\"\(text)\" is not \(article) \(kind) id (a UUID)")
+            throw ValidationError("\(quoted(text)) is not \(article) \(kind) id (a UUID)")
         }
         return id
     }

@@ -20,9 +20,12 @@ extension RBAC {
 
             func validate() throws {
                 guard EmailAddress(rawValue: ownerEmail) != nil else {
-                    throw ValidationError("\"\(ownerEmail)\" is not an email address")
+                    throw ValidationError("\(quoted(ownerEmail)) is not an email address")
                 }
-                do { _ = try Couple.validateName(name) } catch { throw ValidationError(error.message) }
+                do {
+                    _ = try Couple.validateName(name)
+                    _ = try ownerName.map(User.validateDisplayName)
+                } catch { throw ValidationError(error.message) }
             }
 
             func run() async throws {
@@ -33,7 +36,8 @@ extension RBAC {
                     do {
                         owner = try await context.repository.user(.email(email))
                     } catch let error as CollaborationError where error.code == .notFound {
-                        owner = try await context.repository.addUser(email: email, displayName: ownerName)
+                        owner = try await context.repository.addUser(
+                            email: email, displayName: try ownerName.map(User.validateDisplayName))
                     }
                     let couple = try await context.repository.createCouple(
                         name: name, owner: owner.id, as: try await context.actor(actor))

@@ -78,7 +78,7 @@ struct PageOptions: ParsableArguments {
         if let after {
             guard limit != nil else { throw ValidationError("--after needs --limit: it picks a page") }
             guard UUID(parsing: after) != nil else {
-                throw ValidationError("--after \"\(after)\" is not an id (a UUID)")
+                throw ValidationError("--after \(quoted(after)) is not an id (a UUID)")
             }
         }
     }

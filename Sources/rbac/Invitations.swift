@@ -60,7 +60,7 @@ extension RBAC {
             _ = try Parse.couple(couple)
             try Parse.role(role)
             if let email, EmailAddress(rawValue: email) == nil {
-                throw ValidationError("\"\(email)\" is not an email address")
+                throw ValidationError("\(quoted(email)) is not an email address")
             }
         }
 
@@ -92,7 +92,8 @@ extension RBAC {
             func validate() throws {
                 _ = try Parse.couple(couple)
                 if let status, InvitationStatus(rawValue: status) == nil {
-                    throw ValidationError("unknown status \"\(status)\"; valid: pending, accepted, revoked, expired")
+                    throw ValidationError(
+                        "unknown status \(quoted(status)); valid: pending, accepted, revoked, expired")
                 }
             }
 
@@ -221,7 +222,7 @@ extension RBAC {
             case (nil, false): throw ValidationError("give --couple C for a couple's log, or --operator")
             }
             if let since, (try? Date(since, strategy: .iso8601)) == nil {
-                throw ValidationError("\"\(since)\" is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
+                throw ValidationError("\(quoted(since)) is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
             }
             if let tail, tail < 1 { throw ValidationError("--tail must be at least 1, not \(tail)") }
         }

@@ -134,7 +134,7 @@ extension RBAC {
 
         func validate() throws {
             guard Permission(rawValue: permission) != nil else {
-                throw ValidationError("\"\(permission)\" is not a permission (area.action, e.g. budget.edit)")
+                throw ValidationError("\(quoted(permission)) is not a permission (area.action, e.g. budget.edit)")
             }
         }
 

@@ -41,7 +41,7 @@ extension RBAC {
 
         func validate() throws {
             guard Logger.Level(rawValue: logLevel) != nil else {
-                throw ValidationError("unknown log level \"\(logLevel)\"")
+                throw ValidationError("unknown log level \(quoted(logLevel))")
             }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")

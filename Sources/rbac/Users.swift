@@ -17,14 +17,15 @@ extension RBAC {
 
             func validate() throws {
                 guard EmailAddress(rawValue: email) != nil else {
-                    throw ValidationError("\"\(email)\" is not an email address")
+                    throw ValidationError("\(quoted(email)) is not an email address")
                 }
+                do { _ = try name.map(User.validateDisplayName) } catch { throw ValidationError(error.message) }
             }
 
             func run() async throws {
                 try await CommandContext.run(database, operatorLabel: label.recorded) { context in
                     let user = try await context.repository.addUser(
-                        email: EmailAddress(rawValue: email)!, displayName: name)
+                        email: EmailAddress(rawValue: email)!, displayName: try name.map(User.validateDisplayName))
                     try output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
                 }
             }

@@ -103,4 +103,22 @@ struct PolicyDocumentTests {
         let roles = try PolicyDocument.load(from: root.appendingPathComponent("policies/policy.json")).flattened()
         #expect(roles.map(\.name.rawValue) == ["owner", "partner", "planner", "viewer"])
     }
+
+    @Test(
+        "names, labels and emails with a control character are refused",
+        arguments: ["\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}"])
+    func controlCharacters(control: String) {
+        #expect(throws: CollaborationError.self) { try validatedName("Main" + control + "plan", "name") }
+        #expect(throws: CollaborationError.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
+        #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
+        #expect(!quoted("x" + control).unicodeScalars.contains { $0.properties.generalCategory == .control })
+    }
+
+    @Test("an echo of typed text shows its control characters escaped, and is cut at 100 characters")
+    func quotedEchoes() {
+        #expect(quoted("planner") == #""planner""#)
+        #expect(quoted("a\u{1B}[2Jb\0") == #""a\u{1B}[2Jb\u{0}""#)
+        #expect(quoted(String(repeating: "x", count: 150)) == "\"" + String(repeating: "x", count: 100) + "…\"")
+        #expect((try? validatedName("  Émile & Zoë  ", "name")) == "Émile & Zoë")
+    }
 }

@@ -168,4 +168,72 @@ struct LiveTests {
             }
         }
     }
+
+    @Test("text with a NUL byte or a control character is a 400 naming the field, and changes nothing")
+    func controlCharacters() async throws {
+        try await TestDatabase.withFreshPool { pool in
+            try await Self.migrate(pool)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await repository.addUser(
+                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Text", owner: owner.id, as: .operator(label: "tests"))
+            let key = try await Self.serviceKey(pool)
+            let app = Application(
+                router: buildRouter(Self.dependencies(pool)),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let headers: HTTPFields = [
+                .authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString,
+            ]
+            let base = "/v1/couples/\(couple.id)"
+            let tables = ["invitations", "budget_scenarios", "expenses", "gifts_and_owed", "audit_log", "users"]
+            let counts = "SELECT " + tables.map { "(SELECT count(*) FROM \($0)) AS \($0)" }.joined(separator: ", ")
+            func rows() async throws -> [Int64] {
+                let row = try await pool.query(PostgresQuery(unsafeSQL: counts))[0]
+                return try tables.map { try row.decode($0, as: Int64.self) }
+            }
+            let before = try await rows()
+            let cases: [(path: String, body: String, message: String)] = [
+                (
+                    "/invitations", #"{"role":"viewer","email":"a\u0000b@example.com"}"#,
+                    #""a\\u{0}b@example.com\" is not"#
+                ),
+                (
+                    "/invitations", #"{"role":"viewer","email":"a\u001bb@example.com"}"#,
+                    #""a\\u{1B}b@example.com\" is not"#
+                ),
+                ("/budget/scenarios", #"{"name":"Main\u0000"}"#, "name must not contain control characters"),
+                ("/budget/scenarios", #"{"name":"Main\u001b[2J"}"#, "name must not contain control characters"),
+                ("/budget/expenses", #"{"name":"Cake","amount":10,"vendor":"Bakery\u0000"}"#, "vendor must not"),
+                ("/budget/expenses", #"{"name":"Ca\u0000ke","amount":10}"#, "name must not"),
+                ("/budget/gifts", #"{"from":"Aunt\u0000","amount":10}"#, "from must not"),
+                ("/budget/gifts", #"{"from":"Aunt\u0007","amount":10}"#, "from must not"),
+            ]
+            try await app.test(.live) { client in
+                for (path, body, message) in cases {
+                    try await client.execute(
+                        uri: base + path, method: .post, headers: headers, body: ByteBuffer(string: body)
+                    ) { response in
+                        #expect(response.status == .badRequest, "\(body)")
+                        #expect(text(response).contains(#""code":"invalid_input""#), "\(body)")
+                        #expect(text(response).contains(message), "\(body): \(text(response))")
+                    }
+                }
+                for accept in ["application/json", "text/html"] {
+                    try await client.execute(
+                        uri: "/invitations/inv_\(String(repeating: "A", count: 43))/accept", method: .post,
+                        headers: [.contentType: "application/x-www-form-urlencoded", .accept: accept],
+                        body: ByteBuffer(string: "access_token=%zz%")
+                    ) { response in
+                        #expect(response.status == .badRequest, "\(accept)")
+                        #expect(text(response).contains("the form is not URL-encoded"), "\(accept)")
+                    }
+                }
+            }
+            // A value no check upstream refused is still a clear refusal, not "the database is unavailable".
+            await #expect(throws: CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE 22021)")) {
+                try await repository.addUser(email: EmailAddress(rawValue: "nul@example.com")!, displayName: "N\0")
+            }
+            #expect(try await rows() == before, "nothing was written")
+        }
+    }
 }
