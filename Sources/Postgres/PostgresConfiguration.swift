@@ -38,6 +38,13 @@ public struct PostgresConfiguration: Sendable {
         PQconninfoFree(options)
     }
 
+    /// `text` with the password of every connection string in it replaced: `postgres://user:[redacted]@...`,
+    /// `password=[redacted]` (a key=value field, or a URL's query parameter).
+    public static func redactingPasswords(in text: String) -> String {
+        text.replacing(/(?i)(postgres(?:ql)?:\/\/[^\/\s@:]*:)[^\s@]*@/) { "\($0.output.1)[redacted]@" }
+            .replacing(/(?i)(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)/) { "\($0.output.1)[redacted]" }
+    }
+
     /// Host, port, database and user as libpq will resolve them; never the password.
     public var redactedDescription: String {
         let fields = resolvedFields

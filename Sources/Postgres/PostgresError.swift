@@ -80,7 +80,8 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     ) {
         self.kind = kind
         self.sqlState = sqlState
-        self.message = message
+        // libpq quotes a connection string it cannot parse whole, password and all.
+        self.message = PostgresConfiguration.redactingPasswords(in: message)
         self.detail = detail
         self.hint = hint
         self.schema = schema

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Collaboration
 import Foundation
+import Postgres
 
 @main
 struct RBAC: AsyncParsableCommand {
@@ -58,7 +59,8 @@ struct RBAC: AsyncParsableCommand {
     /// ArgumentParser's report of a parsing error (with the command's usage), help, or an exit it was asked for.
     private static func exit(reporting error: any Error) -> Never {
         let code = exitCode(for: error)
-        let message = fullMessage(for: error)
+        // An argument echoed back (a malformed --database-url, say) may hold a password.
+        let message = PostgresConfiguration.redactingPasswords(in: fullMessage(for: error))
         if code == .success {
             if !message.isEmpty { print(message) }
             Foundation.exit(0)
@@ -68,7 +70,8 @@ struct RBAC: AsyncParsableCommand {
     }
 
     private static func fail(_ failure: CommandFailure) -> Never {
-        FileHandle.standardError.write(Data("rbac: \(failure.message)\n".utf8))
+        let message = PostgresConfiguration.redactingPasswords(in: failure.message)
+        FileHandle.standardError.write(Data("rbac: \(message)\n".utf8))
         Foundation.exit(failure.status.rawValue)
     }
 }

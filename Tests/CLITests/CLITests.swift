@@ -473,6 +473,8 @@ struct CLITests {
                 ["users", "add", "--email", "eve@example.com", "--name", "Eve\u{1B}[2J"]:
                     "the display name must not contain control characters",
                 ["keys", "create", "--name", "billing\u{1B}[2J"]: "a key's name must not contain control characters",
+                ["couples", "list", "--database-url", "postgres://bob:S3cretPw@[::1"]:
+                    #""postgres://bob:[redacted]@[::1""#,
                 [
                     "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
                     "--actor-label", "bot",

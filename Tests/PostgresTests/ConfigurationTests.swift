@@ -1,0 +1,35 @@
+import Testing
+
+@testable import Postgres
+
+@Suite("Connection strings")
+struct ConfigurationTests {
+    @Test(
+        "a password never shows in a message about a connection string",
+        arguments: [
+            ("postgres://bob:S3cretPw@[::1", "postgres://bob:[redacted]@[::1"),
+            ("POSTGRESQL://bob:S3cretPw@db/x", "POSTGRESQL://bob:[redacted]@db/x"),
+            ("host=db password=S3cretPw user=bob", "host=db password=[redacted] user=bob"),
+            ("host=db password = 'S3cret Pw' user=bob", "host=db password = [redacted] user=bob"),
+            ("host=db password='S3cret \\' Pw' x=1", "host=db password=[redacted] x=1"),
+            (
+                "postgres://db/x?password=S3cretPw&sslmode=require",
+                "postgres://db/x?password=[redacted]&sslmode=require"
+            ),
+            ("postgres://bob@db/x", "postgres://bob@db/x"),
+        ])
+    func redaction(text: String, expected: String) {
+        #expect(PostgresConfiguration.redactingPasswords(in: "failed: \"\(text)\"") == "failed: \"\(expected)\"")
+    }
+
+    @Test("a malformed URL is refused without its password")
+    func malformedURL() {
+        let configuration = PostgresConfiguration(connectionString: "postgres://bob:S3cretPw@[::1")
+        #expect {
+            try configuration.validate()
+        } throws: { error in
+            let text = "\(error) \(String(reflecting: error))"
+            return text.contains("invalid database URL") && !text.contains("S3cretPw")
+        }
+    }
+}
