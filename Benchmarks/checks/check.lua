@@ -1,10 +1,8 @@
 -- POST /v1/check for members of the seeded couples (Benchmarks/permissions/seed.sql), chosen at random from the
--- first COUPLES couples. Environment: RBAC_KEY (service key), COUPLES, MIN_REVISION (optional: forces reads
--- from the database when higher than any couple's revision), DELAY_MS (optional: pause this long on average
--- before each request, to hold a rate).
+-- first COUPLES couples. Environment: RBAC_KEY (service key), COUPLES, DELAY_MS (optional: pause this long on
+-- average before each request, to hold a rate).
 local key = os.getenv("RBAC_KEY")
 local couples = tonumber(os.getenv("COUPLES") or "1000")
-local min_revision = os.getenv("MIN_REVISION")
 local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
 
 -- md5 is not in wrk's Lua, so the ids come from a file the benchmark script writes: "couple user" per line.
@@ -12,9 +10,7 @@ local pairs_file = os.getenv("PAIRS")
 local bodies = {}
 for line in io.lines(pairs_file) do
     local couple, user = line:match("(%S+) (%S+)")
-    local extra = min_revision and (',"min_revision":' .. min_revision) or ""
-    bodies[#bodies + 1] = '{"couple_id":"' .. couple .. '","user_id":"' .. user
-        .. '","permission":"budget.edit"' .. extra .. '}'
+    bodies[#bodies + 1] = '{"couple_id":"' .. couple .. '","user_id":"' .. user .. '","permission":"budget.edit"}'
     if #bodies >= couples * 3 then break end
 end
 

@@ -90,7 +90,21 @@ public final class PermissionChecker: Sendable {
         return PermissionCheck(allowed: allowed, revision: set.revision)
     }
 
+    /// `minRevision` above the couple's revision in the database is refused (`invalid_input`): every revision a
+    /// write reports is committed before it is reported, so no read can be behind it, and one that was never
+    /// reached cannot be answered "at that revision or later".
     public func permissionSet(couple: UUID, user: UUID, minRevision: Int64? = nil) async throws -> PermissionSet {
+        let loaded = try await readSet(couple: couple, user: user, minRevision: minRevision)
+        if let minRevision, let revision = loaded.revision, revision < minRevision {
+            throw CollaborationError(
+                .invalidInput,
+                "min_revision \(minRevision) is ahead of the couple's revision \(revision); pass a revision a write returned"
+            )
+        }
+        return loaded
+    }
+
+    private func readSet(couple: UUID, user: UUID, minRevision: Int64?) async throws -> PermissionSet {
         guard let cache, isCacheTrusted() else {
             return try await metrics.measure("permission.check", outcome: "database") {
                 try await repository.permissionSet(couple: couple, user: user)

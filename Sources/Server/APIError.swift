@@ -1,6 +1,7 @@
 import Collaboration
 import Foundation
 import Hummingbird
+import Synchronization
 
 /// An error as the API answers it: a status and `{"error": {"code", "message"}}`. Messages never hold tokens,
 /// keys or SQL.
@@ -92,16 +93,39 @@ public struct APIError: HTTPResponseError, Sendable {
 }
 
 /// Turns every error below it into an `APIError` response.
+///
+/// The first 503 after a success logs an error, and the first success after a 503 logs that requests succeed
+/// again: one line per change of state, not one per failed request (thousands a second under load). The route
+/// metrics count every 503.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// Whether the last request answered here failed with 503; shared by every request.
+    let failing = Failing()
+
+    /// Routes whose success says nothing about the database.
+    static var answeredWithoutDatabase: Set<String> { ["/health", "/metrics", "/openapi.json"] }
+
+    final class Failing: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         do {
-            return try await next(request, context)
+            let response = try await next(request, context)
+            if failing.value.load(ordering: .relaxed), request.method != .options,
+                !Self.answeredWithoutDatabase.contains(context.endpointPath ?? ""),
+                failing.value.exchange(false, ordering: .relaxed)
+            {
+                context.logger.notice("requests succeed again")
+            }
+            return response
         } catch {
             let apiError = APIError.from(error)
-            if apiError.status == .serviceUnavailable {
-                context.logger.error("request failed", metadata: ["error": "\(type(of: error))"])
+            if apiError.status == .serviceUnavailable, !failing.value.exchange(true, ordering: .relaxed) {
+                context.logger.error(
+                    "requests fail with 503 until the database answers again; http_requests_total counts them",
+                    metadata: ["error": "\(type(of: error))"])
             }
             return try apiError.response(from: request, context: context)
         }

@@ -16,7 +16,12 @@ public struct AppRequestContext: RequestContext {
     }
 
     /// The peer's IP address, without the port. Formatted when asked for: only the invitation routes ask.
-    public var clientAddress: String { channel.remoteAddress?.ipAddress ?? "unknown" }
+    public var peerAddress: String { channel.remoteAddress?.ipAddress ?? "unknown" }
+
+    /// The client's IP address: the peer's, or what a trusted proxy among `proxies` says it forwarded for.
+    func clientAddress(_ request: Request, trusting proxies: TrustedProxies) -> String {
+        proxies.client(peer: peerAddress, headers: request.headers)
+    }
 
     /// Request bodies above 64 KiB are refused with 413 (a batch of 100 checks is about 15 KiB).
     public var maxUploadSize: Int { 64 * 1024 }

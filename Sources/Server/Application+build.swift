@@ -14,6 +14,8 @@ public struct ServerDependencies: Sendable {
     public let verifier: JWTVerifier
     public let publicBaseURL: URL
     public let limiter: FailedAttemptLimiter
+    /// Whose forwarding headers name the client (for the limiter).
+    public let trustedProxies: TrustedProxies
     /// Whether the database answers (`/ready`).
     public let isReady: @Sendable () async -> Bool
     /// Answers `/v1/check`: through a permission cache when the service runs with one.
@@ -26,7 +28,8 @@ public struct ServerDependencies: Sendable {
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
-        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), checker: PermissionChecker? = nil,
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), trustedProxies: TrustedProxies = .none,
+        checker: PermissionChecker? = nil,
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         isReady: @escaping @Sendable () async -> Bool
@@ -36,6 +39,7 @@ public struct ServerDependencies: Sendable {
         self.verifier = verifier
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
+        self.trustedProxies = trustedProxies
         self.metrics = metrics
         let operationMetrics = Self.operationMetrics(metrics)
         let checker = checker ?? PermissionChecker(repository: repository, metrics: operationMetrics)
@@ -91,10 +95,13 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let metrics = dependencies.operationMetrics
     let invitations = CollaborationInvitationService(
         repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
-    InvitationController(invitations: invitations, verifier: dependencies.verifier, limiter: dependencies.limiter)
-        .addRoutes(to: router)
+    InvitationController(
+        invitations: invitations, verifier: dependencies.verifier, limiter: dependencies.limiter,
+        proxies: dependencies.trustedProxies
+    ).addRoutes(to: router)
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
+        .add(middleware: JSONBodyMiddleware())
     PermissionAPIController(
         repository: dependencies.repository, checker: dependencies.checker,
         permissions: CollaborationPermissionService(repository: dependencies.repository, metrics: metrics),
@@ -157,7 +164,9 @@ public func buildApplication(
         logger: logger)
 }
 
-/// One log line per request, with Hummingbird's request id; invitation tokens in paths are redacted.
+/// One log line per request, at debug level (`rbac serve --log-level debug`: under load, info-level access
+/// lines would be most of what the service writes), with Hummingbird's request id; invitation tokens in paths
+/// are redacted.
 struct RequestLogMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
@@ -173,8 +182,9 @@ struct RequestLogMiddleware: RouterMiddleware {
         _ logger: Logger, _ method: HTTPRequest.Method, _ path: String, _ status: HTTPResponse.Status,
         since started: ContinuousClock.Instant
     ) {
+        guard logger.logLevel <= .debug else { return }
         let elapsed = ContinuousClock.now - started
-        logger.info(
+        logger.debug(
             "request",
             metadata: [
                 "method": "\(method)", "path": "\(redacted(path))", "status": "\(status.code)",

@@ -190,6 +190,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private static func mayAnswer(_ head: HTTPRequest) -> Bool {
         head.method == .post && head.path == "/v1/check" && head.headerFields[.connection] != "close"
+            && head.headerFields.declaresJSONOrNothing
     }
 
     /// The held check, if its key is cached and its body well formed.

@@ -8,28 +8,37 @@ struct InvitationController {
     let invitations: CollaborationInvitationService
     let verifier: JWTVerifier
     let limiter: FailedAttemptLimiter
+    let proxies: TrustedProxies
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("invitations/:token", use: show)
         router.post("invitations/:token/accept", use: accept)
     }
 
+    /// A valid token is answered whoever presents it: a client that used up its failures (`limiter`) gets 429
+    /// only for tokens that do not work, so one client's guesses never lock out others behind the same address.
     @Sendable func show(_ request: Request, context: AppRequestContext) async throws -> Response {
-        if await limiter.isBlocked(context.clientAddress) { return Self.tooManyAttempts(json: false) }
         let token = context.parameters.get("token") ?? ""
         do {
             let preview = try await invitations.preview(token: token)
             guard preview.status == .pending else { throw CollaborationError(.notFound, "invitation not found") }
             return Self.html(.ok, InvitationPage.pending(preview, token: token))
         } catch let error as CollaborationError where error.code == .notFound {
-            await limiter.recordFailure(context.clientAddress)
+            if let refusal = await refusalOfFailure(request, context, json: false) { return refusal }
             return Self.html(.notFound, InvitationPage.unusable)
         }
     }
 
+    /// Counts a token that did not work against the client; nil, or 429 when the client has used up its failures.
+    private func refusalOfFailure(_ request: Request, _ context: AppRequestContext, json: Bool) async -> Response? {
+        let client = context.clientAddress(request, trusting: proxies)
+        if await limiter.isBlocked(client) { return Self.tooManyAttempts(json: json) }
+        await limiter.recordFailure(client)
+        return nil
+    }
+
     @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {
         let json = request.headers[.accept]?.contains("application/json") ?? false
-        if await limiter.isBlocked(context.clientAddress) { return Self.tooManyAttempts(json: json) }
         let token = context.parameters.get("token") ?? ""
         var request = request
         let bearer: String?
@@ -68,7 +77,7 @@ struct InvitationController {
             switch error.code {
             case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
                 // One answer for every unusable token, so its state cannot be probed.
-                await limiter.recordFailure(context.clientAddress)
+                if let refusal = await refusalOfFailure(request, context, json: json) { return refusal }
                 if json {
                     return try APIError(.notFound, code: "invitation_not_valid", "this invitation link is not valid")
                         .response(from: request, context: context)

@@ -29,3 +29,28 @@ extension Request {
         return .user(try APIError.uuid(header, "X-Acting-User"))
     }
 }
+
+extension HTTPFields {
+    /// Whether a body sent with these fields may be read as JSON: `Content-Type` is `application/json` or a
+    /// `+json` type, with any parameters, or is missing.
+    var declaresJSONOrNothing: Bool {
+        guard let type = self[.contentType] else { return true }
+        let media = type.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+        return media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json"))
+    }
+}
+
+/// Refuses with 415 a JSON route's body declared as something else (`text/plain`, a form): what a client says it
+/// sent is not read as JSON behind its back.
+struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        if [.post, .put, .patch].contains(request.method), !request.headers.declaresJSONOrNothing {
+            throw APIError(
+                .unsupportedMediaType, code: "unsupported_media_type",
+                "send the body as Content-Type: application/json")
+        }
+        return try await next(request, context)
+    }
+}

@@ -30,11 +30,22 @@ extension RBAC {
         @Flag(help: "Answer every check from the database (no permission or key cache).") var noCache = false
         @Option(
             help: ArgumentHelp(
+                "At most this many couples' permission sets are kept in memory (default 100000).", valueName: "n"))
+        var cacheCapacity: Int = 100_000
+        @Option(
+            help: ArgumentHelp(
                 """
                 How long after a change committed elsewhere a cached answer may still ignore it: 20ms to 10s \
                 (default 50ms). Past it, checks go to the database until the change feed has caught up.
                 """, valueName: "duration"))
         var maxStaleness: ShortDuration = ShortDuration(argument: "50ms")!
+        @Option(
+            help: ArgumentHelp(
+                """
+                A reverse proxy (address or CIDR range, repeatable) whose Forwarded or X-Forwarded-For header \
+                names the client, for the limit on invalid invitation links. Without it, the peer is the client.
+                """, valueName: "cidr"))
+        var trustedProxy: [String] = []
         @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
         var logLevel: String = "info"
         @OptionGroup var database: DatabaseOptions
@@ -43,6 +54,8 @@ extension RBAC {
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("unknown log level \(quoted(logLevel))")
             }
+            do { _ = try TrustedProxies(parsing: trustedProxy) } catch { throw ValidationError(error.description) }
+            guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")
             }
@@ -70,7 +83,7 @@ extension RBAC {
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
                 let registry = PrometheusCollectorRegistry()
                 let metrics = ServerDependencies.operationMetrics(registry)
-                let permissionCache = PermissionCache()
+                let permissionCache = PermissionCache(capacity: cacheCapacity)
                 let keyCache = ServiceKeyCache()
                 let feed = ChangeFeed(
                     configuration: resolved, permissions: permissionCache, keys: keyCache,
@@ -82,6 +95,7 @@ extension RBAC {
                         repository: PostgresServiceKeyRepository(pool: pool),
                         cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
                     verifier: JWTVerifier(secret: secret), publicBaseURL: baseURL,
+                    trustedProxies: try TrustedProxies(parsing: trustedProxy),
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,
                         isCacheTrusted: feed.isTrusted, metrics: metrics),

@@ -67,10 +67,12 @@ struct CheckFastPathTests {
         func withConnection<T>(_ body: (Connection) async throws -> T) async throws -> T {
             let (keys, checker, registry, lines) = (dependencies.keys, dependencies.checker, registry, lines)
             let connection = try await Connection {
-                CheckFastPath(
+                var logger = Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) }
+                logger.logLevel = .debug  // where request lines are written
+                return CheckFastPath(
                     keys: keys, checker: checker,
                     timings: RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: registry)),
-                    logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })
+                    logger: logger)
             }
             do {
                 let result = try await body(connection)
@@ -249,7 +251,7 @@ struct CheckFastPathTests {
         #expect(logged.count == 3)
         for line in logged {
             let request =
-                #/ info rbac: hb\.request\.id=\S+ method=POST ms=[0-9.e-]+ path=\/v1\/check status=200 \[\w+\] request\n/#
+                #/ debug rbac: hb\.request\.id=\S+ method=POST ms=[0-9.e-]+ path=\/v1\/check status=200 \[\w+\] request\n/#
             #expect(line.drop { $0 != " " }.wholeMatch(of: request) != nil, "\(line)")
         }
         let samples = try CacheTests.parsePrometheus(warm.registry.emitToString())
@@ -262,8 +264,16 @@ struct CheckFastPathTests {
         arguments: ["a user the cache does not hold", "a revision newer than the cached one"])
     func answersFromRepository(_ what: String) async throws {
         let warm = try await Warm()
-        let body =
-            what == "a user the cache does not hold" ? warm.body(user: UUID()) : warm.body(minRevision: Int64.max)
+        var body = warm.body(user: UUID())
+        if what == "a revision newer than the cached one" {
+            // A write the cache does not hear of.
+            let written = try await warm.fixture.repository.grant(
+                couple: warm.fixture.couple,
+                user: try await warm.fixture.repository.addUser(
+                    email: EmailAddress(rawValue: "vera@example.com")!, displayName: nil
+                ).id, role: RoleName(rawValue: "viewer")!, as: .operator(label: "tests"))
+            body = warm.body(minRevision: written.revision)
+        }
         let (head, answered) = try #require(try await warm.answerHere(body))
         let route = try await warm.routeAnswer(body)
         #expect((head.status, String(buffer: answered), head.headerFields[.contentType]) == route)
@@ -280,7 +290,7 @@ struct CheckFastPathTests {
         arguments: [
             "no key", "a key the cache does not hold", "a body outside the scanned subset",
             "a permission no role grants (refused by the repository)", "Connection: close", "a GET", "a query string",
-            "trailers", "a body over 4 KiB",
+            "trailers", "a body over 4 KiB", "a text/plain body",
         ])
     func handsOn(_ what: String) async throws {
         let warm = try await Warm()
@@ -296,6 +306,7 @@ struct CheckFastPathTests {
         case "a GET": head.method = .get
         case "a query string": head.path = "/v1/check?x=1"
         case "trailers": end = [.init("X-Trailer")!: "1"]
+        case "a text/plain body": head.headerFields[.contentType] = "text/plain"
         default:
             body = warm.body()
             body.writeString(String(repeating: " ", count: 4096))

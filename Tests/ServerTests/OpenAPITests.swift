@@ -35,6 +35,23 @@ struct OpenAPITests {
             "documented routes that do not exist: \(documented.subtracting(routed))")
     }
 
+    @Test("every JSON write documents 415, and every operation that takes a body documents 413")
+    func refusalsDocumented() throws {
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
+        for (path, operations) in paths {
+            for (method, operation) in operations {
+                let statuses = Set((operation["responses"] as? [String: Any] ?? [:]).keys)
+                if path.hasPrefix("/v1/") && ["post", "put", "patch"].contains(method) {
+                    #expect(statuses.contains("415"), "\(method) \(path)")
+                }
+                if operation["requestBody"] != nil {
+                    #expect(statuses.contains("413"), "\(method) \(path)")
+                }
+            }
+        }
+    }
+
     @Test("the document is served at /openapi.json")
     func served() async throws {
         let fixture = try await Fixture()

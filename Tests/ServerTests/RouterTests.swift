@@ -2,7 +2,9 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Secrets
+import Synchronization
 import Testing
 
 @testable import Server
@@ -186,6 +188,84 @@ struct RouterTests {
         #expect(!(await limiter.isBlocked("another client")), "other clients are not slowed")
     }
 
+    @Test("a valid token is answered from an address that used up its failures; invalid ones get 429")
+    func validTokenNeverLimited() async throws {
+        let fixture = try await Fixture()
+        let token = try await fixture.invite()
+        let limiter = FailedAttemptLimiter(limit: 3, window: 60)
+        try await fixture.application(limiter: limiter).test(.router) { client in
+            for _ in 0..<4 { try await client.execute(uri: "/invitations/inv_guess", method: .get) { _ in } }
+            try await client.execute(uri: "/invitations/\(token)", method: .get) { #expect($0.status == .ok) }
+            try await client.execute(
+                uri: "/invitations/\(token)/accept", method: .post,
+                headers: [.authorization: "Bearer \(fixture.jwt(for: fixture.invitee))", .accept: "application/json"]
+            ) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/invitations/inv_guess/accept", method: .post) {
+                #expect($0.status == .unauthorized, "no JWT: not a token failure")
+            }
+            try await client.execute(
+                uri: "/invitations/\(token)/accept", method: .post,
+                headers: [.authorization: "Bearer \(fixture.jwt(for: fixture.invitee))", .accept: "application/json"]
+            ) { #expect($0.status == .tooManyRequests, "a used token is a failure like any other") }
+        }
+    }
+
+    /// The answers to `times` requests for an invalid invitation link.
+    static func statuses(_ client: some TestClientProtocol, _ headers: HTTPFields, times: Int) async throws
+        -> [HTTPResponse.Status]
+    {
+        var statuses: [HTTPResponse.Status] = []
+        for _ in 0..<times {
+            statuses.append(
+                try await client.execute(uri: "/invitations/inv_guess", method: .get, headers: headers) { $0.status })
+        }
+        return statuses
+    }
+
+    /// A client's own claim, and what a proxy appended.
+    static func forwarded(_ address: String) -> HTTPFields {
+        [.init("X-Forwarded-For")!: "203.0.113.9, \(address)"]
+    }
+
+    @Test("behind a trusted proxy, each forwarded client has its own limit; others' forwarding headers are ignored")
+    func trustedProxy() async throws {
+        let fixture = try await Fixture()
+        let limiter = FailedAttemptLimiter(limit: 2, window: 60)
+        func app(trusting proxies: [String]) throws -> some ApplicationProtocol {
+            Application(
+                router: buildRouter(
+                    ServerDependencies(
+                        repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+                        publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter,
+                        trustedProxies: try TrustedProxies(parsing: proxies), isReady: { true })),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        }
+        let proxied = try await app(trusting: ["127.0.0.0/8"]).test(.live) { client in
+            [
+                try await Self.statuses(client, Self.forwarded("198.51.100.1"), times: 3),
+                try await Self.statuses(client, Self.forwarded("198.51.100.2"), times: 1),
+                try await Self.statuses(
+                    client, [.init("Forwarded")!: #"for="[2001:db8::1]:4711";proto=https"#], times: 3),
+            ]
+        }
+        #expect(
+            proxied == [
+                [.notFound, .notFound, .tooManyRequests], [.notFound], [.notFound, .notFound, .tooManyRequests],
+            ])
+        #expect(await limiter.isBlocked("198.51.100.1"))
+        #expect(await limiter.isBlocked("2001:db8::1"))
+        #expect(!(await limiter.isBlocked("203.0.113.9")), "the client's own claim, left of the proxy's, is not taken")
+        // Not from a trusted proxy: the headers name no one, and the peer is limited.
+        let direct = try await app(trusting: ["10.0.0.0/8"]).test(.live) { client in
+            [
+                try await Self.statuses(client, Self.forwarded("198.51.100.3"), times: 3),
+                try await Self.statuses(client, Self.forwarded("198.51.100.4"), times: 1),
+            ]
+        }
+        #expect(direct == [[.notFound, .notFound, .tooManyRequests], [.tooManyRequests]])
+        #expect(await limiter.isBlocked("127.0.0.1"))
+    }
+
     @Test("the permission API needs a key, validates input and answers in order")
     func permissionAPI() async throws {
         let fixture = try await Fixture()
@@ -306,6 +386,89 @@ struct RouterTests {
                 #expect($0.status == .ok && $0.body.readableBytes == 0)
             }
         }
+    }
+
+    @Test("a JSON route refuses a body declared as another type with 415, and takes JSON however it is spelled")
+    func contentTypes() async throws {
+        let fixture = try await Fixture()
+        let body = ByteBuffer(
+            string: #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#)
+        try await fixture.application().test(.router) { client in
+            for type in ["text/plain", "application/x-www-form-urlencoded", "application/jsonx", "multipart/form-data"]
+            {
+                var headers = fixture.keyHeader
+                headers[.contentType] = type
+                for uri in ["/v1/check", "/v1/couples/\(fixture.couple)/members"] {
+                    try await client.execute(uri: uri, method: .post, headers: headers, body: body) { response in
+                        #expect(response.status == .unsupportedMediaType, "\(type) \(uri)")
+                        #expect(text(response).contains(#""code":"unsupported_media_type""#))
+                    }
+                }
+            }
+            for type in ["application/json", "Application/JSON; charset=utf-8", "application/vnd.rbac+json", nil] {
+                var headers = fixture.keyHeader
+                headers[.contentType] = type
+                try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: body) {
+                    #expect($0.status == .ok, "\(type ?? "no Content-Type")")
+                }
+            }
+        }
+    }
+
+    @Test("a min_revision the couple has not reached is a 400 that says so")
+    func minRevisionAhead() async throws {
+        let fixture = try await Fixture()
+        let check = { @Sendable (revision: Int) in
+            ByteBuffer(
+                string:
+                    #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit","min_revision":\#(revision)}"#
+            )
+        }
+        try await fixture.application().test(.router) { client in
+            try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: check(1)) {
+                #expect($0.status == .ok)
+            }
+            try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: check(2)) {
+                #expect($0.status == .badRequest)
+                #expect(
+                    text($0)
+                        == #"{"error":{"code":"invalid_input","message":"min_revision 2 is ahead of the couple's revision 1; pass a revision a write returned"}}"#
+                )
+            }
+            let batch = ByteBuffer(string: #"{"checks":[\#(String(buffer: check(1))),\#(String(buffer: check(9)))]}"#)
+            try await client.execute(uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader, body: batch) {
+                #expect($0.status == .badRequest)
+            }
+        }
+    }
+
+    @Test("503s are logged once when they begin and once when requests succeed again, not once each")
+    func unavailabilityLoggedOnce() async throws {
+        let fixture = try await Fixture()
+        let isReady = Atomic<Bool>(false)
+        let lines = LineLogHandlerTests.Lines()
+        let dependencies = ServerDependencies(
+            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { isReady.load(ordering: .relaxed) })
+        let app = Application(
+            router: buildRouter(dependencies),
+            logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })
+        let statuses = try await app.test(.router) { client in
+            var statuses: [HTTPResponse.Status] = []
+            for (ready, uri) in [(false, "/ready"), (false, "/ready"), (false, "/health"), (false, "/ready")]
+                + [(true, "/ready"), (true, "/ready"), (false, "/ready")]
+            {
+                isReady.store(ready, ordering: .relaxed)
+                statuses.append(try await client.execute(uri: uri, method: .get) { $0.status })
+            }
+            return statuses
+        }
+        #expect(
+            statuses == [
+                .serviceUnavailable, .serviceUnavailable, .ok, .serviceUnavailable, .ok, .ok, .serviceUnavailable,
+            ])
+        let logged = lines.written.withLock { $0 }.map { $0.drop { $0 != " " }.prefix { $0 != ":" } }
+        #expect(logged == [" error rbac", " notice rbac", " error rbac"], "\(lines.written.withLock { $0 })")
     }
 
     @Test("invitation tokens are redacted from logged paths")
