@@ -142,11 +142,12 @@ public func openAPIDocument() throws -> Data {
 /// The `Server` field of every response.
 let serverName = "rbac"
 
-/// The application: the router on `host:port`, shut down gracefully (in-flight requests drain) on SIGTERM/SIGINT.
-/// `onServerRunning` is told the address the server listens on (port 0 picks a free one). Checks with a cached
-/// key are answered before the router (`CheckFastPath`).
+/// The application: the router on `host:port`. `onServerRunning` is told the address the server listens on (port
+/// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
+/// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`ShutdownGrace`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
+    shutdownGrace: Duration = .seconds(1),
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let timings = RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: dependencies.metrics))
@@ -155,13 +156,26 @@ public func buildApplication(
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: [
+                    ShutdownGrace(grace: shutdownGrace),
                     CheckFastPath(
-                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger)
+                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger),
                 ])),
         configuration: .init(address: .hostname(host, port: port), serverName: serverName),
         services: [BudgetSweeper(registry: dependencies.budgets)],
         onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },
         logger: logger)
+}
+
+/// What runs `application` until SIGTERM or SIGINT, then shuts it down gracefully: the listener closes at once
+/// (new connections are refused), requests in flight are answered, and connections close after their last
+/// answer. Whatever is still running after `drainTimeout` is cancelled, and `run()` returns.
+public func serviceGroup(_ application: some ApplicationProtocol, drainTimeout: Duration, logger: Logger)
+    -> ServiceGroup
+{
+    var configuration = ServiceGroupConfiguration(
+        services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    configuration.maximumGracefulShutdownDuration = drainTimeout
+    return ServiceGroup(configuration: configuration)
 }
 
 /// One log line per request, at debug level (`rbac serve --log-level debug`: under load, info-level access

@@ -14,8 +14,9 @@ extension RBAC {
             abstract: "Run the HTTP service: invitation pages and the permission API.",
             discussion: """
                 Needs the HS256 secret that signs end users' JWTs (as Supabase Auth issues them): \
-                --jwt-secret-file, or $RBAC_JWT_SECRET. Stops gracefully on SIGINT/SIGTERM, finishing requests \
-                in flight.
+                --jwt-secret-file, or $RBAC_JWT_SECRET. On SIGINT/SIGTERM it stops taking connections, answers \
+                the requests in flight (for up to --drain-timeout), closes each connection after its last \
+                answer, and exits 0.
                 """)
 
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
@@ -46,6 +47,13 @@ extension RBAC {
                 names the client, for the limit on invalid invitation links. Without it, the peer is the client.
                 """, valueName: "cidr"))
         var trustedProxy: [String] = []
+        @Option(
+            help: ArgumentHelp(
+                """
+                On SIGTERM or SIGINT, how long requests in flight may take to be answered before the rest are \
+                cut off: 1s to 300s (default 10s).
+                """, valueName: "duration"))
+        var drainTimeout: ShortDuration = ShortDuration(argument: "10s")!
         @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
         var logLevel: String = "info"
         @OptionGroup var database: DatabaseOptions
@@ -55,6 +63,9 @@ extension RBAC {
                 throw ValidationError("unknown log level \(quoted(logLevel))")
             }
             do { _ = try TrustedProxies(parsing: trustedProxy) } catch { throw ValidationError(error.description) }
+            guard (.seconds(1)...Duration.seconds(300)).contains(drainTimeout.duration) else {
+                throw ValidationError("--drain-timeout must be from 1s to 300s")
+            }
             guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")
@@ -120,7 +131,11 @@ extension RBAC {
                         }
                     }
                 }
-                try await buildApplication(dependencies, host: host, port: port, logger: logger).runService()
+                let application = buildApplication(
+                    dependencies, host: host, port: port, logger: logger,
+                    shutdownGrace: min(.seconds(1), drainTimeout.duration))
+                try await serviceGroup(application, drainTimeout: drainTimeout.duration, logger: logger).run()
+                logger.info("rbac serve stopped")
                 listener.cancel()
                 await listener.value
                 await pool.close()

@@ -52,6 +52,73 @@ struct ShutdownTests {
         }
     }
 
+    @Test("a request sent on an idle keep-alive connection as shutdown begins is answered, and the connection closes")
+    func answersRequestOnIdleConnection() async throws {
+        let fixture = try await Fixture()
+        let dependencies = ServerDependencies(
+            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
+        let listening = AsyncStream.makeStream(of: Int.self)
+        // A grace far longer than the test needs: the request is sent well within it.
+        let app = buildApplication(
+            dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
+            shutdownGrace: .seconds(30), onServerRunning: { listening.continuation.yield($0) })
+        let group = ServiceGroup(services: [app], logger: Logger(label: "shutdown-test"))
+
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var ports = listening.stream.makeAsyncIterator()
+            let port = try #require(await ports.next())
+            let client = TestClient(host: "127.0.0.1", port: port)
+            client.connect()
+            #expect(try await client.get("/health").status == .ok, "the connection is now idle, kept alive")
+
+            await group.triggerGracefulShutdown()
+            while await Self.canConnect(port: port) { await Task.yield() }
+
+            let late = try await client.get("/health")
+            #expect(late.status == .ok, "answered, on the connection that was idle when shutdown began")
+            await #expect(throws: (any Error).self, "the connection closed after that answer") {
+                _ = try await client.get("/health")
+            }
+            try? await client.shutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("a request still unanswered when the drain time is up is cancelled, and the service stops")
+    func drainIsBounded() async throws {
+        let fixture = try await Fixture()
+        let gate = Gate()
+        let dependencies = ServerDependencies(
+            repository: fixture.repository,
+            keys: ServiceKeyService(repository: GatedKeys(gate: gate, whenEntered: .seconds(3600))),
+            verifier: fixture.verifier, publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
+        let listening = AsyncStream.makeStream(of: Int.self)
+        let app = buildApplication(
+            dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
+            onServerRunning: { listening.continuation.yield($0) })
+        let group = serviceGroup(app, drainTimeout: .milliseconds(200), logger: Logger(label: "shutdown-test"))
+
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var ports = listening.stream.makeAsyncIterator()
+            let port = try #require(await ports.next())
+            let client = TestClient(host: "127.0.0.1", port: port)
+            client.connect()
+            // Held for an hour once it has passed the gate.
+            let stuck = Task {
+                try await client.get("/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(key)"])
+            }
+            await gate.waitUntilEntered()
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            let cutOff = try? await stuck.value
+            #expect(cutOff?.status != .unauthorized, "not answered as the lookup would have answered")
+            try? await client.shutdown()
+        }
+    }
+
     /// A well-formed key (43 base64url characters) that no repository knows.
     private let key = String(repeating: "A", count: 42) + "E"
 
@@ -94,9 +161,10 @@ private actor Gate {
     }
 }
 
-/// Service keys whose lookup waits at the gate, then finds nothing.
+/// Service keys whose lookup waits at the gate, then (for `whenEntered`, or until cancelled) finds nothing.
 private struct GatedKeys: ServiceKeyRepository {
     let gate: Gate
+    var whenEntered: Duration = .zero
 
     func createKey(name: String, keyHash: [UInt8]) async throws -> ServiceKey {
         throw CollaborationError(.invalidInput, "not in this test")
@@ -104,7 +172,12 @@ private struct GatedKeys: ServiceKeyRepository {
     func keys() async throws -> [ServiceKey] { [] }
     func revokeKey(_ id: UUID) async throws -> ServiceKey { throw CollaborationError(.notFound, "no keys") }
     func key(withHash hash: [UInt8]) async throws -> ServiceKey? {
-        await gate.enter()
+        if whenEntered > .zero {
+            Task { await gate.enter() }
+            try await Task.sleep(for: whenEntered)
+        } else {
+            await gate.enter()
+        }
         return nil
     }
 }
