@@ -35,6 +35,8 @@ extension HTTPFields {
     /// `+json` type, with any parameters, or is missing.
     var declaresJSONOrNothing: Bool {
         guard let type = self[.contentType] else { return true }
+        // What nearly every client sends, checked without building strings: this runs for every check.
+        if type == "application/json" || type.utf8.starts(with: "application/json;".utf8) { return true }
         let media = type.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
         return media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json"))
     }

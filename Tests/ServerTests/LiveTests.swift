@@ -35,6 +35,37 @@ struct LiveTests {
         try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
     }
 
+    /// A migrated database with one couple and its owner, the service on it, and the headers of a service key
+    /// acting for the owner.
+    struct OwnedCouple {
+        let pool: PostgresConnectionPool
+        let repository: PostgresCollaborationRepository
+        let couple: UUID
+        let owner: UUID
+        let headers: HTTPFields
+
+        func app() -> some ApplicationProtocol {
+            Application(
+                router: buildRouter(LiveTests.dependencies(pool)),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        }
+    }
+
+    static func withOwnedCouple(_ body: (OwnedCouple) async throws -> Void) async throws {
+        try await TestDatabase.withFreshPool { pool in
+            try await migrate(pool)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await repository.addUser(
+                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Ours", owner: owner.id, as: .operator(label: "tests"))
+            let key = try await serviceKey(pool)
+            try await body(
+                OwnedCouple(
+                    pool: pool, repository: repository, couple: couple.id, owner: owner.id,
+                    headers: [.authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString]))
+        }
+    }
+
     @Test("invite, open the page, accept with a JWT, and the check answers true")
     func invitationFlow() async throws {
         try await TestDatabase.withFreshPool { pool in
@@ -131,21 +162,10 @@ struct LiveTests {
 
     @Test("a budget write past the couple's limit is 409 quota_exceeded, names the limit and adds nothing")
     func budgetLimit() async throws {
-        try await TestDatabase.withFreshPool { pool in
-            try await Self.migrate(pool)
-            let repository = PostgresCollaborationRepository(pool: pool)
-            let owner = try await repository.addUser(
-                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
-            let couple = try await repository.createCouple(name: "Full", owner: owner.id, as: .operator(label: "tests"))
-            let key = try await Self.serviceKey(pool)
+        try await Self.withOwnedCouple { world in
+            let (pool, headers, app) = (world.pool, world.headers, world.app())
             try await pool.query("UPDATE budget_row_limits SET max_rows = 1 WHERE table_name = 'budget_scenarios'")
-            let app = Application(
-                router: buildRouter(Self.dependencies(pool)),
-                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-            let headers: HTTPFields = [
-                .authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString,
-            ]
-            let scenarios = "/v1/couples/\(couple.id)/budget/scenarios"
+            let scenarios = "/v1/couples/\(world.couple)/budget/scenarios"
             try await app.test(.live) { client in
                 try await client.execute(
                     uri: scenarios, method: .post, headers: headers, body: ByteBuffer(string: #"{"name":"Main"}"#)
@@ -171,20 +191,9 @@ struct LiveTests {
 
     @Test("text with a NUL byte or a control character is a 400 naming the field, and changes nothing")
     func controlCharacters() async throws {
-        try await TestDatabase.withFreshPool { pool in
-            try await Self.migrate(pool)
-            let repository = PostgresCollaborationRepository(pool: pool)
-            let owner = try await repository.addUser(
-                email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
-            let couple = try await repository.createCouple(name: "Text", owner: owner.id, as: .operator(label: "tests"))
-            let key = try await Self.serviceKey(pool)
-            let app = Application(
-                router: buildRouter(Self.dependencies(pool)),
-                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
-            let headers: HTTPFields = [
-                .authorization: "Bearer \(key.rawValue)", .init("X-Acting-User")!: owner.id.uuidString,
-            ]
-            let base = "/v1/couples/\(couple.id)"
+        try await Self.withOwnedCouple { world in
+            let (pool, repository, headers, app) = (world.pool, world.repository, world.headers, world.app())
+            let base = "/v1/couples/\(world.couple)"
             let tables = ["invitations", "budget_scenarios", "expenses", "gifts_and_owed", "audit_log", "users"]
             let counts = "SELECT " + tables.map { "(SELECT count(*) FROM \($0)) AS \($0)" }.joined(separator: ", ")
             func rows() async throws -> [Int64] {

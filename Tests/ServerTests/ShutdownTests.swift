@@ -14,29 +14,43 @@ import Testing
 /// Graceful shutdown over real HTTP: a request in flight when shutdown begins is still answered.
 @Suite("Graceful shutdown", .timeLimit(.minutes(1)))
 struct ShutdownTests {
-    @Test("a request in flight when shutdown begins is answered; new connections are refused")
-    func drainsInFlightRequests() async throws {
+    /// Serves `keys` (with the fixture's other dependencies) on a free port, run by the group `makeGroup` makes,
+    /// and hands `body` a client connected to it and the group; waits for the group to finish afterwards.
+    private static func serving(
+        keys: ServiceKeyService? = nil, shutdownGrace: Duration = .seconds(1),
+        group makeGroup: (any ApplicationProtocol) -> ServiceGroup = {
+            ServiceGroup(services: [$0], logger: Logger(label: "shutdown-test"))
+        },
+        _ body: (_ client: TestClient, _ port: Int, _ group: ServiceGroup) async throws -> Void
+    ) async throws {
         let fixture = try await Fixture()
-        let gate = Gate()
         let dependencies = ServerDependencies(
-            repository: fixture.repository, keys: ServiceKeyService(repository: GatedKeys(gate: gate)),
-            verifier: fixture.verifier, publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
+            repository: fixture.repository, keys: keys ?? fixture.keys, verifier: fixture.verifier,
+            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
         let listening = AsyncStream.makeStream(of: Int.self)
-        let app = buildApplication(
-            dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
-            onServerRunning: { listening.continuation.yield($0) })
-        let group = ServiceGroup(services: [app], logger: Logger(label: "shutdown-test"))
-
+        let group = makeGroup(
+            buildApplication(
+                dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
+                shutdownGrace: shutdownGrace, onServerRunning: { listening.continuation.yield($0) }))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             var ports = listening.stream.makeAsyncIterator()
             let port = try #require(await ports.next())
-
             let client = TestClient(host: "127.0.0.1", port: port)
             client.connect()
+            try await body(client, port, group)
+            try? await client.shutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
+    @Test("a request in flight when shutdown begins is answered; new connections are refused")
+    func drainsInFlightRequests() async throws {
+        let gate = Gate()
+        try await Self.serving(keys: ServiceKeyService(repository: GatedKeys(gate: gate))) { client, port, group in
             // Held inside the key lookup until the gate opens.
             let inFlight = Task {
-                try await client.get("/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(key)"])
+                try await client.get("/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(Self.key)"])
             }
             await gate.waitUntilEntered()
 
@@ -47,30 +61,13 @@ struct ShutdownTests {
             await gate.open()
             let response = try await inFlight.value
             #expect(response.status == .unauthorized, "answered, by the unknown key's 401, after shutdown began")
-            try await client.shutdown()
-            try await tasks.waitForAll()
         }
     }
 
     @Test("a request sent on an idle keep-alive connection as shutdown begins is answered, and the connection closes")
     func answersRequestOnIdleConnection() async throws {
-        let fixture = try await Fixture()
-        let dependencies = ServerDependencies(
-            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
-            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
-        let listening = AsyncStream.makeStream(of: Int.self)
         // A grace far longer than the test needs: the request is sent well within it.
-        let app = buildApplication(
-            dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
-            shutdownGrace: .seconds(30), onServerRunning: { listening.continuation.yield($0) })
-        let group = ServiceGroup(services: [app], logger: Logger(label: "shutdown-test"))
-
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var ports = listening.stream.makeAsyncIterator()
-            let port = try #require(await ports.next())
-            let client = TestClient(host: "127.0.0.1", port: port)
-            client.connect()
+        try await Self.serving(shutdownGrace: .seconds(30)) { client, port, group in
             #expect(try await client.get("/health").status == .ok, "the connection is now idle, kept alive")
 
             await group.triggerGracefulShutdown()
@@ -81,46 +78,36 @@ struct ShutdownTests {
             await #expect(throws: (any Error).self, "the connection closed after that answer") {
                 _ = try await client.get("/health")
             }
-            try? await client.shutdown()
-            try await tasks.waitForAll()
         }
     }
 
     @Test("a request still unanswered when the drain time is up is cancelled, and the service stops")
     func drainIsBounded() async throws {
-        let fixture = try await Fixture()
         let gate = Gate()
-        let dependencies = ServerDependencies(
-            repository: fixture.repository,
+        let stuck = Mutex<Task<TestClient.Response, any Error>?>(nil)
+        let drainingBriefly = { (app: any ApplicationProtocol) in
+            serviceGroup(app, drainTimeout: .milliseconds(200), logger: Logger(label: "shutdown-test"))
+        }
+        try await Self.serving(
             keys: ServiceKeyService(repository: GatedKeys(gate: gate, whenEntered: .seconds(3600))),
-            verifier: fixture.verifier, publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
-        let listening = AsyncStream.makeStream(of: Int.self)
-        let app = buildApplication(
-            dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "shutdown-test"),
-            onServerRunning: { listening.continuation.yield($0) })
-        let group = serviceGroup(app, drainTimeout: .milliseconds(200), logger: Logger(label: "shutdown-test"))
-
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var ports = listening.stream.makeAsyncIterator()
-            let port = try #require(await ports.next())
-            let client = TestClient(host: "127.0.0.1", port: port)
-            client.connect()
+            group: drainingBriefly
+        ) { client, _, group in
             // Held for an hour once it has passed the gate.
-            let stuck = Task {
-                try await client.get("/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(key)"])
+            stuck.withLock {
+                $0 = Task {
+                    try await client.get(
+                        "/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(Self.key)"])
+                }
             }
             await gate.waitUntilEntered()
             await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
-            let cutOff = try? await stuck.value
-            #expect(cutOff?.status != .unauthorized, "not answered as the lookup would have answered")
-            try? await client.shutdown()
         }
+        let cutOff = try? await stuck.withLock { $0 }?.value
+        #expect(cutOff?.status != .unauthorized, "not answered as the lookup would have answered")
     }
 
     /// A well-formed key (43 base64url characters) that no repository knows.
-    private let key = String(repeating: "A", count: 42) + "E"
+    private static let key = String(repeating: "A", count: 42) + "E"
 
     private static func canConnect(port: Int) async -> Bool {
         do {

@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""The reliability suite (scripts/reliability): faults, races and abuse against `rbac serve` (release) on the
+disposable PostgreSQL that scripts/with-postgres started. Each scenario prints one line, PASS or FAIL, with its
+figures; the process exits 1 when any failed.
+
+1. revocations under load: 8 clients check one (couple, user, permission) at a time on instance A while the
+   membership is removed by raw SQL, by `rbac revoke` and through instance B, round after round; PostgreSQL is
+   restarted (-m fast, then -m immediate) mid-run, and CPU hogs load the host for part of it. A stale allow is
+   an `allowed: true` for a check sent later than --max-staleness after the removal committed.
+2. the change feed's connection terminated and a raw-SQL removal at once, 20 rounds: stale allows.
+3. races, ROUNDS each: two owners removed at once (raw SQL, functions, CLI): ownerless couples; one token
+   redeemed by 20 clients: memberships per token; accept against revoke: outcomes that disagree.
+4. SIGTERM under 64 connections: requests sent before the signal that got no answer, and the exit status.
+5. a bad-input corpus over HTTP and the CLI: 5xx answers, crashes, secrets echoed, and the data before and after.
+"""
+
+import base64
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import psycopg
+
+RBAC = os.path.abspath(os.environ["RBAC"])
+SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+DB = "rbac_reliability"
+BOUND = 0.050  # the --max-staleness instance A runs with, in seconds
+ROUNDS = 200
+SECRET = base64.b64encode(os.urandom(32)).decode()
+CLUSTER = os.environ["RBAC_TEST_CLUSTER"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+ENV = dict(os.environ, DATABASE_URL=f"dbname={DB}", RBAC_JWT_SECRET=SECRET, RBAC_PUBLIC_URL="http://rbac.test")
+failures = []
+SCENARIOS = 7
+
+
+def report(name, passed, figures):
+    print(f"{'PASS' if passed else 'FAIL'}  {name:<44} {figures}", flush=True)
+    if not passed:
+        failures.append(name)
+
+
+def now():
+    return time.monotonic()
+
+
+def sql(query, params=(), fetch=False):
+    with psycopg.connect(dbname=DB, autocommit=True) as connection:
+        cursor = connection.execute(query, params)
+        return cursor.fetchall() if fetch else None
+
+
+def rbac(*arguments):
+    return subprocess.run([RBAC, *arguments], env=ENV, capture_output=True, text=True, timeout=60)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def jwt(user):
+    def part(data):
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    signing_input = part({"alg": "HS256", "typ": "JWT"}) + "." + part({"sub": user, "exp": int(time.time()) + 600})
+    signature = hmac.new(SECRET.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return signing_input + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+class Server:
+    """One `rbac serve` process on a free port."""
+
+    def __init__(self, name, *arguments):
+        self.port = free_port()
+        self.log = open(os.path.join(CLUSTER, f"reliability-{name}.log"), "w")
+        self.process = subprocess.Popen(
+            [RBAC, "serve", "--port", str(self.port), "--log-level", "warning", *arguments],
+            env=ENV, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = now() + 30
+        while now() < deadline:
+            if Client(self.port).call("GET", "/ready")[0] == 200:
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"reliability: {name} never became ready; see {self.log.name}")
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+
+class Client:
+    """A keep-alive HTTP connection; a failed call reconnects on the next one."""
+
+    def __init__(self, port, key=None, acting=None):
+        self.port, self.connection = port, None
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        if acting:
+            self.headers["X-Acting-User"] = acting
+
+    def call(self, method, path, body=None, headers=None):
+        try:
+            if self.connection is None:
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+            data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+            self.connection.request(method, path, body=data, headers={**self.headers, **(headers or {})})
+            response = self.connection.getresponse()
+            return response.status, response.read()
+        except (OSError, http.client.HTTPException) as error:
+            if self.connection:
+                self.connection.close()
+            self.connection = None
+            return None, str(error).encode()
+
+    def check(self, couple, user, permission="budget.edit"):
+        status, body = self.call("POST", "/v1/check", {"couple_id": couple, "user_id": user, "permission": permission})
+        return status, status == 200 and json.loads(body)["allowed"]
+
+
+def seed(couples):
+    """`couples` couples, each with an owner and a planner; returns [(couple, owner, planner)]."""
+    with psycopg.connect(dbname=DB, autocommit=True) as connection:
+        rows = []
+        for _ in range(couples):
+            owner, planner = (
+                connection.execute(
+                    "INSERT INTO users (email) VALUES (%s) RETURNING id::text", (f"{uuid.uuid4()}@example.com",)
+                ).fetchone()[0]
+                for _ in range(2))
+            couple = connection.execute("SELECT (create_couple('Reliability', %s)).id::text", (owner,)).fetchone()[0]
+            connection.execute("SELECT grant_role(%s, %s, 'planner')", (couple, planner))
+            rows.append((couple, owner, planner))
+        return rows
+
+
+def restart_postgres(mode):
+    command = [os.path.join(os.environ["PG_BINDIR"], "pg_ctl"), "-D", os.path.join(CLUSTER, "data"), "-l",
+               os.path.join(CLUSTER, "server.log"), "-m", mode, "-w", "-t", "60", "restart"]
+    if os.getuid() == 0:
+        command = ["runuser", "-u", "postgres", "--"] + command
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+
+
+def hog(seconds):
+    """A process that keeps one core busy for `seconds`."""
+    return subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"])
+
+
+def revocations_under_load(key, a, b):
+    pairs = seed(ROUNDS * 3)
+    target = {"round": -1, "pair": None}
+    answers = {}  # round -> [(sent, received, status, allowed)]
+    lock, stop = threading.Lock(), threading.Event()
+
+    def checker():
+        client = Client(a.port, key)
+        while not stop.is_set():
+            with lock:
+                round_, pair = target["round"], target["pair"]
+            if pair is None:
+                time.sleep(0.001)
+                continue
+            sent = now()
+            status, allowed = client.check(pair[0], pair[2])
+            with lock:
+                answers.setdefault(round_, []).append((sent, now(), status, allowed))
+
+    threads = [threading.Thread(target=checker, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    b_client = Client(b.port, key)
+    start = now()
+    restarts = [(0.4, "fast"), (0.7, "immediate")]
+    recovery, hogs, lags, stale, worst, errors, rounds = [], [], [], 0, 0.0, 0, 0
+    for round_, pair in enumerate(pairs):
+        elapsed = (now() - start) / SECONDS
+        if elapsed >= 1:
+            break
+        if 0.2 <= elapsed < 0.6 and not hogs:
+            hogs = [hog(SECONDS * 0.4) for _ in range(os.cpu_count() or 2)]
+        if restarts and elapsed >= restarts[0][0]:
+            restart_postgres(restarts.pop(0)[1])
+            restarted = now()
+            while Client(a.port, key).check(pair[0], pair[2])[0] != 200 and now() - restarted < 60:
+                time.sleep(0.01)
+            recovery.append(now() - restarted)
+        with lock:
+            target["round"], target["pair"] = round_, pair
+        # Warm: the cache holds the planner's set once a few checks said yes.
+        warm_deadline = now() + 2
+        while now() < warm_deadline and sum(1 for x in answers.get(round_, []) if x[3]) < 10:
+            time.sleep(0.001)
+        method = ("raw SQL", "CLI", "instance B")[round_ % 3]
+        for _ in range(300):
+            try:
+                if method == "raw SQL":
+                    sql("DELETE FROM memberships WHERE couple_id = %s AND user_id = %s", (pair[0], pair[2]))
+                    break
+                if method == "CLI":
+                    if rbac("revoke", "--couple", pair[0], "--user", pair[2]).returncode == 0:
+                        break
+                elif b_client.call("DELETE", f"/v1/couples/{pair[0]}/members/{pair[2]}",
+                                   headers={"X-Acting-User": pair[1]})[0] == 200:
+                    break
+            except psycopg.Error:
+                pass
+            time.sleep(0.1)
+        committed = now()
+        denied_at = None
+        while now() - committed < 3 and denied_at is None:
+            with lock:
+                denied_at = next((r for s, r, status, allowed in answers.get(round_, [])
+                                  if s > committed and status == 200 and not allowed), None)
+            time.sleep(0.001)
+        with lock:
+            seen = list(answers.get(round_, []))
+        for sent, _, status, allowed in seen:
+            if status is not None and status >= 500 and status != 503:
+                errors += 1
+            if allowed and sent > committed:
+                worst = max(worst, sent - committed)
+                stale += sent > committed + BOUND
+        if denied_at is not None:
+            lags.append(denied_at - committed)
+        rounds += 1
+    stop.set()
+    for thread in threads:
+        thread.join()
+    for process in hogs:
+        process.kill()
+    figures = (f"{rounds} rounds, stale allows past {BOUND * 1000:.0f} ms: {stale}, "
+               f"latest allow after commit {worst * 1000:.1f} ms, "
+               f"commit-to-deny p50 {percentile(lags, 0.5) * 1000:.1f} ms p99 {percentile(lags, 0.99) * 1000:.1f} ms, "
+               f"5xx but 503: {errors}, recovered in {', '.join(f'{r:.1f}' for r in recovery)} s")
+    report("revocations under load and restarts", stale == 0 and errors == 0 and len(lags) == rounds, figures)
+
+
+def feed_killed(key, a):
+    pairs, stale = seed(20), 0
+    client = Client(a.port, key)
+    for couple, _, planner in pairs:
+        while not client.check(couple, planner)[1]:
+            time.sleep(0.01)
+        client.check(couple, planner)
+        with psycopg.connect(dbname=DB, autocommit=True) as connection:
+            connection.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE application_name = 'rbac-change-feed' AND datname = current_database()")
+            connection.execute("DELETE FROM memberships WHERE couple_id = %s AND user_id = %s", (couple, planner))
+        committed = now()
+        while now() - committed < 0.5:
+            sent = now()
+            stale += client.check(couple, planner)[1] and sent > committed + BOUND
+    report("change feed killed, raw-SQL removal at once", stale == 0, f"20 rounds, stale allows: {stale}")
+
+
+def race(n, body):
+    """Runs body(i) in n threads released at once; returns their results."""
+    barrier, results = threading.Barrier(n), [None] * n
+
+    def run(i):
+        barrier.wait()
+        try:
+            results[i] = body(i)
+        except Exception as error:  # a loser's refusal is a result like any other
+            results[i] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def races(key, a):
+    # Two owners removed at once.
+    couples = seed(ROUNDS)
+    with psycopg.connect(dbname=DB, autocommit=True) as connection:
+        for couple, _, planner in couples:
+            connection.execute("UPDATE memberships SET role = 'owner' WHERE couple_id = %s AND user_id = %s",
+                               (couple, planner))
+
+    def remove(method, couple, user):
+        if method == "CLI":
+            return rbac("revoke", "--couple", couple, "--user", user).returncode
+        with psycopg.connect(dbname=DB, autocommit=True) as connection:
+            if method == "raw SQL":
+                return connection.execute("DELETE FROM memberships WHERE couple_id = %s AND user_id = %s",
+                                          (couple, user)).rowcount
+            return connection.execute("SELECT remove_member(%s, %s)", (couple, user)).rowcount
+
+    for i, (couple, owner, planner) in enumerate(couples):
+        method = ("raw SQL", "functions", "CLI")[i % 3]
+        race(2, lambda j: remove(method, couple, (owner, planner)[j]))
+    ownerless = sql("SELECT count(*) FROM couples c WHERE NOT EXISTS (SELECT 1 FROM memberships m "
+                    "WHERE m.couple_id = c.id AND m.role = 'owner' AND m.status = 'active')", fetch=True)[0][0]
+    report("two owners removed at once", ownerless == 0, f"{len(couples)} rounds, ownerless couples: {ownerless}")
+
+    # One token, 20 clients.
+    invitees = [sql("INSERT INTO users (email) VALUES (%s) RETURNING id::text", (f"{uuid.uuid4()}@example.com",),
+                    fetch=True)[0][0] for _ in range(20)]
+    couples = seed(ROUNDS)
+    wrong = 0
+    for couple, owner, _ in couples:
+        status, body = Client(a.port, key, owner).call("POST", f"/v1/couples/{couple}/invitations", {"role": "viewer"})
+        token = json.loads(body)["token"]
+        race(20, lambda j: Client(a.port).call(
+            "POST", f"/invitations/{token}/accept", b"",
+            {"Authorization": f"Bearer {jwt(invitees[j])}", "Accept": "application/json"}))
+        members = sql("SELECT count(*) FROM memberships WHERE couple_id = %s AND role = 'viewer'", (couple,),
+                      fetch=True)[0][0]
+        wrong += members != 1
+    report("one token redeemed by 20 clients", wrong == 0, f"{len(couples)} rounds, rounds without exactly one "
+           f"membership: {wrong}")
+
+    # Accept against revoke.
+    couples, disagree = seed(ROUNDS), 0
+    for i, (couple, owner, _) in enumerate(couples):
+        status, body = Client(a.port, key, owner).call("POST", f"/v1/couples/{couple}/invitations", {"role": "viewer"})
+        created = json.loads(body)
+        token, invitation = created["token"], created["invitation"]["id"]
+        accepted, revoked = race(2, lambda j: (
+            Client(a.port).call("POST", f"/invitations/{token}/accept", b"",
+                                {"Authorization": f"Bearer {jwt(invitees[i % 20])}", "Accept": "application/json"}),
+            Client(a.port, key, owner).call("DELETE", f"/v1/couples/{couple}/invitations/{invitation}"),
+        )[j][0])
+        member = sql("SELECT count(*) FROM memberships WHERE couple_id = %s AND role = 'viewer'", (couple,),
+                     fetch=True)[0][0]
+        disagree += (accepted == 200) == (revoked in (200, 204)) or (member == 1) != (accepted == 200)
+    report("accept against revoke", disagree == 0, f"{len(couples)} rounds, outcomes that disagree: {disagree}")
+
+
+def sigterm_under_load(key):
+    server = Server("sigterm", "--drain-timeout", "10s")
+    (couple, _, planner), = seed(1)
+    signalled, lost, answered = [None], [0], [0]
+    lock, start = threading.Lock(), threading.Barrier(65)
+
+    def client():
+        c = Client(server.port, key)
+        start.wait()
+        while True:
+            sent = now()
+            status, _ = c.check(couple, planner)
+            with lock:
+                if status is None:
+                    # Sent before the signal and not answered: lost. After it, a refusal is expected.
+                    lost[0] += signalled[0] is None or sent < signalled[0]
+                    return
+                answered[0] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(64)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    time.sleep(2)
+    with lock:
+        signalled[0] = now()
+    server.process.send_signal(signal.SIGTERM)
+    status = server.process.wait(timeout=60)
+    stopped = now() - signalled[0]
+    for thread in threads:
+        thread.join()
+    report("SIGTERM under 64 connections", lost[0] == 0 and status == 0,
+           f"{answered[0]} answered, lost: {lost[0]}, exit {status} after {stopped:.2f} s")
+
+
+def bad_input(key, a):
+    (couple, owner, _), = seed(1)
+    scenario = Client(a.port, key, owner).call("POST", f"/v1/couples/{couple}/budget/scenarios", {"name": "Main"})
+    scenario = json.loads(scenario[1])["id"]
+    dump = ["pg_dump", "--data-only", "--exclude-table=schema_migrations", DB]
+    before = subprocess.run(dump, capture_output=True, text=True, check=True).stdout
+    base = f"/v1/couples/{couple}"
+    nasty = ["\u0000", "\u001b[2J", "\u0007", "\r\n", "\u202e", "x" * 300, "'; DROP TABLE users; --", "%zz%"]
+    requests = []
+    for text in nasty:
+        requests += [
+            ("POST", f"{base}/invitations", {"role": "viewer", "email": f"a{text}b@example.com"}),
+            ("POST", f"{base}/budget/scenarios", {"name": text}),
+            ("POST", f"{base}/budget/expenses", {"name": "Cake", "amount": 10, "vendor": text}),
+            ("POST", f"{base}/budget/expenses", {"name": text, "amount": 10}),
+            ("POST", f"{base}/budget/gifts", {"from": text, "amount": 5}),
+            ("POST", f"{base}/budget/scenarios/{scenario}/folders", {"name": text}),
+            ("POST", "/v1/check", {"couple_id": couple, "user_id": owner, "permission": text}),
+            ("POST", f"{base}/members", {"user_id": text, "role": "viewer"}),
+            ("POST", f"{base}/members", {"user_id": owner, "role": text}),
+        ]
+    requests += [
+        ("POST", "/v1/check", b"{"), ("POST", "/v1/check", b"\x00\xff\xfe"), ("POST", "/v1/check", b"[]"),
+        ("POST", "/v1/check", {"couple_id": couple, "user_id": owner, "permission": "budget.edit",
+                               "min_revision": -1}),
+        ("POST", "/v1/check", {"couple_id": couple, "user_id": owner, "permission": "budget.edit",
+                               "min_revision": 2 ** 62}),
+        ("POST", "/v1/check/batch", {"checks": []}), ("POST", "/v1/check/batch", b" " * 70000),
+        ("GET", "/v1/users/%00/couples", None), ("GET", f"{base}/members?limit=-1", None),
+        ("GET", f"{base}/members?after=%zz", None), ("GET", f"{base}/invitations?status=%1b", None),
+        ("GET", "/invitations/inv_%00", None), ("POST", "/invitations/inv_x/accept", b"access_token=%zz%"),
+        ("PATCH", f"{base}/budget/scenarios/{scenario}", {"name": None}),
+        ("PUT", f"{base}/budget/items/{uuid.uuid4()}/budgeted", {"amount": "1e309"}),
+    ]
+    client, server_errors, statuses = Client(a.port, key, owner), 0, {}
+    for method, path, body in requests:
+        for content_type in ("application/json", "text/plain"):
+            headers = {"Content-Type": content_type}
+            if path.endswith("/accept"):
+                headers = {"Content-Type": "application/x-www-form-urlencoded"}
+            status, _ = client.call(method, path, body, headers)
+            statuses[status] = statuses.get(status, 0) + 1
+            server_errors += status is None or status >= 500
+    password = "S3cretPw"
+    cli = [
+        ["users", "add", "--email", "eve\u001b]0;x\u0007@example.com"],
+        ["users", "add", "--email", "eve@example.com", "--name", "Eve\u001b[2J"],
+        ["couples", "create", "--name", "A\u0007", "--owner-email", "a@example.com"],
+        ["keys", "create", "--name", "k\u001b[31m"],
+        ["grant", "--couple", couple, "--user", "x\u001b@example.com", "--role", "viewer"],
+        ["grant", "--couple", "not-a-uuid", "--user", owner, "--role", "viewer"],
+        ["invite", "--couple", couple, "--role", "viewer", "--email", "a\u0001b@example.com"],
+        ["check", "--couple", couple, "--user", owner, "--permission", "budget"],
+        ["couples", "list", "--database-url", f"postgres://bob:{password}@[::1"],
+        ["couples", "list", "--database-url", f"host=/nonexistent password={password}"],
+        ["couples", "list", "--databse-url", f"postgres://bob:{password}@h/x"],
+    ]
+    crashes, echoed, succeeded = 0, 0, 0
+    for arguments in cli:
+        result = rbac(*arguments)
+        crashes += result.returncode < 0 or result.returncode > 5
+        succeeded += result.returncode == 0
+        echoed += password in result.stdout + result.stderr or "\u001b" in result.stdout + result.stderr
+    after = subprocess.run(dump, capture_output=True, text=True, check=True).stdout
+    unchanged = before == after
+    report("bad-input corpus", server_errors == 0 and crashes == 0 and echoed == 0 and succeeded == 0 and unchanged,
+           f"{2 * len(requests)} requests, 5xx: {server_errors}, statuses {dict(sorted(statuses.items(), key=str))}; "
+           f"{len(cli)} commands, crashes: {crashes}, accepted: {succeeded}, secrets or escapes echoed: {echoed}; "
+           f"data {'unchanged' if unchanged else 'CHANGED'}")
+
+
+def main():
+    subprocess.run(["createdb", DB], check=True)
+    subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
+    key = json.loads(rbac("keys", "create", "--name", "reliability", "--json").stdout)["secret"]
+    a = Server("a", "--max-staleness", f"{int(BOUND * 1000)}ms")
+    b = Server("b")
+    print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
+    revocations_under_load(key, a, b)
+    feed_killed(key, a)
+    races(key, a)
+    sigterm_under_load(key)
+    bad_input(key, a)
+    a.stop()
+    b.stop()
+    print(f"reliability: {SCENARIOS - len(failures)} passed, {len(failures)} failed", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
