@@ -144,7 +144,7 @@ let serverName = "rbac"
 
 /// The application: the router on `host:port`. `onServerRunning` is told the address the server listens on (port
 /// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
-/// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`ShutdownGrace`).
+/// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`CheckFastPath`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
     shutdownGrace: Duration = .seconds(1),
@@ -156,9 +156,9 @@ public func buildApplication(
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: [
-                    ShutdownGrace(grace: shutdownGrace),
                     CheckFastPath(
-                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger),
+                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger,
+                        shutdownGrace: shutdownGrace)
                 ])),
         configuration: .init(address: .hostname(host, port: port), serverName: serverName),
         services: [BudgetSweeper(registry: dependencies.budgets)],

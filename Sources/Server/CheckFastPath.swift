@@ -27,6 +27,14 @@ import NIOHTTPTypes
 /// line, and its count and time in the route metrics.
 ///
 /// Hummingbird's idle timeout does not see the requests answered here; `rbac serve` sets none.
+///
+/// Being the handler that sees every request, it also keeps shutdown from losing one that a client sent just
+/// before: Hummingbird closes a connection that owes no answer as soon as it hears of the shutdown
+/// (`ChannelShouldQuiesceEvent`), and a request already on its way on an idle keep-alive connection was lost
+/// with it. On such a connection (one that has sent a request, and is owed no answer) the event waits until the
+/// next request begins, which is then answered with the connection closed after it, or until `shutdownGrace`
+/// has passed with none. A connection that never sent a request closes at once: Hummingbird no longer serves
+/// new connections then.
 final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -61,11 +69,20 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var executor: EventLoopTaskExecutor?
     /// Shutting down: everything goes on to Hummingbird.
     private var quiescing = false
+    private let shutdownGrace: TimeAmount
+    private var servedOne = false
+    /// The shutdown event, held for an idle connection's grace.
+    private var heldShutdown: Scheduled<Void>?
     /// The `Date` field, formatted once a second.
     private var date: (second: Int, field: String) = (0, "")
 
     /// `timings`: the route metrics (`RouteMetricsMiddleware.timings`); `logger`: the application's.
-    init(keys: ServiceKeyService, checker: PermissionChecker, timings: CountedTimings, logger: Logger) {
+    init(
+        keys: ServiceKeyService, checker: PermissionChecker, timings: CountedTimings, logger: Logger,
+        shutdownGrace: Duration = .seconds(1)
+    ) {
+        self.shutdownGrace = .nanoseconds(
+            shutdownGrace.components.seconds * 1_000_000_000 + shutdownGrace.components.attoseconds / 1_000_000_000)
         self.keys = keys
         self.checker = checker
         self.timings = timings
@@ -81,6 +98,18 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func read(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        guard case .head = part else { return take(part, context: context) }
+        servedOne = true
+        guard let heldShutdown else { return take(part, context: context) }
+        // The request the grace waited for: once it is on its way, the shutdown event follows it, and Hummingbird
+        // closes the connection after answering it.
+        heldShutdown.cancel()
+        self.heldShutdown = nil
+        take(part, context: context)
+        quiesce(context: context)
+    }
+
+    private func take(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
         switch (held, part) {
         case (nil, .head(let head)) where unanswered == 0 && !quiescing && Self.mayAnswer(head):
             held = Held(head: head, body: nil, since: .now)
@@ -169,10 +198,26 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// first, to be answered before that, and one being answered here delays the event until it is.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        guard servedOne, !quiescing, heldShutdown == nil, !answering, held == nil, unanswered == 0 else {
+            return quiesce(context: context)
+        }
+        heldShutdown = context.eventLoop.assumeIsolated().scheduleTask(in: shutdownGrace) {
+            self.heldShutdown = nil
+            self.quiesce(context: context)
+        }
+    }
+
+    private func quiesce(context: ChannelHandlerContext) {
         quiescing = true
         guard !answering else { return }
         if let held { passOn(held, context: context) }
-        context.fireUserInboundEventTriggered(event)
+        context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent())
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        heldShutdown?.cancel()
+        heldShutdown = nil
+        context.fireChannelInactive()
     }
 
     func read(context: ChannelHandlerContext) {

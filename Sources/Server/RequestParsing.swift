@@ -32,13 +32,18 @@ extension Request {
 
 extension HTTPFields {
     /// Whether a body sent with these fields may be read as JSON: `Content-Type` is `application/json` or a
-    /// `+json` type, with any parameters, or is missing.
+    /// `+json` type, with any parameters, or is missing. Read without building strings for the usual spelling:
+    /// this runs for every check.
     var declaresJSONOrNothing: Bool {
-        guard let type = self[.contentType] else { return true }
-        // What nearly every client sends, checked without building strings: this runs for every check.
-        if type == "application/json" || type.utf8.starts(with: "application/json;".utf8) { return true }
-        let media = type.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
-        return media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json"))
+        for field in self where field.name == .contentType {
+            let type = field.value
+            if type == "application/json" || type.utf8.starts(with: "application/json;".utf8) { continue }
+            let media = type.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+            guard media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json")) else {
+                return false
+            }
+        }
+        return true
     }
 }
 

@@ -41,11 +41,12 @@ CLUSTER = os.environ["RBAC_TEST_CLUSTER"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = dict(os.environ, DATABASE_URL=f"dbname={DB}", RBAC_JWT_SECRET=SECRET, RBAC_PUBLIC_URL="http://rbac.test")
 failures = []
-SCENARIOS = 7
+reported = [0]
 
 
 def report(name, passed, figures):
     print(f"{'PASS' if passed else 'FAIL'}  {name:<44} {figures}", flush=True)
+    reported[0] += 1
     if not passed:
         failures.append(name)
 
@@ -253,7 +254,7 @@ def revocations_under_load(key, a, b):
     report("revocations under load and restarts", stale == 0 and errors == 0 and len(lags) == rounds, figures)
 
 
-def feed_killed(key, a):
+def feed_killed(key, a, b):
     pairs, stale = seed(20), 0
     client = Client(a.port, key)
     for couple, _, planner in pairs:
@@ -290,7 +291,7 @@ def race(n, body):
     return results
 
 
-def races(key, a):
+def races(key, a, b):
     # Two owners removed at once.
     couples = seed(ROUNDS)
     with psycopg.connect(dbname=DB, autocommit=True) as connection:
@@ -331,24 +332,29 @@ def races(key, a):
     report("one token redeemed by 20 clients", wrong == 0, f"{len(couples)} rounds, rounds without exactly one "
            f"membership: {wrong}")
 
-    # Accept against revoke.
-    couples, disagree = seed(ROUNDS), 0
+    # Accept against revoke: exactly one wins, and a membership exists exactly when the accept won.
+    couples, disagree, examples = seed(ROUNDS), 0, []
     for i, (couple, owner, _) in enumerate(couples):
         status, body = Client(a.port, key, owner).call("POST", f"/v1/couples/{couple}/invitations", {"role": "viewer"})
         created = json.loads(body)
         token, invitation = created["token"], created["invitation"]["id"]
-        accepted, revoked = race(2, lambda j: (
-            Client(a.port).call("POST", f"/invitations/{token}/accept", b"",
-                                {"Authorization": f"Bearer {jwt(invitees[i % 20])}", "Accept": "application/json"}),
-            Client(a.port, key, owner).call("DELETE", f"/v1/couples/{couple}/invitations/{invitation}"),
-        )[j][0])
+        sides = (
+            lambda: Client(a.port).call("POST", f"/invitations/{token}/accept", b"",
+                                        {"Authorization": f"Bearer {jwt(invitees[i % 20])}",
+                                         "Accept": "application/json"}),
+            lambda: Client(a.port, key, owner).call("DELETE", f"/v1/couples/{couple}/invitations/{invitation}"),
+        )
+        accepted, revoked = race(2, lambda j: sides[j]()[0])
         member = sql("SELECT count(*) FROM memberships WHERE couple_id = %s AND role = 'viewer'", (couple,),
                      fetch=True)[0][0]
-        disagree += (accepted == 200) == (revoked in (200, 204)) or (member == 1) != (accepted == 200)
-    report("accept against revoke", disagree == 0, f"{len(couples)} rounds, outcomes that disagree: {disagree}")
+        if (accepted == 200) == (revoked == 204) or (member == 1) != (accepted == 200):
+            disagree += 1
+            examples.append(f"accept {accepted}, revoke {revoked}, members {member}")
+    report("accept against revoke", disagree == 0, f"{len(couples)} rounds, outcomes that disagree: {disagree} "
+           f"{examples[:3]}")
 
 
-def sigterm_under_load(key):
+def sigterm_under_load(key, a, b):
     server = Server("sigterm", "--drain-timeout", "10s")
     (couple, _, planner), = seed(1)
     signalled, lost, answered = [None], [0], [0]
@@ -383,14 +389,16 @@ def sigterm_under_load(key):
            f"{answered[0]} answered, lost: {lost[0]}, exit {status} after {stopped:.2f} s")
 
 
-def bad_input(key, a):
+def bad_input(key, a, b):
     (couple, owner, _), = seed(1)
     scenario = Client(a.port, key, owner).call("POST", f"/v1/couples/{couple}/budget/scenarios", {"name": "Main"})
     scenario = json.loads(scenario[1])["id"]
     dump = ["pg_dump", "--data-only", "--exclude-table=schema_migrations", DB]
     before = subprocess.run(dump, capture_output=True, text=True, check=True).stdout
     base = f"/v1/couples/{couple}"
-    nasty = ["\u0000", "\u001b[2J", "\u0007", "\r\n", "\u202e", "x" * 300, "'; DROP TABLE users; --", "%zz%"]
+    # Every one of these is refused wherever it goes (text that merely looks hostile, such as "'; DROP TABLE",
+    # is a valid name, stored as given, and is not here).
+    nasty = ["\u0000", "\u001b[2J", "\u0007", "a\r\nb", "\u007f", "x" * 400]
     requests = []
     for text in nasty:
         requests += [
@@ -461,14 +469,14 @@ def main():
     a = Server("a", "--max-staleness", f"{int(BOUND * 1000)}ms")
     b = Server("b")
     print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
-    revocations_under_load(key, a, b)
-    feed_killed(key, a)
-    races(key, a)
-    sigterm_under_load(key)
-    bad_input(key, a)
+    # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
+    only = os.environ.get("ONLY", "")
+    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input):
+        if only in scenario.__name__:
+            scenario(key, a, b)
     a.stop()
     b.stop()
-    print(f"reliability: {SCENARIOS - len(failures)} passed, {len(failures)} failed", flush=True)
+    print(f"reliability: {reported[0] - len(failures)} passed, {len(failures)} failed", flush=True)
     sys.exit(1 if failures else 0)
 
 
