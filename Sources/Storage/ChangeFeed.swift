@@ -91,12 +91,6 @@ public final class ChangeFeed: Sendable {
         return Self.now() - caughtUp.load(ordering: .acquiring) <= maxStalenessNanoseconds
     }
 
-    /// How far behind the feed may be now: the time since the moment up to which it is known to be caught up.
-    public func lag() -> Duration {
-        let caughtUp = caughtUp.load(ordering: .acquiring)
-        return caughtUp == .min ? .seconds(Int64.max / 1_000_000_000) : .nanoseconds(Self.now() - caughtUp)
-    }
-
     /// Listens until the task is cancelled, reconnecting (after `firstRetryDelay`, doubling up to 2 s) whenever
     /// the connection is lost. `onState` hears, for logs, each time the feed starts listening and each time it
     /// stops (with the error, if there was one), but not a stop asked for. While the database stays down, a

@@ -198,8 +198,9 @@ def revocations_under_load(key, a, b):
         if 0.2 <= elapsed < 0.6 and not hogs:
             hogs = [hog(SECONDS * 0.4) for _ in range(os.cpu_count() or 2)]
         if restarts and elapsed >= restarts[0][0]:
-            restart_postgres(restarts.pop(0)[1])
+            # From the restart's start to the first check answered again: the outage as clients see it.
             restarted = now()
+            restart_postgres(restarts.pop(0)[1])
             while Client(a.port, key).check(pair[0], pair[2])[0] != 200 and now() - restarted < 60:
                 time.sleep(0.01)
             recovery.append(now() - restarted)
