@@ -31,13 +31,13 @@ extension RBAC {
         @Flag(help: "Answer every check from the database (no permission or key cache).") var noCache = false
         @Option(
             help: ArgumentHelp(
-                "At most this many couples' permission sets are kept in memory (default 100000).", valueName: "n"))
+                "At most this many couples' permission sets are kept in memory.", valueName: "n"))
         var cacheCapacity: Int = 100_000
         @Option(
             help: ArgumentHelp(
                 """
-                How long after a change committed elsewhere a cached answer may still ignore it: 20ms to 10s \
-                (default 50ms). Past it, checks go to the database until the change feed has caught up.
+                How long after a change committed elsewhere a cached answer may still ignore it: 20ms to 10s. \
+                Past it, checks go to the database until the change feed has caught up.
                 """, valueName: "duration"))
         var maxStaleness: ShortDuration = ShortDuration(argument: "50ms")!
         @Option(
@@ -51,10 +51,10 @@ extension RBAC {
             help: ArgumentHelp(
                 """
                 On SIGTERM or SIGINT, how long requests in flight may take to be answered before the rest are \
-                cut off: 1s to 300s (default 10s).
+                cut off: 1s to 300s.
                 """, valueName: "duration"))
         var drainTimeout: ShortDuration = ShortDuration(argument: "10s")!
-        @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+        @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
         var logLevel: String = "info"
         @OptionGroup var database: DatabaseOptions
 
@@ -177,10 +177,12 @@ extension RBAC {
     /// A short duration as people write it: 50ms, 2s.
     struct ShortDuration: ExpressibleByArgument {
         let duration: Duration
+        let defaultValueDescription: String
 
         init?(argument: String) {
             guard let match = argument.wholeMatch(of: /(\d{1,6})(ms|s)/), let count = Int(match.1) else { return nil }
             duration = match.2 == "ms" ? .milliseconds(count) : .seconds(count)
+            defaultValueDescription = argument
         }
     }
 
