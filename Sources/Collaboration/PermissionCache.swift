@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Synchronization
 
@@ -6,12 +7,21 @@ import Synchronization
 /// Loads race with changes, so a load stores its result only if nothing said it may be stale meanwhile:
 /// - each couple has a floor, the highest revision a change notice announced; a set read at a lower revision
 ///   is not stored;
-/// - `invalidateAll` (lost notifications, role changes, eviction) starts a new epoch; a load begun in an older
-///   epoch (its `Ticket`) is not stored.
+/// - `invalidateAll` (lost notifications, role changes) starts a new epoch; a load begun in an older epoch (its
+///   `Ticket`) is not stored;
+/// - a couple evicted takes its floor with it, so the cache counts change notices: a load begun before the
+///   latest notice of any couple it evicted is not stored for a couple it no longer knew the history of. Couples
+///   evicted without a notice (most, under cold traffic) disown nothing.
+///
+/// At most `capacity` couples are kept. Eviction is CLOCK (second chance): each lookup marks its couple, and a
+/// new couple takes the slot of the first unmarked one after the hand, clearing marks on its way. It costs a
+/// constant amount per insertion on average, and a set looked up again before the hand comes round stays,
+/// however much cold traffic passes.
 public final class PermissionCache: Sendable {
-    /// Taken before a load; `store` honours it only if no `invalidateAll` came in between.
+    /// Taken before a load; `store` honours it only if nothing in between may have made the load stale.
     public struct Ticket: Sendable {
         fileprivate let epoch: UInt64
+        fileprivate let notices: UInt64
     }
 
     private struct Entry {
@@ -21,7 +31,14 @@ public final class PermissionCache: Sendable {
 
     private struct CoupleState {
         var floor: Int64 = .min
+        /// The notice (`State.notices`) that last raised the floor; 0 for none.
+        var lastNotice: UInt64 = 0
+        /// A load whose ticket counts fewer notices may have missed one this state no longer shows (it was
+        /// made after an eviction): it is not stored.
+        var uncertainBefore: UInt64
         var users: [UUID: Entry] = [:]
+        /// Its place in the clock.
+        var slot: Int
     }
 
     private struct State {
@@ -31,25 +48,43 @@ public final class PermissionCache: Sendable {
         var known: Set<Permission>?
         /// Holds in force (`hold`); while there is one, lookups find nothing.
         var holds = 0
+        /// Change notices applied (`invalidate(couple:revision:)`), counted.
+        var notices: UInt64 = 0
+        /// The latest notice among the couples evicted.
+        var evictedNotice: UInt64 = 0
+        /// The clock: the couple in each slot, and whether it was looked up since the hand last passed.
+        var slots: [UUID] = []
+        var marked: [Bool] = []
+        var hand = 0
+        var evictions = 0
     }
 
     private let state = Mutex(State())
     /// At most this many couples are tracked; beyond it, one is evicted.
     public let capacity: Int
+    /// `rbac_permission_cache_evictions_total` and `rbac_permission_cache_couples`; with the checks counted as
+    /// `cached` and `database` (`rbac_operations_total`), they give the hit rate.
+    private let evicted: CoreMetrics.Counter
+    private let tracked: CoreMetrics.Gauge
 
-    public init(capacity: Int = 100_000) {
+    /// Without a metrics factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
+    public init(capacity: Int = 100_000, metrics factory: (any MetricsFactory)? = nil) {
         precondition(capacity > 0, "a cache needs room for at least one couple")
         self.capacity = capacity
+        let factory = factory ?? MetricsSystem.factory
+        evicted = CoreMetrics.Counter(label: "rbac_permission_cache_evictions_total", factory: factory)
+        tracked = CoreMetrics.Gauge(label: "rbac_permission_cache_couples", factory: factory)
     }
 
     /// The cached set, if there is one at `minRevision` or later.
     public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
         state.withLock { state in
-            guard state.holds == 0, let entry = state.couples[couple]?.users[user],
+            guard state.holds == 0, let tracked = state.couples[couple], let entry = tracked.users[user],
                 entry.revision >= (minRevision ?? .min)
             else {
                 return nil
             }
+            state.marked[tracked.slot] = true
             return PermissionSet(permissions: entry.permissions, revision: entry.revision)
         }
     }
@@ -61,16 +96,19 @@ public final class PermissionCache: Sendable {
 
     public func release() { state.withLock { $0.holds -= 1 } }
 
-    public func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch) } }
+    public func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch, notices: $0.notices) } }
 
     /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples are not kept.
     public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
         guard let revision = set.revision else { return }
         state.withLock { state in
-            guard ticket.epoch == state.epoch, revision >= state.couples[couple]?.floor ?? .min else { return }
-            Self.makeRoom(for: couple, in: &state, capacity: capacity)
-            state.couples[couple, default: CoupleState()].users[user] = Entry(
-                permissions: set.permissions, revision: revision)
+            guard ticket.epoch == state.epoch else { return }
+            let tracked = state.couples[couple]
+            guard revision >= tracked?.floor ?? .min,
+                ticket.notices >= tracked?.uncertainBefore ?? state.evictedNotice
+            else { return }
+            if tracked == nil { track(couple, in: &state) }
+            state.couples[couple]?.users[user] = Entry(permissions: set.permissions, revision: revision)
         }
     }
 
@@ -88,9 +126,11 @@ public final class PermissionCache: Sendable {
     /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good).
     public func invalidate(couple: UUID, revision: Int64?) {
         state.withLock { state in
-            Self.makeRoom(for: couple, in: &state, capacity: capacity)
-            var tracked = state.couples[couple, default: CoupleState()]
+            state.notices &+= 1
+            if state.couples[couple] == nil { track(couple, in: &state) }
+            guard var tracked = state.couples.removeValue(forKey: couple) else { return }
             tracked.floor = max(tracked.floor, revision ?? .max)
+            tracked.lastNotice = state.notices
             tracked.users = [:]
             state.couples[couple] = tracked
         }
@@ -101,17 +141,41 @@ public final class PermissionCache: Sendable {
         state.withLock { state in
             state.epoch &+= 1
             state.couples = [:]
+            state.slots = []
+            state.marked = []
+            state.hand = 0
             state.known = nil
         }
+        tracked.record(0)
     }
 
     public var count: Int { state.withLock { $0.couples.values.reduce(0) { $0 + $1.users.count } } }
 
-    /// Evicts one couple when a new one would exceed the capacity. Its floor goes with it, so loads in flight
-    /// are disowned too (a new epoch).
-    private static func makeRoom(for couple: UUID, in state: inout State, capacity: Int) {
-        guard state.couples[couple] == nil, state.couples.count >= capacity else { return }
-        state.couples.remove(at: state.couples.startIndex)
-        state.epoch &+= 1
+    /// Couples evicted to make room, since the cache was made.
+    public var evictions: Int { state.withLock { $0.evictions } }
+
+    /// Starts tracking `couple`, in a free slot or, when every slot is taken, in the slot of the first couple
+    /// after the hand that was not looked up since the hand last passed it.
+    private func track(_ couple: UUID, in state: inout State) {
+        guard state.slots.count >= capacity else {
+            state.couples[couple] = CoupleState(uncertainBefore: state.evictedNotice, slot: state.slots.count)
+            state.slots.append(couple)
+            state.marked.append(false)
+            tracked.record(state.slots.count)
+            return
+        }
+        while state.marked[state.hand] {
+            state.marked[state.hand] = false
+            state.hand = (state.hand + 1) % state.slots.count
+        }
+        let slot = state.hand
+        if let evicted = state.couples.removeValue(forKey: state.slots[slot]) {
+            state.evictedNotice = max(state.evictedNotice, evicted.lastNotice)
+            state.evictions += 1
+            self.evicted.increment()
+        }
+        state.slots[slot] = couple
+        state.couples[couple] = CoupleState(uncertainBefore: state.evictedNotice, slot: slot)
+        state.hand = (slot + 1) % state.slots.count
     }
 }

@@ -94,7 +94,8 @@ extension RBAC {
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
                 let registry = PrometheusCollectorRegistry()
                 let metrics = ServerDependencies.operationMetrics(registry)
-                let permissionCache = PermissionCache(capacity: cacheCapacity)
+                let permissionCache = PermissionCache(
+                    capacity: cacheCapacity, metrics: PrometheusMetricsFactory(registry: registry))
                 let keyCache = ServiceKeyCache()
                 let feed = ChangeFeed(
                     configuration: resolved, permissions: permissionCache, keys: keyCache,

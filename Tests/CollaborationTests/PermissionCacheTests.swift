@@ -75,6 +75,37 @@ struct PermissionCacheTests {
         #expect(cache.count >= 1)
     }
 
+    @Test("a couple looked up between evictions stays, however much cold traffic passes")
+    func hotSetSurvives() {
+        let cache = PermissionCache(capacity: 100)
+        cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket())
+        var misses = 0
+        for round in 1...20_000 {
+            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket())
+            if round % 50 == 0, cache.lookup(couple: couple, user: user) == nil { misses += 1 }
+        }
+        #expect(misses == 0)
+        #expect(cache.evictions >= 19_000, "the cold couples took turns in the other slots")
+    }
+
+    @Test("evicting couples no notice named disowns no load; evicting one that was named disowns older loads")
+    func evictionDisownsOnlyWhatItMust() {
+        let cache = PermissionCache(capacity: 4)
+        let begun = cache.ticket()
+        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket()) }
+        cache.store(set(revision: 1), couple: couple, user: user, ticket: begun)
+        #expect(cache.lookup(couple: couple, user: user) != nil, "cold evictions leave a load in flight alone")
+
+        let named = UUID()
+        let beforeNotice = cache.ticket()
+        cache.invalidate(couple: named, revision: 5)
+        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket()) }
+        cache.store(set(revision: 4), couple: named, user: user, ticket: beforeNotice)
+        #expect(cache.lookup(couple: named, user: user) == nil, "its floor went with it: the older load is refused")
+        cache.store(set(revision: 5), couple: named, user: user, ticket: cache.ticket())
+        #expect(cache.lookup(couple: named, user: user) == set(revision: 5), "a load begun after the notice is kept")
+    }
+
     @Test("the checker answers from the cache only while trusted, and reads through min_revision")
     func checker() async throws {
         let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))

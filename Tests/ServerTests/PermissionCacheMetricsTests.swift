@@ -1,0 +1,20 @@
+import Collaboration
+import Foundation
+import Prometheus
+import Testing
+
+@Suite("Permission cache metrics")
+struct PermissionCacheMetricsTests {
+    @Test("/metrics shows the couples the cache holds and the evictions it made")
+    func countsCouplesAndEvictions() throws {
+        let registry = PrometheusCollectorRegistry()
+        let cache = PermissionCache(capacity: 3, metrics: PrometheusMetricsFactory(registry: registry))
+        let set = PermissionSet(permissions: [], revision: 1)
+        for _ in 0..<5 { cache.store(set, couple: UUID(), user: UUID(), ticket: cache.ticket()) }
+        let samples = try CacheTests.parsePrometheus(registry.emitToString())
+        #expect(samples["rbac_permission_cache_couples"] == 3)
+        #expect(samples["rbac_permission_cache_evictions_total"] == 2)
+        cache.invalidateAll()
+        #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 0)
+    }
+}
