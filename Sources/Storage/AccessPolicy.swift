@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Secrets
 
 /// The access policy in `policies/`: `policy.json` (roles, permissions, which roles each role may give) and the
 /// `*.sql` files (row-level security), applied together by `rbac migrate`, idempotently.
@@ -36,15 +37,35 @@ public struct AccessPolicy: Sendable {
         return try AccessPolicy(scripts: scripts, policyJSON: json)
     }
 
-    /// Applies the policy in one transaction, serialised with migration runs. Nothing changes if the database
-    /// refuses any part (an unknown permission, say: the error names it).
-    public func apply(_ pool: PostgresConnectionPool) async throws {
-        try await pool.withTransaction { connection in
+    /// The SHA-256 of `policy.json` and the scripts, with their names, in the order they are applied.
+    public var checksum: String {
+        let parts = [Self.policyFileName, policyJSON] + scripts.flatMap { [$0.fileName, $0.sql] }
+        return Digest.sha256(parts.map { "\($0.utf8.count):\($0)" }.joined()).hexString
+    }
+
+    /// Applies the policy in one transaction, serialised with migration runs, and records its checksum
+    /// (sql/0020). Unless `force`, nothing runs when the database already holds this very policy: a `rbac
+    /// migrate` with nothing new takes no lock on couples or memberships. Nothing changes if the database
+    /// refuses any part (an unknown permission, say: the error names it). Returns whether it applied anything.
+    @discardableResult
+    public func apply(_ pool: PostgresConnectionPool, force: Bool = true) async throws -> Bool {
+        let checksum = checksum
+        return try await pool.withTransaction { connection in
             try await connection.execute("SELECT pg_advisory_xact_lock(\(MigrationRunner.lockKey))")
+            if !force {
+                let applied = try await connection.query("SELECT checksum FROM applied_policy")
+                if try applied.first?.decode("checksum", as: String.self) == checksum { return false }
+            }
             for script in scripts {
                 try await connection.runScript(PostgresQuery(unsafeSQL: script.sql))
             }
             try await connection.execute("SELECT apply_policy(\(PostgresJSON(text: policyJSON)))")
+            try await connection.execute(
+                """
+                INSERT INTO applied_policy (checksum) VALUES (\(checksum))
+                ON CONFLICT (singleton) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+                """)
+            return true
         }
     }
 }

@@ -35,7 +35,7 @@ extension RBAC {
                     let applied = try await runner.migrate(pool) { migration in
                         FileHandle.standardError.write(Data("applying \(migration.fileName)\n".utf8))
                     }
-                    try await policy.apply(pool)
+                    try await policy.apply(pool, force: false)
                     try printApplied(applied, all: migrations, database: resolved)
                 }
             } catch {

@@ -145,4 +145,43 @@ struct MigrationTests {
             #expect(second.isEmpty)
         }
     }
+
+    @Test("migrating with the policy unchanged applies nothing and waits for no lock on couples or memberships")
+    func unchangedPolicyIsNoOp() async throws {
+        let runner = MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))
+        let policy = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies"))
+        try await TestDatabase.withFreshPool { pool in
+            try await runner.migrate(pool)
+            #expect(try await policy.apply(pool, force: false), "a new database gets the policy")
+            let appliedAt: () async throws -> String = {
+                try await pool.query("SELECT applied_at::text AS t FROM applied_policy")[0].decode("t", as: String.self)
+            }
+            let first = try await appliedAt()
+
+            // A session holding every lock on the hot tables, as a long write or a lock queue would.
+            let holder = try await PostgresConnection.connect(pool.configuration)
+            try await holder.execute("BEGIN")
+            try await holder.execute("LOCK TABLE couples, memberships IN ACCESS EXCLUSIVE MODE")
+            let applied = try await withThrowingTaskGroup(of: Bool?.self) { tasks in
+                tasks.addTask { try await policy.apply(pool, force: false) }
+                tasks.addTask {
+                    try? await Task.sleep(for: .seconds(20))
+                    return nil  // the apply still waits: it wanted a lock
+                }
+                let first = try await tasks.next() ?? nil
+                tasks.cancelAll()
+                try await holder.execute("ROLLBACK")
+                while try await tasks.next() != nil {}
+                return first
+            }
+            await holder.close()
+            #expect(applied == false, "the unchanged policy was skipped without waiting for the locks")
+            #expect(try await appliedAt() == first)
+
+            let reworded = try AccessPolicy(scripts: policy.scripts, policyJSON: policy.policyJSON + "\n")
+            #expect(try await reworded.apply(pool, force: false), "a changed policy is applied")
+            #expect(try await policy.apply(pool), "rbac policy apply applies it whatever the checksum")
+            #expect(try await appliedAt() != first)
+        }
+    }
 }
