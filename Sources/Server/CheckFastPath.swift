@@ -13,7 +13,7 @@ import NIOHTTPTypes
 ///   something waits.
 ///
 /// Such a check skips the hops to and from Swift concurrency's threads, the router and four middlewares, and
-/// costs about 40% less server time, warm or not (README, Benchmarks).
+/// costs about 40% less server time, warm or not (docs/performance.md).
 ///
 /// Everything else goes on to Hummingbird unchanged, in order, and its `/v1/check` route gives the same answers
 /// and every error. A check the repository fails to answer goes on too, to be asked again there. A check is
