@@ -28,7 +28,7 @@ public func refuseControlCharacters(_ text: String, _ field: String) throws(Coll
 public func quoted(_ text: some StringProtocol) -> String {
     var shown = ""
     for scalar in text.unicodeScalars.prefix(100) {
-        if scalar.properties.generalCategory == .control {
+        if isControl(scalar) {
             shown += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
         } else {
             shown.unicodeScalars.append(scalar)
@@ -38,8 +38,10 @@ public func quoted(_ text: some StringProtocol) -> String {
 }
 
 func containsControlCharacter(_ text: String) -> Bool {
-    text.unicodeScalars.contains { $0.properties.generalCategory == .control }
+    text.unicodeScalars.contains(where: isControl)
 }
+
+private func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.generalCategory == .control }
 
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
 public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
