@@ -1,7 +1,8 @@
--- Row-level security for every tenant table, re-applied by every `rbac migrate` (so it is idempotent).
+-- Row-level security for every tenant table, re-applied by `rbac migrate` whenever it changed (so it is
+-- idempotent).
 -- rbac_app, the application role, has no BYPASSRLS: a connection acting for user U (request.jwt.claims
 -- `sub`) sees only rows of couples where U is an active member. Other roles without a policy see nothing.
--- The predicates are functions keyed by couple_id (see sql/0006), not sub-selects.
+-- The predicates are functions keyed by couple_id (sql/functions/access.sql), not sub-selects.
 
 ALTER TABLE couples ENABLE ROW LEVEL SECURITY;
 ALTER TABLE couples FORCE ROW LEVEL SECURITY;
@@ -29,16 +30,15 @@ ALTER TABLE users FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS collaborators_read ON users;
 CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app USING (rbac.can_see_user(id));
 
--- The budget (sql/0010): members read what their view permissions cover; writes go through the services.
+-- The budget: members read what their view permissions cover; writes go through the services.
 DO $$
 DECLARE
     v_table text;
     v_permission text;
 BEGIN
-    FOR v_table, v_permission IN VALUES
-        ('budget_scenarios', 'budget.view'), ('budget_folders', 'budget.view'), ('budget_items', 'budget.view'),
-        ('expense_allocations', 'budget.view'), ('expenses', 'expenses.view'),
-        ('expense_payments', 'expenses.view'), ('gifts_and_owed', 'gifts.view'), ('budget_revisions', 'budget.view')
+    FOR v_table, v_permission IN
+        SELECT table_name, view_permission FROM rbac.budget_tables()
+        UNION ALL VALUES ('budget_revisions', 'budget.view')
     LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
@@ -48,14 +48,10 @@ BEGIN
     END LOOP;
 END $$;
 
--- How many rows of a budget table a couple holds (sql/0017): for those who may read that table.
+-- How many rows of a budget table a couple holds: for those who may read that table.
 ALTER TABLE budget_row_counts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE budget_row_counts FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS viewers_read ON budget_row_counts;
 CREATE POLICY viewers_read ON budget_row_counts FOR SELECT TO rbac_app
-    USING (rbac.may(couple_id, CASE table_name
-                                   WHEN 'expenses' THEN 'expenses.view'
-                                   WHEN 'expense_payments' THEN 'expenses.view'
-                                   WHEN 'gifts_and_owed' THEN 'gifts.view'
-                                   ELSE 'budget.view'
-                               END));
+    USING (rbac.may(couple_id, (SELECT t.view_permission FROM rbac.budget_tables() t
+                                WHERE t.table_name = budget_row_counts.table_name)));

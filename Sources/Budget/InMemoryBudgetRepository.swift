@@ -4,7 +4,7 @@ import Synchronization
 
 /// Budget storage in memory, for fast tests of the services' rules. A transaction works on a copy of the
 /// data and publishes it when its body returns; the couple's lock is a per-repository async lock. It keeps no
-/// audit log, so the actors of writes go unrecorded, and no row limits: those are PostgreSQL's (sql/0017), and
+/// audit log, so the actors of writes go unrecorded, and no row limits: those are PostgreSQL's (budget_row_limits), and
 /// their tests run there.
 public final class InMemoryBudgetRepository: BudgetRepository {
     public struct Data: Sendable {

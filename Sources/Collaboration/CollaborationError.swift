@@ -13,7 +13,7 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
         case invitationUsed = "invitation_used"
         case invitationEmailMismatch = "invitation_email_mismatch"
         case invalidPolicy = "invalid_policy"
-        /// The couple holds as many rows of a kind as it may (sql/0017).
+        /// The couple holds as many rows of a kind as it may (budget_row_limits).
         case quotaExceeded = "quota_exceeded"
         case unavailable = "unavailable"
     }

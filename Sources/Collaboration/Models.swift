@@ -64,10 +64,17 @@ public struct Membership: Sendable, Hashable, Codable {
 public struct PermissionSet: Sendable, Hashable {
     public let permissions: Set<Permission>
     public let revision: Int64?
+    /// The role the permissions come from (nil: not an active member, and so nothing), and the policy revision
+    /// they were read at, when the repository counts policy changes: a change to what other roles grant leaves
+    /// the set as it was.
+    public let role: String?
+    public let policyRevision: Int64?
 
-    public init(permissions: Set<Permission>, revision: Int64?) {
+    public init(permissions: Set<Permission>, revision: Int64?, role: String? = nil, policyRevision: Int64? = nil) {
         self.permissions = permissions
         self.revision = revision
+        self.role = role
+        self.policyRevision = policyRevision
     }
 }
 

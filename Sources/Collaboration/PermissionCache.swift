@@ -7,8 +7,11 @@ import Synchronization
 /// Loads race with changes, so a load stores its result only if nothing said it may be stale meanwhile:
 /// - each couple has a floor, the highest revision a change notice announced; a set read at a lower revision
 ///   is not stored;
-/// - `invalidateAll` (lost notifications, role changes) starts a new epoch; a load begun in an older epoch (its
-///   `Ticket`) is not stored;
+/// - a change to what roles grant (`invalidate(roles:policyRevision:)`) is logged with its policy revision; a set
+///   read at an older policy revision for one of those roles is neither stored nor answered from, and sets of
+///   other roles stay;
+/// - `invalidateAll` (lost notifications) starts a new epoch; a load begun in an older epoch (its `Ticket`) is
+///   not stored;
 /// - a couple evicted takes its floor with it, so the cache counts change notices: a load begun before the
 ///   latest notice of any couple it evicted is not stored for a couple it no longer knew the history of. Couples
 ///   evicted without a notice (most, under cold traffic) disown nothing.
@@ -22,11 +25,21 @@ public final class PermissionCache: Sendable {
     public struct Ticket: Sendable {
         fileprivate let epoch: UInt64
         fileprivate let notices: UInt64
+        fileprivate let roleChanges: Int
     }
 
     private struct Entry {
         let permissions: Set<Permission>
         let revision: Int64
+        let role: String?
+        /// The policy revision the permissions are known to be current at (nil: unknown).
+        var policyRevision: Int64?
+    }
+
+    /// What roles a policy change changed.
+    private struct RoleChange {
+        let policyRevision: Int64
+        let roles: Set<String>
     }
 
     private struct CoupleState {
@@ -57,7 +70,19 @@ public final class PermissionCache: Sendable {
         var marked: [Bool] = []
         var hand = 0
         var evictions = 0
+        /// The policy changes heard since the last `invalidateAll`, at most `maxRoleChanges` of them, and the
+        /// highest policy revision among them.
+        var roleChanges: [RoleChange] = []
+        var roleChangesHeard = 0
+        var policyRevision: Int64 = .min
+
+        func roleChanged(_ role: String, after policyRevision: Int64) -> Bool {
+            roleChanges.contains { $0.policyRevision > policyRevision && $0.roles.contains(role) }
+        }
     }
+
+    /// Beyond this many policy changes, the next one drops everything: the log stays short to read.
+    static let maxRoleChanges = 64
 
     private let state = Mutex(State())
     /// At most this many couples are tracked; beyond it, one is evicted.
@@ -79,13 +104,24 @@ public final class PermissionCache: Sendable {
     /// The cached set, if there is one at `minRevision` or later.
     public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
         state.withLock { state in
-            guard state.holds == 0, let tracked = state.couples[couple], let entry = tracked.users[user],
+            guard state.holds == 0, let tracked = state.couples[couple], var entry = tracked.users[user],
                 entry.revision >= (minRevision ?? .min)
             else {
                 return nil
             }
+            if let role = entry.role, entry.policyRevision ?? .min < state.policyRevision {
+                if state.roleChanged(role, after: entry.policyRevision ?? .min) {
+                    state.couples[couple]?.users[user] = nil
+                    return nil
+                }
+                // No change heard since touches its role: current as of the latest heard.
+                entry.policyRevision = state.policyRevision
+                state.couples[couple]?.users[user] = entry
+            }
             state.marked[tracked.slot] = true
-            return PermissionSet(permissions: entry.permissions, revision: entry.revision)
+            return PermissionSet(
+                permissions: entry.permissions, revision: entry.revision, role: entry.role,
+                policyRevision: entry.policyRevision)
         }
     }
 
@@ -96,7 +132,9 @@ public final class PermissionCache: Sendable {
 
     public func release() { state.withLock { $0.holds -= 1 } }
 
-    public func ticket() -> Ticket { state.withLock { Ticket(epoch: $0.epoch, notices: $0.notices) } }
+    public func ticket() -> Ticket {
+        state.withLock { Ticket(epoch: $0.epoch, notices: $0.notices, roleChanges: $0.roleChangesHeard) }
+    }
 
     /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples are not kept.
     public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
@@ -105,20 +143,23 @@ public final class PermissionCache: Sendable {
             guard ticket.epoch == state.epoch else { return }
             let tracked = state.couples[couple]
             guard revision >= tracked?.floor ?? .min,
-                ticket.notices >= tracked?.uncertainBefore ?? state.evictedNotice
+                ticket.notices >= tracked?.uncertainBefore ?? state.evictedNotice,
+                !(set.role.map { state.roleChanged($0, after: set.policyRevision ?? .min) } ?? false)
             else { return }
             if tracked == nil { track(couple, in: &state) }
-            state.couples[couple]?.users[user] = Entry(permissions: set.permissions, revision: revision)
+            state.couples[couple]?.users[user] = Entry(
+                permissions: set.permissions, revision: revision, role: set.role, policyRevision: set.policyRevision)
         }
     }
 
     /// The permissions some role grants, if they were loaded since the policy last changed.
     public func knownPermissions() -> Set<Permission>? { state.withLock { $0.known } }
 
-    /// Keeps the permissions the roles grant, loaded under `ticket`, unless an `invalidateAll` came in between.
+    /// Keeps the permissions the roles grant, loaded under `ticket`, unless a policy change or an
+    /// `invalidateAll` came in between.
     public func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
         state.withLock { state in
-            guard ticket.epoch == state.epoch else { return }
+            guard ticket.epoch == state.epoch, ticket.roleChanges == state.roleChangesHeard else { return }
             state.known = known
         }
     }
@@ -136,6 +177,19 @@ public final class PermissionCache: Sendable {
         }
     }
 
+    /// What `roles` grant changed at `policyRevision`; nil: any role's grants may have. Sets of other roles stay.
+    public func invalidate(roles: Set<String>?, policyRevision: Int64) {
+        let dropAll = state.withLock { state in
+            state.roleChangesHeard += 1
+            state.known = nil
+            guard let roles, state.roleChanges.count < Self.maxRoleChanges else { return true }
+            state.roleChanges.append(RoleChange(policyRevision: policyRevision, roles: roles))
+            state.policyRevision = max(state.policyRevision, policyRevision)
+            return false
+        }
+        if dropAll { invalidateAll() }
+    }
+
     /// Forgets everything, and every load in flight.
     public func invalidateAll() {
         state.withLock { state in
@@ -145,6 +199,8 @@ public final class PermissionCache: Sendable {
             state.marked = []
             state.hand = 0
             state.known = nil
+            // Loads begun from now on read every change heard so far.
+            state.roleChanges = []
         }
         tracked.record(0)
     }

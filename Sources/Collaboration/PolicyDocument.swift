@@ -1,7 +1,7 @@
 import Foundation
 
 /// `policies/policy.json` as data: permissions, and roles with their own permissions, the roles they inherit
-/// from and the roles they may give. `sql/0006` applies the same document in the database; this reading is
+/// from and the roles they may give. `apply_policy` (sql/functions/policy.sql) applies the same document in the database; this reading is
 /// for the in-memory repository and for checking a policy without a database.
 public struct PolicyDocument: Sendable, Decodable {
     public struct Role: Sendable, Decodable {

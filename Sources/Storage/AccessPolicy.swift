@@ -3,7 +3,7 @@ import Postgres
 import Secrets
 
 /// The access policy in `policies/`: `policy.json` (roles, permissions, which roles each role may give) and the
-/// `*.sql` files (row-level security), applied together by `rbac migrate`, idempotently.
+/// `*.sql` files (row-level security), applied by `rbac migrate` when they changed, idempotently.
 public struct AccessPolicy: Sendable {
     public struct Script: Sendable {
         public let fileName: String
@@ -38,32 +38,46 @@ public struct AccessPolicy: Sendable {
     }
 
     /// The SHA-256 of `policy.json` and the scripts, with their names, in the order they are applied.
-    public var checksum: String {
-        let parts = [Self.policyFileName, policyJSON] + scripts.flatMap { [$0.fileName, $0.sql] }
-        return Digest.sha256(parts.map { "\($0.utf8.count):\($0)" }.joined()).hexString
+    public var checksum: String { Self.checksum([Self.policyFileName, policyJSON] + scriptParts) }
+
+    /// The SHA-256 of the scripts alone.
+    var scriptsChecksum: String { Self.checksum(scriptParts) }
+
+    private var scriptParts: [String] { scripts.flatMap { [$0.fileName, $0.sql] } }
+
+    private static func checksum(_ parts: [String]) -> String {
+        Digest.sha256(parts.map { "\($0.utf8.count):\($0)" }.joined()).hexString
     }
 
-    /// Applies the policy in one transaction, serialised with migration runs, and records its checksum
-    /// (sql/0020). Unless `force`, nothing runs when the database already holds this very policy: a `rbac
-    /// migrate` with nothing new takes no lock on couples or memberships. Nothing changes if the database
-    /// refuses any part (an unknown permission, say: the error names it). Returns whether it applied anything.
+    /// Applies the policy in one transaction, serialised with migration runs, and records its checksums
+    /// (`applied_policy`). Unless `force`, nothing runs when the database already holds this very policy: a
+    /// `rbac migrate` with nothing new takes no lock on couples or memberships. The row-level security scripts
+    /// run only when they changed or `tablesChanged` (a migration may have added a table they secure), forced or
+    /// not: they lock the tables they secure against every read. What
+    /// roles grant is written only where it differs (`apply_policy`), so permission caches drop only the
+    /// members of roles that changed. Nothing changes if the database refuses any part (an unknown
+    /// permission, say: the error names it). Returns whether it applied anything.
     @discardableResult
-    public func apply(_ pool: PostgresConnectionPool, force: Bool = true) async throws -> Bool {
+    public func apply(_ pool: PostgresConnectionPool, force: Bool = true, tablesChanged: Bool = false) async throws
+        -> Bool
+    {
         let checksum = checksum
+        let scriptsChecksum = scriptsChecksum
         return try await pool.withTransaction { connection in
             try await connection.execute("SELECT pg_advisory_xact_lock(\(MigrationRunner.lockKey))")
-            if !force {
-                let applied = try await connection.query("SELECT checksum FROM applied_policy")
-                if try applied.first?.decode("checksum", as: String.self) == checksum { return false }
-            }
-            for script in scripts {
-                try await connection.runScript(PostgresQuery(unsafeSQL: script.sql))
+            let applied = try await connection.query("SELECT checksum, scripts_checksum FROM applied_policy").first
+            if !force, !tablesChanged, try applied?.decode("checksum", as: String.self) == checksum { return false }
+            if try tablesChanged || applied?.decode("scripts_checksum", as: String.self) != scriptsChecksum {
+                for script in scripts {
+                    try await connection.runScript(PostgresQuery(unsafeSQL: script.sql))
+                }
             }
             try await connection.execute("SELECT apply_policy(\(PostgresJSON(text: policyJSON)))")
             try await connection.execute(
                 """
-                INSERT INTO applied_policy (checksum) VALUES (\(checksum))
-                ON CONFLICT (singleton) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+                INSERT INTO applied_policy (checksum, scripts_checksum) VALUES (\(checksum), \(scriptsChecksum))
+                ON CONFLICT (singleton) DO UPDATE
+                SET checksum = excluded.checksum, scripts_checksum = excluded.scripts_checksum, applied_at = now()
                 """)
             return true
         }

@@ -4,7 +4,7 @@ import Postgres
 import Secrets
 import Synchronization
 
-/// Listens on `rbac_changes` (see sql/0009) and keeps the caches honest: each notification drops what it names;
+/// Listens on `rbac_changes` (sql/functions/notifications.sql) and keeps the caches honest: each notification drops what it names;
 /// a lost connection drops everything, and until the feed listens again the caches are not trusted at all.
 ///
 /// The feed vouches for the caches (`isTrusted`) only while all three hold:
@@ -229,6 +229,10 @@ public final class ChangeFeed: Sendable {
         case ("couple", 2), ("couple", 3):
             guard let couple = UUID(parsing: String(parts[1])) else { return dropEverything() }
             permissions.invalidate(couple: couple, revision: parts.count == 3 ? Int64(parts[2]) : nil)
+        case ("roles", 2...):
+            guard let policyRevision = Int64(parts[1]) else { return dropEverything() }
+            let roles = parts.count > 2 ? Set(parts.dropFirst(2).map(String.init)) : nil
+            permissions.invalidate(roles: roles, policyRevision: policyRevision)
         case ("keys", 1):
             keys?.invalidateAll()
         default:

@@ -1,7 +1,8 @@
 import Foundation
 import Secrets
 
-/// One numbered SQL file from `sql/`, such as `0001_core.sql`.
+/// One numbered SQL file from `sql/`, such as `0001_collaboration.sql`: tables, columns, indexes, data changes
+/// and drops, applied once.
 public struct Migration: Sendable, Equatable {
     public let version: Int
     public let name: String
@@ -38,6 +39,37 @@ public struct Migration: Sendable, Equatable {
         }
         guard !migrations.isEmpty else { throw MigrationError.directoryUnreadable(directory.path) }
         return migrations
+    }
+}
+
+/// One file of `sql/functions/`: the current definitions of one concern's functions and triggers, each written
+/// with `CREATE OR REPLACE`, so that applying the file again brings the database to it. Every function,
+/// trigger and view has its definition in exactly one such file, and none in a migration.
+public struct Definition: Sendable, Equatable {
+    /// The file's path under `sql/`, such as `functions/permissions.sql`.
+    public let fileName: String
+    public let sql: String
+    public let checksum: String
+
+    public init(fileName: String, contents: Data) throws {
+        guard let sql = String(data: contents, encoding: .utf8) else { throw MigrationError.notUTF8(fileName) }
+        self.fileName = fileName
+        self.sql = sql
+        self.checksum = Digest.sha256(contents).hexString
+    }
+
+    public static let directoryName = "functions"
+
+    /// Every `*.sql` in `directory`, by name: the order they are applied in.
+    public static func load(from directory: URL) throws -> [Definition] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else {
+            throw MigrationError.directoryUnreadable(directory.path)
+        }
+        return try names.filter { $0.hasSuffix(".sql") }.sorted().map { name in
+            try Definition(
+                fileName: "\(directoryName)/\(name)", contents: Data(contentsOf: directory.appendingPathComponent(name))
+            )
+        }
     }
 }
 

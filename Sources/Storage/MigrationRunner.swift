@@ -1,44 +1,73 @@
 import Foundation
 import Postgres
 
-/// Applies `sql/` migrations in order, each in its own transaction, and records them in `schema_migrations`.
+/// Brings a database to the files of `sql/`: the numbered migrations not yet applied, in order, then the
+/// definition files of `sql/functions/` (all of them after any migration, else those whose checksum changed),
+/// all in one transaction, recorded in `schema_migrations` and `schema_definitions`. Nothing changes when any
+/// part fails. A run with nothing new runs no statement on the product's tables.
 ///
 /// A session advisory lock serialises concurrent runners: a second `rbac migrate` waits for the first, then
 /// finds nothing left to do.
 public struct MigrationRunner: Sendable {
     public let migrations: [Migration]
+    public let definitions: [Definition]
 
-    public init(migrations: [Migration]) {
+    public init(migrations: [Migration], definitions: [Definition] = []) {
         self.migrations = migrations
+        self.definitions = definitions
+    }
+
+    /// The migrations of `directory` (`sql/`) and the definitions of its `functions/`.
+    public static func load(from directory: URL) throws -> MigrationRunner {
+        MigrationRunner(
+            migrations: try Migration.load(from: directory),
+            definitions: try Definition.load(from: directory.appendingPathComponent(Definition.directoryName)))
     }
 
     public enum State: String, Sendable, Codable {
         case applied, pending
     }
 
+    /// A migration (with its version) or a definition file (without), applied or pending.
     public struct Status: Sendable, Codable, Equatable {
-        public let version: Int
-        public let name: String
+        public let version: Int?
+        public let fileName: String
         public let state: State
         public let appliedAt: Date?
+    }
+
+    /// What one run applied.
+    public struct Applied: Sendable, Equatable {
+        public var migrations: [Migration] = []
+        public var definitions: [Definition] = []
+
+        public var isEmpty: Bool { migrations.isEmpty && definitions.isEmpty }
+        public var fileNames: [String] { migrations.map(\.fileName) + definitions.map(\.fileName) }
     }
 
     /// The advisory lock key every runner takes (any constant shared by all runners works).
     static let lockKey: Int64 = 0x7262_6163_6d69_67  // "rbacmig"
 
-    /// Applies pending migrations; returns the ones applied now (empty when the database was up to date).
-    /// `progress` is called before each migration is applied.
+    /// Applies what is pending; `progress` is called with each file's name before it is applied.
     @discardableResult
-    public func migrate(
-        _ pool: PostgresConnectionPool, progress: @Sendable (Migration) -> Void = { _ in }
-    ) async throws -> [Migration] {
+    public func migrate(_ pool: PostgresConnectionPool, progress: @Sendable (String) -> Void = { _ in }) async throws
+        -> Applied
+    {
         try await pool.withConnection { connection in
             try await withLock(connection) {
                 let applied = try await verifiedAppliedVersions(connection)
-                var done: [Migration] = []
-                for migration in migrations where applied[migration.version] == nil {
-                    progress(migration)
-                    try await connection.withTransaction { connection in
+                let definitionsApplied = try await appliedDefinitions(connection)
+                var run = Applied()
+                run.migrations = migrations.filter { applied[$0.version] == nil }
+                // A migration may drop or re-create what a definition made (a table and its triggers), so
+                // after one every definition is applied again.
+                run.definitions = definitions.filter {
+                    !run.migrations.isEmpty || definitionsApplied[$0.fileName]?.checksum != $0.checksum
+                }
+                if run.isEmpty { return run }
+                try await connection.withTransaction { connection in
+                    for migration in run.migrations {
+                        progress(migration.fileName)
                         try await connection.runScript(PostgresQuery(unsafeSQL: migration.sql))
                         try await connection.execute(
                             """
@@ -46,24 +75,42 @@ public struct MigrationRunner: Sendable {
                             VALUES (\(migration.version), \(migration.name), \(migration.checksum))
                             """)
                     }
-                    done.append(migration)
+                    for definition in run.definitions {
+                        progress(definition.fileName)
+                        try await connection.runScript(PostgresQuery(unsafeSQL: definition.sql))
+                        try await connection.execute(
+                            """
+                            INSERT INTO schema_definitions (file_name, checksum) VALUES (\(definition.fileName), \(definition.checksum))
+                            ON CONFLICT (file_name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+                            """)
+                    }
                 }
-                return done
+                return run
             }
         }
     }
 
-    /// Each known migration, applied or pending. Throws if an applied one was changed or is unknown.
+    /// Each known migration and definition file, applied or pending. Throws if an applied migration was
+    /// changed or is unknown.
     public func status(_ pool: PostgresConnectionPool) async throws -> [Status] {
         try await pool.withConnection { connection in
             try await withLock(connection) {
                 let applied = try await verifiedAppliedVersions(connection)
+                let definitionsApplied = try await appliedDefinitions(connection)
+                let pendingMigration = migrations.contains { applied[$0.version] == nil }
                 return migrations.map { migration in
                     Status(
-                        version: migration.version, name: migration.name,
+                        version: migration.version, fileName: migration.fileName,
                         state: applied[migration.version] == nil ? .pending : .applied,
                         appliedAt: applied[migration.version])
                 }
+                    + definitions.map { definition in
+                        let record = definitionsApplied[definition.fileName]
+                        let current = !pendingMigration && record?.checksum == definition.checksum
+                        return Status(
+                            version: nil, fileName: definition.fileName, state: current ? .applied : .pending,
+                            appliedAt: record?.appliedAt)
+                    }
             }
         }
     }
@@ -107,6 +154,25 @@ public struct MigrationRunner: Sendable {
                     fileName: file.fileName, appliedChecksum: checksum, fileChecksum: file.checksum)
             }
             applied[version] = try row.decode("applied_at", as: Date.self)
+        }
+        return applied
+    }
+
+    /// The checksum and time each definition file was last applied with.
+    private func appliedDefinitions(_ connection: PostgresConnection) async throws -> [String: (
+        checksum: String, appliedAt: Date
+    )] {
+        try await connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS schema_definitions (
+                file_name text PRIMARY KEY,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """)
+        var applied: [String: (checksum: String, appliedAt: Date)] = [:]
+        for row in try await connection.query("SELECT file_name, checksum, applied_at FROM schema_definitions") {
+            applied[try row.decode("file_name")] = (try row.decode("checksum"), try row.decode("applied_at"))
         }
         return applied
     }

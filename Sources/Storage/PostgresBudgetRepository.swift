@@ -3,9 +3,9 @@ import Collaboration
 import Foundation
 import Postgres
 
-/// The budget tables of sql/0010, on a pool whose login role is the operator: the budget services check the
+/// The budget tables, on a pool whose login role is the operator: the budget services check the
 /// acting user's permissions before they call this. Every statement names the couple first; every write runs in
-/// a transaction that names the actor, which the audit triggers (sql/0014) record.
+/// a transaction that names the actor, which the audit triggers (sql/functions/budget.sql) record.
 public struct PostgresBudgetRepository: BudgetRepository {
     private let pool: PostgresConnectionPool
 
@@ -177,7 +177,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    /// Under the couple's budget lock, as deletes are: a clone counts rows (sql/0017) in four tables, and a
+    /// Under the couple's budget lock, as deletes are: a clone counts rows (budget_row_limits) in four tables, and a
     /// cascading delete in the opposite order; unserialised, the two could deadlock.
     public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
         try await transaction(couple, as: actor) { connection in
@@ -520,7 +520,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    // MARK: Limits (sql/0017)
+    // MARK: Limits
 
     /// Every budget table's limit of rows per couple, in table order; with `couple`, how many it holds.
     public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] {
@@ -653,7 +653,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 }
 
-/// A budget table's limit of rows per couple (sql/0017) and, when a couple was named, how many it holds.
+/// A budget table's limit of rows per couple (budget_row_limits) and, when a couple was named, how many it holds.
 public struct BudgetRowLimit: Sendable, Hashable, Encodable {
     public let table: String
     public let maxRows: Int

@@ -173,13 +173,17 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 let members = try rows.map { row -> (revision: Int64?, role: String?) in
                     (try row.decode("revision"), try row.decode("role"))
                 }
-                guard members.contains(where: { $0.role != nil }) else {
-                    return members.map { PermissionSet(permissions: [], revision: $0.revision) }
-                }
                 let policyRevision: Int64 = try rows[0].decode("policy_revision")
+                guard members.contains(where: { $0.role != nil }) else {
+                    return members.map {
+                        PermissionSet(permissions: [], revision: $0.revision, policyRevision: policyRevision)
+                    }
+                }
                 guard let granted = try roles.at(policyRevision: policyRevision, session: session) else { continue }
                 return members.map { member in
-                    PermissionSet(permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision)
+                    PermissionSet(
+                        permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision,
+                        role: member.role, policyRevision: policyRevision)
                 }
             }
             throw CollaborationError(
@@ -418,7 +422,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    /// The operator's audit log (sql/0018, 0019), oldest first: changes to the policy, the service keys, the row
+    /// The operator's audit log (operator_audit_log), oldest first: changes to the policy, the service keys, the row
     /// limits and the users, which belong to no couple. Readable by operators only (`rbac_operator`).
     public func operatorAudit(since: Date?, last: Int?) async throws -> [AuditEntry] {
         try AuditEntry.requireCount(last)

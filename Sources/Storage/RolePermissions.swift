@@ -2,7 +2,7 @@ import Collaboration
 import Postgres
 import Synchronization
 
-/// What each role grants, as last read from the database (`role_permission_sets`, sql/0016), with the policy
+/// What each role grants, as last read from the database (`role_permission_sets`, sql/functions/permissions.sql), with the policy
 /// revision it was read at. Permission-set loads read members' roles and map them through it; they use it only
 /// at the policy revision their own read returned, so it needs no invalidation: a policy change shows as a new
 /// revision, and the next load reads the roles' permissions again.

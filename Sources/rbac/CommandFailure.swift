@@ -66,7 +66,7 @@ struct CommandFailure: Error {
         }
     }
 
-    /// Exit status for the functions' SQLSTATEs (sql/0002_collaboration.sql lists them; sql/0017 adds RBQTA).
+    /// Exit status for the functions' SQLSTATEs (sql/functions/access.sql lists them).
     private static func status(for state: SQLState) -> ExitStatus {
         switch state.rawValue {
         case "RBDEN", "RBESC", "RBAUT": .denied

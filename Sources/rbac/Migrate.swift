@@ -8,9 +8,13 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Apply the database migrations in sql/ and the access policy in policies/, or show their status.",
             discussion: """
-                Each migration runs in its own transaction and is recorded with its checksum. Running again \
-                applies only what is new; an applied migration whose file changed is refused (exit 4). \
-                Concurrent runs are safe: they wait for each other.
+                New migrations (sql/NNNN_*.sql) run in order, then the definitions of functions and triggers \
+                (sql/functions/*.sql) whose files changed, all in one transaction, each recorded with its \
+                checksum; then policies/, if it changed. Running again applies only what is new; an applied \
+                migration whose file changed is refused (exit 4). Concurrent runs are safe: they wait for each \
+                other.
+
+                Example: rbac migrate --status
                 """)
 
         @Flag(help: "List each migration as applied or pending; change nothing.")
@@ -23,20 +27,20 @@ extension RBAC {
         func run() async throws {
             var configuration: PostgresConfiguration?
             do {
-                let migrations = try Migration.load(from: try ProjectFiles.directory("sql"))
+                let runner = try MigrationRunner.load(from: try ProjectFiles.directory("sql"))
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
-                let runner = MigrationRunner(migrations: migrations)
                 let (pool, resolved) = try await database.pool(operatorLabel: label.recorded)
                 configuration = resolved
                 defer { Task { await pool.close() } }
                 if status {
                     try printStatus(try await runner.status(pool))
                 } else {
-                    let applied = try await runner.migrate(pool) { migration in
-                        FileHandle.standardError.write(Data("applying \(migration.fileName)\n".utf8))
+                    let applied = try await runner.migrate(pool) { fileName in
+                        FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
                     }
-                    try await policy.apply(pool, force: false)
-                    try printApplied(applied, all: migrations, database: resolved)
+                    let policyApplied = try await policy.apply(
+                        pool, force: false, tablesChanged: !applied.migrations.isEmpty)
+                    try printApplied(applied, policyApplied: policyApplied, runner: runner, database: resolved)
                 }
             } catch {
                 throw CommandFailure(error, database: configuration)
@@ -50,27 +54,32 @@ extension RBAC {
             }
             let rows = statuses.map { status in
                 [
-                    String(format: "%04d", status.version), status.name, status.state.rawValue,
+                    status.version.map { String(format: "%04d", $0) } ?? "", status.fileName, status.state.rawValue,
                     status.appliedAt.map { $0.formatted(.iso8601) } ?? "",
                 ]
             }
-            print(Table(headers: ["VERSION", "NAME", "STATE", "APPLIED AT"], rows: rows).rendered)
+            print(Table(headers: ["VERSION", "FILE", "STATE", "APPLIED AT"], rows: rows).rendered)
         }
 
-        private func printApplied(_ applied: [Migration], all: [Migration], database: PostgresConfiguration) throws {
+        private func printApplied(
+            _ applied: MigrationRunner.Applied, policyApplied: Bool, runner: MigrationRunner,
+            database: PostgresConfiguration
+        ) throws {
             struct Report: Encodable {
                 let applied: [String]
+                let policyApplied: Bool
                 let version: Int
             }
-            let version = all.last?.version ?? 0
+            let version = runner.migrations.last?.version ?? 0
             if output.json {
-                try printJSON(Report(applied: applied.map(\.fileName), version: version))
-            } else if applied.isEmpty {
+                try printJSON(Report(applied: applied.fileNames, policyApplied: policyApplied, version: version))
+            } else if applied.isEmpty && !policyApplied {
                 print("The database is up to date (version \(version)): \(database.redactedDescription)")
             } else {
-                let noun = applied.count == 1 ? "migration" : "migrations"
+                let files = applied.fileNames.count == 1 ? "file" : "files"
+                let policy = policyApplied ? " and the access policy" : ""
                 print(
-                    "Applied \(applied.count) \(noun); the database is at version \(version): \(database.redactedDescription)"
+                    "Applied \(applied.fileNames.count) \(files)\(policy); the database is at version \(version): \(database.redactedDescription)"
                 )
             }
         }

@@ -65,6 +65,62 @@ struct PermissionCacheTests {
         #expect(cache.knownPermissions() == nil)
     }
 
+    @Test("a policy change drops the sets of the roles it names, and keeps the others")
+    func roleChanges() {
+        let cache = PermissionCache()
+        let (planner, viewer, outsider) = (UUID(), UUID(), UUID())
+        let ticket = cache.ticket()
+        cache.store(
+            PermissionSet(permissions: [edit], revision: 3, role: "planner", policyRevision: 7), couple: couple,
+            user: planner, ticket: ticket)
+        cache.store(
+            PermissionSet(permissions: [], revision: 3, role: "viewer", policyRevision: 7), couple: couple,
+            user: viewer, ticket: ticket)
+        cache.store(
+            PermissionSet(permissions: [], revision: 3, policyRevision: 7), couple: couple, user: outsider,
+            ticket: ticket)
+        cache.storeKnownPermissions([edit], ticket: ticket)
+
+        cache.invalidate(roles: ["planner"], policyRevision: 8)
+        #expect(cache.lookup(couple: couple, user: planner) == nil, "the planner's set is stale")
+        #expect(cache.lookup(couple: couple, user: viewer)?.policyRevision == 8, "the viewer's holds at 8 too")
+        #expect(cache.lookup(couple: couple, user: outsider) != nil, "a non-member holds nothing under any policy")
+        #expect(cache.knownPermissions() == nil, "what some role grants may have changed")
+        cache.storeKnownPermissions([edit], ticket: ticket)
+        #expect(cache.knownPermissions() == nil, "a load of the permissions from before the change is not kept")
+
+        // A load that read the planner's role before the change and stores after it.
+        cache.store(
+            PermissionSet(permissions: [edit], revision: 3, role: "planner", policyRevision: 7), couple: couple,
+            user: planner, ticket: cache.ticket())
+        #expect(cache.lookup(couple: couple, user: planner) == nil)
+        // One that read after it; and a change heard after a load that already saw it drops nothing.
+        cache.store(
+            PermissionSet(permissions: [], revision: 3, role: "planner", policyRevision: 9), couple: couple,
+            user: planner, ticket: cache.ticket())
+        cache.invalidate(roles: ["planner"], policyRevision: 9)
+        #expect(cache.lookup(couple: couple, user: planner)?.permissions == [])
+
+        cache.invalidate(roles: nil, policyRevision: 10)
+        #expect(cache.count == 0, "a change that names no roles drops every set")
+    }
+
+    @Test("past its log of policy changes, the cache drops everything rather than forget one")
+    func roleChangeLogBound() {
+        let cache = PermissionCache()
+        for revision in 1...Int64(PermissionCache.maxRoleChanges) {
+            cache.invalidate(roles: ["planner"], policyRevision: revision)
+        }
+        let viewer = PermissionSet(permissions: [], revision: 1, role: "viewer", policyRevision: 0)
+        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.lookup(couple: couple, user: user) != nil)
+        cache.invalidate(roles: ["planner"], policyRevision: Int64(PermissionCache.maxRoleChanges) + 1)
+        #expect(cache.count == 0)
+        // The log starts afresh: a set read at an older revision is current as far as the cache has heard.
+        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.lookup(couple: couple, user: user) != nil)
+    }
+
     @Test("the cache holds at most its capacity of couples")
     func capacity() {
         let cache = PermissionCache(capacity: 3)

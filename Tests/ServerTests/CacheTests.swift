@@ -246,6 +246,41 @@ struct CacheTests {
         }
     }
 
+    @Test("a change to what one role grants drops that role's cached sets only, and no couple's revision moves")
+    func roleChangeKeepsOtherRoles() async throws {
+        try await Self.withMigratedDatabase { configuration, world in
+            let instance = Instance(configuration)
+            try await instance.waitUntilListening()
+            let owner = ByteBuffer(
+                string: #"{"couple_id":"\#(world.couple)","user_id":"\#(world.owner)","permission":"budget.edit"}"#)
+            try await instance.app().test(.live) { client in
+                let before = try await Self.answer(client, world)
+                #expect(before.allowed)
+                try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: owner) {
+                    #expect(String(buffer: $0.body).hasPrefix(#"{"allowed":true"#))
+                }
+                #expect(instance.cache.count == 2)
+
+                let admin = try await PostgresConnection.connect(configuration)
+                try await admin.execute(
+                    "DELETE FROM role_permissions WHERE role = 'planner' AND permission = 'budget.edit'")
+                await admin.close()
+                let deadline = ContinuousClock.now + .seconds(1)
+                var after = try await Self.answer(client, world)
+                while after.allowed && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                    after = try await Self.answer(client, world)
+                }
+                #expect(after.allowed == false, "the planner's cached set went with the notice")
+                #expect(after.revision == before.revision, "the couple's revision counts its memberships only")
+                #expect(
+                    instance.cache.lookup(couple: world.couple, user: world.owner)?.permissions.contains(
+                        Permission(rawValue: "budget.edit")!) == true, "the owner's set stayed in the cache")
+            }
+            await instance.stop()
+        }
+    }
+
     @Test("a permission the policy adds is refused as unknown until the feed tells the instance, then answered")
     func policyAddsPermission() async throws {
         try await Self.withMigratedDatabase { configuration, world in

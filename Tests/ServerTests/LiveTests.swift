@@ -30,8 +30,7 @@ struct LiveTests {
     }
 
     static func migrate(_ pool: PostgresConnectionPool) async throws {
-        try await MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))
-            .migrate(pool)
+        try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(pool)
         try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
     }
 

@@ -10,8 +10,7 @@ enum MigratedDatabase {
         -> T
     {
         try await TestDatabase.withFreshPool(maxConnections: maxConnections) { pool in
-            let migrations = try Migration.load(from: repositoryRoot.appendingPathComponent("sql"))
-            try await MigrationRunner(migrations: migrations).migrate(pool)
+            try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(pool)
             try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
             return try await body(pool)
         }

@@ -31,7 +31,7 @@ struct MigrationTests {
         let runner = MigrationRunner(migrations: try load(twoMigrations))
         try await TestDatabase.withFreshPool { pool in
             let applied = try await runner.migrate(pool)
-            #expect(applied.map(\.fileName) == ["0001_first.sql", "0002_second.sql"])
+            #expect(applied.fileNames == ["0001_first.sql", "0002_second.sql"])
             #expect(try await count(pool, "schema_migrations") == 2)
             #expect(try await count(pool, "first") == 1)
 
@@ -50,7 +50,7 @@ struct MigrationTests {
         try await TestDatabase.withFreshPool { pool in
             try await first.migrate(pool)
             #expect(try await both.status(pool).map(\.state) == [.applied, .pending])
-            #expect(try await both.migrate(pool).map(\.version) == [2])
+            #expect(try await both.migrate(pool).migrations.map(\.version) == [2])
         }
     }
 
@@ -70,16 +70,17 @@ struct MigrationTests {
         }
     }
 
-    @Test("a failing migration is rolled back and not recorded; the ones before it stay applied")
+    @Test("a failing migration rolls the whole run back: nothing before it is applied or recorded")
     func failingMigration() async throws {
         var files = twoMigrations
         files["0003_broken.sql"] = "CREATE TABLE third (id int); SELECT 1/0;"
         let runner = MigrationRunner(migrations: try load(files))
         try await TestDatabase.withFreshPool { pool in
             await #expect(throws: PostgresError.self) { try await runner.migrate(pool) }
-            #expect(try await count(pool, "schema_migrations") == 2)
-            let third = try await pool.query("SELECT to_regclass('third') IS NULL AS missing")
-            #expect(try third[0].decode("missing", as: Bool.self))
+            #expect(try await count(pool, "schema_migrations") == 0)
+            let missing = try await pool.query(
+                "SELECT to_regclass('first') IS NULL AND to_regclass('third') IS NULL AS missing")
+            #expect(try missing[0].decode("missing", as: Bool.self))
         }
     }
 
@@ -102,7 +103,7 @@ struct MigrationTests {
                 for pool in pools {
                     group.addTask {
                         await barrier.arrive()
-                        return try await runner.migrate(pool)
+                        return try await runner.migrate(pool).migrations
                     }
                 }
                 return try await group.reduce(into: [Migration]()) { $0 += $1 }
@@ -114,45 +115,41 @@ struct MigrationTests {
         }
     }
 
-    @Test("budget row counts (sql/0017) start from the rows a database already holds")
-    func budgetRowCountsStartFromExistingRows() async throws {
-        let all = try Migration.load(from: repositoryRoot.appendingPathComponent("sql"))
-        try await TestDatabase.withFreshPool { pool in
-            try await MigrationRunner(migrations: all.filter { $0.version < 17 }).migrate(pool)
-            let couple: UUID = try await pool.query("INSERT INTO couples (name) VALUES ('Old') RETURNING id")[0]
-                .decode("id")
-            try await pool.query(
-                """
-                WITH s AS (INSERT INTO budget_scenarios (couple_id, name) VALUES (\(couple), 'Main') RETURNING id)
-                INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
-                SELECT \(couple), s.id, 'item ' || n, 1 FROM s, generate_series(1, 3) AS n
-                """)
-            try await MigrationRunner(migrations: all).migrate(pool)
-            let counts = try await pool.query(
-                "SELECT table_name, row_count FROM budget_row_counts WHERE couple_id = \(couple) ORDER BY table_name"
-            ).map { "\(try $0.decode("table_name") as String)=\(try $0.decode("row_count") as Int32)" }
-            #expect(counts == ["budget_items=3", "budget_scenarios=1"])
-        }
-    }
-
     @Test("the project's own sql/ migrations apply to an empty database and re-run as a no-op")
     func projectMigrations() async throws {
-        let runner = MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))
+        let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         try await TestDatabase.withFreshPool { pool in
             let first = try await runner.migrate(pool)
             let second = try await runner.migrate(pool)
-            #expect(first.count == runner.migrations.count)
+            #expect(first.migrations.count == runner.migrations.count)
+            #expect(first.definitions.count == runner.definitions.count)
             #expect(second.isEmpty)
         }
     }
 
-    @Test("migrating with the policy unchanged applies nothing and waits for no lock on couples or memberships")
-    func unchangedPolicyIsNoOp() async throws {
-        let runner = MigrationRunner(migrations: try Migration.load(from: repositoryRoot.appendingPathComponent("sql")))
+    /// `body`'s result, or nil when it is still waiting after 20 seconds (for a lock, in these tests).
+    private func withinTwentySeconds<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        try await withThrowingTaskGroup(of: T?.self) { tasks in
+            tasks.addTask { try await body() }
+            tasks.addTask {
+                try? await Task.sleep(for: .seconds(20))
+                return nil
+            }
+            let first = try await tasks.next() ?? nil
+            tasks.cancelAll()
+            return first
+        }
+    }
+
+    @Test("a no-op migrate and a change to what roles grant wait for no lock on couples or memberships")
+    func policyWithoutHotLocks() async throws {
+        let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         let policy = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies"))
         try await TestDatabase.withFreshPool { pool in
             try await runner.migrate(pool)
             #expect(try await policy.apply(pool, force: false), "a new database gets the policy")
+            let couple: UUID = try await pool.query("INSERT INTO couples (name) VALUES ('C') RETURNING id")[0]
+                .decode("id")
             let appliedAt: () async throws -> String = {
                 try await pool.query("SELECT applied_at::text AS t FROM applied_policy")[0].decode("t", as: String.self)
             }
@@ -162,26 +159,101 @@ struct MigrationTests {
             let holder = try await PostgresConnection.connect(pool.configuration)
             try await holder.execute("BEGIN")
             try await holder.execute("LOCK TABLE couples, memberships IN ACCESS EXCLUSIVE MODE")
-            let applied = try await withThrowingTaskGroup(of: Bool?.self) { tasks in
-                tasks.addTask { try await policy.apply(pool, force: false) }
-                tasks.addTask {
-                    try? await Task.sleep(for: .seconds(20))
-                    return nil  // the apply still waits: it wanted a lock
-                }
-                let first = try await tasks.next() ?? nil
-                tasks.cancelAll()
-                try await holder.execute("ROLLBACK")
-                while try await tasks.next() != nil {}
-                return first
-            }
-            await holder.close()
-            #expect(applied == false, "the unchanged policy was skipped without waiting for the locks")
+            let migrated = try await withinTwentySeconds { try await runner.migrate(pool) }
+            #expect(migrated?.isEmpty == true, "a no-op migrate ran nothing and waited for nothing")
+            let unchanged = try await withinTwentySeconds { try await policy.apply(pool, force: false) }
+            #expect(unchanged == false, "the unchanged policy was skipped without waiting for the locks")
             #expect(try await appliedAt() == first)
 
-            let reworded = try AccessPolicy(scripts: policy.scripts, policyJSON: policy.policyJSON + "\n")
-            #expect(try await reworded.apply(pool, force: false), "a changed policy is applied")
+            var document = try #require(
+                try JSONSerialization.jsonObject(with: Data(policy.policyJSON.utf8)) as? [String: Any])
+            var roles = try #require(document["roles"] as? [String: [String: Any]])
+            let viewer = roles["viewer"]?["permissions"] as? [String] ?? []
+            roles["viewer"]?["permissions"] = viewer + ["budget.edit"]
+            document["roles"] = roles
+            let changed = try AccessPolicy(
+                scripts: policy.scripts,
+                policyJSON: String(decoding: try JSONSerialization.data(withJSONObject: document), as: UTF8.self))
+            let applied = try await withinTwentySeconds { try await changed.apply(pool, force: false) }
+            #expect(applied == true, "a change to what roles grant was applied without waiting for the locks")
+            try await holder.execute("ROLLBACK")
+            await holder.close()
+            let revision: Int64 = try await pool.query("SELECT revision FROM couples WHERE id = \(couple)")[0]
+                .decode("revision")
+            #expect(revision == 0, "no couple's row was written")
             #expect(try await policy.apply(pool), "rbac policy apply applies it whatever the checksum")
             #expect(try await appliedAt() != first)
+        }
+    }
+
+    @Test("every function, trigger and policy is defined in exactly one file, none in a migration")
+    func oneHomePerDefinition() throws {
+        let sql = repositoryRoot.appendingPathComponent("sql")
+        var files: [(name: String, text: String)] = []
+        for (directory, prefix) in [
+            (sql, "sql/"), (sql.appendingPathComponent("functions"), "sql/functions/"),
+            (repositoryRoot.appendingPathComponent("policies"), "policies/"),
+        ] {
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasSuffix(".sql")
+            {
+                files.append(
+                    (prefix + name, try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)))
+            }
+        }
+        let definition =
+            /(?i)CREATE\s+(?:OR\s+REPLACE\s+)?(FUNCTION|TRIGGER|VIEW|POLICY)\s+([a-z_][a-z0-9_.]*)(?:[^;]*?\sON\s+([a-z_][a-z0-9_.]*))?/
+        var homes: [String: Set<String>] = [:]
+        for file in files {
+            for match in file.text.matches(of: definition) {
+                let kind = match.1.uppercased()
+                // Triggers and policies are named per table; functions and views per schema.
+                let table = kind == "TRIGGER" || kind == "POLICY" ? " ON \(match.3 ?? "?")" : ""
+                homes["\(kind) \(match.2)\(table)", default: []].insert(file.name)
+            }
+        }
+        #expect(homes.count > 60, "the scan finds the definitions")
+        for (object, files) in homes.sorted(by: { $0.key < $1.key }) {
+            #expect(files.count == 1, "\(object) is defined in \(files.sorted())")
+            #expect(
+                !files.contains { $0.wholeMatch(of: /sql\/\d{4}_.*/) != nil },
+                "\(object) belongs in sql/functions/, not in a migration")
+        }
+    }
+
+    @Test("a changed definition file is applied by the next migrate, alone; every function comes from a file")
+    func changedDefinitionReapplied() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-sql-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: repositoryRoot.appendingPathComponent("sql"), to: root)
+        defer { try? FileManager.default.removeItem(at: root) }
+        try await TestDatabase.withFreshPool { pool in
+            let runner = try MigrationRunner.load(from: root)
+            let first = try await runner.migrate(pool)
+            #expect(!first.migrations.isEmpty && first.definitions.count == runner.definitions.count)
+
+            let defined = try await pool.query(
+                """
+                SELECT count(*) AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname IN ('public', 'rbac')
+                """)[0].decode("n", as: Int64.self)
+            let texts = try FileManager.default.contentsOfDirectory(
+                atPath: root.appendingPathComponent("functions").path
+            )
+            .map { try String(contentsOf: root.appendingPathComponent("functions/\($0)"), encoding: .utf8) }
+            let written = texts.map { $0.components(separatedBy: "CREATE OR REPLACE FUNCTION ").count - 1 }.reduce(0, +)
+            #expect(defined == Int64(written), "the database holds exactly the functions the files define")
+
+            let access = root.appendingPathComponent("functions/access.sql")
+            try
+                (try String(contentsOf: access, encoding: .utf8)
+                + "\nCOMMENT ON FUNCTION rbac.jwt_user_id() IS 'edited';\n").write(
+                    to: access, atomically: true, encoding: .utf8)
+            let second = try await MigrationRunner.load(from: root).migrate(pool)
+            #expect(second.migrations.isEmpty)
+            #expect(second.definitions.map(\.fileName) == ["functions/access.sql"])
+            let comment = try await pool.query("SELECT obj_description('rbac.jwt_user_id()'::regprocedure) AS c")[0]
+            #expect(try comment.decode("c", as: String?.self) == "edited")
+            #expect(try await MigrationRunner.load(from: root).migrate(pool).isEmpty)
+            #expect(try await MigrationRunner.load(from: root).status(pool).allSatisfy { $0.state == .applied })
         }
     }
 }

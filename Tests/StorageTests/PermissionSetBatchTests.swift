@@ -159,7 +159,7 @@ struct PermissionSetBatchTests {
                     "vendors.view",
                 ])
             #expect(expected[2].permissions.isEmpty && expected[2].revision == expected[0].revision)
-            #expect(expected[3] == PermissionSet(permissions: [], revision: nil))
+            #expect(expected[3].permissions.isEmpty && expected[3].revision == nil)
 
             let checks = 400
             let before = pool.statementsSent
@@ -299,10 +299,10 @@ struct PermissionSetBatchTests {
             let (owner, viewer) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
             let edit = Permission(rawValue: "budget.edit")!
-            // Every change to role_permissions advances every couple's revision by one; the viewer holds
-            // budget.edit exactly at the revisions an odd number of changes past `start`.
-            let start: Int64 = try await pool.query("SELECT revision FROM couples WHERE id = \(couple)")[0].decode(
-                "revision")
+            // Every change to role_permissions advances the policy revision by one, and no couple's; the viewer
+            // holds budget.edit exactly at the policy revisions an odd number of changes past `start`.
+            let start: Int64 = try await pool.query("SELECT revision FROM policy_revision")[0].decode("revision")
+            let coupleRevision = try await repository.permissionSet(couple: couple, user: viewer).revision
             let changes = 60
             let sets = try await withThrowingTaskGroup(of: [PermissionSet].self) { group in
                 for _ in 0..<6 {
@@ -323,8 +323,9 @@ struct PermissionSetBatchTests {
                     }
                     // The next read, whoever makes it, is at this change's revision or later.
                     let set = try await repository.permissionSet(couple: couple, user: viewer)
-                    let revision = try #require(set.revision)
+                    let revision = try #require(set.policyRevision)
                     #expect(revision >= start + Int64(change) + 1)
+                    #expect(set.revision == coupleRevision)
                     #expect(set.permissions.contains(edit) == !(revision - start).isMultiple(of: 2))
                 }
                 group.cancelAll()
@@ -332,10 +333,11 @@ struct PermissionSetBatchTests {
                 for try await seen in group { sets += seen }
                 return sets
             }
-            let revisions = Set(sets.compactMap(\.revision))
+            let revisions = Set(sets.compactMap(\.policyRevision))
             #expect(revisions.count > 1, "the reads saw the policy change")
             for set in sets {
-                let revision = try #require(set.revision)
+                let revision = try #require(set.policyRevision)
+                #expect(set.role == "viewer")
                 #expect(set.permissions.contains(edit) == !(revision - start).isMultiple(of: 2))
                 #expect(set.permissions.contains(Permission(rawValue: "budget.view")!))
             }

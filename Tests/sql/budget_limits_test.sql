@@ -1,4 +1,4 @@
--- Budget row limits (sql/0017): each couple's counts follow every insert, delete and cascade; a statement
+-- Budget row limits (budget_row_limits): each couple's counts follow every insert, delete and cascade; a statement
 -- that would pass a limit adds nothing; rows cannot move between couples.
 BEGIN;
 \ir fixtures.psql

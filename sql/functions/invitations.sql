@@ -1,7 +1,7 @@
 -- Invitations. The caller generates the token and passes only its SHA-256; redemption is one conditional
 -- UPDATE plus the membership insert in the same transaction, so a token is accepted exactly once.
 
-CREATE FUNCTION rbac.invitation_status(p_invitation invitations) RETURNS text
+CREATE OR REPLACE FUNCTION rbac.invitation_status(p_invitation invitations) RETURNS text
 LANGUAGE sql STABLE AS $$
     SELECT CASE
         WHEN p_invitation.accepted_at IS NOT NULL THEN 'accepted'
@@ -11,7 +11,7 @@ LANGUAGE sql STABLE AS $$
     END
 $$;
 
-CREATE FUNCTION rbac.require_token_hash(p_token_hash bytea) RETURNS void
+CREATE OR REPLACE FUNCTION rbac.require_token_hash(p_token_hash bytea) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_token_hash IS NULL OR length(p_token_hash) <> 32 THEN
@@ -20,7 +20,7 @@ BEGIN
 END $$;
 
 -- Raises the error that says why an invitation cannot be used (or RBNFD when there is none).
-CREATE FUNCTION rbac.raise_unusable(p_invitation invitations) RETURNS void
+CREATE OR REPLACE FUNCTION rbac.raise_unusable(p_invitation invitations) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     CASE rbac.invitation_status(p_invitation)
@@ -37,7 +37,7 @@ END $$;
 
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
 -- the role. p_email, when set, binds the invitation to that address.
-CREATE FUNCTION public.create_invitation(
+CREATE OR REPLACE FUNCTION public.create_invitation(
     p_couple_id uuid, p_token_hash bytea, p_role text, p_email text DEFAULT NULL,
     p_expires_in interval DEFAULT interval '7 days'
 ) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
@@ -63,7 +63,7 @@ END $$;
 
 -- What the landing page shows for a token: couple, role, inviter, expiry, status. Anyone holding the token may
 -- look; nothing is consumed. No row for an unknown token.
-CREATE FUNCTION public.invitation_preview(p_token_hash bytea)
+CREATE OR REPLACE FUNCTION public.invitation_preview(p_token_hash bytea)
 RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_bound boolean,
                expires_at timestamptz, status text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
@@ -80,7 +80,7 @@ END $$;
 
 -- Accepts an invitation for the acting user (the operator names the user). Exactly once: of any number of
 -- concurrent calls, one succeeds and the others see it used.
-CREATE FUNCTION public.accept_invitation(p_token_hash bytea, p_user_id uuid DEFAULT NULL)
+CREATE OR REPLACE FUNCTION public.accept_invitation(p_token_hash bytea, p_user_id uuid DEFAULT NULL)
 RETURNS TABLE (couple_id uuid, user_id uuid, role text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -123,7 +123,7 @@ BEGIN
 END $$;
 
 -- Revokes a pending (or expired) invitation; needs collaborators.invite.
-CREATE FUNCTION public.revoke_invitation(p_couple_id uuid, p_invitation_id uuid) RETURNS void
+CREATE OR REPLACE FUNCTION public.revoke_invitation(p_couple_id uuid, p_invitation_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_invitation invitations;
@@ -138,7 +138,7 @@ BEGIN
 END $$;
 
 -- A couple's invitations in id order (stable pages), optionally of one status; needs collaborators.invite.
-CREATE FUNCTION public.couple_invitations(
+CREATE OR REPLACE FUNCTION public.couple_invitations(
     p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
                  expires_at timestamptz, status text, accepted_by uuid)
@@ -160,4 +160,34 @@ BEGIN
           AND (p_status IS NULL OR rbac.invitation_status(i) = p_status)
         ORDER BY i.id
         LIMIT p_limit;
+END $$;
+
+-- Resending an invitation revokes it and issues a new token for the same role and email in one transaction:
+-- if the new one cannot be issued (the actor may not give that role, say), the old one stays as it was. Two
+-- resends of one invitation at once: the second waits for the first's row lock, then finds it revoked.
+CREATE OR REPLACE FUNCTION public.resend_invitation(
+    p_couple_id uuid, p_invitation_id uuid, p_token_hash bytea, p_expires_in interval DEFAULT interval '7 days'
+) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_old invitations;
+BEGIN
+    PERFORM public.revoke_invitation(p_couple_id, p_invitation_id);
+    SELECT * INTO v_old FROM invitations WHERE couple_id = p_couple_id AND id = p_invitation_id;
+    RETURN QUERY SELECT * FROM public.create_invitation(p_couple_id, p_token_hash, v_old.role, v_old.email,
+                                                        p_expires_in);
+END $$;
+
+-- One invitation of the couple, as couple_invitations lists it (which pages); needs collaborators.invite.
+CREATE OR REPLACE FUNCTION public.couple_invitation(p_couple_id uuid, p_invitation_id uuid)
+RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
+               expires_at timestamptz, status text, accepted_by uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
+    RETURN QUERY
+        SELECT i.id, i.role, i.email, coalesce(u.display_name, u.email, i.inviter_label), i.created_at,
+               i.expires_at, rbac.invitation_status(i), i.accepted_by
+        FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
+        WHERE i.couple_id = p_couple_id AND i.id = p_invitation_id;
 END $$;

@@ -1,16 +1,44 @@
--- Changing who belongs to a couple and with which role. Each function checks the acting user's permission
--- (the operator may do anything); the memberships_guard trigger keeps an active owner in every couple.
+-- Who belongs to a couple, with which role. Each function checks the acting user's permission (the operator
+-- may do anything); the memberships_guard trigger keeps an active owner in every couple.
 
-CREATE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+-- Before any membership change: lock the couple row and advance its revision (so concurrent owner changes
+-- queue up, and REPEATABLE READ / SERIALIZABLE writers conflict instead of acting on a stale snapshot), then
+-- refuse any change that leaves the couple without an active owner. Applies to every client and to raw SQL;
+-- a couple being deleted (its row already gone) may lose all its members.
+CREATE OR REPLACE FUNCTION rbac.memberships_guard() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
+    v_couple_name text;
 BEGIN
-    IF p_user_id IS NULL OR NOT EXISTS (SELECT 1 FROM users WHERE id = p_user_id) THEN
-        RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    IF TG_OP = 'UPDATE' AND NEW.couple_id <> OLD.couple_id THEN
+        RAISE EXCEPTION 'a membership cannot move to another couple' USING ERRCODE = 'RBINV';
     END IF;
+    UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;
+    IF NOT FOUND THEN
+        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    IF TG_OP <> 'INSERT' AND OLD.role = 'owner' AND OLD.status = 'active'
+       AND (TG_OP = 'DELETE' OR NEW.role <> 'owner' OR NEW.status <> 'active')
+       AND NOT EXISTS (
+           SELECT 1 FROM public.memberships
+           WHERE couple_id = OLD.couple_id AND role = 'owner' AND status = 'active' AND user_id <> OLD.user_id)
+    THEN
+        RAISE EXCEPTION 'couple "%" must keep at least one owner', v_couple_name
+            USING ERRCODE = 'RBLST',
+                  HINT = 'make another member an owner first (transfer ownership), then try again';
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        NEW.updated_at := now();
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END $$;
 
+CREATE OR REPLACE TRIGGER memberships_guard BEFORE INSERT OR UPDATE OR DELETE ON memberships
+    FOR EACH ROW EXECUTE FUNCTION rbac.memberships_guard();
+
 -- The member's row, locked; raises RBNFD when p_user_id is not a member of the couple.
-CREATE FUNCTION rbac.lock_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+CREATE OR REPLACE FUNCTION rbac.lock_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
     v_member memberships;
@@ -25,7 +53,7 @@ END $$;
 
 -- Gives p_user_id the role p_role: adds them as an active member, or changes the role they hold. The actor
 -- needs roles.assign and must be allowed to give both the new role and the member's current one.
-CREATE FUNCTION public.grant_role(p_couple_id uuid, p_user_id uuid, p_role text) RETURNS memberships
+CREATE OR REPLACE FUNCTION public.grant_role(p_couple_id uuid, p_user_id uuid, p_role text) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.assign');
@@ -49,7 +77,7 @@ END $$;
 
 -- The member's row, locked, after checking the actor may manage them: collaborators.manage, and a role that
 -- may give the member's role (a partner cannot suspend an owner).
-CREATE FUNCTION rbac.require_manageable(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+CREATE OR REPLACE FUNCTION rbac.require_manageable(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.manage');
@@ -59,7 +87,7 @@ BEGIN
     RETURN v_member;
 END $$;
 
-CREATE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+CREATE OR REPLACE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_result memberships;
@@ -70,7 +98,7 @@ BEGIN
     RETURN v_result;
 END $$;
 
-CREATE FUNCTION public.reactivate_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+CREATE OR REPLACE FUNCTION public.reactivate_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_result memberships;
@@ -81,7 +109,7 @@ BEGIN
     RETURN v_result;
 END $$;
 
-CREATE FUNCTION public.remove_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+CREATE OR REPLACE FUNCTION public.remove_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_result memberships;
@@ -92,7 +120,7 @@ BEGIN
 END $$;
 
 -- The acting user leaves the couple. The operator names who leaves; a member may name only themself.
-CREATE FUNCTION public.leave_couple(p_couple_id uuid, p_user_id uuid DEFAULT NULL) RETURNS memberships
+CREATE OR REPLACE FUNCTION public.leave_couple(p_couple_id uuid, p_user_id uuid DEFAULT NULL) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_user uuid := p_user_id;
@@ -118,7 +146,7 @@ END $$;
 -- Makes p_new_owner (an active member) an owner, then gives the previous owner(s) p_previous_owner_role:
 -- the acting owner, or for the operator every other owner. One statement after the other in one
 -- transaction, so the couple always has an owner.
-CREATE FUNCTION public.transfer_ownership(
+CREATE OR REPLACE FUNCTION public.transfer_ownership(
     p_couple_id uuid, p_new_owner uuid, p_previous_owner_role text DEFAULT 'partner'
 ) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
@@ -145,4 +173,24 @@ BEGIN
     WHERE couple_id = p_couple_id AND role = 'owner' AND user_id <> p_new_owner
       AND (v_actor IS NULL OR user_id = v_actor);
     RETURN v_result;
+END $$;
+
+-- Creating a couple with its first owner: the operator for anyone, an end user only for themself.
+CREATE OR REPLACE FUNCTION public.create_couple(p_name text, p_owner uuid) RETURNS couples
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_couple couples;
+BEGIN
+    IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_owner THEN
+        RAISE EXCEPTION 'permission denied: users can create couples only with themselves as owner'
+            USING ERRCODE = 'RBDEN';
+    END IF;
+    PERFORM rbac.require_user_exists(p_owner);
+    IF p_name IS NULL OR length(btrim(p_name)) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'a couple''s name must be 1 to 200 characters' USING ERRCODE = 'RBINV';
+    END IF;
+    INSERT INTO couples (name) VALUES (btrim(p_name)) RETURNING id INTO v_couple.id;
+    INSERT INTO memberships (couple_id, user_id, role) VALUES (v_couple.id, p_owner, 'owner');
+    SELECT * INTO v_couple FROM couples WHERE id = v_couple.id;
+    RETURN v_couple;
 END $$;

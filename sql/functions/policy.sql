@@ -1,15 +1,18 @@
--- Applying the access policy (policies/*.json) and what the application role may touch.
+-- Applying the access policy (policies/policy.json).
 
 -- Replaces roles, permissions, role_permissions and role_grants with the policy `p_policy`:
 --   {"permissions": {"budget.view": "See the budget", ...},
 --    "roles": {"owner": {"rank": 1, "description": "...", "inherits": ["partner"],
 --                        "permissions": ["couple.delete", ...], "grants": ["owner", "partner", ...]}, ...}}
--- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent. Raises
--- RBPOL naming every unknown permission or role, an inheritance cycle, or a role still held by members.
-CREATE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
+-- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent, and it
+-- writes only what differs, so applying an unchanged policy changes nothing and notifies no cache. Raises
+-- RBPOL naming every unknown permission or role, an inheritance cycle, or a removed role still held. It
+-- reads memberships and invitations only for roles it removes, so its cost does not grow with the couples.
+CREATE OR REPLACE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_problems text[];
+    v_removed text[];
 BEGIN
     IF NOT rbac.is_operator() THEN
         RAISE EXCEPTION 'permission denied: only an rbac operator can change the policy' USING ERRCODE = 'RBDEN';
@@ -58,11 +61,17 @@ BEGIN
         FROM policy_references WHERE kind IN ('inherits', 'grants') AND reference NOT IN (SELECT name FROM policy_roles)
         UNION ALL
         SELECT 'the policy must define the "owner" role' WHERE NOT EXISTS (SELECT 1 FROM policy_roles WHERE name = 'owner')
-        UNION ALL
-        SELECT format('role "%s" is held by %s membership(s) or invitation(s) but is not in the policy', role, count(*))
-        FROM (SELECT role FROM memberships UNION ALL SELECT role FROM invitations) AS held
-        WHERE role NOT IN (SELECT name FROM policy_roles) GROUP BY role
     ) AS problems;
+    SELECT array_agg(name) INTO v_removed FROM roles WHERE name NOT IN (SELECT name FROM policy_roles);
+    IF v_removed IS NOT NULL THEN
+        SELECT array_cat(v_problems, array_agg(problem ORDER BY problem)) INTO v_problems FROM (
+            SELECT format('role "%s" is held by %s membership(s) or invitation(s) but is not in the policy',
+                          role, count(*)) AS problem
+            FROM (SELECT role FROM memberships WHERE role = ANY (v_removed)
+                  UNION ALL SELECT role FROM invitations WHERE role = ANY (v_removed)) AS held
+            GROUP BY role
+        ) AS held_problems;
+    END IF;
     IF v_problems IS NOT NULL THEN
         RAISE EXCEPTION 'invalid policy: %', array_to_string(v_problems, '; ') USING ERRCODE = 'RBPOL';
     END IF;
@@ -114,63 +123,3 @@ BEGIN
 
     DROP TABLE policy_permissions, policy_roles, policy_references, policy_effective;
 END $$;
-
--- Privileges. Nothing is open to PUBLIC; rbac_app reads tenant tables through row-level security
--- (policies/rls.sql) and calls the API functions, which check permissions themselves.
-REVOKE ALL ON ALL TABLES IN SCHEMA public FROM PUBLIC;
-REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA public, rbac FROM PUBLIC;
-GRANT USAGE ON SCHEMA rbac TO rbac_app;
-GRANT SELECT ON couples, users, memberships, audit_log, roles, permissions, role_permissions, role_grants TO rbac_app;
-GRANT SELECT (couple_id, id, role, email, invited_by, inviter_label, created_at, expires_at, accepted_at,
-              accepted_by, revoked_at) ON invitations TO rbac_app;
-GRANT EXECUTE ON FUNCTION
-    public.user_has_permission(uuid, text),
-    public.user_has_permission(uuid, uuid, text),
-    public.user_permissions(uuid, uuid),
-    public.user_role(uuid, uuid),
-    public.can_leave_collaboration(uuid, uuid),
-    public.user_couples(uuid, integer, uuid),
-    public.couple_members(uuid, integer, uuid),
-    public.grant_role(uuid, uuid, text),
-    public.suspend_member(uuid, uuid),
-    public.reactivate_member(uuid, uuid),
-    public.remove_member(uuid, uuid),
-    public.leave_couple(uuid, uuid),
-    public.transfer_ownership(uuid, uuid, text),
-    public.create_invitation(uuid, bytea, text, text, interval),
-    public.invitation_preview(bytea),
-    public.accept_invitation(bytea, uuid),
-    public.revoke_invitation(uuid, uuid),
-    public.couple_invitations(uuid, text, integer, uuid)
-TO rbac_app;
-
--- Row-level security predicates (used by policies/rls.sql). Each takes the couple first and reads only that
--- couple's rows, which keeps tenant isolation in functions keyed by couple_id.
-CREATE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    RETURN EXISTS (
-        SELECT 1 FROM memberships
-        WHERE couple_id = p_couple_id AND user_id = rbac.jwt_user_id() AND status = 'active');
-END $$;
-
-CREATE FUNCTION rbac.may(p_couple_id uuid, p_permission text) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    RETURN rbac.has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
-END $$;
-
--- A user sees their own row and the rows of people they share an active couple with.
-CREATE FUNCTION rbac.can_see_user(p_user_id uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-DECLARE
-    v_me uuid := rbac.jwt_user_id();
-BEGIN
-    RETURN p_user_id = v_me OR EXISTS (
-        SELECT 1 FROM memberships mine JOIN memberships theirs ON theirs.couple_id = mine.couple_id
-        WHERE mine.user_id = v_me AND mine.status = 'active' AND theirs.user_id = p_user_id);
-END $$;
-
-REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA rbac FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION rbac.is_active_member(uuid), rbac.may(uuid, text), rbac.can_see_user(uuid),
-    rbac.jwt_user_id() TO rbac_app;

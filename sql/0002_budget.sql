@@ -1,7 +1,7 @@
 -- The budget: what-if scenarios of budget items in folders, the couple's expenses with their payments and
 -- their allocations to the items of each scenario, and gifts and money owed. couple_id leads every key, and
 -- every reference between budget rows carries it, so no row can point into another couple.
--- Money is numeric(12,2) and never negative.
+-- Money is numeric(12,2) and never negative. Triggers and functions: sql/functions/budget.sql.
 
 CREATE TABLE budget_scenarios (
     couple_id uuid NOT NULL REFERENCES couples (id) ON DELETE CASCADE,
@@ -64,7 +64,7 @@ CREATE TABLE expense_payments (
 CREATE INDEX expense_payments_by_expense ON expense_payments (couple_id, expense_id);
 
 -- How much of an expense each budget item of a scenario carries. In each scenario an expense's allocations
--- never add up to more than the expense (checked by the functions that write them).
+-- never add up to more than the expense (checked by the services that write them).
 CREATE TABLE expense_allocations (
     couple_id uuid NOT NULL,
     scenario_id uuid NOT NULL,
@@ -76,7 +76,10 @@ CREATE TABLE expense_allocations (
     FOREIGN KEY (couple_id, scenario_id, budget_item_id) REFERENCES budget_items (couple_id, scenario_id, id)
         ON DELETE CASCADE
 );
-CREATE INDEX expense_allocations_by_item ON expense_allocations (couple_id, scenario_id, budget_item_id);
+-- The overview reads every allocation of a scenario, grouped by item: with the expense and the amount in the
+-- index, that read is an index-only scan that returns each item's allocations together, in expense order.
+CREATE INDEX expense_allocations_by_item_covering
+    ON expense_allocations (couple_id, scenario_id, budget_item_id, expense_id) INCLUDE (amount);
 CREATE INDEX expense_allocations_by_expense ON expense_allocations (couple_id, expense_id);
 
 CREATE TABLE gifts_and_owed (
@@ -98,58 +101,39 @@ CREATE TABLE budget_revisions (
     revision bigint NOT NULL
 );
 
-CREATE FUNCTION rbac.advance_budget_revision() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    INSERT INTO budget_revisions AS r (couple_id, revision)
-    SELECT DISTINCT c.couple_id, 1 FROM changed c
-    WHERE EXISTS (SELECT 1 FROM couples WHERE id = c.couple_id)  -- not for a couple being deleted
-    ON CONFLICT (couple_id) DO UPDATE SET revision = r.revision + 1;
-    RETURN NULL;
-END $$;
+-- How many rows of each budget table one couple may hold. Without a bound, a member who may edit the budget
+-- (or a client gone wrong) could add rows until every overview, listing and clone of the couple slowed to a
+-- crawl. The limits are far above what a wedding needs, and above the budget benchmark's large couple. An
+-- operator changes one with SQL:
+--   UPDATE budget_row_limits SET max_rows = 50000 WHERE table_name = 'budget_items';
+-- A statement that would take a couple past a limit fails with SQLSTATE RBQTA and adds nothing; a couple
+-- already past a lowered limit keeps its rows and may delete some.
+CREATE TABLE budget_row_limits (
+    table_name text PRIMARY KEY,
+    -- What the rows are, in the error message: "... the couple's limit of budget items (20000)".
+    noun text NOT NULL,
+    max_rows integer NOT NULL CHECK (max_rows >= 0)
+);
+INSERT INTO budget_row_limits (table_name, noun, max_rows) VALUES
+    ('budget_scenarios', 'scenarios', 100),
+    ('budget_folders', 'folders', 5000),
+    ('budget_items', 'budget items', 20000),
+    ('expenses', 'expenses', 100000),
+    ('expense_payments', 'payments', 200000),
+    ('expense_allocations', 'allocations', 500000),
+    ('gifts_and_owed', 'gifts', 20000);
 
-DO $$
-DECLARE
-    v_table text;
-BEGIN
-    FOREACH v_table IN ARRAY ARRAY['budget_scenarios', 'budget_folders', 'budget_items', 'expenses',
-                                   'expense_payments', 'expense_allocations', 'gifts_and_owed'] LOOP
-        EXECUTE format('CREATE TRIGGER %1$s_revision_insert AFTER INSERT ON %1$I REFERENCING NEW TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-        EXECUTE format('CREATE TRIGGER %1$s_revision_update AFTER UPDATE ON %1$I REFERENCING NEW TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-        EXECUTE format('CREATE TRIGGER %1$s_revision_delete AFTER DELETE ON %1$I REFERENCING OLD TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-    END LOOP;
-END $$;
-
--- Copies a scenario with its folders, items and allocations, in the caller's transaction. The copies' ids are
--- derived from the new scenario's id and the originals' ids, so the references between them carry over.
-CREATE FUNCTION public.clone_budget_scenario(p_couple_id uuid, p_source_id uuid, p_name text) RETURNS uuid
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
-DECLARE
-    v_id uuid := gen_random_uuid();
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM budget_scenarios WHERE couple_id = p_couple_id AND id = p_source_id) THEN
-        RAISE EXCEPTION USING ERRCODE = 'RBNFD', MESSAGE = 'no such scenario in this couple';
-    END IF;
-    INSERT INTO budget_scenarios (couple_id, id, name) VALUES (p_couple_id, v_id, p_name);
-    INSERT INTO budget_folders (couple_id, id, scenario_id, name)
-    SELECT couple_id, md5(v_id::text || id::text)::uuid, v_id, name
-    FROM budget_folders WHERE couple_id = p_couple_id AND scenario_id = p_source_id;
-    INSERT INTO budget_items (couple_id, id, scenario_id, folder_id, name, category, event, budgeted)
-    SELECT couple_id, md5(v_id::text || id::text)::uuid, v_id, md5(v_id::text || folder_id::text)::uuid,
-           name, category, event, budgeted
-    FROM budget_items WHERE couple_id = p_couple_id AND scenario_id = p_source_id;
-    INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
-    SELECT couple_id, v_id, expense_id, md5(v_id::text || budget_item_id::text)::uuid, amount
-    FROM expense_allocations WHERE couple_id = p_couple_id AND scenario_id = p_source_id;
-    RETURN v_id;
-END $$;
+-- Each couple's row count per budget table, kept by triggers. Adding rows updates the couple's count row for
+-- that table, which serialises concurrent additions for one couple: the second waits for the first to
+-- commit, then counts on from what it committed.
+CREATE TABLE budget_row_counts (
+    couple_id uuid NOT NULL REFERENCES couples (id) ON DELETE CASCADE,
+    table_name text NOT NULL,
+    row_count integer NOT NULL,
+    PRIMARY KEY (couple_id, table_name)
+);
 
 REVOKE ALL ON budget_scenarios, budget_folders, budget_items, expenses, expense_payments, expense_allocations,
-    gifts_and_owed, budget_revisions FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION public.clone_budget_scenario(uuid, uuid, text), rbac.advance_budget_revision()
-    FROM PUBLIC;
+    gifts_and_owed, budget_revisions, budget_row_limits, budget_row_counts FROM PUBLIC;
 GRANT SELECT ON budget_scenarios, budget_folders, budget_items, expenses, expense_payments, expense_allocations,
-    gifts_and_owed, budget_revisions TO rbac_app;
+    gifts_and_owed, budget_revisions, budget_row_limits, budget_row_counts TO rbac_app;

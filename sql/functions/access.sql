@@ -1,0 +1,171 @@
+-- Who is acting, and the checks every API function makes before it acts. Rules that must hold under
+-- concurrency live in the functions and triggers, in the same transaction as the write, so they hold for
+-- every client.
+--
+-- Errors raised by the functions use SQLSTATEs of class RB, each with a message for people:
+--   RBAUT no acting user            RBDEN permission denied       RBESC role not grantable by the actor
+--   RBNFD not found                 RBDUP already exists          RBINV invalid input
+--   RBLST last active owner         RBEXP invitation expired      RBREV invitation revoked
+--   RBUSD invitation already used   RBEML invitation bound to another email address
+--   RBPOL invalid policy            RBQTA a couple's budget row limit reached
+
+-- The end user this request acts for: `sub` of the JWT claims PostgREST / Supabase put in
+-- request.jwt.claims, or NULL when there are none or `sub` is not a UUID.
+CREATE OR REPLACE FUNCTION rbac.jwt_user_id() RETURNS uuid
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    v_claims text := nullif(current_setting('request.jwt.claims', true), '');
+    v_sub text;
+BEGIN
+    IF v_claims IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_sub := v_claims::jsonb ->> 'sub';
+    IF v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RETURN v_sub::uuid;
+    END IF;
+    RETURN NULL;
+END $$;
+
+-- The operator: no end-user claims, on a session whose login role is a member of rbac_operator (superusers
+-- are). A session setting alone cannot make anyone an operator.
+CREATE OR REPLACE FUNCTION rbac.is_operator() RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+    SELECT nullif(current_setting('request.jwt.claims', true), '') IS NULL
+       AND pg_has_role(session_user, 'rbac_operator', 'MEMBER')
+$$;
+
+-- Who to record as the actor: the end user's id, else the operator's label (rbac.actor_label, which the CLI
+-- sets to the OS user or --actor-label), else the session's login role.
+CREATE OR REPLACE FUNCTION rbac.actor_label() RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+    SELECT coalesce(
+        'user:' || rbac.jwt_user_id()::text,
+        'operator:' || nullif(current_setting('rbac.actor_label', true), ''),
+        'session:' || session_user)
+$$;
+
+-- The acting end user; raises RBAUT when there is none. Not for operators: check rbac.is_operator() first.
+CREATE OR REPLACE FUNCTION rbac.require_user() RETURNS uuid
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    v_user uuid := rbac.jwt_user_id();
+BEGIN
+    IF v_user IS NULL THEN
+        RAISE EXCEPTION 'no acting user: this call needs an end user (request.jwt.claims with a sub) or an rbac operator session'
+            USING ERRCODE = 'RBAUT';
+    END IF;
+    RETURN v_user;
+END $$;
+
+CREATE OR REPLACE FUNCTION rbac.require_couple(p_couple_id uuid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF p_couple_id IS NULL OR NOT EXISTS (SELECT 1 FROM public.couples WHERE id = p_couple_id) THEN
+        RAISE EXCEPTION 'couple % does not exist', coalesce(p_couple_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF p_user_id IS NULL OR NOT EXISTS (SELECT 1 FROM users WHERE id = p_user_id) THEN
+        RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    END IF;
+END $$;
+
+-- The acting user, after checking they hold `p_permission` in the couple; NULL for the operator.
+CREATE OR REPLACE FUNCTION rbac.require_permission(p_couple_id uuid, p_permission text) RETURNS uuid
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid;
+BEGIN
+    PERFORM rbac.require_couple(p_couple_id);
+    IF rbac.is_operator() THEN
+        RETURN NULL;
+    END IF;
+    v_actor := rbac.require_user();
+    IF NOT public.user_has_permission(p_couple_id, v_actor, p_permission) THEN
+        RAISE EXCEPTION 'permission denied: % needs % in couple %', v_actor, p_permission, p_couple_id
+            USING ERRCODE = 'RBDEN', HINT = 'an owner can grant a role that includes it';
+    END IF;
+    RETURN v_actor;
+END $$;
+
+-- Raises RBDEN unless the caller may look at p_user_id's standing in the couple: the operator, the user
+-- themself, or an active member of the couple.
+CREATE OR REPLACE FUNCTION rbac.require_member_view(p_couple_id uuid, p_user_id uuid) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid;
+BEGIN
+    PERFORM rbac.require_couple(p_couple_id);
+    IF rbac.is_operator() THEN
+        RETURN;
+    END IF;
+    v_actor := rbac.require_user();
+    IF v_actor IS DISTINCT FROM p_user_id AND NOT EXISTS (
+        SELECT 1 FROM memberships WHERE couple_id = p_couple_id AND user_id = v_actor AND status = 'active')
+    THEN
+        RAISE EXCEPTION 'permission denied: only members of couple % can see its members', p_couple_id
+            USING ERRCODE = 'RBDEN';
+    END IF;
+END $$;
+
+-- Raises RBINV naming the valid roles when p_role is not one.
+CREATE OR REPLACE FUNCTION rbac.require_role(p_role text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF p_role IS NULL OR NOT EXISTS (SELECT 1 FROM public.roles WHERE name = p_role) THEN
+        RAISE EXCEPTION 'unknown role "%"; valid roles: %', coalesce(p_role, '(null)'),
+            (SELECT string_agg(name, ', ' ORDER BY rank) FROM public.roles)
+            USING ERRCODE = 'RBINV';
+    END IF;
+END $$;
+
+-- Raises RBESC unless the actor (NULL = operator) may give p_role to someone in the couple.
+CREATE OR REPLACE FUNCTION rbac.require_grantable(p_couple_id uuid, p_actor uuid, p_role text) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor_role text;
+BEGIN
+    IF p_actor IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT role INTO v_actor_role FROM public.memberships
+    WHERE couple_id = p_couple_id AND user_id = p_actor AND status = 'active';
+    IF NOT EXISTS (SELECT 1 FROM public.role_grants WHERE role = v_actor_role AND grantable_role = p_role) THEN
+        RAISE EXCEPTION 'a % cannot give the % role', coalesce(v_actor_role, 'non-member'), p_role
+            USING ERRCODE = 'RBESC',
+                  HINT = coalesce('a ' || v_actor_role || ' may give: '
+                      || (SELECT string_agg(grantable_role, ', ') FROM public.role_grants WHERE role = v_actor_role),
+                      'only members can give roles');
+    END IF;
+END $$;
+
+-- Row-level security predicates (policies/rls.sql). Each takes the couple first and reads only that couple's
+-- rows, which keeps tenant isolation in functions keyed by couple_id.
+CREATE OR REPLACE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM memberships
+        WHERE couple_id = p_couple_id AND user_id = rbac.jwt_user_id() AND status = 'active');
+END $$;
+
+CREATE OR REPLACE FUNCTION rbac.may(p_couple_id uuid, p_permission text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN public.user_has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
+END $$;
+
+-- A user sees their own row and the rows of people they share an active couple with.
+CREATE OR REPLACE FUNCTION rbac.can_see_user(p_user_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_me uuid := rbac.jwt_user_id();
+BEGIN
+    RETURN p_user_id = v_me OR EXISTS (
+        SELECT 1 FROM memberships mine JOIN memberships theirs ON theirs.couple_id = mine.couple_id
+        WHERE mine.user_id = v_me AND mine.status = 'active' AND theirs.user_id = p_user_id);
+END $$;

@@ -1,0 +1,130 @@
+-- Permission questions: may user U do P in couple C, what may they do, and what permission caches read.
+
+-- For trusted backends that name the user: the hot path, and the one definition of "holds a permission".
+-- plpgsql so that its query plan is cached per session (a LANGUAGE sql function with this body is re-planned on
+-- every call); false, never NULL, for unknown couples, users and permissions and for suspended members.
+CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN EXISTS (
+        SELECT 1 FROM memberships m
+        JOIN role_permissions rp ON rp.role = m.role
+        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND m.status = 'active'
+          AND rp.permission = p_permission);
+END $$;
+
+-- The caller is `sub` of request.jwt.claims, as Supabase / PostgREST set it.
+CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_permission text) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN public.user_has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
+END $$;
+
+-- The permissions p_user_id holds in the couple, sorted; empty when not an active member.
+CREATE OR REPLACE FUNCTION public.user_permissions(p_couple_id uuid, p_user_id uuid) RETURNS text[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_member_view(p_couple_id, p_user_id);
+    RETURN coalesce((
+        SELECT array_agg(rp.permission ORDER BY rp.permission)
+        FROM memberships m JOIN role_permissions rp ON rp.role = m.role
+        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND m.status = 'active'), '{}');
+END $$;
+
+-- p_user_id's role in the couple (also when suspended), or NULL when not a member.
+CREATE OR REPLACE FUNCTION public.user_role(p_couple_id uuid, p_user_id uuid) RETURNS text
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_member_view(p_couple_id, p_user_id);
+    RETURN (SELECT role FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id);
+END $$;
+
+-- Whether p_user_id may leave: an active or suspended member who is not the couple's last active owner.
+CREATE OR REPLACE FUNCTION public.can_leave_collaboration(p_couple_id uuid, p_user_id uuid) RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_member memberships;
+BEGIN
+    PERFORM rbac.require_member_view(p_couple_id, p_user_id);
+    SELECT * INTO v_member FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    RETURN NOT (v_member.role = 'owner' AND v_member.status = 'active') OR EXISTS (
+        SELECT 1 FROM memberships
+        WHERE couple_id = p_couple_id AND role = 'owner' AND status = 'active' AND user_id <> p_user_id);
+END $$;
+
+-- The couples p_user_id belongs to, by couple id; pass the last couple_id of a page as p_after for the next.
+CREATE OR REPLACE FUNCTION public.user_couples(p_user_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
+RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
+        RAISE EXCEPTION 'permission denied: users can list only their own couples' USING ERRCODE = 'RBDEN';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
+    END IF;
+    RETURN QUERY
+        SELECT m.couple_id, c.name, m.role, m.status, m.created_at
+        FROM memberships m JOIN couples c ON c.id = m.couple_id
+        WHERE m.user_id = p_user_id AND (p_after IS NULL OR m.couple_id > p_after)
+        ORDER BY m.couple_id
+        LIMIT p_limit;
+END $$;
+
+-- The members of a couple, by user id; needs collaborators.view. Paginated like user_couples.
+CREATE OR REPLACE FUNCTION public.couple_members(p_couple_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
+RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
+    END IF;
+    RETURN QUERY
+        SELECT m.user_id, u.email, u.display_name, m.role, m.status, m.created_at
+        FROM memberships m JOIN users u ON u.id = m.user_id
+        WHERE m.couple_id = p_couple_id AND (p_after IS NULL OR m.user_id > p_after)
+        ORDER BY m.user_id
+        LIMIT p_limit;
+END $$;
+
+-- What permission caches load, for many (couple, user) pairs in one statement: each member's role, which they
+-- map through role_permission_sets themselves, once per policy revision (aggregating a role's permissions
+-- again for every pair cost several times as much). The n-th row answers the n-th pair; all rows come from
+-- one snapshot. revision is NULL for an unknown couple; role is NULL unless the user is an active member;
+-- policy_revision is the same in every row.
+CREATE OR REPLACE FUNCTION public.user_roles(p_couple_ids uuid[], p_user_ids uuid[])
+RETURNS TABLE (revision bigint, role text, policy_revision bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
+-- One generic plan (index lookups per pair) for every length of the arrays. Left to choose, PostgreSQL plans
+-- afresh on every call, since a plan for the arrays at hand always looks cheaper than one that has to guess
+-- their length, and the planning costs more than the query.
+SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+    IF cardinality(p_couple_ids) IS DISTINCT FROM cardinality(p_user_ids) THEN
+        RAISE EXCEPTION 'user_roles needs one user per couple, not % couples and % users',
+            cardinality(p_couple_ids), cardinality(p_user_ids) USING ERRCODE = 'RBINV';
+    END IF;
+    RETURN QUERY
+    SELECT c.revision, m.role, (SELECT p.revision FROM policy_revision p)
+    FROM unnest(p_couple_ids, p_user_ids) WITH ORDINALITY AS pair(couple_id, user_id, n)
+    LEFT JOIN couples c ON c.id = pair.couple_id
+    LEFT JOIN memberships m ON m.couple_id = pair.couple_id AND m.user_id = pair.user_id AND m.status = 'active'
+    ORDER BY pair.n;
+END $$;
+
+-- Every role with the permissions it grants (sorted), and the policy revision they were read at (the same in
+-- every row).
+CREATE OR REPLACE FUNCTION public.role_permission_sets()
+RETURNS TABLE (policy_revision bigint, role text, permissions text[])
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT (SELECT p.revision FROM policy_revision p), r.name,
+           coalesce((SELECT array_agg(rp.permission ORDER BY rp.permission)
+                     FROM role_permissions rp WHERE rp.role = r.name), '{}')
+    FROM roles r ORDER BY r.name
+$$;
+

@@ -1,0 +1,49 @@
+-- Who may call what. No function of this product is open to PUBLIC (a new function gets EXECUTE for PUBLIC
+-- by default, so this runs after every definition); rbac_app, the application role, calls the API functions,
+-- which check the acting user's permissions themselves, and the row-level security predicates; operators
+-- (rbac_operator) call everything, and alone what permission caches read.
+DO $$
+DECLARE
+    v_function regprocedure;
+BEGIN
+    FOR v_function IN
+        SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname IN ('public', 'rbac')
+          -- Functions of extensions (pgTAP, pgcrypto, ...) keep their own privileges.
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                          WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', v_function);
+    END LOOP;
+END $$;
+
+GRANT EXECUTE ON FUNCTION
+    public.user_has_permission(uuid, text),
+    public.user_has_permission(uuid, uuid, text),
+    public.user_permissions(uuid, uuid),
+    public.user_role(uuid, uuid),
+    public.can_leave_collaboration(uuid, uuid),
+    public.user_couples(uuid, integer, uuid),
+    public.couple_members(uuid, integer, uuid),
+    public.create_couple(text, uuid),
+    public.grant_role(uuid, uuid, text),
+    public.suspend_member(uuid, uuid),
+    public.reactivate_member(uuid, uuid),
+    public.remove_member(uuid, uuid),
+    public.leave_couple(uuid, uuid),
+    public.transfer_ownership(uuid, uuid, text),
+    public.create_invitation(uuid, bytea, text, text, interval),
+    public.resend_invitation(uuid, uuid, bytea, interval),
+    public.invitation_preview(bytea),
+    public.accept_invitation(bytea, uuid),
+    public.revoke_invitation(uuid, uuid),
+    public.couple_invitations(uuid, text, integer, uuid),
+    public.couple_invitation(uuid, uuid),
+    rbac.is_active_member(uuid),
+    rbac.may(uuid, text),
+    rbac.can_see_user(uuid),
+    rbac.budget_tables(),
+    rbac.jwt_user_id()
+TO rbac_app;
+
+GRANT EXECUTE ON FUNCTION public.user_roles(uuid[], uuid[]), public.role_permission_sets() TO rbac_operator;
