@@ -78,22 +78,17 @@ struct ConnectionTests {
         try await TestDatabase.withFreshPool(maxConnections: 2) { pool in
             try await pool.query("CREATE TABLE doctors (name text PRIMARY KEY, on_call bool NOT NULL)")
             try await pool.query("INSERT INTO doctors VALUES ('alice', true), ('bob', true)")
-            let barrier = Barrier(count: 2)
             let attempts = Counter()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for name in ["alice", "bob"] {
-                    group.addTask {
-                        try await pool.withTransaction(isolation: .serializable) { connection in
-                            let attempt = await attempts.increment()
-                            let onCall = try await connection.query("SELECT count(*) AS n FROM doctors WHERE on_call")
-                            if attempt <= 2 { await barrier.arrive() }  // both have read before either writes
-                            if try onCall[0].decode("n", as: Int.self) >= 2 {
-                                try await connection.query("UPDATE doctors SET on_call = false WHERE name = \(name)")
-                            }
-                        }
+            _ = try await race(2) { index, go in
+                let name = ["alice", "bob"][index]
+                try await pool.withTransaction(isolation: .serializable) { connection in
+                    let attempt = await attempts.increment()
+                    let onCall = try await connection.query("SELECT count(*) AS n FROM doctors WHERE on_call")
+                    if attempt <= 2 { await go() }  // both have read before either writes
+                    if try onCall[0].decode("n", as: Int.self) >= 2 {
+                        try await connection.query("UPDATE doctors SET on_call = false WHERE name = \(name)")
                     }
                 }
-                try await group.waitForAll()
             }
             // Two first attempts, then at least one retry (a retry may itself collide while the other is open).
             #expect(await attempts.value >= 3, "the conflicting transaction should have been retried")

@@ -259,21 +259,16 @@ struct BudgetStorageTests {
                 try await group.waitForAll()
             }
             let actors = [world.budget(), world.budget(), world.budget()]
-            let barrier = Barrier(count: 2 * expenses.count)
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (index, expense) in expenses.enumerated() {
-                    group.addTask { [items] in
-                        await barrier.arrive()
-                        _ = try await actors[index % 3].allocate(
-                            expense: expense.id, scenario: scenario.id, items: items, as: admin)
-                    }
-                    group.addTask {
-                        await barrier.arrive()
-                        _ = try await actors[(index + 1) % 3].setAmount(
-                            expense: expense.id, to: Decimal(Int.random(in: 1...100_000)) / 100, as: admin)
-                    }
+            _ = try await race(2 * expenses.count) { [items, expenses] index, go in
+                let expense = expenses[index / 2]
+                await go()
+                if index.isMultiple(of: 2) {
+                    _ = try await actors[index / 2 % 3].allocate(
+                        expense: expense.id, scenario: scenario.id, items: items, as: admin)
+                } else {
+                    _ = try await actors[(index / 2 + 1) % 3].setAmount(
+                        expense: expense.id, to: Decimal(Int.random(in: 1...100_000)) / 100, as: admin)
                 }
-                try await group.waitForAll()
             }
             // In either order, each expense ends wholly allocated at its final amount.
             let amounts = Dictionary(
@@ -301,16 +296,13 @@ struct BudgetStorageTests {
             }
             let (one, other) = (world.budget(), world.budget())
             for attempt in 0..<10 {
-                let barrier = Barrier(count: 2)
-                async let vendor = {
-                    await barrier.arrive()
-                    return try await one.editExpense(expense.id, ExpenseEdit(vendor: "v\(attempt)"), as: admin)
-                }()
-                async let category = {
-                    await barrier.arrive()
-                    return try await other.editExpense(expense.id, ExpenseEdit(category: "c\(attempt)"), as: admin)
-                }()
-                _ = try await (vendor, category)
+                _ = try await race(2) { index, go in
+                    await go()
+                    _ =
+                        index == 0
+                        ? try await one.editExpense(expense.id, ExpenseEdit(vendor: "v\(attempt)"), as: admin)
+                        : try await other.editExpense(expense.id, ExpenseEdit(category: "c\(attempt)"), as: admin)
+                }
                 let stored = try #require(try await world.budget().expenses(as: admin).first)
                 #expect(stored.vendor == "v\(attempt)" && stored.category == "c\(attempt)", "attempt \(attempt)")
             }
@@ -328,16 +320,13 @@ struct BudgetStorageTests {
                 // Room for exactly one more item.
                 try await pool.query(
                     "UPDATE budget_row_limits SET max_rows = \(held + 1) WHERE table_name = 'budget_items'")
-                let barrier = Barrier(count: 2)
-                async let first = Outcome.of {
-                    await barrier.arrive()
-                    _ = try await one.createItem(named: "a\(held)", scenario: scenario.id, budgeted: 1, as: admin)
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        await go()
+                        _ = try await [one, other][index].createItem(
+                            named: "\(index)-\(held)", scenario: scenario.id, budgeted: 1, as: admin)
+                    }
                 }
-                async let second = Outcome.of {
-                    await barrier.arrive()
-                    _ = try await other.createItem(named: "b\(held)", scenario: scenario.id, budgeted: 1, as: admin)
-                }
-                let outcomes = try await [first, second]
                 #expect(Set(outcomes) == [.success, .refused("quota_exceeded")], "round \(held): \(outcomes)")
                 let stored = try await pool.count("SELECT count(*) FROM budget_items WHERE couple_id = \(world.couple)")
                 #expect(stored == held + 1, "round \(held)")
@@ -372,16 +361,16 @@ struct BudgetStorageTests {
             }
             let (one, other) = (budget(), budget())
             for (round, item) in items.enumerated() {
-                let barrier = Barrier(count: 2)
-                async let clone = Outcome.of {
-                    await barrier.arrive()
-                    _ = try await one.cloneScenario(scenario.id, named: "Copy \(round)", as: admin)
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        await go()
+                        if index == 0 {
+                            _ = try await one.cloneScenario(scenario.id, named: "Copy \(round)", as: admin)
+                        } else {
+                            _ = try await other.delete(.item, id: item, as: admin)
+                        }
+                    }
                 }
-                async let delete = Outcome.of {
-                    await barrier.arrive()
-                    _ = try await other.delete(.item, id: item, as: admin)
-                }
-                let outcomes = try await [clone, delete]
                 #expect(outcomes == [.success, .success], "round \(round): \(outcomes)")
             }
             await racers.close()
@@ -488,11 +477,10 @@ struct BudgetStorageTests {
             // Each write renames the expense after the cents it then allocates, in one transaction; so in any one
             // state of the database the link's name is "v" followed by its allocated cents. Writes go on without
             // pause until the overviews are done.
-            let barrier = Barrier(count: 2)
             let overviewsDone = Flag()
-            let writes = try await withThrowingTaskGroup(of: Int.self) { group in
-                group.addTask {
-                    await barrier.arrive()
+            let writes = try await race(2) { index, go in
+                await go()
+                if index == 0 {
                     var cents = 0
                     while !overviewsDone.isSet && !Task.isCancelled {
                         cents = cents % 99_999 + 1
@@ -511,7 +499,6 @@ struct BudgetStorageTests {
                     }
                     return cents
                 }
-                await barrier.arrive()
                 for _ in 0..<30 {
                     let overview = try await budget.overview(scenario: scenario.id, as: admin)
                     let link = try #require(overview.items.flatMap(\.expenses).first { $0.expenseID == expense })
@@ -524,8 +511,8 @@ struct BudgetStorageTests {
                     #expect(snapshot.expenseNames[expense] == "v\(allocated)", "one snapshot mixed two states")
                 }
                 overviewsDone.set()
-                return try await group.next() ?? 0
-            }
+                return 0
+            }[0]
             // Once the writes are over, the overview shows the last one.
             let last = try await budget.overview(scenario: scenario.id, as: admin)
             #expect(last.items.flatMap(\.expenses).contains { $0.expenseID == expense && $0.name == "v\(writes)" })

@@ -4,7 +4,7 @@ import Secrets
 import TestSupport
 import Testing
 
-/// The collaboration rules under real concurrency: separate connections, released together by a barrier,
+/// The collaboration rules under real concurrency: separate connections, released together (`race`),
 /// each scenario repeated 100 times.
 @Suite("Collaboration rules under concurrency", .timeLimit(.minutes(2)))
 struct CollaborationRaceTests {
@@ -16,19 +16,13 @@ struct CollaborationRaceTests {
             for _ in 0..<Self.rounds {
                 let (first, second) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
-                let barrier = Barrier(count: 2)
-                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
-                    for owner in [first, second] {
-                        group.addTask {
-                            try await Outcome.of {
-                                try await pool.acting(as: owner) { connection in
-                                    await barrier.arrive()
-                                    try await connection.query("SELECT leave_couple(\(couple))")
-                                }
-                            }
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: [first, second][index]) { connection in
+                            await go()
+                            try await connection.query("SELECT leave_couple(\(couple))")
                         }
                     }
-                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
@@ -47,20 +41,17 @@ struct CollaborationRaceTests {
             for _ in 0..<Self.rounds {
                 let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
-                let barrier = Barrier(count: 2)
-                async let demote = Outcome.of {
-                    try await pool.acting(as: demoter) { connection in
-                        await barrier.arrive()
-                        try await connection.query("SELECT grant_role(\(couple), \(leaver), 'partner')")
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: [demoter, leaver][index]) { connection in
+                            await go()
+                            try await connection.query(
+                                index == 0
+                                    ? "SELECT grant_role(\(couple), \(leaver), 'partner')"
+                                    : "SELECT leave_couple(\(couple))")
+                        }
                     }
                 }
-                async let leave = Outcome.of {
-                    try await pool.acting(as: leaver) { connection in
-                        await barrier.arrive()
-                        try await connection.query("SELECT leave_couple(\(couple))")
-                    }
-                }
-                let outcomes = [try await demote, try await leave]
                 seen.insert(outcomes)
                 // Either order is fine: demoted then left, or left and then there is no one to demote.
                 #expect([[.success, .success], [.refused("RBNFD"), .success]].contains(outcomes))
@@ -84,19 +75,13 @@ struct CollaborationRaceTests {
                 try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
                 var users: [UUID] = []
                 for _ in 0..<20 { users.append(try await pool.newUser()) }
-                let barrier = Barrier(count: users.count)
-                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
-                    for user in users {
-                        group.addTask {
-                            try await Outcome.of {
-                                try await pool.acting(as: user) { connection in
-                                    await barrier.arrive()
-                                    try await connection.query("SELECT * FROM accept_invitation(\(hash))")
-                                }
-                            }
+                let outcomes = try await race(users.count) { [users] index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: users[index]) { connection in
+                            await go()
+                            try await connection.query("SELECT * FROM accept_invitation(\(hash))")
                         }
                     }
-                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBUSD") }.count == 19)
@@ -118,20 +103,18 @@ struct CollaborationRaceTests {
                 let invitation: UUID = try await pool.query(
                     "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
                         "invitation_id")
-                let barrier = Barrier(count: 2)
-                async let accept = Outcome.of {
-                    try await pool.acting(as: invitee) { connection in
-                        await barrier.arrive()
-                        try await connection.query("SELECT * FROM accept_invitation(\(hash))")
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: [invitee, owner][index]) { connection in
+                            await go()
+                            try await connection.query(
+                                index == 0
+                                    ? "SELECT * FROM accept_invitation(\(hash))"
+                                    : "SELECT revoke_invitation(\(couple), \(invitation))")
+                        }
                     }
                 }
-                async let revoke = Outcome.of {
-                    try await pool.acting(as: owner) { connection in
-                        await barrier.arrive()
-                        try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
-                    }
-                }
-                let (accepted, revoked) = (try await accept, try await revoke)
+                let (accepted, revoked) = (outcomes[0], outcomes[1])
                 let member = try await pool.count(
                     "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(invitee)")
                 let status: String = try await pool.query(
@@ -161,21 +144,15 @@ struct CollaborationRaceTests {
                 let invitation: UUID = try await pool.query(
                     "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
                         "invitation_id")
-                let barrier = Barrier(count: 2)
-                let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
-                    for _ in 0..<2 {
-                        group.addTask {
-                            let newHash = Data(SecretToken.generate(.invitation).hash)
-                            return try await Outcome.of {
-                                try await pool.acting(as: owner) { connection in
-                                    await barrier.arrive()
-                                    try await connection.query(
-                                        "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))")
-                                }
-                            }
+                let outcomes = try await race(2) { _, go in
+                    let newHash = Data(SecretToken.generate(.invitation).hash)
+                    return try await Outcome.of {
+                        try await pool.acting(as: owner) { connection in
+                            await go()
+                            try await connection.query(
+                                "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))")
                         }
                     }
-                    return try await group.reduce(into: [Outcome]()) { $0.append($1) }
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBREV") }.count == 1)

@@ -98,16 +98,10 @@ struct MigrationTests {
         try await TestDatabase.withFresh { configuration in
             // Two pools: two separate sessions, like two `rbac migrate` processes.
             let pools = (0..<2).map { _ in PostgresConnectionPool(configuration: configuration, maxConnections: 1) }
-            let barrier = Barrier(count: 2)
-            let applied = try await withThrowingTaskGroup(of: [Migration].self) { group in
-                for pool in pools {
-                    group.addTask {
-                        await barrier.arrive()
-                        return try await runner.migrate(pool).migrations
-                    }
-                }
-                return try await group.reduce(into: [Migration]()) { $0 += $1 }
-            }
+            let applied = try await race(2) { index, go in
+                await go()
+                return try await runner.migrate(pools[index]).migrations
+            }.joined()
             #expect(applied.map(\.version).sorted() == [1, 2])
             #expect(try await count(pools[0], "schema_migrations") == 2)
             #expect(try await count(pools[0], "first") == 1)
