@@ -234,7 +234,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private static func mayAnswer(_ head: HTTPRequest) -> Bool {
-        head.method == .post && head.path == "/v1/check" && head.headerFields[.connection] != "close"
+        head.method == .post && head.path == CheckAnswer.route && head.headerFields[.connection] != "close"
             && head.headerFields.declaresJSONOrNothing
     }
 
@@ -256,22 +256,12 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func writeAnswer(_ answer: PermissionCheck, since: ContinuousClock.Instant, context: ChannelHandlerContext)
     {
-        let body = PermissionAPIController.checkBody(answer)
-        var fields = HTTPFields()
-        fields[.contentType] = PermissionAPIController.jsonContentType
-        fields[.contentLength] = String(body.readableBytes)
-        fields[.date] = dateField()
-        fields[.server] = serverName
-        context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: fields))), promise: nil)
+        let (head, body) = CheckAnswer.head(answer, date: dateField())
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
         context.write(wrapOutboundOut(.end(nil)), promise: nil)
         answeredThisRead = true
-        RouteMetricsMiddleware.record(timings, .post, route: "/v1/check", 200, since: since)
-        if logger.logLevel <= .info {
-            var logger = logger
-            logger[metadataKey: "hb.request.id"] = .stringConvertible(RequestID())
-            RequestLogMiddleware.log(logger, .post, "/v1/check", .ok, since: since)
-        }
+        CheckAnswer.recordAsRoute(timings, logger, since: since)
     }
 
     /// The `Date` field as Hummingbird writes it (RFC 9110's IMF-fixdate), e.g. `Tue, 24 Nov 2026 07:03:58 GMT`.

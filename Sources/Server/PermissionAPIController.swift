@@ -46,7 +46,7 @@ struct PermissionAPIController {
             } else {
                 try await request.decode(as: CheckRequest.self, context: context)
             }
-        return Self.response(json: Self.checkBody(try await answer(check)))
+        return CheckAnswer.response(try await answer(check))
     }
 
     @Sendable func checkBatch(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -179,16 +179,6 @@ struct PermissionAPIController {
 
     static func json(_ value: some Encodable) throws -> Response {
         response(json: ByteBuffer(bytes: try encoder.encode(value)))
-    }
-
-    /// A check's answer as `json(_:)` would write it, without JSONEncoder's cost: `{"allowed":true,"revision":7}`,
-    /// leaving the revision out when it is nil as the encoder does.
-    static func checkBody(_ check: PermissionCheck) -> ByteBuffer {
-        var body = ByteBuffer()
-        body.writeString(check.allowed ? #"{"allowed":true"# : #"{"allowed":false"#)
-        if let revision = check.revision { body.writeString(#","revision":\#(revision)"#) }
-        body.writeString("}")
-        return body
     }
 
     static let jsonContentType = "application/json; charset=utf-8"

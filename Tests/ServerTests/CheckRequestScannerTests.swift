@@ -103,7 +103,7 @@ struct CheckRequestScannerTests {
         for allowed in [true, false] {
             for revision in [nil, 0, 7, -1, Int64.max] as [Int64?] {
                 let check = PermissionCheck(allowed: allowed, revision: revision)
-                let written = PermissionAPIController.checkBody(check)
+                let written = CheckAnswer.body(check)
                 #expect(Array(written.readableBytesView) == Array(try PermissionAPIController.encoder.encode(check)))
             }
         }

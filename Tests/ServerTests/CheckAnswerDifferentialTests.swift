@@ -1,0 +1,187 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import TestSupport
+import Testing
+
+@testable import Server
+
+/// The same checks, sent as raw bytes over real HTTP to two servers over one in-memory repository: one whose
+/// caches are trusted, so that `CheckFastPath` answers what it can before the router, and one whose caches are
+/// not, so that the route answers everything. Both must answer byte for byte alike, but for the `Date` field.
+@Suite("Checks: the fast path and the route write the same answers", .timeLimit(.minutes(2)))
+struct CheckAnswerDifferentialTests {
+    /// One response as it came over the wire: the status line, the header lines but `Date`, the body.
+    struct RawResponse: Equatable, Sendable, CustomStringConvertible {
+        let statusLine: String
+        let headers: [String]
+        let body: [UInt8]
+
+        var description: String {
+            ([statusLine] + headers).joined(separator: "\n") + "\n\n" + String(decoding: body, as: UTF8.self)
+        }
+    }
+
+    /// Sends `request` on a new connection and reads `count` responses from it.
+    static func exchange(port: Int, _ request: [UInt8], responses count: Int) async throws -> [RawResponse] {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try blockingExchange(port: port, request, responses: count) })
+            }
+        }
+    }
+
+    private static func blockingExchange(port: Int, _ request: [UInt8], responses count: Int) throws -> [RawResponse] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
+        var sent = 0
+        while sent < request.count {
+            let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw TestSetupError("send: \(String(cString: strerror(errno)))") }
+            sent += n
+        }
+        var received: [UInt8] = []
+        var responses: [RawResponse] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while responses.count < count {
+            if let (response, used) = parse(received) {
+                responses.append(response)
+                received.removeFirst(used)
+                continue
+            }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else {
+                throw TestSetupError("the connection ended after \(responses.count) of \(count) responses")
+            }
+            received += buffer[..<n]
+        }
+        return responses
+    }
+
+    /// The first whole response in `bytes`, and how many bytes it took.
+    private static func parse(_ bytes: [UInt8]) -> (RawResponse, Int)? {
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let end = (0..<max(0, bytes.count - 3)).first(where: { Array(bytes[$0..<$0 + 4]) == separator })
+        else { return nil }
+        let lines = String(decoding: bytes[..<end], as: UTF8.self).components(separatedBy: "\r\n")
+        let length =
+            lines.dropFirst().compactMap { line -> Int? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                return Int(parts[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
+        let total = end + 4 + length
+        guard bytes.count >= total else { return nil }
+        let headers = lines.dropFirst().filter { !$0.lowercased().hasPrefix("date:") }
+        return (RawResponse(statusLine: lines[0], headers: headers, body: Array(bytes[(end + 4)..<total])), total)
+    }
+
+    /// Runs the application on a free port until `body` returns.
+    static func serving<T: Sendable>(
+        _ dependencies: ServerDependencies, _ body: (_ port: Int) async throws -> T
+    ) async throws -> T {
+        let listening = AsyncStream.makeStream(of: Int.self)
+        let group = ServiceGroup(
+            services: [
+                buildApplication(
+                    dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "differential-test"),
+                    onServerRunning: { listening.continuation.yield($0) })
+            ], logger: Logger(label: "differential-test"))
+        return try await withThrowingTaskGroup(of: T?.self) { tasks in
+            tasks.addTask {
+                try await group.run()
+                return nil
+            }
+            var ports = listening.stream.makeAsyncIterator()
+            guard let port = await ports.next() else { throw TestSetupError("the server did not start") }
+            let result = try await body(port)
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+            return result
+        }
+    }
+
+    @Test("a few hundred random checks, pipelined too, give the same status, fields and body on both paths")
+    func sameAnswers() async throws {
+        let fixture = try await Fixture()
+        let keyRepository = InMemoryServiceKeyRepository()
+        let key = try await ServiceKeyService(repository: keyRepository).create(name: "differential").1.rawValue
+        func dependencies(trusted: Bool) -> ServerDependencies {
+            ServerDependencies(
+                repository: fixture.repository,
+                keys: ServiceKeyService(
+                    repository: keyRepository, cache: ServiceKeyCache(), isCacheTrusted: { trusted }),
+                verifier: fixture.verifier, publicBaseURL: URL(string: "https://rbac.test")!,
+                checker: PermissionChecker(
+                    repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { trusted }),
+                isReady: { true })
+        }
+
+        func request(_ body: String, key: String = key, contentType: String = "application/json") -> String {
+            "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(key)\r\n"
+                + "Content-Type: \(contentType)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+        func check(user: UUID, _ permission: String = "budget.edit", couple: String? = nil, extra: String = "")
+            -> String
+        {
+            #"{"couple_id":"\#(couple ?? fixture.couple.uuidString)","user_id":"\#(user)","permission":"\#(permission)"\#(extra)}"#
+        }
+        let ownerSet = await fixture.repository.permissionSet(couple: fixture.couple, user: fixture.owner)
+        let revision = try #require(ownerSet.revision)
+        let unknownKey = "rbk_" + String(repeating: "A", count: 42) + "E"
+        let kinds: [String] = [
+            request(check(user: fixture.owner)),
+            request(check(user: fixture.owner, "budget.view")),
+            request(check(user: fixture.invitee)),
+            request(check(user: UUID())),
+            request(check(user: fixture.owner, couple: UUID().uuidString)),
+            request(check(user: fixture.owner, extra: #","min_revision":\#(revision)"#)),
+            request(check(user: fixture.owner, extra: #","min_revision":\#(revision + 5)"#)),
+            request(check(user: fixture.owner, "budget.frobnicate")),
+            request(check(user: fixture.owner, couple: "not-a-uuid")),
+            request(check(user: fixture.owner), key: unknownKey),
+            request(check(user: fixture.owner), contentType: "text/plain"),
+            request(#"{"couple_id":"\#(fixture.couple)","#),
+            request(check(user: fixture.owner, extra: #","note":"\#(String(repeating: "x", count: 70_000))""#)),
+        ]
+
+        let rounds = 300
+        let plan = (0..<rounds).map { _ in
+            // One to three requests on one connection, sent in one write: pipelined when more than one.
+            (0..<Int.random(in: 1...3)).map { _ in Int.random(in: 0..<kinds.count) }
+        }
+        func run(_ port: Int) async throws -> [[RawResponse]] {
+            var answers: [[RawResponse]] = []
+            for requests in plan {
+                let bytes = Array(requests.map { kinds[$0] }.joined().utf8)
+                // An oversized body ends the connection after its answer: nothing after it is answered.
+                let last = requests.firstIndex(of: kinds.count - 1).map { $0 + 1 } ?? requests.count
+                answers.append(try await Self.exchange(port: port, bytes, responses: last))
+            }
+            return answers
+        }
+        let fast = try await Self.serving(dependencies(trusted: true)) { try await run($0) }
+        let route = try await Self.serving(dependencies(trusted: false)) { try await run($0) }
+        var statuses: Set<String> = []
+        for (index, (fastAnswers, routeAnswers)) in zip(fast, route).enumerated() {
+            #expect(fastAnswers == routeAnswers, "round \(index), requests \(plan[index])")
+            for answer in fastAnswers { statuses.insert(answer.statusLine) }
+        }
+        #expect(statuses.count >= 5, "the plan reached allowed, denied and error answers: \(statuses.sorted())")
+    }
+}
