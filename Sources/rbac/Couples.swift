@@ -5,7 +5,9 @@ import Foundation
 extension RBAC {
     struct Couples: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create, list and show couples.", subcommands: [Create.self, List.self, Show.self])
+            abstract: "Create, list and show couples.",
+            discussion: "Example: rbac couples create --name \"Olivia & Paul\" --owner-email olivia@example.com",
+            subcommands: [Create.self, List.self, Show.self])
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

@@ -7,6 +7,7 @@ extension RBAC {
     struct Policy: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Check, test and apply the access policy in policies/.",
+            discussion: "Example: rbac policy test",
             subcommands: [Validate.self, Test.self, Apply.self])
 
         /// Where the policy files are: --dir, else the project's policies/.

@@ -19,6 +19,8 @@ struct RBAC: AsyncParsableCommand {
               3  not found
               4  conflict (last owner, token already used, duplicate, changed migration)
               5  database unavailable
+
+            Example: rbac grant --couple C --user pia@example.com --role planner
             """,
         version: RBACVersion.current,
         subcommands: [

@@ -5,7 +5,8 @@ import Foundation
 extension RBAC {
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add and list users.", subcommands: [Add.self, List.self])
+            abstract: "Add and list users.", discussion: "Example: rbac users add --email paul@example.com --name Paul",
+            subcommands: [Add.self, List.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Add a user.")

@@ -183,38 +183,38 @@ struct CLITests {
         }
     }
 
-    @Test("budget limits: --set changes them, all or none; a write past one exits 4, naming it, and adds nothing")
+    @Test("budget limits set: all or none; a write past one exits 4, naming it, and adds nothing")
     func budgetLimits() async throws {
         try await Self.withDatabase { run in
             let couple = try await Self.createCouple(run)
-            let limits = ["budget", "limits"]
-            let refused = try await run(limits + ["--set", "budget_scenarios=1", "--set", "scenarios=5"])
+            let (list, set) = (["budget", "limits", "list"], ["budget", "limits", "set"])
+            let refused = try await run(set + ["budget_scenarios=1", "scenarios=5"])
             #expect(refused.status == 2)
             #expect(
                 refused.stderr
                     == "rbac: \"scenarios\" is not a budget table; the tables are budget_folders, budget_items, budget_scenarios, expense_allocations, expense_payments, expenses, gifts_and_owed\n"
             )
-            #expect(
-                try await run(limits).stdout.contains("budget_scenarios     100\n"), "the valid --set did not apply")
-            #expect(try await run(limits + ["--set", "budget_scenarios=-1"]).status == 2)
-            #expect(try await run(limits + ["--set", "budget_scenarios"]).status == 2)
-            #expect(try await run(limits + ["--set", "budget_scenarios=1"]).status == 0)
+            #expect(try await run(list).stdout.contains("budget_scenarios     100\n"), "the valid change did not apply")
+            #expect(try await run(set + ["budget_scenarios=-1"]).status == 2)
+            #expect(try await run(set + ["budget_scenarios"]).status == 2)
+            #expect(try await run(set).status == 2, "nothing to set")
+            #expect(try await run(set + ["budget_scenarios=1"]).status == 0)
 
-            let scenarios = ["budget", "scenarios", "--couple", couple]
-            #expect(try await run(scenarios + ["--create", "Main"]).status == 0)
-            let before = try await run(scenarios + ["--json"])
-            let full = try await run(scenarios + ["--create", "Plan B"])
+            let scenarios = ["budget", "scenarios"]
+            #expect(try await run(scenarios + ["add", "Main", "--couple", couple]).status == 0)
+            let before = try await run(scenarios + ["list", "--couple", couple, "--json"])
+            let full = try await run(scenarios + ["add", "Plan B", "--couple", couple])
             #expect(full.status == 4)
             #expect(
                 full.stderr
                     == "rbac: this would pass the couple's limit of scenarios (1); delete some first, or ask an operator to raise the limit\n"
             )
-            #expect(try await run(scenarios + ["--json"]).stdout == before.stdout)
+            #expect(try await run(scenarios + ["list", "--couple", couple, "--json"]).stdout == before.stdout)
 
-            let usage = try Self.jsonArray(try await run(limits + ["--couple", couple, "--json"]))
+            let usage = try Self.jsonArray(try await run(list + ["--couple", couple, "--json"]))
             let held = try #require(usage.first { $0["table"] as? String == "budget_scenarios" })
             #expect(held["max_rows"] as? Int == 1 && held["rows"] as? Int == 1)
-            #expect(try await run(limits + ["--couple", UUID().uuidString]).status == 3)
+            #expect(try await run(list + ["--couple", UUID().uuidString]).status == 3)
         }
     }
 
@@ -223,7 +223,10 @@ struct CLITests {
         try await Self.withDatabase { run in
             let couple = try await Self.createCouple(run)
             let base = ["--couple", couple]
-            let scenario = try await run(["budget", "scenarios"] + base + ["--create", "Main", "--primary", "--json"])
+            func budget(_ noun: String, _ verb: String, _ arguments: [String] = []) async throws -> Result {
+                try await run(["budget", noun, verb] + arguments + base)
+            }
+            let scenario = try await budget("scenarios", "add", ["Main", "--primary", "--json"])
             #expect(scenario.status == 0, "\(scenario.stderr)")
             let scenarioID = try #require(try Self.json(scenario)["id"] as? String, "a write prints what it wrote")
             #expect(
@@ -231,67 +234,57 @@ struct CLITests {
                 "--json names fields as the HTTP API does, in snake_case")
             var items: [String] = []
             for name in ["Venue", "Food", "Music"] {
-                let item = try await run(
-                    ["budget", "items"] + base + [
-                        "--scenario", scenarioID, "--add", name, "--budgeted", "500", "--json",
-                    ])
+                let item = try await budget(
+                    "items", "add", [name, "--scenario", scenarioID, "--budgeted", "500", "--json"])
                 items.append(try #require(try Self.json(item)["id"] as? String))
             }
-            let listed = try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"])
+            let listed = try await budget("items", "list", ["--scenario", scenarioID, "--json"])
             // One page at a time, in id order; a full page says on stderr how to get the next.
-            let firstPage = try await run(
-                ["budget", "items"] + base + ["--scenario", scenarioID, "--limit", "2", "--json"])
+            let firstPage = try await budget("items", "list", ["--scenario", scenarioID, "--limit", "2", "--json"])
             let firstIDs = try Self.jsonArray(firstPage).compactMap { $0["id"] as? String }
             #expect(firstIDs == Array(items.sorted { UUID(uuidString: $0)! < UUID(uuidString: $1)! }.prefix(2)))
             #expect(firstPage.stderr == "rbac: more may follow: --after \(firstIDs[1])\n")
-            let lastPage = try await run(
-                ["budget", "items"] + base + [
-                    "--scenario", scenarioID, "--limit", "2", "--after", firstIDs[1], "--json",
-                ])
+            let lastPage = try await budget(
+                "items", "list", ["--scenario", scenarioID, "--limit", "2", "--after", firstIDs[1], "--json"])
             #expect(try Self.jsonArray(lastPage).count == 1 && lastPage.stderr.isEmpty)
-            let pagedWrite = try await run(
-                ["budget", "items"] + base + [
-                    "--scenario", scenarioID, "--add", "Cake", "--budgeted", "1", "--limit", "2",
-                ])
-            #expect(pagedWrite.status == 2 && pagedWrite.stderr.contains("they do not go with --add"))
+            let pagedWrite = try await budget(
+                "items", "add", ["Cake", "--scenario", scenarioID, "--budgeted", "1", "--limit", "2"])
+            #expect(pagedWrite.status == 2, "a write takes no paging options")
             for (amount, message) in [
                 ("3000.555", "--budgeted must be in whole cents (3000.555)"),
                 ("-5", "--budgeted must not be negative (-5)"), ("5e3", "--budgeted \"5e3\" is not an amount"),
             ] {
-                let refused = try await run(
-                    ["budget", "items"] + base + ["--scenario", scenarioID, "--add", "Cake", "--budgeted", amount])
+                let refused = try await budget(
+                    "items", "add", ["Cake", "--scenario", scenarioID, "--budgeted", amount])
                 #expect(refused.status == 2, "a malformed amount is a usage error")
                 #expect(refused.stderr.hasPrefix("rbac: \(message)"), "\(refused.stderr)")
             }
             #expect(
-                try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--json"]).stdout
-                    == listed.stdout,
+                try await budget("items", "list", ["--scenario", scenarioID, "--json"]).stdout == listed.stdout,
                 "refused amounts add nothing")
-            let expense = try await run(
-                ["budget", "expenses"] + base + ["--add", "Deposit", "--amount", "100.00", "--json"])
+            let expense = try await budget("expenses", "add", ["Deposit", "--amount", "100.00", "--json"])
             let expenseID = try #require(try Self.json(expense)["id"] as? String)
-            let allocate = try await run(
-                ["budget", "allocate"] + base + ["--scenario", scenarioID, "--expense", expenseID]
-                    + items.flatMap { ["--item", $0] })
+            let allocate = try await budget(
+                "expenses", "allocate", [expenseID, "--scenario", scenarioID] + items.flatMap { ["--item", $0] })
             #expect(allocate.status == 0, "\(allocate.stderr)")
             #expect(allocate.stdout.contains("33.34") && allocate.stdout.contains("33.33"))
-            let overview = try await run(["budget", "overview"] + base + ["--scenario", scenarioID])
+            let overview = try await budget("overview", "--scenario", [scenarioID])
             #expect(overview.stdout.contains("total  1500.00"), "\(overview.stdout)")
-            #expect(try await run(["budget", "expenses"] + base + ["--add", "X", "--amount", "-1"]).status == 2)
-            #expect(try await run(["budget", "overview"] + base + ["--scenario", "nope"]).status == 2)
+            #expect(try await budget("expenses", "add", ["X", "--amount", "-1"]).status == 2)
+            #expect(try await budget("overview", "--scenario", ["nope"]).status == 2)
             #expect(try await run(["users", "add", "--email", "vic@example.com"]).status == 0)
             #expect(
                 try await run(["grant", "--couple", couple, "--user", "vic@example.com", "--role", "viewer"]).status
                     == 0)
-            let before = try await run(["budget", "expenses"] + base + ["--json"])
-            let refused = try await run(
-                ["budget", "expenses"] + base + ["--add", "Y", "--amount", "5", "--actor", "vic@example.com"])
+            let before = try await budget("expenses", "list", ["--json"])
+            let refused = try await budget("expenses", "add", ["Y", "--amount", "5", "--actor", "vic@example.com"])
             #expect(refused.status == 1, "\(refused.stderr)")
             #expect(refused.stderr.contains("expenses.edit"))
-            #expect(try await run(["budget", "expenses"] + base + ["--json"]).stdout == before.stdout)
-            let payments = try await run(
-                ["budget", "payments"] + base + ["--expense", expenseID, "--amount", "40", "--json"])
-            #expect((try Self.jsonArray(payments).first)?["status"] as? String == "partial")
+            #expect(try await budget("expenses", "list", ["--json"]).stdout == before.stdout)
+            let paid = try await budget("payments", "add", [expenseID, "--amount", "40", "--json"])
+            let paymentID = try #require(try Self.json(paid)["id"] as? String, "\(paid.stderr)")
+            let statuses = try await budget("payments", "status", ["--json"])
+            #expect((try Self.jsonArray(statuses).first)?["status"] as? String == "partial")
             // The budget's history, with who made each change and what it changed.
             let audit = try await run(["audit"] + base).stdout.split(separator: "\n")
             func logged(_ action: String, _ change: String) -> Bool {
@@ -308,95 +301,91 @@ struct CLITests {
             let noTail = try await run(["audit"] + base + ["--tail", "0"])
             #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
             // Editing an expense: a due date in the past makes the partly paid expense overdue; removing it, not.
-            let edited = try await run(
-                ["budget", "expenses"] + base + ["--edit", expenseID, "--due", "2020-01-01", "--vendor", "Castle"])
+            let edited = try await budget("expenses", "edit", [expenseID, "--due", "2020-01-01", "--vendor", "Castle"])
             #expect(edited.status == 0 && edited.stdout.contains("Castle") && edited.stdout.contains("2020-01-01"))
-            #expect(try await run(["budget", "payments"] + base).stdout.contains("2020-01-01  yes"))
-            #expect(try await run(["budget", "expenses"] + base + ["--edit", expenseID, "--no-due"]).status == 0)
-            #expect(!(try await run(["budget", "payments"] + base).stdout.contains("yes")))
-            #expect(try await run(["budget", "expenses"] + base + ["--edit", expenseID]).status == 2)
-            #expect(try await run(["budget", "expenses"] + base + ["--vendor", "X"]).status == 2)
+            #expect(try await budget("payments", "status").stdout.contains("2020-01-01  yes"))
+            #expect(try await budget("expenses", "edit", [expenseID, "--no-due"]).status == 0)
+            #expect(!(try await budget("payments", "status").stdout.contains("yes")))
+            let nothing = try await budget("expenses", "edit", [expenseID])
+            #expect(nothing.status == 2 && nothing.stderr.contains("give what to change"), "\(nothing.stderr)")
+            #expect(try await budget("expenses", "edit", [expenseID, "--due", "2020-13-01"]).status == 2)
+            // Changing the amount scales its allocations, and prints them.
+            let scaled = try await budget("expenses", "set-amount", [expenseID, "--amount", "200", "--json"])
+            let cents = try Self.jsonArray(scaled).compactMap {
+                ($0["amount"] as? NSNumber).map { Int(($0.doubleValue * 100).rounded()) }
+            }
+            #expect(cents.count == 3 && cents.reduce(0, +) == 20_000, "they add up to the new amount: \(scaled.stdout)")
             // One expense's payments, with their ids; one deleted.
-            let recorded = try await run(["budget", "payments"] + base + ["--expense", expenseID, "--json"])
-            let paymentID = try #require((try Self.jsonArray(recorded).first)?["id"] as? String)
-            #expect(try await run(["budget", "delete", "payment", paymentID] + base).status == 0)
-            #expect(
-                try await run(["budget", "payments"] + base + ["--expense", expenseID]).stdout == "ID  AMOUNT  PAID\n")
-            #expect(try await run(["budget", "payments"] + base + ["--amount", "5"]).status == 2)
-            let unknown = try await run(["budget", "payments"] + base + ["--expense", UUID().uuidString])
+            let recorded = try await budget("payments", "list", ["--expense", expenseID, "--json"])
+            #expect((try Self.jsonArray(recorded).first)?["id"] as? String == paymentID)
+            #expect(try await budget("payments", "delete", [paymentID]).status == 0)
+            #expect(try await budget("payments", "list", ["--expense", expenseID]).stdout == "ID  AMOUNT  PAID\n")
+            #expect(try await budget("payments", "add", ["--amount", "5"]).status == 2, "which expense?")
+            let unknown = try await budget("payments", "list", ["--expense", UUID().uuidString])
             #expect(unknown.status == 3 && unknown.stderr == "rbac: no such expense in this couple\n")
             // Deleting: not for a viewer (exit 1), once for the operator (then exit 3), and in the audit log.
-            let delete = ["budget", "delete", "expense", expenseID] + base
+            let delete = ["budget", "expenses", "delete", expenseID] + base
             #expect(try await run(delete + ["--actor", "vic@example.com"]).status == 1)
             let deleted = try await run(delete)
             #expect(deleted.status == 0 && deleted.stdout == "Deleted expense \(expenseID)\n", "\(deleted.stderr)")
-            #expect(try await run(["budget", "payments"] + base + ["--json"]).stdout == "[\n\n]\n")
+            #expect(try await budget("payments", "status", ["--json"]).stdout == "[\n\n]\n")
             let again = try await run(delete)
             #expect(again.status == 3 && again.stderr == "rbac: no such expense in this couple\n", "\(again.stderr)")
-            #expect(try await run(["budget", "delete", "dinner", expenseID] + base).status == 2)
+            #expect(try await run(["budget", "dinners", "delete", expenseID] + base).status == 2)
             #expect(try await run(["audit"] + base).stdout.contains(" expense.delete "))
-            // Gifts: added against an item, listed with their ids, deleted by id.
-            let gift = try await run(
-                ["budget", "gifts"] + base + ["--add", "Aunt May", "--amount", "250", "--received", "--item", items[0]])
+            // Gifts: added against an item, listed with their ids, edited, received, deleted by id.
+            let gift = try await budget(
+                "gifts", "add", ["Aunt May", "--amount", "250", "--received", "--item", items[0]])
             #expect(gift.status == 0 && gift.stdout.contains("Aunt May") && gift.stdout.contains(items[0]))
-            let gifts = try Self.jsonArray(try await run(["budget", "gifts"] + base + ["--json"]))
+            let gifts = try Self.jsonArray(try await budget("gifts", "list", ["--json"]))
             let giftID = try #require(gifts.first?["id"] as? String)
             #expect(gifts.count == 1 && gifts.first?["received"] as? Bool == true)
-            #expect(try await run(["budget", "gifts"] + base + ["--add", "X"]).status == 2)
-            #expect(try await run(["budget", "gifts"] + base + ["--item", items[0]]).status == 2)
-            let cameIn = try await run(
-                ["budget", "gifts"] + base + [
-                    "--edit", try #require(gifts.first?["id"] as? String), "--owed", "--no-item",
-                ])
-            #expect(cameIn.status == 0 && !cameIn.stdout.contains("yes") && !cameIn.stdout.contains(items[0]))
-            #expect(
-                try await run(["budget", "gifts"] + base + ["--edit", items[0], "--received", "--owed"]).status == 2)
-            #expect(try await run(["budget", "delete", "gift", giftID] + base).status == 0)
-            #expect(try await run(["budget", "gifts"] + base + ["--json"]).stdout == "[\n\n]\n")
+            #expect(try await budget("gifts", "add", ["X"]).status == 2, "an amount is needed")
+            let owed = try await budget("gifts", "edit", [giftID, "--owed", "--no-item"])
+            #expect(owed.status == 0 && !owed.stdout.contains("yes") && !owed.stdout.contains(items[0]))
+            #expect(try await budget("gifts", "edit", [giftID, "--item", items[0], "--no-item"]).status == 2)
+            let cameIn = try await budget("gifts", "receive", [giftID, "--json"])
+            #expect(try Self.json(cameIn)["received"] as? Bool == true, "\(cameIn.stderr)")
+            #expect(try await budget("gifts", "delete", [giftID]).status == 0)
+            #expect(try await budget("gifts", "list", ["--json"]).stdout == "[\n\n]\n")
             // Folders: one added, an item filed in it; then the events and categories items are grouped by.
-            let folder = try await run(
-                ["budget", "folders"] + base + ["--scenario", scenarioID, "--add", "Party", "--json"])
+            let folder = try await budget("folders", "add", ["Party", "--scenario", scenarioID, "--json"])
             let folderID = try #require(try Self.json(folder)["id"] as? String)
-            let filed = try await run(
-                ["budget", "items"] + base + [
-                    "--scenario", scenarioID, "--add", "Cake", "--budgeted", "300", "--folder", folderID,
-                    "--category", "Food", "--event", "Reception",
+            let filed = try await budget(
+                "items", "add",
+                [
+                    "Cake", "--scenario", scenarioID, "--budgeted", "300", "--folder", folderID, "--category", "Food",
+                    "--event", "Reception",
                 ])
             #expect(filed.status == 0 && filed.stdout.contains(folderID), "\(filed.stderr)")
-            #expect(try await run(["budget", "folders"] + base + ["--scenario", scenarioID]).stdout.contains("Party"))
-            // Renames: the folder (no --scenario needed) and the scenario; --rename without --name is a usage error.
-            let refiled = try await run(["budget", "folders"] + base + ["--rename", folderID, "--name", "Party Time"])
+            #expect(try await budget("folders", "list", ["--scenario", scenarioID]).stdout.contains("Party"))
+            // Renames: the folder and the scenario; rename without --name is a usage error.
+            let refiled = try await budget("folders", "rename", [folderID, "--name", "Party Time"])
             #expect(refiled.status == 0 && refiled.stdout.contains("Party Time"), "\(refiled.stderr)")
-            let renamed = try await run(
-                ["budget", "scenarios"] + base + ["--rename", scenarioID, "--name", "Dream", "--json"])
+            let renamed = try await budget("scenarios", "rename", [scenarioID, "--name", "Dream", "--json"])
             #expect(try Self.json(renamed)["name"] as? String == "Dream", "\(renamed.stderr)")
-            #expect(try await run(["budget", "scenarios"] + base + ["--rename", scenarioID]).status == 2)
-            // --primary alone used to list the scenarios and ignore it.
-            let lonePrimary = try await run(["budget", "scenarios"] + base + ["--primary"])
-            #expect(lonePrimary.status == 2 && lonePrimary.stderr.contains("--primary goes with --create"))
-            #expect(try await run(["budget", "folders"] + base + ["--add", "Loose"]).status == 2, "needs --scenario")
+            #expect(try await budget("scenarios", "rename", [scenarioID]).status == 2)
+            #expect(try await budget("folders", "add", ["Loose"]).status == 2, "needs --scenario")
             #expect(
-                try await run(["budget", "folders"] + base + ["--rename", UUID().uuidString, "--name", "X"]).status
-                    == 3,
+                try await budget("folders", "rename", [UUID().uuidString, "--name", "X"]).status == 3,
                 "an unknown folder is not found")
-            let grouping = try await run(["budget", "categories"] + base + ["--scenario", scenarioID])
+            let grouping = try await budget("categories", "--scenario", [scenarioID])
             #expect(grouping.stdout == "KIND      NAME\nevent     Reception\ncategory  Food\n", "\(grouping.stdout)")
-            #expect(
-                try await run(["budget", "items"] + base + ["--scenario", scenarioID, "--folder", folderID]).status == 2
-            )
-            let moved = try await run(
-                ["budget", "items"] + base + [
-                    "--scenario", scenarioID, "--edit", items[1], "--folder", folderID, "--name", "Catering",
-                ])
+            let moved = try await budget("items", "edit", [items[1], "--folder", folderID, "--name", "Catering"])
             #expect(
                 moved.status == 0 && moved.stdout.contains("Catering") && moved.stdout.contains(folderID),
                 "\(moved.stderr)")
-            let unfiled = try await run(
-                ["budget", "items"] + base + ["--edit", items[1], "--no-folder", "--json"])
+            let unfiled = try await budget("items", "edit", [items[1], "--no-folder", "--json"])
             #expect(unfiled.status == 0, "\(unfiled.stderr)")
             #expect(try Self.json(unfiled)["folder_id"] == nil)
-            #expect(
-                try await run(["budget", "items"] + base).stderr.contains("--scenario is needed, except with --edit"))
+            let resplit = try await budget("items", "set-budget", [items[0], "--budgeted", "1000", "--json"])
+            #expect(resplit.status == 0, "\(resplit.stderr)")
+            #expect(try await budget("items", "list").stderr.contains("--scenario"), "a listing needs its scenario")
+            // A clone is a new scenario; the primary one cannot be deleted, the clone can.
+            let clone = try await budget("scenarios", "clone", [scenarioID, "--name", "Plan B", "--json"])
+            let cloneID = try #require(try Self.json(clone)["id"] as? String, "\(clone.stderr)")
+            #expect(try await budget("scenarios", "delete", [scenarioID]).status != 0)
+            #expect(try await budget("scenarios", "delete", [cloneID]).status == 0)
         }
     }
 
@@ -437,7 +426,7 @@ struct CLITests {
             let secret = try #require(try Self.json(created)["secret"] as? String)
             let key = try #require((try Self.json(created)["key"] as? [String: Any])?["id"] as? String)
             #expect(try await run(["keys", "revoke", key, "--actor-label", "deploy-bot"]).status == 0)
-            #expect(try await run(["budget", "limits", "--set", "expenses=1234"]).status == 0)
+            #expect(try await run(["budget", "limits", "set", "expenses=1234"]).status == 0)
             #expect(try await run(["users", "add", "--email", "rita@example.com", "--actor-label", "hr"]).status == 0)
             let couple = ["couples", "create", "--name", "R & S", "--owner-email", "sam@example.com"]
             #expect(try await run(couple + ["--actor-label", "support"]).status == 0)
@@ -466,7 +455,7 @@ struct CLITests {
                     "--actor-label must have 1 to 100 characters, not 0",
                 ["keys", "create", "--name", "b", "--actor-label", String(repeating: "x", count: 101)]:
                     "--actor-label must have 1 to 100 characters, not 101",
-                ["budget", "limits", "--set", "expenses=1", "--actor-label", "ops\nkey.delete"]:
+                ["budget", "limits", "set", "expenses=1", "--actor-label", "ops\nkey.delete"]:
                     "--actor-label must not contain control characters",
                 ["users", "add", "--email", "eve\u{1B}]0;pwned\u{07}@example.com"]:
                     #""eve\u{1B}]0;pwned\u{7}@example.com" is not an email address"#,
@@ -550,7 +539,7 @@ struct CLITests {
         #expect(result.stderr == "rbac: \"not-a-uuid\" is not a scenario id (a UUID)\n")
         let payment = try await Self.rbac(
             [
-                "budget", "payments", "--couple", "00000000-0000-0000-0000-000000000000", "--expense", "nope",
+                "budget", "payments", "add", "nope", "--couple", "00000000-0000-0000-0000-000000000000",
                 "--amount", "5",
             ], database: "postgres://nobody@127.0.0.1:1/none")
         #expect(payment.status == 2)

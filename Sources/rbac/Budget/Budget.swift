@@ -1,0 +1,88 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC {
+    struct BudgetCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "budget",
+            abstract: "A couple's budget: scenarios, folders, items, expenses, payments, gifts and the overview.",
+            discussion: """
+                Each kind of record is a noun with verbs: list, add, edit, delete, and a few that say more \
+                (set-budget, allocate, receive). Amounts are decimal numbers with at most two places (1250, \
+                99.90); dates are YYYY-MM-DD. Every command acts as the operator, or with --actor as a member \
+                whose permissions apply (budget.view / budget.edit / expenses.view / expenses.edit / \
+                gifts.view / gifts.edit); limits are the operator's alone. A listing prints every row, or with \
+                --limit one page in id order (--after the last id of the page before).
+
+                Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000
+                """,
+            subcommands: [
+                Overview.self, Scenarios.self, Folders.self, Items.self, Categories.self, Expenses.self,
+                Payments.self, Gifts.self, Limits.self,
+            ])
+
+        /// The options every budget command takes.
+        struct Options: ParsableArguments {
+            @Option(help: "The couple's id.") var couple: String
+            @OptionGroup var actor: ActorOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws { _ = try Parse.couple(couple) }
+
+            /// Runs `body` with the couple's budget actor and the acting person.
+            func run<T>(_ body: (CoupleBudget, Actor) async throws -> T) async throws -> T {
+                try await CommandContext.run(database) { context in
+                    let budget = CoupleBudget(
+                        couple: try Parse.couple(couple), repository: PostgresBudgetRepository(pool: context.pool),
+                        checker: PermissionChecker(repository: context.repository))
+                    return try await body(budget, try await context.actor(actor))
+                }
+            }
+
+            /// Prints what a verb wrote: the record as JSON with --json, else its row of `table`.
+            func printWritten<Row: Encodable>(_ row: Row, _ table: ([Row]) -> Table) throws {
+                try output.print(row, table([row]).rendered)
+            }
+        }
+    }
+}
+
+/// A kind of budget record: what its delete verb deletes.
+protocol DeletableBudgetRecord {
+    static var record: BudgetRecord { get }
+}
+
+extension RBAC.BudgetCommand {
+    /// `rbac budget <noun> delete ID`, the same for every noun.
+    struct Delete<Kind: DeletableBudgetRecord>: AsyncParsableCommand {
+        static var configuration: CommandConfiguration {
+            CommandConfiguration(
+                commandName: "delete", abstract: "Delete one \(Kind.record.rawValue) and what depends on it.",
+                discussion: """
+                    A scenario goes with its folders, items and their allocations (never the primary one); a \
+                    folder's items stay, in no folder; an item goes with its allocations; an expense with its \
+                    payments and allocations. Gifts set against a deleted item stay, unlinked.
+                    """)
+        }
+        @Argument(help: "Its id.") var id: String
+        @OptionGroup var options: Options
+
+        func run() async throws {
+            let id = try Parse.id(id, Kind.record.rawValue)
+            let deletion = try await options.run { try await $0.delete(Kind.record, id: id, as: $1) }
+            try options.output.print(deletion, "Deleted \(Kind.record.rawValue) \(id.uuidString.lowercased())")
+        }
+    }
+}
+
+/// An edit's value for a field that can also be cleared (`--no-...`): nil keeps the field, `.some(nil)` clears it.
+func change<T>(_ value: T?, clear: Bool) -> T?? {
+    clear ? .some(nil) : value.map { .some($0) }
+}
+
+/// The id as the CLI prints it.
+func idText(_ id: UUID?) -> String { id?.uuidString.lowercased() ?? "" }

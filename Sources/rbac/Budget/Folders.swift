@@ -1,0 +1,61 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+
+extension RBAC.BudgetCommand {
+    struct Folders: AsyncParsableCommand, DeletableBudgetRecord {
+        static let record = BudgetRecord.folder
+        static let configuration = CommandConfiguration(
+            abstract: "Folders of a scenario's items (file an item with rbac budget items add|edit --folder).",
+            discussion: "Example: rbac budget folders add Reception --couple C --scenario S",
+            subcommands: [List.self, Add.self, Rename.self, Delete<Folders>.self])
+
+        static func table(_ folders: [Folder]) -> Table {
+            Table(headers: ["ID", "NAME"], rows: folders.map { [idText($0.id), $0.name] })
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List a scenario's folders.")
+            @OptionGroup var options: Options
+            @Option(help: "The scenario's id.") var scenario: String
+            @OptionGroup var page: PageOptions
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let folders = try await options.run { budget, actor in
+                    try await page.read(id: \.id) { try await budget.folders(scenario: scenario, page: $0, as: actor) }
+                }
+                try options.output.print(folders, Folders.table(folders).rendered)
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Add a folder to a scenario.")
+            @Argument(help: "Its name.") var name: String
+            @OptionGroup var options: Options
+            @Option(help: "The scenario's id.") var scenario: String
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let folder = try await options.run {
+                    try await $0.createFolder(named: name, scenario: scenario, as: $1)
+                }
+                try options.printWritten(folder, Folders.table)
+            }
+        }
+
+        struct Rename: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Rename a folder.")
+            @Argument(help: "The folder's id.") var folder: String
+            @Option(help: "The new name.") var name: String
+            @OptionGroup var options: Options
+
+            func run() async throws {
+                let id = try Parse.id(folder, "folder")
+                let renamed = try await options.run { try await $0.renameFolder(id, to: name, as: $1) }
+                try options.printWritten(renamed, Folders.table)
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+
+extension RBAC.BudgetCommand {
+    struct Items: AsyncParsableCommand, DeletableBudgetRecord {
+        static let record = BudgetRecord.item
+        static let configuration = CommandConfiguration(
+            abstract: "A scenario's budget items: what the couple plans to spend on.",
+            discussion: "Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000",
+            subcommands: [List.self, Add.self, SetBudget.self, Edit.self, Delete<Items>.self])
+
+        static func table(_ items: [BudgetItem]) -> Table {
+            Table(
+                headers: ["ID", "NAME", "CATEGORY", "EVENT", "FOLDER", "BUDGETED"],
+                rows: items.map {
+                    [idText($0.id), $0.name, $0.category, $0.event, idText($0.folderID), Money.text($0.budgeted)]
+                })
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List a scenario's items.")
+            @OptionGroup var options: Options
+            @Option(help: "The scenario's id.") var scenario: String
+            @OptionGroup var page: PageOptions
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let items = try await options.run { budget, actor in
+                    try await page.read(id: \.id) { try await budget.items(scenario: scenario, page: $0, as: actor) }
+                }
+                try options.output.print(items, Items.table(items).rendered)
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Add an item to a scenario.")
+            @Argument(help: "Its name.") var name: String
+            @OptionGroup var options: Options
+            @Option(help: "The scenario's id.") var scenario: String
+            @Option(parsing: .unconditional, help: "The amount budgeted.") var budgeted: String
+            @Option(help: "Its category.") var category = ""
+            @Option(help: "Its event.") var event = ""
+            @Option(help: "The folder (id) to file it in.") var folder: String?
+
+            func run() async throws {
+                let scenario = try Parse.id(scenario, "scenario")
+                let amount = try Money.parse(budgeted, "--budgeted")
+                let folder = try folder.map { try Parse.id($0, "folder") }
+                let item = try await options.run {
+                    try await $0.createItem(
+                        named: name, scenario: scenario, budgeted: amount, folder: folder, category: category,
+                        event: event, as: $1)
+                }
+                try options.printWritten(item, Items.table)
+            }
+        }
+
+        struct SetBudget: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "set-budget", abstract: "Change an item's budget.",
+                discussion: "Its expenses are split again over their items by the items' budgets; prints the new split."
+            )
+            @Argument(help: "The item's id.") var item: String
+            @Option(parsing: .unconditional, help: "The amount budgeted.") var budgeted: String
+            @OptionGroup var options: Options
+
+            func run() async throws {
+                let id = try Parse.id(item, "item")
+                let amount = try Money.parse(budgeted, "--budgeted")
+                let allocations = try await options.run { try await $0.setBudgeted(item: id, to: amount, as: $1) }
+                try options.output.print(allocations, Expenses.allocationTable(allocations).rendered)
+            }
+        }
+
+        struct Edit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change an item's name, category, event or folder.")
+            @Argument(help: "The item's id.") var item: String
+            @Option(help: "The new name.") var name: String?
+            @Option(help: "The category.") var category: String?
+            @Option(help: "The event.") var event: String?
+            @Option(help: "The folder (id) to file it in.") var folder: String?
+            @Flag(help: "Take it out of its folder.") var noFolder = false
+            @OptionGroup var options: Options
+
+            func validate() throws {
+                guard name != nil || category != nil || event != nil || folder != nil || noFolder else {
+                    throw ValidationError("give what to change: --name, --category, --event, --folder or --no-folder")
+                }
+                guard !(noFolder && folder != nil) else {
+                    throw ValidationError("--folder and --no-folder cannot go together")
+                }
+            }
+
+            func run() async throws {
+                let id = try Parse.id(item, "item")
+                let folder = try folder.map { try Parse.id($0, "folder") }
+                let changes = ItemEdit(
+                    name: name, category: category, event: event, folder: change(folder, clear: noFolder))
+                let edited = try await options.run { try await $0.editItem(id, changes, as: $1) }
+                try options.printWritten(edited, Items.table)
+            }
+        }
+    }
+}

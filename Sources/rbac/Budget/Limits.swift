@@ -1,0 +1,89 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC.BudgetCommand {
+    struct Limits: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "How many rows of each budget table a couple may hold (the operator's).",
+            discussion: """
+                A write that would take a couple past a limit adds nothing and fails (exit 4). The limits hold \
+                for every couple.
+
+                Example: rbac budget limits set budget_items=50000 expenses=200000
+                """,
+            subcommands: [List.self, Set.self])
+
+        /// The operator's options: who is recorded as making the change, the database, the output.
+        struct OperatorOptions: ParsableArguments {
+            @OptionGroup var label: OperatorLabelOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func print(_ limits: [BudgetRowLimit], withRows: Bool) throws {
+                try output.print(
+                    limits,
+                    Table(
+                        headers: ["TABLE", "LIMIT"] + (withRows ? ["ROWS"] : []),
+                        rows: limits.map { [$0.table, String($0.maxRows)] + ($0.rows.map { [String($0)] } ?? []) }
+                    ).rendered)
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "The limits; with --couple, how many rows that couple holds.")
+            @Option(help: "Also show how many rows this couple (id) holds.") var couple: String?
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws { _ = try couple.map(Parse.couple) }
+
+            func run() async throws {
+                let couple = try couple.map(Parse.couple)
+                let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
+                    try await PostgresBudgetRepository(pool: $0.pool).rowLimits(couple: couple)
+                }
+                try options.print(limits, withRows: couple != nil)
+            }
+        }
+
+        struct Set: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change limits, all or none, and print them.")
+            @Argument(help: ArgumentHelp("A table's new limit.", valueName: "table=rows")) var changes: [String]
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                guard !changes.isEmpty else { throw ValidationError("give at least one table=rows") }
+                _ = try parsedChanges()
+            }
+
+            private func parsedChanges() throws -> [(table: String, maxRows: Int)] {
+                try changes.map { change in
+                    let parts = change.split(separator: "=", maxSplits: 1).map(String.init)
+                    guard parts.count == 2, !parts[0].isEmpty else {
+                        throw ValidationError("a limit is table=rows, e.g. budget_items=50000, not \(quoted(change))")
+                    }
+                    guard let rows = Int(parts[1]), (0...Int(Int32.max)).contains(rows) else {
+                        throw ValidationError(
+                            "\(parts[0]): the limit must be a whole number from 0 to \(Int32.max), not \(quoted(parts[1]))"
+                        )
+                    }
+                    return (parts[0], rows)
+                }
+            }
+
+            func run() async throws {
+                let changes = try parsedChanges()
+                let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
+                    let repository = PostgresBudgetRepository(pool: $0.pool)
+                    try await repository.setRowLimits(changes)
+                    return try await repository.rowLimits(couple: nil)
+                }
+                try options.print(limits, withRows: false)
+            }
+        }
+    }
+}

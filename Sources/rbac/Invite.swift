@@ -1,0 +1,40 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct Invite: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Invite someone to a couple with a role; prints the link once.",
+            discussion: "Links start with $RBAC_PUBLIC_URL (default http://localhost:8080).")
+        @Option(help: "The couple's id.") var couple: String
+        @Option(help: "The role the invitee will get.") var role: String
+        @Option(help: "Only the user with this email address may accept.") var email: String?
+        @Option(
+            help: ArgumentHelp(
+                "How long the link works: 30m, 12h, 7d (default 7d, at most 365d).", valueName: "lifetime"))
+        var expires: Lifetime = Lifetime(argument: "7d")!
+        @OptionGroup var actor: ActorOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            _ = try Parse.couple(couple)
+            try Parse.role(role)
+            if let email, EmailAddress(rawValue: email) == nil {
+                throw ValidationError("\(quoted(email)) is not an email address")
+            }
+        }
+
+        func run() async throws {
+            try await CommandContext.run(database) { context in
+                let issued = try await context.invitations.invite(
+                    to: try Parse.couple(couple), role: try RoleName(validating: role),
+                    email: email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expires.duration,
+                    as: try await context.actor(actor))
+                try printIssued(issued, json: output.json)
+            }
+        }
+    }
+}

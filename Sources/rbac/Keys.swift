@@ -1,0 +1,87 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Logging
+import NIOCore
+import Postgres
+import Prometheus
+import Server
+import Storage
+
+extension RBAC {
+    struct Keys: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "API keys for backend services (shown once, stored hashed).",
+            discussion: "Example: rbac keys create --name billing",
+            subcommands: [Create.self, List.self, Revoke.self])
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Create a key; prints it once.")
+            @Option(help: "What the key is for, e.g. the service's name.") var name: String
+            @OptionGroup var label: OperatorLabelOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                    let (key, secret) = try await ServiceKeyService(
+                        repository: PostgresServiceKeyRepository(pool: context.pool)
+                    )
+                    .create(name: name)
+                    if output.json {
+                        struct Created: Encodable {
+                            let key: ServiceKey
+                            let secret: String
+                        }
+                        return try printJSON(Created(key: key, secret: secret.rawValue))
+                    }
+                    print(
+                        "Key \(key.id.uuidString.lowercased()) \"\(key.name)\" (shown once; only its hash is stored):")
+                    print(secret.rawValue)
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List keys (never the keys themselves).")
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let keys = try await PostgresServiceKeyRepository(pool: context.pool).keys()
+                    try output.print(
+                        keys,
+                        Table(
+                            headers: ["ID", "NAME", "CREATED", "REVOKED"],
+                            rows: keys.map {
+                                [
+                                    $0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601,
+                                    $0.revokedAt?.iso8601 ?? "",
+                                ]
+                            }
+                        ).rendered)
+                }
+            }
+        }
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Revoke a key at once.")
+            @Argument(help: "The key's id.") var id: String
+            @OptionGroup var label: OperatorLabelOptions
+            @OptionGroup var database: DatabaseOptions
+
+            func validate() throws {
+                _ = try Parse.id(id, "key")
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                    let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
+                        try Parse.id(id, "key"))
+                    print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
+                }
+            }
+        }
+    }
+}

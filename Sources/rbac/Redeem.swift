@@ -1,0 +1,31 @@
+import ArgumentParser
+import Budget
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct Redeem: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Accept an invitation token for a user.")
+        @Argument(help: "The token (inv_...) or the whole link.") var token: String
+        @Option(help: "The user who accepts (id or email).") var user: String
+        @OptionGroup var label: OperatorLabelOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws { try Parse.user(user) }
+
+        func run() async throws {
+            try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                let accepter = try await context.user(user)
+                // A pasted link works too: the token is its last path component.
+                let text = token.split(separator: "/").last.map(String.init) ?? token
+                let membership = try await context.invitations.accept(
+                    token: text, user: accepter.id, as: .operator(label: label.recorded))
+                try output.print(
+                    membership,
+                    "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"
+                )
+            }
+        }
+    }
+}

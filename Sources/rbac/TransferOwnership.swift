@@ -1,0 +1,31 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct TransferOwnership: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "transfer-ownership",
+            abstract: "Make a member the owner; the previous owner becomes a partner.")
+        @Option(help: "The couple's id.") var couple: String
+        @Option(help: "The new owner's id or email address.") var to: String
+        @OptionGroup var actor: ActorOptions
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            _ = try Parse.couple(couple)
+            try Parse.user(to)
+        }
+
+        func run() async throws {
+            try await CommandContext.run(database) { context in
+                let newOwner = try await context.user(to)
+                let membership = try await context.memberships.transferOwnership(
+                    of: try Parse.couple(couple), to: newOwner.id, as: try await context.actor(actor))
+                try output.print(
+                    membership, "\(newOwner.email) now owns couple \(membership.coupleID.uuidString.lowercased())")
+            }
+        }
+    }
+}
