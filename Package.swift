@@ -83,6 +83,10 @@ let package = Package(
         .executableTarget(
             name: "BudgetBenchmark", dependencies: ["Budget", "Collaboration", "Postgres", "Storage"],
             path: "Benchmarks/BudgetBenchmark"),
+        // scripts/bench-scale: the permission cache under cold traffic, and deploys under load, at 1M couples.
+        .executableTarget(
+            name: "ScaleBenchmark", dependencies: ["Collaboration", "Postgres", "Storage"],
+            path: "Benchmarks/ScaleBenchmark"),
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
         .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),

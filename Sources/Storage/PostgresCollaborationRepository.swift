@@ -146,11 +146,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     /// How many drains of permission sets run at once, each on a connection of its own, reading one batch at a
-    /// time. One: under load, batches grow rather than statements. Measured under the database load of
-    /// scripts/bench-checks, with `user_roles`: with 32 connections (2026-11-23), one drain gave 19,200 to 22,100
-    /// checks a second in batches of about 8, two gave 15,800 to 17,700 in batches of about 5 (and, measured
-    /// earlier, four fewer still); with 128 and 256 connections (2026-11-24), two gave 0.75x to 0.99x of one in
-    /// eight paired runs. A batch of the largest size, 1,000 pairs, takes PostgreSQL about 3 ms.
+    /// time. One: under load, batches grow rather than statements (docs/decisions/0004).
     static let permissionSetLoads = 1
 
     /// One prepared statement, no transaction around it (BEGIN and COMMIT would triple the round trips): the

@@ -1,0 +1,202 @@
+// Checks at scale (issue 40), on a database seeded by scripts/bench-scale with many couples of three members:
+//
+// 1. The permission cache under cold traffic: for MINUTES minutes, checks of one member of a couple drawn
+//    uniformly from all of them, and one check in ten of a hot set of 1,000 couples, through the service's
+//    checker, cache (at its default capacity) and change feed. Each minute prints the rate, the hit rate and
+//    the hot set's hit rate; the figures of the last minute are compared with the first (goal: at least 0.9x).
+// 2. Deploys under load: uncached checks, uniform over all couples, for 15 seconds alone, 15 seconds while
+//    `rbac migrate` runs again and again with nothing to apply, and 15 seconds while the policy keeps changing
+//    (a permission given to and taken from a role). Prints each window's p99 and slowest check, against the
+//    window alone.
+//
+//   ScaleBenchmark [MINUTES]        (default 10; connection from PGHOST, PGPORT, PGDATABASE, ...)
+
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+import Synchronization
+
+let minutes = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10
+guard minutes > 0 else {
+    FileHandle.standardError.write(Data("usage: ScaleBenchmark [MINUTES]\n".utf8))
+    exit(2)
+}
+
+let configuration = PostgresConfiguration(applicationName: "scale-benchmark")
+let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 8)
+let repository = PostgresCollaborationRepository(pool: pool)
+let edit = Permission(rawValue: "budget.edit")!
+
+/// One member of each couple (the planner), in couple id order: a check draws its pair from here.
+let pairs: [(couple: UUID, user: UUID)] = try await pool.query(
+    "SELECT couple_id, user_id FROM memberships WHERE role = 'planner' ORDER BY couple_id"
+).map { (try $0.decode("couple_id"), try $0.decode("user_id")) }
+let hotCount = 1_000
+guard pairs.count > 10 * hotCount else {
+    FileHandle.standardError.write(Data("the database holds \(pairs.count) couples; seed more\n".utf8))
+    exit(2)
+}
+FileHandle.standardError.write(Data("\(pairs.count) couples\n".utf8))
+
+/// Checks counted since the last report: all, answered from the cache, and the same for the hot set.
+struct Counts {
+    var checks = 0
+    var hits = 0
+    var hotChecks = 0
+    var hotHits = 0
+}
+
+/// A flag shared by tasks.
+final class Flag: Sendable {
+    private let value = Atomic(false)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func set(_ newValue: Bool = true) { value.store(newValue, ordering: .relaxed) }
+}
+
+/// Runs `workers` tasks doing `check` until `stop` is set.
+func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable () async throws -> Void) async throws {
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<workers {
+            group.addTask {
+                while !stop.isSet { try await check() }
+            }
+        }
+        try await group.waitForAll()
+    }
+}
+
+// MARK: 1. The cache under cold traffic
+
+let cache = PermissionCache()
+let feed = ChangeFeed(configuration: configuration, permissions: cache)
+let listening = Task { await feed.run() }
+while !feed.isTrusted() { try await Task.sleep(for: .milliseconds(10)) }
+let cached = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: feed.isTrusted)
+let counts = Mutex(Counts())
+let stopCache = Flag()
+print("1. Permission cache (capacity \(cache.capacity) couples), \(pairs.count) couples, one check in ten hot")
+print("minute   checks/s   hit rate   hot hit rate   cached couples   evictions")
+let cacheLoad = Task {
+    try await load(workers: 64, until: stopCache) {
+        let hot = Int.random(in: 0..<10) == 0
+        let pair = pairs[hot ? Int.random(in: 0..<hotCount) : Int.random(in: 0..<pairs.count)]
+        var hit = true
+        if cached.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
+            hit = false
+            _ = try await cached.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
+        }
+        counts.withLock {
+            $0.checks += 1
+            $0.hits += hit ? 1 : 0
+            $0.hotChecks += hot ? 1 : 0
+            $0.hotHits += hot && hit ? 1 : 0
+        }
+    }
+}
+var perMinute: [(rate: Double, hotHitRate: Double)] = []
+for minute in 1...minutes {
+    let start = ContinuousClock.now
+    try await Task.sleep(for: .seconds(60))
+    let elapsed = ContinuousClock.now - start
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let taken = counts.withLock { counts in
+        defer { counts = Counts() }
+        return counts
+    }
+    let rate = Double(taken.checks) / seconds
+    let hitRate = Double(taken.hits) / Double(max(taken.checks, 1))
+    let hotHitRate = Double(taken.hotHits) / Double(max(taken.hotChecks, 1))
+    perMinute.append((rate, hotHitRate))
+    print(
+        String(
+            format: "%6d %10.0f %9.1f%% %13.1f%% %16d %11d", minute, rate, 100 * hitRate, 100 * hotHitRate,
+            cache.count, cache.evictions))
+}
+stopCache.set()
+try await cacheLoad.value
+listening.cancel()
+if let first = perMinute.first, let last = perMinute.last {
+    print(
+        String(
+            format: "minute %d / minute 1: rate %.2fx, hot hit rate %.2fx (goal >= 0.9x)", minutes,
+            last.rate / first.rate, last.hotHitRate / max(first.hotHitRate, 1e-9)))
+}
+
+// MARK: 2. Deploys under load
+
+/// The latency of every check made while `during` runs (15 seconds, or until it returns, if later).
+func window(_ during: @escaping @Sendable () async throws -> Void) async throws -> [Double] {
+    let uncached = PermissionChecker(repository: repository)
+    let latencies = Mutex<[Double]>([])
+    let stop = Flag()
+    let checks = Task {
+        try await load(workers: 32, until: stop) {
+            let pair = pairs[Int.random(in: 0..<pairs.count)]
+            let start = ContinuousClock.now
+            _ = try await uncached.check(couple: pair.couple, user: pair.user, permission: edit)
+            let elapsed = ContinuousClock.now - start
+            let ms = Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
+            latencies.withLock { $0.append(ms) }
+        }
+    }
+    let deadline = ContinuousClock.now + .seconds(15)
+    try await during()
+    try await Task.sleep(until: deadline)
+    stop.set()
+    try await checks.value
+    return latencies.withLock { $0.sorted() }
+}
+
+let sql = try ProjectFiles.directory("sql")
+let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
+var document = try JSONSerialization.jsonObject(with: Data(policy.policyJSON.utf8)) as! [String: Any]
+var roles = document["roles"] as! [String: [String: Any]]
+let viewerPermissions = roles["viewer"]?["permissions"] as? [String] ?? []
+roles["viewer"]?["permissions"] = viewerPermissions + ["budget.edit"]
+document["roles"] = roles
+let changedPolicy = try AccessPolicy(
+    scripts: policy.scripts,
+    policyJSON: String(decoding: try JSONSerialization.data(withJSONObject: document), as: UTF8.self))
+
+/// Runs `step` over and over for 15 seconds; returns how many times.
+func repeatedly(_ step: @escaping @Sendable () async throws -> Void) -> @Sendable () async throws -> Void {
+    {
+        let deadline = ContinuousClock.now + .seconds(15)
+        var runs = 0
+        while ContinuousClock.now < deadline {
+            try await step()
+            runs += 1
+        }
+        FileHandle.standardError.write(Data("  (\(runs) runs)\n".utf8))
+    }
+}
+
+print("\n2. Uncached checks, 32 at a time, while deploying")
+print("window                                   checks/s      p99 ms   slowest ms")
+let alone = try await window {}
+let migrating = try await window(
+    repeatedly {
+        let applied = try await MigrationRunner.load(from: sql).migrate(pool)
+        precondition(applied.isEmpty, "the benchmark's database is migrated: a migrate run applies nothing")
+        try await policy.apply(pool, force: false)
+    })
+let changed = Flag()
+let changing = try await window(
+    repeatedly {
+        try await (changed.isSet ? policy : changedPolicy).apply(pool)
+        changed.set(!changed.isSet)
+    })
+try await policy.apply(pool)
+
+func p99(_ sorted: [Double]) -> Double { sorted[min(sorted.count - 1, sorted.count * 99 / 100)] }
+for (label, latencies) in [
+    ("checks alone", alone), ("no-op rbac migrate, repeatedly", migrating),
+    ("policy changes, repeatedly", changing),
+] {
+    let ratio = label == "checks alone" ? "" : String(format: "   slowest %.2fx alone", latencies.last! / alone.last!)
+    let figures = String(
+        format: "%10.0f %11.2f %12.2f", Double(latencies.count) / 15, p99(latencies), latencies.last!)
+    print(label.padding(toLength: 38, withPad: " ", startingAt: 0) + figures + ratio)
+}
+await pool.close()
