@@ -18,12 +18,12 @@ ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE invitations FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS inviters_read ON invitations;
 CREATE POLICY inviters_read ON invitations FOR SELECT TO rbac_app
-    USING (rbac.may(couple_id, 'collaborators.invite'));
+    USING (user_has_permission(couple_id, 'collaborators.invite'));
 
 ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
 ALTER TABLE audit_log FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS auditors_read ON audit_log;
-CREATE POLICY auditors_read ON audit_log FOR SELECT TO rbac_app USING (rbac.may(couple_id, 'audit.view'));
+CREATE POLICY auditors_read ON audit_log FOR SELECT TO rbac_app USING (user_has_permission(couple_id, 'audit.view'));
 
 ALTER TABLE users ENABLE ROW LEVEL SECURITY;
 ALTER TABLE users FORCE ROW LEVEL SECURITY;
@@ -43,7 +43,7 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
         EXECUTE format('DROP POLICY IF EXISTS viewers_read ON %I', v_table);
-        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app USING (rbac.may(couple_id, %L))',
+        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app USING (user_has_permission(couple_id, %L))',
                        v_table, v_permission);
     END LOOP;
 END $$;
@@ -53,5 +53,5 @@ ALTER TABLE budget_row_counts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE budget_row_counts FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS viewers_read ON budget_row_counts;
 CREATE POLICY viewers_read ON budget_row_counts FOR SELECT TO rbac_app
-    USING (rbac.may(couple_id, (SELECT t.view_permission FROM rbac.budget_tables() t
+    USING (user_has_permission(couple_id, (SELECT t.view_permission FROM rbac.budget_tables() t
                                 WHERE t.table_name = budget_row_counts.table_name)));

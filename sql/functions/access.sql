@@ -92,6 +92,26 @@ BEGIN
     RETURN v_actor;
 END $$;
 
+-- Whom a call that acts for one user acts for: the user the operator names (RBINV p_unnamed when none), or the
+-- acting end user, who may name only themself (RBDEN p_denied otherwise).
+CREATE OR REPLACE FUNCTION rbac.subject_user(p_user_id uuid, p_unnamed text, p_denied text) RETURNS uuid
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+DECLARE
+    v_user uuid;
+BEGIN
+    IF rbac.is_operator() THEN
+        IF p_user_id IS NULL THEN
+            RAISE EXCEPTION '%', p_unnamed USING ERRCODE = 'RBINV';
+        END IF;
+        RETURN p_user_id;
+    END IF;
+    v_user := rbac.require_user();
+    IF p_user_id IS NOT NULL AND p_user_id <> v_user THEN
+        RAISE EXCEPTION 'permission denied: %', p_denied USING ERRCODE = 'RBDEN';
+    END IF;
+    RETURN v_user;
+END $$;
+
 -- Raises RBDEN unless the caller may look at p_user_id's standing in the couple: the operator, the user
 -- themself, or an active member of the couple.
 CREATE OR REPLACE FUNCTION rbac.require_member_view(p_couple_id uuid, p_user_id uuid) RETURNS void
@@ -143,20 +163,15 @@ BEGIN
     END IF;
 END $$;
 
--- Row-level security predicates (policies/rls.sql). Each takes the couple first and reads only that couple's
--- rows, which keeps tenant isolation in functions keyed by couple_id.
+-- Row-level security predicates (policies/rls.sql), beside user_has_permission(couple, permission). Each takes
+-- the couple first and reads only that couple's rows, which keeps tenant isolation in functions keyed by
+-- couple_id.
 CREATE OR REPLACE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN EXISTS (
         SELECT 1 FROM memberships
         WHERE couple_id = p_couple_id AND user_id = rbac.jwt_user_id() AND status = 'active');
-END $$;
-
-CREATE OR REPLACE FUNCTION rbac.may(p_couple_id uuid, p_permission text) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    RETURN public.user_has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
 END $$;
 
 -- A user sees their own row and the rows of people they share an active couple with.

@@ -25,24 +25,21 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE TRIGGER memberships_audit AFTER INSERT OR UPDATE OR DELETE ON memberships
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('membership');
-CREATE OR REPLACE TRIGGER invitations_audit AFTER INSERT OR UPDATE OR DELETE ON invitations
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('invitation');
-CREATE OR REPLACE TRIGGER users_audit AFTER INSERT OR UPDATE OR DELETE ON users
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('user');
-CREATE OR REPLACE TRIGGER permissions_audit AFTER INSERT OR UPDATE OR DELETE ON permissions
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('permission');
-CREATE OR REPLACE TRIGGER roles_audit AFTER INSERT OR UPDATE OR DELETE ON roles
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('role');
-CREATE OR REPLACE TRIGGER role_permissions_audit AFTER INSERT OR UPDATE OR DELETE ON role_permissions
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('role_permission');
-CREATE OR REPLACE TRIGGER role_grants_audit AFTER INSERT OR UPDATE OR DELETE ON role_grants
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('role_grant');
-CREATE OR REPLACE TRIGGER service_keys_audit AFTER INSERT OR UPDATE OR DELETE ON service_keys
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('service_key');
-CREATE OR REPLACE TRIGGER budget_row_limits_audit AFTER INSERT OR UPDATE OR DELETE ON budget_row_limits
-    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('row_limit');
+-- Each audited table and its name in the logs' actions (membership.insert, ...).
+DO $$
+DECLARE
+    v_table text;
+    v_name text;
+BEGIN
+    FOR v_table, v_name IN VALUES
+        ('memberships', 'membership'), ('invitations', 'invitation'), ('users', 'user'),
+        ('permissions', 'permission'), ('roles', 'role'), ('role_permissions', 'role_permission'),
+        ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit')
+    LOOP
+        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
+                       'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);
+    END LOOP;
+END $$;
 
 -- Both logs are append-only, for everyone (superusers included).
 CREATE OR REPLACE FUNCTION rbac.audit_log_append_only() RETURNS trigger

@@ -84,21 +84,12 @@ CREATE OR REPLACE FUNCTION public.accept_invitation(p_token_hash bytea, p_user_i
 RETURNS TABLE (couple_id uuid, user_id uuid, role text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    v_user uuid := p_user_id;
+    v_user uuid;
     v_email text;
     v_invitation invitations;
 BEGIN
     PERFORM rbac.require_token_hash(p_token_hash);
-    IF rbac.is_operator() THEN
-        IF v_user IS NULL THEN
-            RAISE EXCEPTION 'name the user who accepts' USING ERRCODE = 'RBINV';
-        END IF;
-    ELSE
-        v_user := rbac.require_user();
-        IF p_user_id IS NOT NULL AND p_user_id <> v_user THEN
-            RAISE EXCEPTION 'permission denied: users accept invitations only for themselves' USING ERRCODE = 'RBDEN';
-        END IF;
-    END IF;
+    v_user := rbac.subject_user(p_user_id, 'name the user who accepts', 'users accept invitations only for themselves');
     SELECT email INTO v_email FROM users WHERE id = v_user;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', v_user USING ERRCODE = 'RBNFD';

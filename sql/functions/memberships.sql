@@ -87,27 +87,27 @@ BEGIN
     RETURN v_member;
 END $$;
 
-CREATE OR REPLACE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+-- Suspends or reactivates a member, as require_manageable allows.
+CREATE OR REPLACE FUNCTION rbac.set_member_status(p_couple_id uuid, p_user_id uuid, p_status text) RETURNS memberships
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
     v_result memberships;
 BEGIN
     PERFORM rbac.require_manageable(p_couple_id, p_user_id);
-    UPDATE memberships SET status = 'suspended' WHERE couple_id = p_couple_id AND user_id = p_user_id
+    UPDATE memberships SET status = p_status WHERE couple_id = p_couple_id AND user_id = p_user_id
     RETURNING * INTO v_result;
     RETURN v_result;
 END $$;
 
+CREATE OR REPLACE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT rbac.set_member_status(p_couple_id, p_user_id, 'suspended')
+$$;
+
 CREATE OR REPLACE FUNCTION public.reactivate_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-DECLARE
-    v_result memberships;
-BEGIN
-    PERFORM rbac.require_manageable(p_couple_id, p_user_id);
-    UPDATE memberships SET status = 'active' WHERE couple_id = p_couple_id AND user_id = p_user_id
-    RETURNING * INTO v_result;
-    RETURN v_result;
-END $$;
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT rbac.set_member_status(p_couple_id, p_user_id, 'active')
+$$;
 
 CREATE OR REPLACE FUNCTION public.remove_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
@@ -123,21 +123,12 @@ END $$;
 CREATE OR REPLACE FUNCTION public.leave_couple(p_couple_id uuid, p_user_id uuid DEFAULT NULL) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    v_user uuid := p_user_id;
+    v_user uuid;
     v_result memberships;
 BEGIN
     PERFORM rbac.require_couple(p_couple_id);
-    IF rbac.is_operator() THEN
-        IF v_user IS NULL THEN
-            RAISE EXCEPTION 'name the member who leaves' USING ERRCODE = 'RBINV';
-        END IF;
-    ELSE
-        v_user := rbac.require_user();
-        IF p_user_id IS NOT NULL AND p_user_id <> v_user THEN
-            RAISE EXCEPTION 'permission denied: members can leave only for themselves; remove_member removes others'
-                USING ERRCODE = 'RBDEN';
-        END IF;
-    END IF;
+    v_user := rbac.subject_user(p_user_id, 'name the member who leaves',
+        'members can leave only for themselves; remove_member removes others');
     PERFORM rbac.lock_member(p_couple_id, v_user);
     DELETE FROM memberships WHERE couple_id = p_couple_id AND user_id = v_user RETURNING * INTO v_result;
     RETURN v_result;

@@ -40,7 +40,6 @@ GRANT EXECUTE ON FUNCTION
     public.couple_invitations(uuid, text, integer, uuid),
     public.couple_invitation(uuid, uuid),
     rbac.is_active_member(uuid),
-    rbac.may(uuid, text),
     rbac.can_see_user(uuid),
     rbac.budget_tables(),
     rbac.jwt_user_id()
