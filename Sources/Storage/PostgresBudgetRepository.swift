@@ -648,7 +648,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         case .uniqueViolation:
             return CollaborationError(.alreadyExists, "that already exists")
         default:
-            return PostgresCollaborationRepository.collaborationError(error)
+            return domainError(error)
         }
     }
 }

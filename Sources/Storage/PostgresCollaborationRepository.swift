@@ -8,31 +8,14 @@ import Postgres
 public struct PostgresCollaborationRepository: CollaborationRepository {
     private let pool: PostgresConnectionPool
     private let cache: PermissionCache?
-    private let permissionSets: BatchedLoader<CoupleUser, PermissionSet>
+    private let permissionSets: PermissionSetLoader
 
     /// Membership writes made through this repository drop their couple from `cache` as soon as they commit,
     /// before any notification could: the next check on this instance sees them.
     public init(pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil) {
         self.pool = pool
         self.cache = cache
-        let roles = RolePermissions()
-        permissionSets = BatchedLoader(concurrency: Self.permissionSetLoads, maxBatch: 1_000) { batches in
-            do {
-                try await pool.withConnection { connection in
-                    // On the connection's thread, from one batch to the next. After each batch the connection is
-                    // checked as the pool checks an idle one before a lease: if the server dropped it, the drain
-                    // ends before taking another batch, and the next drain leases another connection.
-                    try await connection.withSession { session in
-                        while let pairs = batches.next() {
-                            batches.answer(Result { try Self.permissionSets(pairs, session: session, roles: roles) })
-                            guard session.isSound else { return }
-                        }
-                    }
-                }
-            } catch let error as PostgresError {
-                throw Self.collaborationError(error)
-            }
-        }
+        permissionSets = PermissionSetLoader(pool: pool)
     }
 
     // MARK: Users and couples
@@ -137,61 +120,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     /// The hot path of checks: sets asked for while others load are read together, by one statement.
     public func permissionSet(couple: UUID, user: UUID) async throws -> PermissionSet {
-        try await permissionSets.value(for: CoupleUser(couple: couple, user: user))
+        try await permissionSets.load(couple: couple, user: user)
     }
-
-    struct CoupleUser: Sendable {
-        let couple: UUID
-        let user: UUID
-    }
-
-    /// How many drains of permission sets run at once, each on a connection of its own, reading one batch at a
-    /// time. One: under load, batches grow rather than statements (docs/decisions/0004).
-    static let permissionSetLoads = 1
-
-    /// One prepared statement, no transaction around it (BEGIN and COMMIT would triple the round trips): the
-    /// function reads every pair's revision and role from one snapshot, with the policy revision, and the roles
-    /// map to their permissions as `roles` knows them at that revision (read once per policy change).
-    private static func permissionSets(
-        _ pairs: [CoupleUser], session: PostgresConnection.Session, roles: RolePermissions
-    ) throws -> [PermissionSet] {
-        let read: PostgresQuery =
-            "SELECT revision, role, policy_revision FROM user_roles(\(pairs.map(\.couple)), \(pairs.map(\.user)))"
-        do {
-            // A policy change that lands between the two reads leaves no permissions at the roles' revision: the
-            // roles are read again, at the new one.
-            for _ in 0..<Self.policyChangeAttempts {
-                let rows = try session.query(read.prepared(as: "user_roles"))
-                guard rows.count == pairs.count else {
-                    throw PostgresError(
-                        .decoding, message: "user_roles returned \(rows.count) rows for \(pairs.count) pairs")
-                }
-                let members = try rows.map { row -> (revision: Int64?, role: String?) in
-                    (try row.decode("revision"), try row.decode("role"))
-                }
-                let policyRevision: Int64 = try rows[0].decode("policy_revision")
-                guard members.contains(where: { $0.role != nil }) else {
-                    return members.map {
-                        PermissionSet(permissions: [], revision: $0.revision, policyRevision: policyRevision)
-                    }
-                }
-                guard let granted = try roles.at(policyRevision: policyRevision, session: session) else { continue }
-                return members.map { member in
-                    PermissionSet(
-                        permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision,
-                        role: member.role, policyRevision: policyRevision)
-                }
-            }
-            throw CollaborationError(
-                .unavailable,
-                "what roles grant changed \(Self.policyChangeAttempts) times while a check read it; try again")
-        } catch let error as PostgresError {
-            throw collaborationError(error)
-        }
-    }
-
-    /// How often a load reads the roles before giving up on a policy that keeps changing under it.
-    static let policyChangeAttempts = 5
 
     public func permissions(couple: UUID, user: UUID, as actor: Actor) async throws -> [Permission] {
         try await run(as: actor) { connection in
@@ -454,48 +384,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 return try await body(connection)
             }
         } catch let error as PostgresError {
-            throw Self.collaborationError(error)
-        }
-    }
-
-    /// The domain error for a database error: the functions' RB* codes, unique violations, lost connections.
-    static func collaborationError(_ error: PostgresError) -> any Error {
-        switch error.kind {
-        case .connection, .poolTimeout, .closed:
-            return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
-        case .server, .decoding, .invalidQuery:
-            break
-        }
-        let message = error.message + (error.hint.map { "; \($0)" } ?? "")
-        switch error.sqlState?.rawValue {
-        case "RBAUT": return CollaborationError(.notAuthenticated, message)
-        case "RBDEN": return CollaborationError(.permissionDenied, message)
-        case "RBESC": return CollaborationError(.roleNotGrantable, message)
-        case "RBNFD": return CollaborationError(.notFound, message)
-        case "RBDUP": return CollaborationError(.alreadyExists, message)
-        case "RBINV": return CollaborationError(.invalidInput, message)
-        case "RBLST": return CollaborationError(.lastOwner, message)
-        case "RBEXP": return CollaborationError(.invitationExpired, message)
-        case "RBREV": return CollaborationError(.invitationRevoked, message)
-        case "RBUSD": return CollaborationError(.invitationUsed, message)
-        case "RBEML": return CollaborationError(.invitationEmailMismatch, message)
-        case "RBPOL": return CollaborationError(.invalidPolicy, message)
-        case "RBQTA": return CollaborationError(.quotaExceeded, message)
-        case SQLState.uniqueViolation.rawValue where error.constraint == "users_email_key":
-            return CollaborationError(.alreadyExists, "a user with this email address already exists")
-        case SQLState.uniqueViolation.rawValue:
-            return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
-        case SQLState.checkViolation.rawValue:
-            return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
-        case let code? where code.hasPrefix("22"):
-            // A data exception: a value the checks upstream let through but the server cannot take (a NUL byte,
-            // say). The server's message may quote the value, so it is not passed on.
-            return CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE \(code))")
-        case SQLState.adminShutdown.rawValue, SQLState.crashShutdown.rawValue, SQLState.cannotConnectNow.rawValue:
-            // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
-            return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
-        default:
-            return error
+            throw domainError(error)
         }
     }
 

@@ -34,8 +34,9 @@ struct CommandFailure: Error {
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
         case let error as PostgresError where error.sqlState?.errorClass == "RB":
-            // Raised by the collaboration functions: the message is written for people and carries no secrets.
-            self.init(Self.status(for: error.sqlState!), error.message + (error.hint.map { "; \($0)" } ?? ""))
+            // Raised by the SQL functions: the message is written for people and carries no secrets.
+            let mapped = domainError(error) as? CollaborationError
+            self.init(mapped.map { Self.status(for: $0.code) } ?? .usage, mapped?.message ?? error.message)
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
@@ -66,13 +67,4 @@ struct CommandFailure: Error {
         }
     }
 
-    /// Exit status for the functions' SQLSTATEs (sql/functions/access.sql lists them).
-    private static func status(for state: SQLState) -> ExitStatus {
-        switch state.rawValue {
-        case "RBDEN", "RBESC", "RBAUT": .denied
-        case "RBNFD": .notFound
-        case "RBLST", "RBDUP", "RBUSD", "RBREV", "RBEXP", "RBEML", "RBQTA": .conflict
-        default: .usage
-        }
-    }
 }

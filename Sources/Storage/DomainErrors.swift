@@ -1,0 +1,62 @@
+import Collaboration
+import Postgres
+
+/// The SQLSTATEs the product's SQL functions raise (class RB; sql/functions/access.sql lists them), each with a
+/// message written for people.
+extension SQLState {
+    public static let notAuthenticated = SQLState("RBAUT")
+    public static let permissionDenied = SQLState("RBDEN")
+    public static let roleNotGrantable = SQLState("RBESC")
+    public static let notFound = SQLState("RBNFD")
+    public static let alreadyExists = SQLState("RBDUP")
+    public static let invalidInput = SQLState("RBINV")
+    public static let lastOwner = SQLState("RBLST")
+    public static let invitationExpired = SQLState("RBEXP")
+    public static let invitationRevoked = SQLState("RBREV")
+    public static let invitationUsed = SQLState("RBUSD")
+    public static let invitationEmailMismatch = SQLState("RBEML")
+    public static let invalidPolicy = SQLState("RBPOL")
+    public static let quotaExceeded = SQLState("RBQTA")
+
+    /// The domain error code of each of the product's own SQLSTATEs.
+    static let domainCodes: [SQLState: CollaborationError.Code] = [
+        .notAuthenticated: .notAuthenticated, .permissionDenied: .permissionDenied,
+        .roleNotGrantable: .roleNotGrantable, .notFound: .notFound, .alreadyExists: .alreadyExists,
+        .invalidInput: .invalidInput, .lastOwner: .lastOwner, .invitationExpired: .invitationExpired,
+        .invitationRevoked: .invitationRevoked, .invitationUsed: .invitationUsed,
+        .invitationEmailMismatch: .invitationEmailMismatch, .invalidPolicy: .invalidPolicy,
+        .quotaExceeded: .quotaExceeded,
+    ]
+}
+
+/// The domain error for a database error, for every repository of this module: the functions' own SQLSTATEs,
+/// unique and check violations, data exceptions, lost connections.
+public func domainError(_ error: PostgresError) -> any Error {
+    switch error.kind {
+    case .connection, .poolTimeout, .closed:
+        return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+    case .server, .decoding, .invalidQuery:
+        break
+    }
+    guard let state = error.sqlState else { return error }
+    if let code = SQLState.domainCodes[state] {
+        return CollaborationError(code, error.message + (error.hint.map { "; \($0)" } ?? ""))
+    }
+    switch state {
+    case .uniqueViolation where error.constraint == "users_email_key":
+        return CollaborationError(.alreadyExists, "a user with this email address already exists")
+    case .uniqueViolation:
+        return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
+    case .checkViolation:
+        return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
+    case .adminShutdown, .crashShutdown, .cannotConnectNow:
+        // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
+        return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+    case _ where state.errorClass == "22":
+        // A data exception: a value the checks upstream let through but the server cannot take (a NUL byte,
+        // say). The server's message may quote the value, so it is not passed on.
+        return CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE \(state.rawValue))")
+    default:
+        return error
+    }
+}
