@@ -64,6 +64,27 @@ public protocol BudgetRepository: Sendable {
     func withBudgetLock<T: Sendable>(
         couple: UUID, as actor: Actor, _ body: (any BudgetTransaction) async throws -> T
     ) async throws -> T
+
+    // MARK: Row limits (the operator's)
+
+    /// Every budget table's limit of rows per couple, in table order; with `couple`, how many it holds.
+    func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit]
+
+    /// Sets limits, all or none: a table that is not a budget table changes none of them.
+    func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws
+}
+
+/// A budget table's limit of rows per couple and, when a couple was named, how many it holds.
+public struct BudgetRowLimit: Sendable, Hashable, Encodable {
+    public let table: String
+    public let maxRows: Int
+    public let rows: Int?
+
+    public init(table: String, maxRows: Int, rows: Int?) {
+        self.table = table
+        self.maxRows = maxRows
+        self.rows = rows
+    }
 }
 
 /// One allocation of an expense to a budget item, its amount in whole cents: exact for `numeric(12,2)`, and

@@ -4,8 +4,8 @@ import Synchronization
 
 /// Budget storage in memory, for fast tests of the services' rules. A transaction works on a copy of the
 /// data and publishes it when its body returns; the couple's lock is a per-repository async lock. It keeps no
-/// audit log, so the actors of writes go unrecorded, and no row limits: those are PostgreSQL's (budget_row_limits), and
-/// their tests run there.
+/// audit log, so the actors of writes go unrecorded, and no row limits (it lists none and takes none): those are
+/// PostgreSQL's, and their tests run there.
 public final class InMemoryBudgetRepository: BudgetRepository {
     public struct Data: Sendable {
         public var revision: Int64 = 0
@@ -26,7 +26,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     /// A copy of everything stored.
     public var snapshot: Data { data.withLock { $0 } }
 
-    private func read<T>(_ body: (Data) -> T) -> T { data.withLock { body($0) } }
+    private func read<T>(_ body: (Data) throws -> T) rethrows -> T { try data.withLock { try body($0) } }
 
     private func write<T>(_ body: (inout Data) throws -> T) rethrows -> T {
         try data.withLock { data in
@@ -41,7 +41,10 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
-        read { Self.listed(Self.items(of: scenario, in: $0), page, id: \.id) }
+        try read {
+            try Self.listed(
+                .item, Self.items(of: scenario, in: $0), page, id: \.id, by: { ($0.name, $0.id) < ($1.name, $1.id) })
+        }
     }
 
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
@@ -90,7 +93,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
-        read { Self.listed($0.scenarios, page, id: \.id) }
+        try read { try Self.listed(.scenario, $0.scenarios, page, id: \.id, by: nil) }
     }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
@@ -154,7 +157,11 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
-        read { Self.listed($0.folders.filter { $0.scenarioID == scenario }, page, id: \.id) }
+        try read {
+            try Self.listed(
+                .folder, $0.folders.filter { $0.scenarioID == scenario }, page, id: \.id,
+                by: { ($0.name, $0.id) < ($1.name, $1.id) })
+        }
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -194,7 +201,13 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
-        read { Self.listed($0.expenses, page, id: \.id) }
+        try read {
+            try Self.listed(
+                .expense, $0.expenses, page, id: \.id,
+                by: {
+                    ($0.dueDate?.description ?? "~", $0.name, $0.id) < ($1.dueDate?.description ?? "~", $1.name, $1.id)
+                })
+        }
     }
 
     public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
@@ -209,10 +222,12 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
-        read { data in
+        try read { data in
             guard data.expenses.contains(where: { $0.id == expense }) else { return nil }
-            let payments = data.payments.filter { $0.expenseID == expense }.sorted { $0.paidAt < $1.paidAt }
-            return Self.listed(payments, page, id: \.id)
+            let payments = data.payments.filter { $0.expenseID == expense }
+            return try Self.listed(
+                .payment, payments, page, id: \.id,
+                by: { ($0.paidAt.description, $0.id) < ($1.paidAt.description, $1.id) })
         }
     }
 
@@ -227,12 +242,30 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
-        read { Self.listed($0.gifts, page, id: \.id) }
+        try read { try Self.listed(.gift, $0.gifts, page, id: \.id, by: { ($0.from, $0.id) < ($1.from, $1.id) }) }
     }
 
-    /// `rows` as stored, or with `page` that page of them.
-    private static func listed<Row>(_ rows: [Row], _ page: PageRequest?, id: (Row) -> UUID) -> [Row] {
-        page.map { $0.of(rows, id: id) } ?? rows
+    public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] { [] }
+
+    public func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws {
+        guard let first = limits.first else { return }
+        throw CollaborationError(
+            .invalidInput, "\(quoted(first.table)) is not a budget table here: no table has limits")
+    }
+
+    /// `rows` in the listing's order (`areInOrder`; nil: as stored), all of them or with `page` the page after the row
+    /// it names, as PostgresBudgetRepository lists them.
+    private static func listed<Row>(
+        _ record: BudgetRecord, _ rows: [Row], _ page: PageRequest?, id: (Row) -> UUID,
+        by areInOrder: ((Row, Row) -> Bool)?
+    ) throws -> [Row] {
+        let ordered = areInOrder.map { rows.sorted(by: $0) } ?? rows
+        guard let page else { return ordered }
+        guard let after = page.after else { return Array(ordered.prefix(page.limit)) }
+        guard let index = ordered.firstIndex(where: { id($0) == after }) else {
+            throw CollaborationError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+        }
+        return Array(ordered[(index + 1)...].prefix(page.limit))
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {

@@ -68,6 +68,12 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             sql += "$\(bindings.count)"
         }
 
+        /// SQL text fixed when the program was compiled (a column list shared by several statements), spliced in
+        /// as it is: a `StaticString` cannot carry input.
+        public mutating func appendInterpolation(sql fragment: StaticString) {
+            sql += fragment.description
+        }
+
         /// A quoted identifier (a table, column or channel name), for the few statements that take no
         /// parameters there, such as `LISTEN`. Embedded quotes are doubled.
         public mutating func appendInterpolation(identifier: String) {

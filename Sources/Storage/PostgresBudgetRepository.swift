@@ -20,15 +20,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
-        guard let page else { return try await Self.items(couple, scenario, on: run) }
-        return try await run(
-            """
-            SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
-            WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-              AND (\(page.after)::uuid IS NULL OR id > \(page.after))
-            ORDER BY id LIMIT \(page.limit)
-            """
-        ).map(Self.item)
+        try await listing(.item, couple: couple, after: page?.after) {
+            try await Self.items(couple, scenario, page: page, on: run)
+        }
     }
 
     /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
@@ -52,7 +46,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await transaction(couple, isolation: .repeatableRead) { connection in
             let run: Statement = { try await connection.query($0) }
             let (revision, exists) = try await Self.revision(couple, scenario, on: run)
-            let items = try await Self.items(couple, scenario, on: run)
+            let items = try await Self.items(couple, scenario, page: nil, on: run)
             let allocations = [
                 try await Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run),
                 try await Self.allocationCents(couple, scenario, items: Self.upperItems, on: run),
@@ -80,12 +74,18 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return (try row.decode("revision"), try row.decode("found"))
     }
 
-    private static func items(_ couple: UUID, _ scenario: UUID, on run: Statement) async throws -> [BudgetItem] {
+    /// A scenario's items by name, all or a page (see `listing`).
+    private static func items(_ couple: UUID, _ scenario: UUID, page: PageRequest?, on run: Statement) async throws
+        -> [BudgetItem]
+    {
         try await run(
             PostgresQuery(
                 """
-                SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
-                WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
+                SELECT \(sql: itemColumns) FROM budget_items
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                  AND (\(page?.after)::uuid IS NULL
+                       OR (name, id) > (SELECT name, id FROM budget_items WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY name, id LIMIT \(page?.limit)
                 """
             ).prepared(as: "budget_items")
         ).map(item)
@@ -133,9 +133,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await run(
             PostgresQuery(
                 """
-                SELECT g.id, g.from_name, g.amount, g.received, g.budget_item_id
-                FROM gifts_and_owed g JOIN budget_items i ON i.couple_id = g.couple_id AND i.id = g.budget_item_id
-                WHERE g.couple_id = \(couple) AND i.scenario_id = \(scenario)
+                SELECT \(sql: giftColumns) FROM gifts_and_owed
+                WHERE couple_id = \(couple) AND budget_item_id IN (
+                    SELECT id FROM budget_items WHERE couple_id = \(couple) AND scenario_id = \(scenario))
                 """
             ).prepared(as: "budget_linked_gifts")
         ).map(gift)
@@ -143,23 +143,35 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Scenarios, folders, items
 
-    // Each listing: every row in an order for people, or one page in id order (a range of the primary key).
+    /// A listing runs `read`: every row, in the order people see, or one page of that same order, the rows
+    /// after the one `after` names, so that a page is a slice of the listing. A page after a row the couple
+    /// does not have (deleted since, say) is refused, not empty.
+    private func listing<Row>(_ record: BudgetRecord, couple: UUID, after: UUID?, _ read: () async throws -> [Row])
+        async throws -> [Row]
+    {
+        let rows = try await read()
+        guard let after, rows.isEmpty else { return rows }
+        let found = try await run(
+            "SELECT EXISTS (SELECT 1 FROM \(identifier: Transaction.table(record)) WHERE couple_id = \(couple) AND id = \(after)) AS found"
+        )
+        guard try found[0].decode("found", as: Bool.self) else {
+            throw CollaborationError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+        }
+        return rows
+    }
 
     public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
-        let rows =
-            if let page {
-                try await run(
-                    """
-                    SELECT id, name, is_primary FROM budget_scenarios
-                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
-                    ORDER BY id LIMIT \(page.limit)
-                    """)
-            } else {
-                try await run(
-                    "SELECT id, name, is_primary FROM budget_scenarios WHERE couple_id = \(couple) ORDER BY created_at, id"
-                )
-            }
-        return try rows.map(Self.scenario)
+        try await listing(.scenario, couple: couple, after: page?.after) {
+            try await run(
+                """
+                SELECT \(sql: Self.scenarioColumns) FROM budget_scenarios
+                WHERE couple_id = \(couple)
+                  AND (\(page?.after)::uuid IS NULL OR (created_at, id) > (
+                       SELECT created_at, id FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY created_at, id LIMIT \(page?.limit)
+                """
+            ).map(Self.scenario)
+        }
     }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
@@ -172,7 +184,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 try await connection.query(
                     """
                     INSERT INTO budget_scenarios (couple_id, name, is_primary) VALUES (\(couple), \(name), \(primary))
-                    RETURNING id, name, is_primary
+                    RETURNING \(sql: Self.scenarioColumns)
                     """)[0])
         }
     }
@@ -196,10 +208,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let rows = try await connection.query(
                 """
                 UPDATE budget_scenarios SET is_primary = true WHERE couple_id = \(couple) AND id = \(scenario)
-                RETURNING id, name, is_primary
+                RETURNING \(sql: Self.scenarioColumns)
                 """)
-            guard rows.count == 1 else { throw CollaborationError(.notFound, "no such scenario in this couple") }
-            return try Self.scenario(rows[0])
+            guard let row = rows.first else { throw BudgetRecord.scenario.notFound }
+            return try Self.scenario(row)
         }
     }
 
@@ -210,7 +222,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let rows = try await connection.query(
                 """
                 UPDATE budget_scenarios SET name = \(name) WHERE couple_id = \(couple) AND id = \(scenario)
-                RETURNING id, name, is_primary
+                RETURNING \(sql: Self.scenarioColumns)
                 """)
             guard let row = rows.first else { throw BudgetRecord.scenario.notFound }
             return try Self.scenario(row)
@@ -218,23 +230,17 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
-        let rows =
-            if let page {
-                try await run(
-                    """
-                    SELECT id, scenario_id, name FROM budget_folders
-                    WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                      AND (\(page.after)::uuid IS NULL OR id > \(page.after))
-                    ORDER BY id LIMIT \(page.limit)
-                    """)
-            } else {
-                try await run(
-                    """
-                    SELECT id, scenario_id, name FROM budget_folders
-                    WHERE couple_id = \(couple) AND scenario_id = \(scenario) ORDER BY name, id
-                    """)
-            }
-        return try rows.map(Self.folder)
+        try await listing(.folder, couple: couple, after: page?.after) {
+            try await run(
+                """
+                SELECT \(sql: Self.folderColumns) FROM budget_folders
+                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                  AND (\(page?.after)::uuid IS NULL OR (name, id) > (
+                       SELECT name, id FROM budget_folders WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY name, id LIMIT \(page?.limit)
+                """
+            ).map(Self.folder)
+        }
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -251,7 +257,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let rows = try await connection.query(
                 """
                 UPDATE budget_folders SET name = \(name) WHERE couple_id = \(couple) AND id = \(folder)
-                RETURNING id, scenario_id, name
+                RETURNING \(sql: Self.folderColumns)
                 """)
             guard let row = rows.first else { throw BudgetRecord.folder.notFound }
             return try Self.folder(row)
@@ -270,23 +276,20 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Expenses, payments, gifts
 
+    /// By due date (those without one last), then name.
     public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
-        let rows =
-            if let page {
-                try await run(
-                    """
-                    SELECT id, name, vendor, amount, to_char(due_date, 'YYYY-MM-DD') AS due_date, category FROM expenses
-                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
-                    ORDER BY id LIMIT \(page.limit)
-                    """)
-            } else {
-                try await run(
-                    """
-                    SELECT id, name, vendor, amount, to_char(due_date, 'YYYY-MM-DD') AS due_date, category FROM expenses
-                    WHERE couple_id = \(couple) ORDER BY due_date NULLS LAST, name, id
-                    """)
-            }
-        return try rows.map(Self.expense)
+        try await listing(.expense, couple: couple, after: page?.after) {
+            try await run(
+                """
+                SELECT \(sql: Self.expenseColumns) FROM expenses
+                WHERE couple_id = \(couple)
+                  AND (\(page?.after)::uuid IS NULL OR (coalesce(due_date, 'infinity'), name, id) > (
+                       SELECT coalesce(due_date, 'infinity'), name, id FROM expenses
+                       WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY coalesce(due_date, 'infinity'), name, id LIMIT \(page?.limit)
+                """
+            ).map(Self.expense)
+        }
     }
 
     public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
@@ -299,29 +302,24 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return expense
     }
 
-    /// One statement: the expense's row, joined to its payments (or to a page of them) if it has any.
+    /// One statement: the expense's row, joined to its payments by date (or to a page of them, see `listing`)
+    /// if it has any. Nil when the couple has no such expense.
     public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
-        let rows =
-            if let page {
-                try await run(
-                    """
-                    SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
-                    FROM expenses e LEFT JOIN LATERAL (
-                        SELECT * FROM expense_payments p
-                        WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
-                          AND (\(page.after)::uuid IS NULL OR p.id > \(page.after))
-                        ORDER BY p.id LIMIT \(page.limit)
-                    ) p ON true
-                    WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.id
-                    """)
-            } else {
-                try await run(
-                    """
-                    SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
-                    FROM expenses e LEFT JOIN expense_payments p ON p.couple_id = e.couple_id AND p.expense_id = e.id
-                    WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
-                    """)
-            }
+        let rows = try await listing(.payment, couple: couple, after: page?.after) {
+            try await run(
+                """
+                SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
+                FROM expenses e LEFT JOIN LATERAL (
+                    SELECT * FROM expense_payments p
+                    WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
+                      AND (\(page?.after)::uuid IS NULL OR (p.paid_at, p.id) > (
+                           SELECT paid_at, id FROM expense_payments WHERE couple_id = \(couple) AND id = \(page?.after)))
+                    ORDER BY p.paid_at, p.id LIMIT \(page?.limit)
+                ) p ON true
+                WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
+                """
+            ).map { $0 }
+        }
         guard !rows.isEmpty else { return nil }
         return try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
     }
@@ -329,7 +327,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     public func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
         try await run(
             """
-            SELECT id, expense_id, amount, to_char(paid_at, 'YYYY-MM-DD') AS paid_at FROM expense_payments
+            SELECT \(sql: Self.paymentColumns) FROM expense_payments
             WHERE couple_id = \(couple) AND (\(expenses)::uuid[] IS NULL OR expense_id = ANY(\(expenses)))
             ORDER BY paid_at, id
             """
@@ -346,22 +344,17 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
-        let rows =
-            if let page {
-                try await run(
-                    """
-                    SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
-                    WHERE couple_id = \(couple) AND (\(page.after)::uuid IS NULL OR id > \(page.after))
-                    ORDER BY id LIMIT \(page.limit)
-                    """)
-            } else {
-                try await run(
-                    """
-                    SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
-                    WHERE couple_id = \(couple) ORDER BY from_name, id
-                    """)
-            }
-        return try rows.map(Self.gift)
+        try await listing(.gift, couple: couple, after: page?.after) {
+            try await run(
+                """
+                SELECT \(sql: Self.giftColumns) FROM gifts_and_owed
+                WHERE couple_id = \(couple)
+                  AND (\(page?.after)::uuid IS NULL OR (from_name, id) > (
+                       SELECT from_name, id FROM gifts_and_owed WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY from_name, id LIMIT \(page?.limit)
+                """
+            ).map(Self.gift)
+        }
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
@@ -396,7 +389,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
         func expenses(_ ids: [UUID]) async throws -> [Expense] {
             try await connection.query(
-                "SELECT e.id, e.name, e.vendor, e.amount, to_char(e.due_date, 'YYYY-MM-DD') AS due_date, e.category FROM expenses e WHERE e.couple_id = \(couple) AND e.id = ANY(\(ids))"
+                "SELECT \(sql: PostgresBudgetRepository.expenseColumns) FROM expenses WHERE couple_id = \(couple) AND id = ANY(\(ids))"
             ).map(PostgresBudgetRepository.expense)
         }
 
@@ -405,7 +398,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         func items(_ ids: [UUID]) async throws -> [BudgetItem] {
             try await connection.query(
                 """
-                SELECT id, scenario_id, folder_id, name, category, event, budgeted FROM budget_items
+                SELECT \(sql: PostgresBudgetRepository.itemColumns) FROM budget_items
                 WHERE couple_id = \(couple) AND id = ANY(\(ids))
                 """
             ).map(PostgresBudgetRepository.item)
@@ -428,7 +421,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         func gift(_ id: UUID) async throws -> Gift? {
             try await connection.query(
                 """
-                SELECT id, from_name, amount, received, budget_item_id FROM gifts_and_owed
+                SELECT \(sql: PostgresBudgetRepository.giftColumns) FROM gifts_and_owed
                 WHERE couple_id = \(couple) AND id = \(id)
                 """
             ).first.map(PostgresBudgetRepository.gift)
@@ -460,7 +453,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation] {
             try await connection.query(
                 """
-                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                SELECT \(sql: PostgresBudgetRepository.allocationColumns) FROM expense_allocations
                 WHERE couple_id = \(couple) AND expense_id = ANY(\(expenses))
                   AND (\(scenario)::uuid IS NULL OR scenario_id = \(scenario))
                 """
@@ -470,7 +463,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         func allocations(item: UUID) async throws -> [Allocation] {
             try await connection.query(
                 """
-                SELECT scenario_id, expense_id, budget_item_id, amount FROM expense_allocations
+                SELECT \(sql: PostgresBudgetRepository.allocationColumns) FROM expense_allocations
                 WHERE couple_id = \(couple) AND budget_item_id = \(item)
                 """
             ).map(PostgresBudgetRepository.allocation)
@@ -508,7 +501,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             guard deleted == 1 else { throw record.notFound }
         }
 
-        private static func table(_ record: BudgetRecord) -> String {
+        static func table(_ record: BudgetRecord) -> String {
             switch record {
             case .scenario: "budget_scenarios"
             case .folder: "budget_folders"
@@ -522,7 +515,6 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Limits
 
-    /// Every budget table's limit of rows per couple, in table order; with `couple`, how many it holds.
     public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] {
         let rows = try await run(
             """
@@ -542,7 +534,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    /// Sets limits, all in one transaction: a table that is not a budget table changes none of them.
+    /// In one transaction.
     public func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws {
         do {
             try await pool.withTransaction { connection in
@@ -565,6 +557,16 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     // MARK: Rows
+
+    // One column list per table, which its decoder below reads.
+    static let scenarioColumns: StaticString = "id, name, is_primary"
+    static let folderColumns: StaticString = "id, scenario_id, name"
+    static let itemColumns: StaticString = "id, scenario_id, folder_id, name, category, event, budgeted"
+    static let expenseColumns: StaticString =
+        "id, name, vendor, amount, to_char(due_date, 'YYYY-MM-DD') AS due_date, category"
+    static let paymentColumns: StaticString = "id, expense_id, amount, to_char(paid_at, 'YYYY-MM-DD') AS paid_at"
+    static let allocationColumns: StaticString = "scenario_id, expense_id, budget_item_id, amount"
+    static let giftColumns: StaticString = "id, from_name, amount, received, budget_item_id"
 
     private static func scenario(_ row: PostgresRow) throws -> Scenario {
         Scenario(id: try row.decode("id"), name: try row.decode("name"), isPrimary: try row.decode("is_primary"))
@@ -651,11 +653,4 @@ public struct PostgresBudgetRepository: BudgetRepository {
             return domainError(error)
         }
     }
-}
-
-/// A budget table's limit of rows per couple (budget_row_limits) and, when a couple was named, how many it holds.
-public struct BudgetRowLimit: Sendable, Hashable, Encodable {
-    public let table: String
-    public let maxRows: Int
-    public let rows: Int?
 }

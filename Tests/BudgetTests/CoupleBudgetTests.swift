@@ -232,6 +232,12 @@ private final class ChurningBudgetRepository: BudgetRepository {
     ) async throws -> T {
         try await inner.withBudgetLock(couple: couple, as: actor, body)
     }
+
+    func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] { try await inner.rowLimits(couple: couple) }
+
+    func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws {
+        try await inner.setRowLimits(limits)
+    }
 }
 
 @Suite("Overviews while the budget keeps changing")

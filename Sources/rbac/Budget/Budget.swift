@@ -15,7 +15,7 @@ extension RBAC {
                 99.90); dates are YYYY-MM-DD. Every command acts as the operator, or with --actor as a member \
                 whose permissions apply (budget.view / budget.edit / expenses.view / expenses.edit / \
                 gifts.view / gifts.edit); limits are the operator's alone. A listing prints every row, or with \
-                --limit one page in id order (--after the last id of the page before).
+                --limit one page of it (--after the last id of the page before).
 
                 Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000
                 """,

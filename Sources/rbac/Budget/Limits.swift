@@ -16,6 +16,10 @@ extension RBAC.BudgetCommand {
                 """,
             subcommands: [List.self, Set.self])
 
+        static func repository(_ context: CommandContext) -> any BudgetRepository {
+            PostgresBudgetRepository(pool: context.pool)
+        }
+
         /// The operator's options: who is recorded as making the change, the database, the output.
         struct OperatorOptions: ParsableArguments {
             @OptionGroup var label: OperatorLabelOptions
@@ -43,7 +47,7 @@ extension RBAC.BudgetCommand {
             func run() async throws {
                 let couple = try couple.map(Parse.couple)
                 let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
-                    try await PostgresBudgetRepository(pool: $0.pool).rowLimits(couple: couple)
+                    try await Limits.repository($0).rowLimits(couple: couple)
                 }
                 try options.print(limits, withRows: couple != nil)
             }
@@ -78,7 +82,7 @@ extension RBAC.BudgetCommand {
             func run() async throws {
                 let changes = try parsedChanges()
                 let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
-                    let repository = PostgresBudgetRepository(pool: $0.pool)
+                    let repository = Limits.repository($0)
                     try await repository.setRowLimits(changes)
                     return try await repository.rowLimits(couple: nil)
                 }
