@@ -79,6 +79,47 @@ extension RBAC.BudgetCommand {
     }
 }
 
+/// A budget noun that lists its rows: `rbac budget <noun> list`.
+protocol BudgetListing {
+    associatedtype Row: Encodable
+    /// What narrows the listing (a scenario, an expense), as options.
+    associatedtype Scope: ParsableArguments
+    static var listAbstract: String { get }
+    static func id(_ row: Row) -> UUID
+    static func list(_ budget: CoupleBudget, _ scope: Scope, page: PageRequest?, as actor: Actor) async throws -> [Row]
+    static func table(_ rows: [Row]) -> Table
+}
+
+/// The scope of a listing of the couple's rows: no option.
+struct WholeCouple: ParsableArguments {}
+
+/// `--scenario`, for what a scenario holds.
+struct InScenario: ParsableArguments {
+    @Option(help: "The scenario's id.") var scenario: String
+
+    func validate() throws { _ = try id() }
+    func id() throws -> UUID { try Parse.id(scenario, "scenario") }
+}
+
+extension RBAC.BudgetCommand {
+    /// `rbac budget <noun> list`, the same for every noun: every row, or with --limit one page of them.
+    struct List<Noun: BudgetListing>: AsyncParsableCommand {
+        static var configuration: CommandConfiguration {
+            CommandConfiguration(commandName: "list", abstract: Noun.listAbstract)
+        }
+        @OptionGroup var options: Options
+        @OptionGroup var scope: Noun.Scope
+        @OptionGroup var page: PageOptions
+
+        func run() async throws {
+            let rows = try await options.run { budget, actor in
+                try await page.read(id: Noun.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
+            }
+            try options.output.print(rows, Noun.table(rows).rendered)
+        }
+    }
+}
+
 /// An edit's value for a field that can also be cleared (`--no-...`): nil keeps the field, `.some(nil)` clears it.
 func change<T>(_ value: T?, clear: Bool) -> T?? {
     clear ? .some(nil) : value.map { .some($0) }

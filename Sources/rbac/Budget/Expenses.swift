@@ -4,12 +4,22 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Expenses: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Expenses: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.expense
         static let configuration = CommandConfiguration(
             abstract: "The couple's expenses, and how each is allocated to the items of each scenario.",
             discussion: "Example: rbac budget expenses add Deposit --couple C --amount 1200 --due 2026-05-01",
-            subcommands: [List.self, Add.self, SetAmount.self, Edit.self, Allocate.self, Delete<Expenses>.self])
+            subcommands: [
+                List<Expenses>.self, Add.self, SetAmount.self, Edit.self, Allocate.self, Delete<Expenses>.self,
+            ])
+
+        static let listAbstract = "List the couple's expenses."
+        static func id(_ row: Expense) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+            -> [Expense]
+        {
+            try await budget.expenses(page: page, as: actor)
+        }
 
         static func table(_ expenses: [Expense]) -> Table {
             Table(
@@ -35,19 +45,6 @@ extension RBAC.BudgetCommand {
                 throw ValidationError("\(option) \(quoted(text)) is not a date (YYYY-MM-DD)")
             }
             return day
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the couple's expenses.")
-            @OptionGroup var options: Options
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let expenses = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.expenses(page: $0, as: actor) }
-                }
-                try options.output.print(expenses, Expenses.table(expenses).rendered)
-            }
         }
 
         struct Add: AsyncParsableCommand {

@@ -4,30 +4,23 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Folders: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Folders: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.folder
         static let configuration = CommandConfiguration(
             abstract: "Folders of a scenario's items (file an item with rbac budget items add|edit --folder).",
             discussion: "Example: rbac budget folders add Reception --couple C --scenario S",
-            subcommands: [List.self, Add.self, Rename.self, Delete<Folders>.self])
+            subcommands: [List<Folders>.self, Add.self, Rename.self, Delete<Folders>.self])
+
+        static let listAbstract = "List a scenario's folders."
+        static func id(_ row: Folder) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
+            -> [Folder]
+        {
+            try await budget.folders(scenario: try scope.id(), page: page, as: actor)
+        }
 
         static func table(_ folders: [Folder]) -> Table {
             Table(headers: ["ID", "NAME"], rows: folders.map { [idText($0.id), $0.name] })
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List a scenario's folders.")
-            @OptionGroup var options: Options
-            @Option(help: "The scenario's id.") var scenario: String
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
-                let folders = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.folders(scenario: scenario, page: $0, as: actor) }
-                }
-                try options.output.print(folders, Folders.table(folders).rendered)
-            }
         }
 
         struct Add: AsyncParsableCommand {

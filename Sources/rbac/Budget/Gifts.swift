@@ -4,12 +4,20 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Gifts: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Gifts: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.gift
         static let configuration = CommandConfiguration(
             abstract: "Gifts and money owed to the couple, set against budget items.",
             discussion: "Example: rbac budget gifts add \"Aunt May\" --couple C --amount 250 --item I",
-            subcommands: [List.self, Add.self, Edit.self, Receive.self, Delete<Gifts>.self])
+            subcommands: [List<Gifts>.self, Add.self, Edit.self, Receive.self, Delete<Gifts>.self])
+
+        static let listAbstract = "List gifts and money owed."
+        static func id(_ row: Gift) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+            -> [Gift]
+        {
+            try await budget.gifts(page: page, as: actor)
+        }
 
         static func table(_ gifts: [Gift]) -> Table {
             Table(
@@ -17,19 +25,6 @@ extension RBAC.BudgetCommand {
                 rows: gifts.map {
                     [idText($0.id), $0.from, Money.text($0.amount), $0.received ? "yes" : "", idText($0.budgetItemID)]
                 })
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List gifts and money owed.")
-            @OptionGroup var options: Options
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let gifts = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.gifts(page: $0, as: actor) }
-                }
-                try options.output.print(gifts, Gifts.table(gifts).rendered)
-            }
         }
 
         struct Add: AsyncParsableCommand {

@@ -4,12 +4,20 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Items: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Items: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.item
         static let configuration = CommandConfiguration(
             abstract: "A scenario's budget items: what the couple plans to spend on.",
             discussion: "Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000",
-            subcommands: [List.self, Add.self, SetBudget.self, Edit.self, Delete<Items>.self])
+            subcommands: [List<Items>.self, Add.self, SetBudget.self, Edit.self, Delete<Items>.self])
+
+        static let listAbstract = "List a scenario's items."
+        static func id(_ row: BudgetItem) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
+            -> [BudgetItem]
+        {
+            try await budget.items(scenario: try scope.id(), page: page, as: actor)
+        }
 
         static func table(_ items: [BudgetItem]) -> Table {
             Table(
@@ -17,21 +25,6 @@ extension RBAC.BudgetCommand {
                 rows: items.map {
                     [idText($0.id), $0.name, $0.category, $0.event, idText($0.folderID), Money.text($0.budgeted)]
                 })
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List a scenario's items.")
-            @OptionGroup var options: Options
-            @Option(help: "The scenario's id.") var scenario: String
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
-                let items = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.items(scenario: scenario, page: $0, as: actor) }
-                }
-                try options.output.print(items, Items.table(items).rendered)
-            }
         }
 
         struct Add: AsyncParsableCommand {

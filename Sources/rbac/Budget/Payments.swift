@@ -4,12 +4,25 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Payments: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Payments: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.payment
         static let configuration = CommandConfiguration(
             abstract: "Payments made against expenses, and what each expense still owes.",
             discussion: "Example: rbac budget payments add E --couple C --amount 400 --paid-at 2026-03-01",
-            subcommands: [Status.self, List.self, Add.self, Delete<Payments>.self])
+            subcommands: [Status.self, List<Payments>.self, Add.self, Delete<Payments>.self])
+
+        static let listAbstract = "List one expense's payments."
+        static func id(_ row: ExpensePayment) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: OfExpense, page: PageRequest?, as actor: Actor)
+            async throws -> [ExpensePayment]
+        {
+            try await budget.payments(expense: try Parse.id(scope.expense, "expense"), page: page, as: actor)
+        }
+
+        /// `--expense`, for one expense's payments.
+        struct OfExpense: ParsableArguments {
+            @Option(help: "The expense's id.") var expense: String
+        }
 
         static func table(_ payments: [ExpensePayment]) -> Table {
             Table(
@@ -38,21 +51,6 @@ extension RBAC.BudgetCommand {
                             ]
                         }
                     ).rendered)
-            }
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List one expense's payments.")
-            @OptionGroup var options: Options
-            @Option(help: "The expense's id.") var expense: String
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let expense = try Parse.id(expense, "expense")
-                let payments = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.payments(expense: expense, page: $0, as: actor) }
-                }
-                try options.output.print(payments, Payments.table(payments).rendered)
             }
         }
 

@@ -4,30 +4,27 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Scenarios: AsyncParsableCommand, DeletableBudgetRecord {
+    struct Scenarios: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
         static let record = BudgetRecord.scenario
         static let configuration = CommandConfiguration(
             abstract: "What-if versions of the budget, one of them primary.",
             discussion: "Example: rbac budget scenarios add Main --couple C --primary",
-            subcommands: [List.self, Add.self, Rename.self, MakePrimary.self, Clone.self, Delete<Scenarios>.self])
+            subcommands: [
+                List<Scenarios>.self, Add.self, Rename.self, MakePrimary.self, Clone.self, Delete<Scenarios>.self,
+            ])
+
+        static let listAbstract = "List the couple's scenarios."
+        static func id(_ row: Scenario) -> UUID { row.id }
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+            -> [Scenario]
+        {
+            try await budget.scenarios(page: page, as: actor)
+        }
 
         static func table(_ scenarios: [Scenario]) -> Table {
             Table(
                 headers: ["ID", "NAME", "PRIMARY"],
                 rows: scenarios.map { [idText($0.id), $0.name, $0.isPrimary ? "yes" : ""] })
-        }
-
-        struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List the couple's scenarios.")
-            @OptionGroup var options: Options
-            @OptionGroup var page: PageOptions
-
-            func run() async throws {
-                let scenarios = try await options.run { budget, actor in
-                    try await page.read(id: \.id) { try await budget.scenarios(page: $0, as: actor) }
-                }
-                try options.output.print(scenarios, Scenarios.table(scenarios).rendered)
-            }
         }
 
         struct Add: AsyncParsableCommand {
