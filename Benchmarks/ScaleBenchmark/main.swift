@@ -150,14 +150,7 @@ func window(_ during: @escaping @Sendable () async throws -> Void) async throws 
 
 let sql = try ProjectFiles.directory("sql")
 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
-var document = try JSONSerialization.jsonObject(with: Data(policy.policyJSON.utf8)) as! [String: Any]
-var roles = document["roles"] as! [String: [String: Any]]
-let viewerPermissions = roles["viewer"]?["permissions"] as? [String] ?? []
-roles["viewer"]?["permissions"] = viewerPermissions + ["budget.edit"]
-document["roles"] = roles
-let changedPolicy = try AccessPolicy(
-    scripts: policy.scripts,
-    policyJSON: String(decoding: try JSONSerialization.data(withJSONObject: document), as: UTF8.self))
+let changedPolicy = try policy.granting("budget.edit", to: "viewer")
 
 /// Runs `step` over and over for 15 seconds; returns how many times.
 func repeatedly(_ step: @escaping @Sendable () async throws -> Void) -> @Sendable () async throws -> Void {

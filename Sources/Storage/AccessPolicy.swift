@@ -37,6 +37,24 @@ public struct AccessPolicy: Sendable {
         return try AccessPolicy(scripts: scripts, policyJSON: json)
     }
 
+    /// This policy with `role` also granted `permission` (declared with `description` when the policy does not
+    /// list it yet): a change to what one role grants, as operators make one, for tests and benchmarks.
+    public func granting(_ permission: String, to role: String, description: String = "Granted for a test") throws
+        -> AccessPolicy
+    {
+        guard var document = try JSONSerialization.jsonObject(with: Data(policyJSON.utf8)) as? [String: Any],
+            var permissions = document["permissions"] as? [String: Any],
+            var roles = document["roles"] as? [String: [String: Any]], roles[role] != nil
+        else { throw AccessPolicyError.notJSON("\(Self.policyFileName) with the role \(role)") }
+        if permissions[permission] == nil { permissions[permission] = description }
+        let granted = roles[role]?["permissions"] as? [String] ?? []
+        roles[role]?["permissions"] = granted + [permission]
+        document["permissions"] = permissions
+        document["roles"] = roles
+        let json = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])
+        return try AccessPolicy(scripts: scripts, policyJSON: String(decoding: json, as: UTF8.self))
+    }
+
     /// The SHA-256 of `policy.json` and the scripts, with their names, in the order they are applied.
     public var checksum: String { Self.checksum([Self.policyFileName, policyJSON] + scriptParts) }
 
@@ -53,10 +71,10 @@ public struct AccessPolicy: Sendable {
     /// (`applied_policy`). Unless `force`, nothing runs when the database already holds this very policy: a
     /// `rbac migrate` with nothing new takes no lock on couples or memberships. The row-level security scripts
     /// run only when they changed or `tablesChanged` (a migration may have added a table they secure), forced or
-    /// not: they lock the tables they secure against every read. What
-    /// roles grant is written only where it differs (`apply_policy`), so permission caches drop only the
-    /// members of roles that changed. Nothing changes if the database refuses any part (an unknown
-    /// permission, say: the error names it). Returns whether it applied anything.
+    /// not: they lock the tables they secure against every read. What roles grant is written only where it
+    /// differs (`apply_policy`), so permission caches drop only the members of roles that changed. Nothing
+    /// changes if the database refuses any part (an unknown permission, say: the error names it). Returns
+    /// whether it applied anything.
     @discardableResult
     public func apply(_ pool: PostgresConnectionPool, force: Bool = true, tablesChanged: Bool = false) async throws
         -> Bool

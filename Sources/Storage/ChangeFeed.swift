@@ -4,8 +4,9 @@ import Postgres
 import Secrets
 import Synchronization
 
-/// Listens on `rbac_changes` (sql/functions/notifications.sql) and keeps the caches honest: each notification drops what it names;
-/// a lost connection drops everything, and until the feed listens again the caches are not trusted at all.
+/// Listens on `rbac_changes` (sql/functions/notifications.sql) and keeps the caches honest: each notification
+/// drops what it names; a lost connection drops everything, and until the feed listens again the caches are not
+/// trusted at all.
 ///
 /// The feed vouches for the caches (`isTrusted`) only while all three hold:
 /// - it listens, and its socket holds no input it has not read (a notification on its way in, or the server's

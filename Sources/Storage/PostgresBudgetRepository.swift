@@ -305,23 +305,21 @@ public struct PostgresBudgetRepository: BudgetRepository {
     /// One statement: the expense's row, joined to its payments by date (or to a page of them, see `listing`)
     /// if it has any. Nil when the couple has no such expense.
     public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
-        let rows = try await listing(.payment, couple: couple, after: page?.after) {
-            try await run(
-                """
-                SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
-                FROM expenses e LEFT JOIN LATERAL (
-                    SELECT * FROM expense_payments p
-                    WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
-                      AND (\(page?.after)::uuid IS NULL OR (p.paid_at, p.id) > (
-                           SELECT paid_at, id FROM expense_payments WHERE couple_id = \(couple) AND id = \(page?.after)))
-                    ORDER BY p.paid_at, p.id LIMIT \(page?.limit)
-                ) p ON true
-                WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
-                """
-            ).map { $0 }
-        }
+        let rows = try await run(
+            """
+            SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
+            FROM expenses e LEFT JOIN LATERAL (
+                SELECT * FROM expense_payments p
+                WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
+                  AND (\(page?.after)::uuid IS NULL OR (p.paid_at, p.id) > (
+                       SELECT paid_at, id FROM expense_payments WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY p.paid_at, p.id LIMIT \(page?.limit)
+            ) p ON true
+            WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
+            """)
         guard !rows.isEmpty else { return nil }
-        return try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
+        let payments = try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
+        return try await listing(.payment, couple: couple, after: page?.after) { payments }
     }
 
     public func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {

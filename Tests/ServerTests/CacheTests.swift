@@ -299,20 +299,10 @@ struct CacheTests {
                 #expect(before == .badRequest, "no role grants budget.approve yet")
                 #expect(instance.cache.knownPermissions() != nil, "the permissions the roles grant are kept")
 
-                var policy = try #require(
-                    try JSONSerialization.jsonObject(
-                        with: Data(contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json")))
-                        as? [String: Any])
-                var permissions = try #require(policy["permissions"] as? [String: Any])
-                permissions["budget.approve"] = "Approve the budget"
-                policy["permissions"] = permissions
-                var roles = try #require(policy["roles"] as? [String: [String: Any]])
-                let planner = roles["planner"]?["permissions"] as? [String] ?? []
-                roles["planner"]?["permissions"] = planner + ["budget.approve"]
-                policy["roles"] = roles
+                let policy = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies"))
+                    .granting("budget.approve", to: "planner", description: "Approve the budget")
                 let admin = try await PostgresConnection.connect(configuration)
-                let text = String(decoding: try JSONSerialization.data(withJSONObject: policy), as: UTF8.self)
-                try await admin.execute("SELECT apply_policy(\(PostgresJSON(text: text)))")
+                try await admin.execute("SELECT apply_policy(\(PostgresJSON(text: policy.policyJSON)))")
                 await admin.close()
 
                 let deadline = ContinuousClock.now + .seconds(1)

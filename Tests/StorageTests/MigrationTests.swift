@@ -159,15 +159,7 @@ struct MigrationTests {
             #expect(unchanged == false, "the unchanged policy was skipped without waiting for the locks")
             #expect(try await appliedAt() == first)
 
-            var document = try #require(
-                try JSONSerialization.jsonObject(with: Data(policy.policyJSON.utf8)) as? [String: Any])
-            var roles = try #require(document["roles"] as? [String: [String: Any]])
-            let viewer = roles["viewer"]?["permissions"] as? [String] ?? []
-            roles["viewer"]?["permissions"] = viewer + ["budget.edit"]
-            document["roles"] = roles
-            let changed = try AccessPolicy(
-                scripts: policy.scripts,
-                policyJSON: String(decoding: try JSONSerialization.data(withJSONObject: document), as: UTF8.self))
+            let changed = try policy.granting("budget.edit", to: "viewer")
             let applied = try await withinTwentySeconds { try await changed.apply(pool, force: false) }
             #expect(applied == true, "a change to what roles grant was applied without waiting for the locks")
             try await holder.execute("ROLLBACK")
