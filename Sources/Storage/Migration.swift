@@ -44,7 +44,9 @@ public struct Migration: Sendable, Equatable {
 
 /// One file of `sql/functions/`: the current definitions of one concern's functions and triggers, each written
 /// with `CREATE OR REPLACE`, so that applying the file again brings the database to it. Every function,
-/// trigger and view has its definition in exactly one such file, and none in a migration.
+/// trigger and view has its definition in exactly one such file, and none in a migration. `CREATE OR REPLACE`
+/// cannot change a function's arguments or result type: such a change needs a migration that drops the old
+/// function (the definitions are applied again after it).
 public struct Definition: Sendable, Equatable {
     /// The file's path under `sql/`, such as `functions/permissions.sql`.
     public let fileName: String

@@ -16,9 +16,7 @@ extension RBAC {
             @Option(help: "The couple's name.") var name: String
             @Option(help: "The owner's email address.") var ownerEmail: String
             @Option(help: "The owner's display name, when the user is new.") var ownerName: String?
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var acting: ActingOptions
 
             func validate() throws {
                 guard EmailAddress(rawValue: ownerEmail) != nil else {
@@ -32,7 +30,7 @@ extension RBAC {
 
             func run() async throws {
                 // The owner it may add is recorded under the operator's label, as is the couple without --actor.
-                try await CommandContext.run(database, operatorLabel: actor.label.recorded) { context in
+                try await CommandContext.run(acting.database, operatorLabel: acting.actor.label.recorded) { context in
                     let email = EmailAddress(rawValue: ownerEmail)!
                     let owner: User
                     do {
@@ -42,8 +40,8 @@ extension RBAC {
                             email: email, displayName: try ownerName.map(User.validateDisplayName))
                     }
                     let couple = try await context.repository.createCouple(
-                        name: name, owner: owner.id, as: try await context.actor(actor))
-                    if output.json {
+                        name: name, owner: owner.id, as: try await context.actor(acting.actor))
+                    if acting.output.json {
                         try printJSON(CoupleReport(couple: couple, owner: owner))
                     } else {
                         print(
@@ -80,18 +78,16 @@ extension RBAC {
         struct Show: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Show a couple and its members.")
             @Argument(help: "The couple's id.") var couple: String
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var acting: ActingOptions
 
             func validate() throws { _ = try Parse.couple(couple) }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await acting.run { context, actor in
                     let id = try Parse.couple(couple)
                     let found = try await context.repository.couple(id)
-                    let members = try await context.memberships.members(of: id, as: try await context.actor(actor))
-                    try output.print(
+                    let members = try await context.memberships.members(of: id, as: actor)
+                    try acting.output.print(
                         CoupleDetail(couple: found, members: members),
                         "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
                             + memberTable(members))

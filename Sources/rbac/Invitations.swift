@@ -15,9 +15,7 @@ extension RBAC {
             @Option(help: "The couple's id.") var couple: String
             @Option(help: "Only pending, accepted, revoked or expired ones.") var status: String?
             @OptionGroup var page: PageOptions
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var acting: ActingOptions
 
             func validate() throws {
                 _ = try Parse.couple(couple)
@@ -28,16 +26,16 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
-                    let (coupleID, acting) = (try Parse.couple(couple), try await context.actor(actor))
+                try await acting.run { context, actor in
+                    let coupleID = try Parse.couple(couple)
                     let only = status.flatMap(InvitationStatus.init(rawValue:))
                     let invitations = try await page.read(id: \.id) {
-                        try await context.invitations.invitations(of: coupleID, status: only, as: acting)
+                        try await context.invitations.invitations(of: coupleID, status: only, as: actor)
                     } page: { limit, after in
                         try await context.invitations.invitations(
-                            of: coupleID, status: only, limit: limit, after: after, as: acting)
+                            of: coupleID, status: only, limit: limit, after: after, as: actor)
                     }
-                    try output.print(
+                    try acting.output.print(
                         invitations,
                         Table(
                             headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"],
@@ -56,8 +54,7 @@ extension RBAC {
             static let configuration = CommandConfiguration(abstract: "Revoke a pending invitation.")
             @Option(help: "The couple's id.") var couple: String
             @Argument(help: "The invitation's id.") var invitation: String
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var acting: ActingOptions
 
             func validate() throws {
                 _ = try Parse.couple(couple)
@@ -65,11 +62,12 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await acting.run { context, actor in
                     try await context.invitations.revoke(
                         try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
-                        as: try await context.actor(actor))
-                    print("Revoked invitation \(invitation.lowercased())")
+                        as: actor)
+                    try acting.output.print(
+                        ["revoked": invitation.lowercased()], "Revoked invitation \(invitation.lowercased())")
                 }
             }
         }
@@ -81,9 +79,7 @@ extension RBAC {
             @Argument(help: "The invitation's id.") var invitation: String
             @Option(help: ArgumentHelp("How long the new link works (default 7d).", valueName: "lifetime"))
             var expires: Lifetime = Lifetime(argument: "7d")!
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var acting: ActingOptions
 
             func validate() throws {
                 _ = try Parse.couple(couple)
@@ -91,12 +87,12 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database) { context in
+                try await acting.run { context, actor in
                     let issued = try await context.invitations.resend(
                         try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
                         expiresIn: expires.duration,
-                        as: try await context.actor(actor))
-                    try printIssued(issued, json: output.json)
+                        as: actor)
+                    try printIssued(issued, json: acting.output.json)
                 }
             }
         }

@@ -15,9 +15,7 @@ extension RBAC {
             help: ArgumentHelp(
                 "How long the link works: 30m, 12h, 7d (default 7d, at most 365d).", valueName: "lifetime"))
         var expires: Lifetime = Lifetime(argument: "7d")!
-        @OptionGroup var actor: ActorOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var acting: ActingOptions
 
         func validate() throws {
             _ = try Parse.couple(couple)
@@ -28,12 +26,12 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await CommandContext.run(database) { context in
+            try await acting.run { context, actor in
                 let issued = try await context.invitations.invite(
                     to: try Parse.couple(couple), role: try RoleName(validating: role),
                     email: email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expires.duration,
-                    as: try await context.actor(actor))
-                try printIssued(issued, json: output.json)
+                    as: actor)
+                try printIssued(issued, json: acting.output.json)
             }
         }
     }

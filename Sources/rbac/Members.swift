@@ -7,21 +7,19 @@ extension RBAC {
         static let configuration = CommandConfiguration(abstract: "List a couple's members.")
         @Option(help: "The couple's id.") var couple: String
         @OptionGroup var page: PageOptions
-        @OptionGroup var actor: ActorOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var acting: ActingOptions
 
         func validate() throws { _ = try Parse.couple(couple) }
 
         func run() async throws {
-            try await CommandContext.run(database) { context in
-                let (coupleID, acting) = (try Parse.couple(couple), try await context.actor(actor))
+            try await acting.run { context, actor in
+                let coupleID = try Parse.couple(couple)
                 let members = try await page.read(id: \.user.id) {
-                    try await context.memberships.members(of: coupleID, as: acting)
+                    try await context.memberships.members(of: coupleID, as: actor)
                 } page: { limit, after in
-                    try await context.memberships.members(of: coupleID, limit: limit, after: after, as: acting)
+                    try await context.memberships.members(of: coupleID, limit: limit, after: after, as: actor)
                 }
-                try output.print(members, memberTable(members))
+                try acting.output.print(members, memberTable(members))
             }
         }
     }

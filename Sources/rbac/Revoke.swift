@@ -6,16 +6,14 @@ extension RBAC {
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a user from a couple.")
         @OptionGroup var member: MemberOptions
-        @OptionGroup var actor: ActorOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await CommandContext.run(database) { context in
+            try await acting.run { context, actor in
                 let user = try await context.user(member.user)
                 let removed = try await context.memberships.remove(
-                    user.id, from: try Parse.couple(member.couple), as: try await context.actor(actor))
-                try output.print(
+                    user.id, from: try Parse.couple(member.couple), as: actor)
+                try acting.output.print(
                     removed,
                     "Removed \(user.email) (\(removed.role)) from couple \(removed.coupleID.uuidString.lowercased())")
             }

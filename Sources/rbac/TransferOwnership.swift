@@ -9,9 +9,7 @@ extension RBAC {
             abstract: "Make a member the owner; the previous owner becomes a partner.")
         @Option(help: "The couple's id.") var couple: String
         @Option(help: "The new owner's id or email address.") var to: String
-        @OptionGroup var actor: ActorOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var acting: ActingOptions
 
         func validate() throws {
             _ = try Parse.couple(couple)
@@ -19,11 +17,11 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await CommandContext.run(database) { context in
+            try await acting.run { context, actor in
                 let newOwner = try await context.user(to)
                 let membership = try await context.memberships.transferOwnership(
-                    of: try Parse.couple(couple), to: newOwner.id, as: try await context.actor(actor))
-                try output.print(
+                    of: try Parse.couple(couple), to: newOwner.id, as: actor)
+                try acting.output.print(
                     membership, "\(newOwner.email) now owns couple \(membership.coupleID.uuidString.lowercased())")
             }
         }

@@ -27,19 +27,19 @@ extension RBAC {
         /// The options every budget command takes.
         struct Options: ParsableArguments {
             @Option(help: "The couple's id.") var couple: String
-            @OptionGroup var actor: ActorOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var acting: ActingOptions
+
+            var output: OutputOptions { acting.output }
 
             func validate() throws { _ = try Parse.couple(couple) }
 
             /// Runs `body` with the couple's budget actor and the acting person.
             func run<T>(_ body: (CoupleBudget, Actor) async throws -> T) async throws -> T {
-                try await CommandContext.run(database) { context in
+                try await acting.run { context, actor in
                     let budget = CoupleBudget(
                         couple: try Parse.couple(couple), repository: PostgresBudgetRepository(pool: context.pool),
                         checker: PermissionChecker(repository: context.repository))
-                    return try await body(budget, try await context.actor(actor))
+                    return try await body(budget, actor)
                 }
             }
 

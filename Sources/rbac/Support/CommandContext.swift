@@ -23,6 +23,19 @@ struct ActorOptions: ParsableArguments {
     }
 }
 
+/// The options of a command that acts in a couple: who acts (the operator, or with --actor a member), the
+/// database, the output.
+struct ActingOptions: ParsableArguments {
+    @OptionGroup var actor: ActorOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    /// Runs `body` with the context and the acting person.
+    func run<T>(_ body: (CommandContext, Actor) async throws -> T) async throws -> T {
+        try await CommandContext.run(database) { context in try await body(context, try await context.actor(actor)) }
+    }
+}
+
 /// `--actor-label`: the name the audit logs record for the operator's changes, `operator:<label>`.
 struct OperatorLabelOptions: ParsableArguments {
     @Option(
