@@ -94,7 +94,7 @@ public enum MigrationError: Error, Equatable, CustomStringConvertible {
         case .duplicateVersion(let first, let second):
             "migration files \(first) and \(second) have the same number"
         case .directoryUnreadable(let path):
-            "no migrations found in \(path)"
+            "no SQL files found in \(path)"
         case .changedAfterApply(let fileName, let applied, let file):
             "migration \(fileName) was changed after it was applied (applied sha256 \(applied.prefix(12)), file now \(file.prefix(12))); "
                 + "restore the file and put the change in a new migration"
