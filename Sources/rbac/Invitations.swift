@@ -52,22 +52,15 @@ extension RBAC {
 
         struct Revoke: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Revoke a pending invitation.")
-            @Option(help: "The couple's id.") var couple: String
-            @Argument(help: "The invitation's id.") var invitation: String
+            @OptionGroup var which: InvitationOptions
             @OptionGroup var acting: ActingOptions
 
-            func validate() throws {
-                _ = try Parse.couple(couple)
-                _ = try Parse.id(invitation, "invitation")
-            }
-
             func run() async throws {
+                let (couple, invitation) = try which.ids()
                 try await acting.run { context, actor in
-                    try await context.invitations.revoke(
-                        try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
-                        as: actor)
-                    try acting.output.print(
-                        ["revoked": invitation.lowercased()], "Revoked invitation \(invitation.lowercased())")
+                    try await context.invitations.revoke(invitation, in: couple, as: actor)
+                    let id = invitation.uuidString.lowercased()
+                    try acting.output.print(["revoked": id], "Revoked invitation \(id)")
                 }
             }
         }
@@ -75,26 +68,31 @@ extension RBAC {
         struct Resend: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Revoke an invitation and issue a new link for the same role and email.")
-            @Option(help: "The couple's id.") var couple: String
-            @Argument(help: "The invitation's id.") var invitation: String
+            @OptionGroup var which: InvitationOptions
             @Option(help: ArgumentHelp("How long the new link works (default 7d).", valueName: "lifetime"))
             var expires: Lifetime = Lifetime(argument: "7d")!
             @OptionGroup var acting: ActingOptions
 
-            func validate() throws {
-                _ = try Parse.couple(couple)
-                _ = try Parse.id(invitation, "invitation")
-            }
-
             func run() async throws {
+                let (couple, invitation) = try which.ids()
                 try await acting.run { context, actor in
                     let issued = try await context.invitations.resend(
-                        try Parse.id(invitation, "invitation"), in: try Parse.couple(couple),
-                        expiresIn: expires.duration,
-                        as: actor)
+                        invitation, in: couple, expiresIn: expires.duration, as: actor)
                     try printIssued(issued, json: acting.output.json)
                 }
             }
         }
+    }
+}
+
+/// Which invitation a command acts on: the couple's id, and the invitation's.
+struct InvitationOptions: ParsableArguments {
+    @Option(help: "The couple's id.") var couple: String
+    @Argument(help: "The invitation's id.") var invitation: String
+
+    func validate() throws { _ = try ids() }
+
+    func ids() throws -> (couple: UUID, invitation: UUID) {
+        (try Parse.couple(couple), try Parse.id(invitation, "invitation"))
     }
 }

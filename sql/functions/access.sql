@@ -74,18 +74,24 @@ BEGIN
     END IF;
 END $$;
 
--- The acting user, after checking they hold `p_permission` in the couple; NULL for the operator.
-CREATE OR REPLACE FUNCTION rbac.require_permission(p_couple_id uuid, p_permission text) RETURNS uuid
+-- Who acts in an existing couple: the end user (RBAUT when there is none), or NULL for the operator.
+CREATE OR REPLACE FUNCTION rbac.couple_actor(p_couple_id uuid) RETURNS uuid
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
-DECLARE
-    v_actor uuid;
 BEGIN
     PERFORM rbac.require_couple(p_couple_id);
     IF rbac.is_operator() THEN
         RETURN NULL;
     END IF;
-    v_actor := rbac.require_user();
-    IF NOT public.user_has_permission(p_couple_id, v_actor, p_permission) THEN
+    RETURN rbac.require_user();
+END $$;
+
+-- The acting user, after checking they hold `p_permission` in the couple; NULL for the operator.
+CREATE OR REPLACE FUNCTION rbac.require_permission(p_couple_id uuid, p_permission text) RETURNS uuid
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_actor uuid := rbac.couple_actor(p_couple_id);
+BEGIN
+    IF v_actor IS NOT NULL AND NOT public.user_has_permission(p_couple_id, v_actor, p_permission) THEN
         RAISE EXCEPTION 'permission denied: % needs % in couple %', v_actor, p_permission, p_couple_id
             USING ERRCODE = 'RBDEN', HINT = 'an owner can grant a role that includes it';
     END IF;
@@ -117,14 +123,9 @@ END $$;
 CREATE OR REPLACE FUNCTION rbac.require_member_view(p_couple_id uuid, p_user_id uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 DECLARE
-    v_actor uuid;
+    v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
-    PERFORM rbac.require_couple(p_couple_id);
-    IF rbac.is_operator() THEN
-        RETURN;
-    END IF;
-    v_actor := rbac.require_user();
-    IF v_actor IS DISTINCT FROM p_user_id AND NOT EXISTS (
+    IF v_actor IS NOT NULL AND v_actor IS DISTINCT FROM p_user_id AND NOT EXISTS (
         SELECT 1 FROM memberships WHERE couple_id = p_couple_id AND user_id = v_actor AND status = 'active')
     THEN
         RAISE EXCEPTION 'permission denied: only members of couple % can see its members', p_couple_id
