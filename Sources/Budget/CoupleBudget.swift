@@ -85,7 +85,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.createScenario(
-                couple: couple, name: try validatedName(name, "name"), primary: primary, as: actor)
+                couple: couple, name: try budgetName(name, "name"), primary: primary, as: actor)
         }
     }
 
@@ -94,7 +94,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.clone_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.cloneScenario(
-                couple: couple, source: source, name: try validatedName(name, "name"), as: actor)
+                couple: couple, source: source, name: try budgetName(name, "name"), as: actor)
         }
     }
 
@@ -109,7 +109,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.rename_scenario") {
             try await require(.budgetEdit, actor)
             return try await repository.renameScenario(
-                couple: couple, scenario: scenario, to: try validatedName(name, "name"), as: actor)
+                couple: couple, scenario: scenario, to: try budgetName(name, "name"), as: actor)
         }
     }
 
@@ -124,7 +124,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_folder") {
             try await require(.budgetEdit, actor)
             return try await repository.createFolder(
-                couple: couple, scenario: scenario, name: try validatedName(name, "name"), as: actor)
+                couple: couple, scenario: scenario, name: try budgetName(name, "name"), as: actor)
         }
     }
 
@@ -147,7 +147,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.rename_folder") {
             try await require(.budgetEdit, actor)
             return try await repository.renameFolder(
-                couple: couple, folder: folder, to: try validatedName(name, "name"), as: actor)
+                couple: couple, folder: folder, to: try budgetName(name, "name"), as: actor)
         }
     }
 
@@ -158,7 +158,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_item") {
             try await require(.budgetEdit, actor)
             let item = BudgetItem(
-                id: UUID(), scenarioID: scenario, folderID: folder, name: try validatedName(name, "name"),
+                id: UUID(), scenarioID: scenario, folderID: folder, name: try budgetName(name, "name"),
                 category: try Self.label(category, "category"), event: try Self.label(event, "event"),
                 budgeted: try Money.validated(budgeted, "budgeted"))
             return try await repository.createItem(couple: couple, item, as: actor)
@@ -171,9 +171,9 @@ public actor CoupleBudget {
         try await metrics.measure("budget.edit_item") {
             try await require(.budgetEdit, actor)
             guard !edit.isEmpty else {
-                throw CollaborationError(.invalidInput, "nothing to change: give a name, category, event or folder")
+                throw BudgetError(.invalidInput, "nothing to change: give a name, category, event or folder")
             }
-            let name = try edit.name.map { try validatedName($0, "name") }
+            let name = try edit.name.map { try budgetName($0, "name") }
             let category = try edit.category.map { try Self.label($0, "category") }
             let event = try edit.event.map { try Self.label($0, "event") }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
@@ -204,7 +204,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.create_expense") {
             try await require(.expensesEdit, actor)
             let expense = Expense(
-                id: UUID(), name: try validatedName(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
+                id: UUID(), name: try budgetName(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
                 amount: try Money.validated(amount, "amount"), dueDate: dueDate,
                 category: try Self.label(category, "category"))
             return try await repository.createExpense(couple: couple, expense, as: actor)
@@ -217,7 +217,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.record_payment") {
             try await require(.expensesEdit, actor)
             guard try Money.validated(amount, "amount") > 0 else {
-                throw CollaborationError(.invalidInput, "a payment's amount must be more than 0")
+                throw BudgetError(.invalidInput, "a payment's amount must be more than 0")
             }
             return try await repository.addPayment(
                 couple: couple,
@@ -232,9 +232,9 @@ public actor CoupleBudget {
         try await metrics.measure("budget.edit_expense") {
             try await require(.expensesEdit, actor)
             guard !edit.isEmpty else {
-                throw CollaborationError(.invalidInput, "nothing to change: give a name, vendor, category or due date")
+                throw BudgetError(.invalidInput, "nothing to change: give a name, vendor, category or due date")
             }
-            let name = try edit.name.map { try validatedName($0, "name") }
+            let name = try edit.name.map { try budgetName($0, "name") }
             let vendor = try edit.vendor.map { try Self.label($0, "vendor", limit: 200) }
             let category = try edit.category.map { try Self.label($0, "category") }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
@@ -297,7 +297,7 @@ public actor CoupleBudget {
             return try await repository.createGift(
                 couple: couple,
                 Gift(
-                    id: UUID(), from: try validatedName(from, "from"), amount: try Money.validated(amount, "amount"),
+                    id: UUID(), from: try budgetName(from, "from"), amount: try Money.validated(amount, "amount"),
                     received: received, budgetItemID: budgetItem), as: actor)
         }
     }
@@ -308,10 +308,10 @@ public actor CoupleBudget {
         try await metrics.measure("budget.edit_gift") {
             try await require(.giftsEdit, actor)
             guard !edit.isEmpty else {
-                throw CollaborationError(
+                throw BudgetError(
                     .invalidInput, "nothing to change: give who it is from, an amount, received or a budget item")
             }
-            let from = try edit.from.map { try validatedName($0, "from") }
+            let from = try edit.from.map { try budgetName($0, "from") }
             let amount = try edit.amount.map { try Money.validated($0, "amount") }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard let gift = try await transaction.gift(id) else { throw BudgetRecord.gift.notFound }
@@ -335,11 +335,11 @@ public actor CoupleBudget {
         try await metrics.measure("budget.allocate") {
             try await require(.expensesEdit, actor)
             guard !items.isEmpty, Set(items).count == items.count else {
-                throw CollaborationError(.invalidInput, "name each budget item once, and at least one")
+                throw BudgetError(.invalidInput, "name each budget item once, and at least one")
             }
             if let amounts {
                 guard amounts.count == items.count else {
-                    throw CollaborationError(.invalidInput, "give an amount for every item, or for none")
+                    throw BudgetError(.invalidInput, "give an amount for every item, or for none")
                 }
                 for amount in amounts { _ = try Money.validated(amount, "amount") }
             }
@@ -348,14 +348,14 @@ public actor CoupleBudget {
                 let budgetItems = try await transaction.items(items)
                 let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
                 guard items.allSatisfy({ byID[$0]?.scenarioID == scenario }) else {
-                    throw CollaborationError(.notFound, "every budget item must belong to the scenario")
+                    throw BudgetError(.notFound, "every budget item must belong to the scenario")
                 }
                 let shares =
                     amounts
                     ?? BudgetRules.distribute(found.amount, weights: items.map { byID[$0]!.budgeted })
                 let total = shares.reduce(Decimal(0), +)
                 guard total <= found.amount else {
-                    throw CollaborationError(
+                    throw BudgetError(
                         .invalidInput, "the allocations add up to \(total), more than the expense's \(found.amount)")
                 }
                 let allocations = zip(items, shares).map {
@@ -455,22 +455,28 @@ public actor CoupleBudget {
 
     private func require(_ permission: Permission, _ actor: Actor) async throws {
         guard case .user(let user) = actor else { return }  // the operator may do everything
-        guard try await checker.check(couple: couple, user: user, permission: permission).allowed else {
-            throw CollaborationError(.permissionDenied, "permission denied: this needs \(permission) in the couple")
+        let allowed: Bool
+        do {
+            allowed = try await checker.check(couple: couple, user: user, permission: permission).allowed
+        } catch let error as CollaborationError {
+            throw BudgetError(error)
+        }
+        guard allowed else {
+            throw BudgetError(.permissionDenied, "permission denied: this needs \(permission) in the couple")
         }
     }
 
-    private static func label(_ text: String, _ field: String, limit: Int = 100) throws(CollaborationError) -> String {
+    private static func label(_ text: String, _ field: String, limit: Int = 100) throws(BudgetError) -> String {
         guard text.count <= limit else {
-            throw CollaborationError(.invalidInput, "\(field) must be at most \(limit) characters")
+            throw BudgetError(.invalidInput, "\(field) must be at most \(limit) characters")
         }
-        try refuseControlCharacters(text, field)
+        do { try refuseControlCharacters(text, field) } catch { throw BudgetError(error) }
         return text
     }
 
-    static let noSuchScenario = CollaborationError(.notFound, "no such scenario in this couple")
-    static let noSuchExpense = CollaborationError(.notFound, "no such expense in this couple")
-    static let noSuchItem = CollaborationError(.notFound, "no such budget item in this couple")
+    static let noSuchScenario = BudgetError(.notFound, "no such scenario in this couple")
+    static let noSuchExpense = BudgetError(.notFound, "no such expense in this couple")
+    static let noSuchItem = BudgetError(.notFound, "no such budget item in this couple")
 }
 
 extension Permission {

@@ -249,7 +249,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func setRowLimits(_ limits: [(table: String, maxRows: Int)]) async throws {
         guard let first = limits.first else { return }
-        throw CollaborationError(
+        throw BudgetError(
             .invalidInput, "\(quoted(first.table)) is not a budget table here: no table has limits")
     }
 
@@ -263,7 +263,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         guard let page else { return ordered }
         guard let after = page.after else { return Array(ordered.prefix(page.limit)) }
         guard let index = ordered.firstIndex(where: { id($0) == after }) else {
-            throw CollaborationError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+            throw BudgetError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
         }
         return Array(ordered[(index + 1)...].prefix(page.limit))
     }

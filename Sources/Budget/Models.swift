@@ -202,11 +202,11 @@ public enum BudgetRecord: String, Sendable, Hashable, Codable, CaseIterable {
     case gift
 
     /// The refusal for an id the couple has no record of this kind under.
-    public var notFound: CollaborationError {
-        CollaborationError(.notFound, "no such \(self == .item ? "budget item" : rawValue) in this couple")
+    public var notFound: BudgetError {
+        BudgetError(.notFound, "no such \(self == .item ? "budget item" : rawValue) in this couple")
     }
 
-    public static let primaryScenarioKept = CollaborationError(
+    public static let primaryScenarioKept = BudgetError(
         .invalidInput, "the primary scenario cannot be deleted; make another scenario primary first")
 }
 
@@ -283,27 +283,27 @@ public enum Money {
 
     /// `amount`, if it is a non-negative amount of whole cents within `numeric(12,2)`; else an `invalid_input`
     /// error naming `field`.
-    public static func validated(_ amount: Decimal, _ field: String) throws(CollaborationError) -> Decimal {
-        guard amount >= 0 else { throw CollaborationError(.invalidInput, "\(field) must not be negative (\(amount))") }
+    public static func validated(_ amount: Decimal, _ field: String) throws(BudgetError) -> Decimal {
+        guard amount >= 0 else { throw BudgetError(.invalidInput, "\(field) must not be negative (\(amount))") }
         guard amount <= maximum else {
-            throw CollaborationError(.invalidInput, "\(field) must be at most \(maximum) (\(amount))")
+            throw BudgetError(.invalidInput, "\(field) must be at most \(maximum) (\(amount))")
         }
         guard Decimal(cents(amount)) / 100 == amount else {
-            throw CollaborationError(.invalidInput, "\(field) must be in whole cents (\(amount))")
+            throw BudgetError(.invalidInput, "\(field) must be in whole cents (\(amount))")
         }
         return amount
     }
 
     /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents and commas.
-    public static func parse(_ text: String, _ field: String) throws(CollaborationError) -> Decimal {
+    public static func parse(_ text: String, _ field: String) throws(BudgetError) -> Decimal {
         if text.hasPrefix("-"), (try? parse(String(text.dropFirst()), field)) != nil {
-            throw CollaborationError(.invalidInput, "\(field) must not be negative (\(text))")
+            throw BudgetError(.invalidInput, "\(field) must not be negative (\(text))")
         }
         let shape = text.utf8.allSatisfy {
             (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
         }
         guard shape, !text.isEmpty, text.utf8.count <= 16, let amount = Decimal(string: text) else {
-            throw CollaborationError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")
+            throw BudgetError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")
         }
         return try validated(amount, field)
     }

@@ -1,5 +1,10 @@
+/// A refusal with a stable code for programs (`permission_denied`, ...), which the metrics count by.
+public protocol CodedError: Error {
+    var codeName: String { get }
+}
+
 /// Every refusal of a collaboration operation: a stable code for programs and a message for people.
-public struct CollaborationError: Error, Sendable, Equatable, CustomStringConvertible {
+public struct CollaborationError: Error, Sendable, Equatable, CustomStringConvertible, CodedError {
     public enum Code: String, Sendable, Codable, CaseIterable {
         case notAuthenticated = "not_authenticated"
         case permissionDenied = "permission_denied"
@@ -27,4 +32,5 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
     }
 
     public var description: String { message }
+    public var codeName: String { code.rawValue }
 }

@@ -4,7 +4,7 @@ import Synchronization
 
 /// Times service operations and counts their outcomes through swift-metrics, as the seeds' PerformanceMonitor
 /// did: `rbac_operation_duration_seconds` and `rbac_operations_total`, both labelled with the operation and
-/// its outcome (`ok`, a `CollaborationError` code, or `error`).
+/// its outcome (`ok`, a refusal's code, or `error`).
 public struct OperationMetrics: Sendable {
     private let timings: CountedTimings
 
@@ -26,7 +26,7 @@ public struct OperationMetrics: Sendable {
             record(operation, outcome: success, duration: ContinuousClock.now - started)
             return value
         } catch {
-            let outcome = (error as? CollaborationError)?.code.rawValue ?? "error"
+            let outcome = (error as? any CodedError)?.codeName ?? "error"
             record(operation, outcome: outcome, duration: ContinuousClock.now - started)
             throw error
         }

@@ -155,7 +155,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             "SELECT EXISTS (SELECT 1 FROM \(identifier: Transaction.table(record)) WHERE couple_id = \(couple) AND id = \(after)) AS found"
         )
         guard try found[0].decode("found", as: Bool.self) else {
-            throw CollaborationError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+            throw BudgetError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
         }
         return rows
     }
@@ -523,7 +523,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             ORDER BY l.table_name
             """)
         if let couple, let first = rows.first, !(try first.decode("couple_found", as: Bool.self)) {
-            throw CollaborationError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist")
+            throw BudgetError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist")
         }
         return try rows.map { row in
             BudgetRowLimit(
@@ -543,7 +543,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                         let tables: [String] = try await connection.query(
                             "SELECT table_name FROM budget_row_limits ORDER BY table_name"
                         ).map { try $0.decode("table_name") }
-                        throw CollaborationError(
+                        throw BudgetError(
                             .invalidInput,
                             "\(quoted(table)) is not a budget table; the tables are \(tables.joined(separator: ", "))")
                     }
@@ -642,13 +642,14 @@ public struct PostgresBudgetRepository: BudgetRepository {
     private static func budgetError(_ error: PostgresError) -> any Error {
         switch error.sqlState {
         case .foreignKeyViolation:
-            return CollaborationError(.notFound, "no such scenario, folder, budget item or expense in this couple")
+            return BudgetError(.notFound, "no such scenario, folder, budget item or expense in this couple")
         case .checkViolation:
-            return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
+            return BudgetError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
         case .uniqueViolation:
-            return CollaborationError(.alreadyExists, "that already exists")
+            return BudgetError(.alreadyExists, "that already exists")
         default:
-            return domainError(error)
+            let mapped = domainError(error)
+            return (mapped as? CollaborationError).map(BudgetError.init) ?? mapped
         }
     }
 }

@@ -78,10 +78,10 @@ struct BudgetRulesTests {
         #expect(try Money.parse("1250", "amount") == 1250)
         #expect(try Money.parse("99.90", "amount") == money("99.90"))
         for bad in ["-1", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses"] {
-            #expect(throws: CollaborationError.self) { try Money.parse(bad, "amount") }
+            #expect(throws: BudgetError.self) { try Money.parse(bad, "amount") }
         }
-        #expect(throws: CollaborationError.self) { try Money.validated(money("-0.01"), "amount") }
-        #expect(throws: CollaborationError(.invalidInput, "--amount must not be negative (-5)")) {
+        #expect(throws: BudgetError.self) { try Money.validated(money("-0.01"), "amount") }
+        #expect(throws: BudgetError(.invalidInput, "--amount must not be negative (-5)")) {
             try Money.parse("-5", "--amount")
         }
         #expect(CalendarDay("2026-02-29") == nil)

@@ -75,7 +75,7 @@ struct CoupleBudgetTests {
         let item = try await b.createItem(named: "Venue", scenario: scenario.id, budgeted: 500, as: world.owner)
         let expense = try await b.createExpense(named: "Deposit", amount: 100, as: world.owner)
         let before = world.budgets.snapshot.allocations
-        await #expect(throws: CollaborationError.self) {
+        await #expect(throws: BudgetError.self) {
             try await b.allocate(
                 expense: expense.id, scenario: scenario.id, items: [item.id], amounts: [money("100.01")],
                 as: world.owner)
@@ -125,7 +125,7 @@ struct CoupleBudgetTests {
             { _ = try await b.overview(scenario: scenario.id, as: world.stranger) },
             { _ = try await b.scenarios(as: world.stranger) },
         ] as [@Sendable () async throws -> Void] {
-            let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+            let error = await #expect(throws: BudgetError.self) { try await attempt() }
             #expect(error?.code == .permissionDenied)
         }
         #expect(world.budgets.snapshot.revision == before.revision)

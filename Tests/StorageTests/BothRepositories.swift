@@ -1,3 +1,4 @@
+import Budget
 import Collaboration
 import Testing
 
@@ -8,20 +9,42 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-/// Expects `body` to be refused with a `CollaborationError` of `code`; returns the refusal for further checks.
+/// A domain's refusal: a code of the domain's own type, and a message.
+protocol Refusal: Error {
+    associatedtype Code: Equatable
+    var code: Code { get }
+    var message: String { get }
+}
+
+extension CollaborationError: Refusal {}
+extension BudgetError: Refusal {}
+
+/// Expects `body` to be refused with `code`; returns the refusal for further checks.
 @discardableResult
 func expectRefusal(
-    _ code: CollaborationError.Code, _ body: () async throws -> Void,
-    sourceLocation: SourceLocation = #_sourceLocation
+    _ code: CollaborationError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
 ) async -> CollaborationError? {
+    await expectRefused(code, body, sourceLocation)
+}
+
+@discardableResult
+func expectBudgetRefusal(
+    _ code: BudgetError.Code, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+) async -> BudgetError? {
+    await expectRefused(code, body, sourceLocation)
+}
+
+private func expectRefused<E: Refusal>(
+    _ code: E.Code, _ body: () async throws -> Void, _ sourceLocation: SourceLocation
+) async -> E? {
     do {
         try await body()
         Issue.record("expected a refusal with \(code), but it succeeded", sourceLocation: sourceLocation)
-    } catch let error as CollaborationError {
+    } catch let error as E {
         #expect(error.code == code, "\(error.message)", sourceLocation: sourceLocation)
         return error
     } catch {
-        Issue.record("expected a CollaborationError \(code), got \(error)", sourceLocation: sourceLocation)
+        Issue.record("expected a \(E.self) \(code), got \(error)", sourceLocation: sourceLocation)
     }
     return nil
 }

@@ -80,7 +80,7 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.gifts(as: admin).map(\.id) == [aunt.id])
 
             // The primary scenario stays; another one goes with its items, and its gifts let go.
-            let refused = await expectRefusal(.invalidInput) {
+            let refused = await expectBudgetRefusal(.invalidInput) {
                 _ = try await b.delete(.scenario, id: main.id, as: admin)
             }
             #expect(refused?.message.contains("primary") == true)
@@ -89,7 +89,7 @@ struct BudgetBothRepositoriesTests {
             _ = try await b.delete(.scenario, id: alt.id, as: admin)
             #expect(try await b.scenarios(as: admin).map(\.id) == [main.id])
             #expect(try await b.gifts(as: admin).first { $0.id == uncleAgain.id }?.budgetItemID == nil)
-            await expectRefusal(.notFound) {
+            await expectBudgetRefusal(.notFound) {
                 _ = try await b.overview(scenario: alt.id, as: admin)
             }
 
@@ -98,7 +98,7 @@ struct BudgetBothRepositoriesTests {
                 (BudgetRecord.folder, folder.id), (.item, hall.id), (.item, other.id), (.expense, deposit.id),
                 (.payment, payment.id), (.gift, uncle.id), (.scenario, alt.id), (.scenario, UUID()),
             ] {
-                await expectRefusal(.notFound) { _ = try await b.delete(record, id: id, as: admin) }
+                await expectBudgetRefusal(.notFound) { _ = try await b.delete(record, id: id, as: admin) }
             }
         }
     }
@@ -113,7 +113,7 @@ struct BudgetBothRepositoriesTests {
             let alt = try await b.createScenario(named: "Alt", as: admin)
             let folder = try await b.createFolder(named: "Venue", scenario: main.id, as: admin)
             for (scenario, folder) in [(alt.id, folder.id), (main.id, UUID())] {
-                await expectRefusal(.notFound) {
+                await expectBudgetRefusal(.notFound) {
                     _ = try await b.createItem(
                         named: "Hall", scenario: scenario, budgeted: 1, folder: folder, as: admin)
                 }
@@ -123,7 +123,7 @@ struct BudgetBothRepositoriesTests {
             let filed = try await b.createItem(
                 named: "Hall", scenario: main.id, budgeted: 1, folder: folder.id, as: admin)
             #expect(try await b.items(scenario: main.id, as: admin).map(\.folderID) == [filed.folderID])
-            await expectRefusal(.notFound) {
+            await expectBudgetRefusal(.notFound) {
                 _ = try await b.recordGift(from: "Aunt", amount: 5, received: true, budgetItem: UUID(), as: admin)
             }
             #expect(try await b.gifts(as: admin).isEmpty)
@@ -155,12 +155,12 @@ struct BudgetBothRepositoriesTests {
 
             let before = try await b.expenses(as: admin)
             for (id, edit, code) in [
-                (hall.id, ExpenseEdit(), CollaborationError.Code.invalidInput),
+                (hall.id, ExpenseEdit(), BudgetError.Code.invalidInput),
                 (hall.id, ExpenseEdit(name: "  "), .invalidInput),
                 (hall.id, ExpenseEdit(vendor: String(repeating: "v", count: 201)), .invalidInput),
                 (UUID(), ExpenseEdit(name: "Other"), .notFound),
             ] {
-                await expectRefusal(code) {
+                await expectBudgetRefusal(code) {
                     _ = try await b.editExpense(id, edit, as: admin)
                 }
             }
@@ -194,13 +194,13 @@ struct BudgetBothRepositoriesTests {
 
             let before = try await b.gifts(as: admin)
             for (id, edit, code) in [
-                (owed.id, GiftEdit(), CollaborationError.Code.invalidInput),
+                (owed.id, GiftEdit(), BudgetError.Code.invalidInput),
                 (owed.id, GiftEdit(from: ""), .invalidInput),
                 (owed.id, GiftEdit(amount: -1), .invalidInput),
                 (owed.id, GiftEdit(budgetItem: .some(UUID())), .notFound),
                 (UUID(), GiftEdit(received: false), .notFound),
             ] {
-                await expectRefusal(code) {
+                await expectBudgetRefusal(code) {
                     _ = try await b.editGift(id, edit, as: admin)
                 }
             }
@@ -239,13 +239,13 @@ struct BudgetBothRepositoriesTests {
 
             let before = try await b.items(scenario: main.id, as: admin)
             for (id, edit, code) in [
-                (cake.id, ItemEdit(), CollaborationError.Code.invalidInput),
+                (cake.id, ItemEdit(), BudgetError.Code.invalidInput),
                 (cake.id, ItemEdit(name: " "), .invalidInput),
                 (cake.id, ItemEdit(event: String(repeating: "e", count: 101)), .invalidInput),
                 (cake.id, ItemEdit(folder: .some(elsewhere.id)), .notFound),
                 (UUID(), ItemEdit(name: "Other"), .notFound),
             ] {
-                await expectRefusal(code) {
+                await expectBudgetRefusal(code) {
                     _ = try await b.editItem(id, edit, as: admin)
                 }
             }
@@ -275,7 +275,7 @@ struct BudgetBothRepositoriesTests {
             for (rename, code) in [
                 (
                     { _ = try await b.renameScenario(main.id, to: "  ", as: admin) },
-                    CollaborationError.Code.invalidInput
+                    BudgetError.Code.invalidInput
                 ),
                 (
                     { _ = try await b.renameFolder(party.id, to: String(repeating: "f", count: 201), as: admin) },
@@ -284,8 +284,8 @@ struct BudgetBothRepositoriesTests {
                 ({ _ = try await b.renameScenario(UUID(), to: "Other", as: admin) }, .notFound),
                 ({ _ = try await b.renameFolder(UUID(), to: "Other", as: admin) }, .notFound),
                 ({ _ = try await b.renameFolder(main.id, to: "Other", as: admin) }, .notFound),
-            ] as [(() async throws -> Void, CollaborationError.Code)] {
-                await expectRefusal(code, rename)
+            ] as [(() async throws -> Void, BudgetError.Code)] {
+                await expectBudgetRefusal(code, rename)
             }
             #expect(try await b.scenarios(as: admin).map(\.name) == ["Dream"])
             #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["Reception"])

@@ -159,7 +159,7 @@ struct BudgetStorageTests {
                 { _ = try await b.expenses(as: world.stranger) },
             ]
             for attempt in attempts {
-                let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+                let error = await #expect(throws: BudgetError.self) { try await attempt() }
                 #expect(error?.code == .permissionDenied)
             }
             #expect(try await world.dump() == before)
@@ -184,7 +184,7 @@ struct BudgetStorageTests {
                 },
             ]
             for attempt in invalid {
-                let error = await #expect(throws: CollaborationError.self) { try await attempt() }
+                let error = await #expect(throws: BudgetError.self) { try await attempt() }
                 #expect(error?.code == .notFound || error?.code == .invalidInput)
             }
             #expect(try await world.dump() == afterOther)

@@ -63,8 +63,8 @@ enum Outcome: Hashable, Sendable {
             return .success
         } catch let error as PostgresError where error.kind == .server {
             return .refused(error.sqlState?.rawValue ?? "?")
-        } catch let error as CollaborationError {
-            return .refused(error.code.rawValue)
+        } catch let error as any CodedError {
+            return .refused(error.codeName)
         }
     }
 }

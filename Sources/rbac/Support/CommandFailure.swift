@@ -1,3 +1,4 @@
+import Budget
 import Collaboration
 import Foundation
 import Postgres
@@ -30,6 +31,8 @@ struct CommandFailure: Error {
             self = failure
         case let error as CollaborationError:
             self.init(Self.status(for: error.code), error.message)
+        case let error as BudgetError:
+            self.init(Self.status(for: CollaborationError.Code(rawValue: error.code.rawValue)!), error.message)
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
