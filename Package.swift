@@ -42,12 +42,14 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // The only module that touches OpenSSL.
         .target(name: "Secrets", dependencies: ["COpenSSL"]),
+        // What both domains share: the actor, paging, the permission checker's protocol, operation metrics.
+        .target(name: "Tenancy", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
         // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).
         .target(
             name: "Collaboration",
-            dependencies: ["Secrets", .product(name: "CoreMetrics", package: "swift-metrics")]),
+            dependencies: ["Secrets", "Tenancy", .product(name: "CoreMetrics", package: "swift-metrics")]),
         // The budget domain: tenant-scoped actors keyed by couple, gated by the couple's permissions.
-        .target(name: "Budget", dependencies: ["Collaboration"]),
+        .target(name: "Budget", dependencies: ["Tenancy"]),
         // Postgres-backed repositories and the migration runner.
         .target(name: "Storage", dependencies: ["Budget", "Collaboration", "Postgres", "Secrets"]),
         // The HTTP service: invitation pages and the permission API.

@@ -1,4 +1,4 @@
-import Collaboration
+import Tenancy
 
 /// Every refusal of a budget operation: a stable code for programs (the same names the collaboration errors
 /// use, so that the API and the CLI answer both alike) and a message for people.
@@ -24,8 +24,8 @@ public struct BudgetError: Error, Sendable, Equatable, CustomStringConvertible, 
 
     /// A refusal from below the budget (the permission checker, the rules for names, the database mapping) as
     /// the budget's own; a code the budget has no use for is invalid input.
-    public init(_ error: CollaborationError) {
-        self.init(Code(rawValue: error.code.rawValue) ?? .invalidInput, error.message)
+    public init(_ error: any CodedError) {
+        self.init(Code(rawValue: error.codeName) ?? .invalidInput, error.message)
     }
 
     public var description: String { message }

@@ -1,5 +1,5 @@
-import Collaboration
 import Foundation
+import Tenancy
 
 /// Storage of one couple's budget: every method takes the couple first, and reads or writes only its rows.
 /// Each read is one statement whatever the couple's size. Every write names the actor (checked by the service

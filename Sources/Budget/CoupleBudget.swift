@@ -1,5 +1,5 @@
-import Collaboration
 import Foundation
+import Tenancy
 
 /// One couple's budget services, as one actor: the seeds' BudgetAggregationService, BudgetAllocationService,
 /// BudgetDevelopmentService and ExpensePaymentStatusService, scoped to the couple this actor is keyed by.
@@ -9,13 +9,13 @@ import Foundation
 public actor CoupleBudget {
     public nonisolated let couple: UUID
     private let repository: any BudgetRepository
-    private let checker: PermissionChecker
+    private let checker: any PermissionChecking
     private let metrics: OperationMetrics
     /// Overviews by scenario, each valid while the couple's budget revision is the one it was read at.
     private var overviews: [UUID: BudgetOverview] = [:]
 
     public init(
-        couple: UUID, repository: any BudgetRepository, checker: PermissionChecker,
+        couple: UUID, repository: any BudgetRepository, checker: any PermissionChecking,
         metrics: OperationMetrics = OperationMetrics()
     ) {
         self.couple = couple
@@ -439,7 +439,7 @@ public actor CoupleBudget {
     /// edits records of that kind.
     public func delete(_ record: BudgetRecord, id: UUID, as actor: Actor) async throws -> Deletion {
         try await metrics.measure("budget.delete") {
-            let permission: Permission =
+            let permission: BudgetPermission =
                 switch record {
                 case .scenario, .folder, .item: .budgetEdit
                 case .expense, .payment: .expensesEdit
@@ -453,16 +453,16 @@ public actor CoupleBudget {
 
     // MARK: Rules
 
-    private func require(_ permission: Permission, _ actor: Actor) async throws {
+    private func require(_ permission: BudgetPermission, _ actor: Actor) async throws {
         guard case .user(let user) = actor else { return }  // the operator may do everything
         let allowed: Bool
         do {
-            allowed = try await checker.check(couple: couple, user: user, permission: permission).allowed
-        } catch let error as CollaborationError {
+            allowed = try await checker.allows(permission.rawValue, user: user, couple: couple)
+        } catch let error as any CodedError {
             throw BudgetError(error)
         }
         guard allowed else {
-            throw BudgetError(.permissionDenied, "permission denied: this needs \(permission) in the couple")
+            throw BudgetError(.permissionDenied, "permission denied: this needs \(permission.rawValue) in the couple")
         }
     }
 
@@ -479,11 +479,12 @@ public actor CoupleBudget {
     static let noSuchItem = BudgetError(.notFound, "no such budget item in this couple")
 }
 
-extension Permission {
-    static let budgetView = Permission(rawValue: "budget.view")!
-    static let budgetEdit = Permission(rawValue: "budget.edit")!
-    static let expensesView = Permission(rawValue: "expenses.view")!
-    static let expensesEdit = Permission(rawValue: "expenses.edit")!
-    static let giftsView = Permission(rawValue: "gifts.view")!
-    static let giftsEdit = Permission(rawValue: "gifts.edit")!
+/// The permissions that guard the budget (policies/policy.json grants them to roles).
+enum BudgetPermission: String {
+    case budgetView = "budget.view"
+    case budgetEdit = "budget.edit"
+    case expensesView = "expenses.view"
+    case expensesEdit = "expenses.edit"
+    case giftsView = "gifts.view"
+    case giftsEdit = "gifts.edit"
 }

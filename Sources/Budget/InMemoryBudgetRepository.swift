@@ -1,6 +1,6 @@
-import Collaboration
 import Foundation
 import Synchronization
+import Tenancy
 
 /// Budget storage in memory, for fast tests of the services' rules. A transaction works on a copy of the
 /// data and publishes it when its body returns; the couple's lock is a per-repository async lock. It keeps no

@@ -1,5 +1,5 @@
-import Collaboration
 import Foundation
+import Tenancy
 
 /// A "what-if" version of the budget; a couple has at most one primary scenario.
 public struct Scenario: Sendable, Hashable, Codable {

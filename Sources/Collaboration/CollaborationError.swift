@@ -1,8 +1,3 @@
-/// A refusal with a stable code for programs (`permission_denied`, ...), which the metrics count by.
-public protocol CodedError: Error {
-    var codeName: String { get }
-}
-
 /// Every refusal of a collaboration operation: a stable code for programs and a message for people.
 public struct CollaborationError: Error, Sendable, Equatable, CustomStringConvertible, CodedError {
     public enum Code: String, Sendable, Codable, CaseIterable {
@@ -30,6 +25,9 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
         self.code = code
         self.message = message
     }
+
+    /// Text a person gave that the rules refuse.
+    public init(_ invalid: InvalidText) { self.init(.invalidInput, invalid.message) }
 
     public var description: String { message }
     public var codeName: String { code.rawValue }

@@ -61,24 +61,6 @@ public protocol CollaborationRepository: Sendable {
     func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry]
 }
 
-/// One page of a listing: at most `limit` rows in id order, those after the id `after` (the last one of the
-/// page before; nil for the first page).
-public struct PageRequest: Sendable, Hashable {
-    public let limit: Int
-    public let after: UUID?
-
-    public init(limit: Int, after: UUID?) {
-        precondition(limit > 0, "a page holds at least one row")
-        self.limit = limit
-        self.after = after
-    }
-
-    /// This page of `rows`, which may come in any order.
-    public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
-        Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
-    }
-}
-
 /// Refuses a page size the SQL functions refuse too (`invalid_input`): a page holds 1 to 1000 items.
 public func requirePageSize(_ limit: Int) throws {
     guard (1...1000).contains(limit) else {

@@ -17,7 +17,7 @@ public struct Couple: Sendable, Hashable, Codable {
 
     /// Checks a couple name a person typed.
     public static func validateName(_ name: String) throws(CollaborationError) -> String {
-        try validatedName(name, "a couple's name")
+        do { return try validatedName(name, "a couple's name") } catch { throw CollaborationError(error) }
     }
 }
 
@@ -34,7 +34,7 @@ public struct User: Sendable, Hashable, Codable {
 
     /// Checks a display name a person typed.
     public static func validateDisplayName(_ name: String) throws(CollaborationError) -> String {
-        try validatedName(name, "the display name")
+        do { return try validatedName(name, "the display name") } catch { throw CollaborationError(error) }
     }
 }
 
@@ -188,21 +188,6 @@ extension AuditEntry {
     public static func requireCount(_ last: Int?) throws {
         if let last, last < 1 {
             throw CollaborationError(.invalidInput, "the number of entries to show must be at least 1, not \(last)")
-        }
-    }
-}
-
-/// Who performs an operation.
-public enum Actor: Sendable, Hashable, CustomStringConvertible {
-    /// The operator running the CLI, with full rights, recorded under this label.
-    case `operator`(label: String)
-    /// An end user, whose permissions and grantable roles apply.
-    case user(UUID)
-
-    public var description: String {
-        switch self {
-        case .operator(let label): "operator \(label)"
-        case .user(let id): "user \(id.uuidString.lowercased())"
         }
     }
 }

@@ -1,48 +1,5 @@
 import Foundation
 
-/// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, 1 to 200
-/// characters long, as the tables' checks require, and without control characters; else an `invalid_input`
-/// error naming `field`.
-public func validatedName(_ text: String, _ field: String) throws(CollaborationError) -> String {
-    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    guard (1...200).contains(trimmed.count) else {
-        throw CollaborationError(.invalidInput, "\(field) must be 1 to 200 characters")
-    }
-    try refuseControlCharacters(trimmed, field)
-    return trimmed
-}
-
-/// Refuses text a person gave that holds a control character (NUL, ESC, line breaks, tabs, DEL ...): PostgreSQL
-/// cannot store a NUL, and the others, printed later by the CLI or written to a log, could rewrite a terminal or
-/// pass for more lines than one.
-public func refuseControlCharacters(_ text: String, _ field: String) throws(CollaborationError) {
-    guard !containsControlCharacter(text) else {
-        throw CollaborationError(
-            .invalidInput, "\(field) must not contain control characters (NUL, escape, line breaks, tabs, ...)")
-    }
-}
-
-/// `text` in double quotes, for a message that echoes what a person typed: control characters are shown escaped
-/// (`\u{1B}`) and the text is cut at 100 characters, so an echo can neither rewrite a terminal nor pass for
-/// more than one log line.
-public func quoted(_ text: some StringProtocol) -> String {
-    var shown = ""
-    for scalar in text.unicodeScalars.prefix(100) {
-        if isControl(scalar) {
-            shown += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
-        } else {
-            shown.unicodeScalars.append(scalar)
-        }
-    }
-    return "\"" + shown + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
-}
-
-func containsControlCharacter(_ text: String) -> Bool {
-    text.unicodeScalars.contains(where: isControl)
-}
-
-private func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.generalCategory == .control }
-
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
 public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String

@@ -124,3 +124,11 @@ public final class PermissionChecker: Sendable {
         return loaded
     }
 }
+
+extension PermissionChecker: PermissionChecking {
+    /// A permission that is not one (not `area.action`) is not held.
+    public func allows(_ permission: String, user: UUID, couple: UUID) async throws -> Bool {
+        guard let permission = Permission(rawValue: permission) else { return false }
+        return try await check(couple: couple, user: user, permission: permission).allowed
+    }
+}

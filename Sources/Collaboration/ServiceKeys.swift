@@ -51,7 +51,11 @@ public actor ServiceKeyService {
             guard (1...100).contains(trimmed.count) else {
                 throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
             }
-            try refuseControlCharacters(trimmed, "a key's name")
+            do {
+                try refuseControlCharacters(trimmed, "a key's name")
+            } catch let invalid as InvalidText {
+                throw CollaborationError(invalid)
+            }
             let token = SecretToken.generate(.apiKey)
             return (try await repository.createKey(name: trimmed, keyHash: token.hash), token)
         }

@@ -649,7 +649,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             return BudgetError(.alreadyExists, "that already exists")
         default:
             let mapped = domainError(error)
-            return (mapped as? CollaborationError).map(BudgetError.init) ?? mapped
+            return (mapped as? any CodedError).map { BudgetError($0) } ?? mapped
         }
     }
 }

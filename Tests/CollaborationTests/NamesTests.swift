@@ -108,8 +108,8 @@ struct PolicyDocumentTests {
         "names, labels and emails with a control character are refused",
         arguments: ["\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}"])
     func controlCharacters(control: String) {
-        #expect(throws: CollaborationError.self) { try validatedName("Main" + control + "plan", "name") }
-        #expect(throws: CollaborationError.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
+        #expect(throws: InvalidText.self) { try validatedName("Main" + control + "plan", "name") }
+        #expect(throws: InvalidText.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
         #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
         #expect(!quoted("x" + control).unicodeScalars.contains { $0.properties.generalCategory == .control })
     }

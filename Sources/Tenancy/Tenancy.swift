@@ -1,0 +1,49 @@
+import Foundation
+
+// What the collaboration and budget domains share: who acts, how listings page, how a domain asks whether a
+// user may do something, and how a refusal is named.
+
+/// Who performs an operation.
+public enum Actor: Sendable, Hashable, CustomStringConvertible {
+    /// The operator running the CLI, with full rights, recorded under this label.
+    case `operator`(label: String)
+    /// An end user, whose permissions and grantable roles apply.
+    case user(UUID)
+
+    public var description: String {
+        switch self {
+        case .operator(let label): "operator \(label)"
+        case .user(let id): "user \(id.uuidString.lowercased())"
+        }
+    }
+}
+
+/// One page of a listing: at most `limit` rows in id order, those after the id `after` (the last one of the
+/// page before; nil for the first page).
+public struct PageRequest: Sendable, Hashable {
+    public let limit: Int
+    public let after: UUID?
+
+    public init(limit: Int, after: UUID?) {
+        precondition(limit > 0, "a page holds at least one row")
+        self.limit = limit
+        self.after = after
+    }
+
+    /// This page of `rows`, which may come in any order.
+    public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
+        Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
+    }
+}
+
+/// A refusal with a stable code for programs (`permission_denied`, ...), which the metrics count by.
+public protocol CodedError: Error {
+    var codeName: String { get }
+    var message: String { get }
+}
+
+/// Answers "may `user` do `permission` in `couple`?" for a domain that guards its operations with the
+/// collaboration core's permissions. Throws when it cannot tell: never a "yes" by default.
+public protocol PermissionChecking: Sendable {
+    func allows(_ permission: String, user: UUID, couple: UUID) async throws -> Bool
+}
