@@ -18,8 +18,8 @@ public enum Actor: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// One page of a listing: at most `limit` rows in id order, those after the id `after` (the last one of the
-/// page before; nil for the first page).
+/// One page of a listing: at most `limit` rows, those that follow the row `after` names in the listing's order
+/// (the last one of the page before; nil for the first page). The collaboration listings are in id order.
 public struct PageRequest: Sendable, Hashable {
     public let limit: Int
     public let after: UUID?
@@ -30,7 +30,7 @@ public struct PageRequest: Sendable, Hashable {
         self.after = after
     }
 
-    /// This page of `rows`, which may come in any order.
+    /// This page of `rows` in id order, whatever order they come in.
     public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
         Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
     }
