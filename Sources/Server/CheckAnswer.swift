@@ -24,10 +24,10 @@ enum CheckAnswer {
         PermissionAPIController.response(json: body(check))
     }
 
-    /// What the fast path writes: the route's response with the fields Hummingbird would add.
+    /// What the fast path writes: the route's fields with those Hummingbird would add.
     static func head(_ check: PermissionCheck, date: String) -> (head: HTTPResponse, body: ByteBuffer) {
         let body = body(check)
-        var fields = response(check).headers
+        var fields = PermissionAPIController.jsonFields
         fields[.contentLength] = String(body.readableBytes)
         fields[.date] = date
         fields[.server] = serverName

@@ -183,10 +183,11 @@ struct PermissionAPIController {
 
     static let jsonContentType = "application/json; charset=utf-8"
 
+    /// The fields of every JSON answer, before Hummingbird adds `Content-Length`, `Date` and `Server`.
+    static let jsonFields: HTTPFields = [.contentType: jsonContentType]
+
     static func response(json body: ByteBuffer) -> Response {
-        var headers = HTTPFields()
-        headers[.contentType] = jsonContentType
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+        Response(status: .ok, headers: jsonFields, body: .init(byteBuffer: body))
     }
 }
 
