@@ -26,8 +26,11 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
         self.message = message
     }
 
-    /// Text a person gave that the rules refuse.
-    public init(_ invalid: InvalidText) { self.init(.invalidInput, invalid.message) }
+    /// A refusal from elsewhere (the budget, the rules for text) under the collaboration code of the same name,
+    /// so that the API and the CLI answer every domain alike; a code with no such name is invalid input.
+    public init(_ refusal: any CodedError) {
+        self.init(Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message)
+    }
 
     public var description: String { message }
     public var codeName: String { code.rawValue }

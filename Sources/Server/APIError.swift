@@ -1,4 +1,3 @@
-import Budget
 import Collaboration
 import Foundation
 import Hummingbird
@@ -72,10 +71,7 @@ public struct APIError: HTTPResponseError, Sendable {
     public static func from(_ error: any Error) -> APIError {
         switch error {
         case let error as APIError: error
-        case let error as CollaborationError: APIError(error)
-        case let error as BudgetError:
-            // Its codes are collaboration codes by name: one status for each, whichever domain refused.
-            APIError(CollaborationError(CollaborationError.Code(rawValue: error.code.rawValue)!, error.message))
+        case let error as any CodedError: APIError(CollaborationError(error))
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
             APIError(.contentTooLarge, code: "body_too_large", "the request body is too large")
         case let error as HTTPError where error.status == .badRequest:

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Budget
 import Collaboration
 import Foundation
 import Postgres
@@ -47,11 +46,8 @@ struct RBAC: AsyncParsableCommand {
             }
         } catch let failure as CommandFailure {
             fail(failure)
-        } catch let error as CollaborationError {
-            // Refused before any database work (an address that is not one, say): mapped as CommandContext maps it.
-            fail(CommandFailure(error))
-        } catch let error as BudgetError {
-            // Likewise (an amount that is not one, say).
+        } catch let error as any CodedError {
+            // Refused before any database work (an amount that is not one, say): mapped as CommandContext maps it.
             fail(CommandFailure(error))
         } catch let error as ValidationError {
             // An argument found malformed once the command runs: one line, like every other failure of a command

@@ -172,4 +172,12 @@ struct BudgetRulesTests {
     func moneyText(amount: String, text: String) {
         #expect(Money.text(money(amount)) == text)
     }
+
+    @Test("every budget refusal's code names a collaboration code, so the API and the CLI answer it by that code")
+    func refusalCodes() {
+        for code in BudgetError.Code.allCases {
+            let mapped = CollaborationError(BudgetError(code, "refused"))
+            #expect(mapped.code.rawValue == code.rawValue && mapped.message == "refused")
+        }
+    }
 }

@@ -1,4 +1,3 @@
-import Budget
 import Collaboration
 import Foundation
 import Postgres
@@ -29,10 +28,8 @@ struct CommandFailure: Error {
         switch error {
         case let failure as CommandFailure:
             self = failure
-        case let error as CollaborationError:
-            self.init(Self.status(for: error.code), error.message)
-        case let error as BudgetError:
-            self.init(Self.status(for: CollaborationError.Code(rawValue: error.code.rawValue)!), error.message)
+        case let error as any CodedError:
+            self.init(Self.status(for: CollaborationError(error).code), error.message)
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
