@@ -2,7 +2,7 @@ import Foundation
 import Tenancy
 
 /// A "what-if" version of the budget; a couple has at most one primary scenario.
-public struct Scenario: Sendable, Hashable, Codable {
+public struct Scenario: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let name: String
     public let isPrimary: Bool
@@ -15,7 +15,7 @@ public struct Scenario: Sendable, Hashable, Codable {
 }
 
 /// A group of budget items within a scenario.
-public struct Folder: Sendable, Hashable, Codable {
+public struct Folder: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let scenarioID: UUID
     public let name: String
@@ -28,7 +28,7 @@ public struct Folder: Sendable, Hashable, Codable {
 }
 
 /// One line of a scenario's budget.
-public struct BudgetItem: Sendable, Hashable, Codable {
+public struct BudgetItem: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let scenarioID: UUID
     public var folderID: UUID?
@@ -52,7 +52,7 @@ public struct BudgetItem: Sendable, Hashable, Codable {
 }
 
 /// Something the couple pays for; shared by every scenario, which allocate it to their own items.
-public struct Expense: Sendable, Hashable, Codable {
+public struct Expense: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public var name: String
     public var vendor: String
@@ -72,7 +72,7 @@ public struct Expense: Sendable, Hashable, Codable {
     }
 }
 
-public struct ExpensePayment: Sendable, Hashable, Codable {
+public struct ExpensePayment: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let expenseID: UUID
     public let amount: Decimal
@@ -102,7 +102,7 @@ public struct Allocation: Sendable, Hashable, Codable {
 }
 
 /// A gift, or money owed to the couple (not yet received), optionally set against a budget item.
-public struct Gift: Sendable, Hashable, Codable {
+public struct Gift: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let from: String
     public let amount: Decimal

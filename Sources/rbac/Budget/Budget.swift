@@ -43,25 +43,46 @@ extension RBAC {
                 }
             }
 
-            /// Prints what a verb wrote: the record as JSON with --json, else its row of `table`.
-            func printWritten<Row: Encodable>(_ row: Row, _ table: ([Row]) -> Table) throws {
+            /// Runs a verb that writes one record, and prints it: as JSON with --json, else its row of `table`.
+            func write<Row: Encodable>(
+                _ table: ([Row]) -> Table, _ body: (CoupleBudget, Actor) async throws -> Row
+            ) async throws {
+                let row = try await run(body)
                 try output.print(row, table([row]).rendered)
             }
         }
     }
 }
 
-/// A kind of budget record: what its delete verb deletes.
-protocol DeletableBudgetRecord {
+/// A kind of budget record as a command: `rbac budget <noun> list`, its own verbs, then `delete`.
+protocol BudgetNoun: AsyncParsableCommand {
+    associatedtype Row: Encodable & Identifiable<UUID>
+    /// What narrows the listing (a scenario, an expense), as options.
+    associatedtype Scope: ParsableArguments
     static var record: BudgetRecord { get }
+    /// The noun's abstract, and an example of its use for the discussion.
+    static var about: (abstract: String, example: String) { get }
+    /// The verbs between `list` and `delete`.
+    static var verbs: [any ParsableCommand.Type] { get }
+    static var listAbstract: String { get }
+    static func list(_ budget: CoupleBudget, _ scope: Scope, page: PageRequest?, as actor: Actor) async throws -> [Row]
+    static func table(_ rows: [Row]) -> Table
+}
+
+extension BudgetNoun {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            abstract: about.abstract, discussion: "Example: \(about.example)",
+            subcommands: [RBAC.BudgetCommand.List<Self>.self] + verbs + [RBAC.BudgetCommand.Delete<Self>.self])
+    }
 }
 
 extension RBAC.BudgetCommand {
     /// `rbac budget <noun> delete ID`, the same for every noun.
-    struct Delete<Kind: DeletableBudgetRecord>: AsyncParsableCommand {
+    struct Delete<Noun: BudgetNoun>: AsyncParsableCommand {
         static var configuration: CommandConfiguration {
             CommandConfiguration(
-                commandName: "delete", abstract: "Delete one \(Kind.record.rawValue) and what depends on it.",
+                commandName: "delete", abstract: "Delete one \(Noun.record.rawValue) and what depends on it.",
                 discussion: """
                     A scenario goes with its folders, items and their allocations (never the primary one); a \
                     folder's items stay, in no folder; an item goes with its allocations; an expense with its \
@@ -72,22 +93,28 @@ extension RBAC.BudgetCommand {
         @OptionGroup var options: Options
 
         func run() async throws {
-            let id = try Parse.id(id, Kind.record.rawValue)
-            let deletion = try await options.run { try await $0.delete(Kind.record, id: id, as: $1) }
-            try options.output.print(deletion, "Deleted \(Kind.record.rawValue) \(id.uuidString.lowercased())")
+            let id = try Parse.id(id, Noun.record.rawValue)
+            let deletion = try await options.run { try await $0.delete(Noun.record, id: id, as: $1) }
+            try options.output.print(deletion, "Deleted \(Noun.record.rawValue) \(id.uuidString.lowercased())")
         }
     }
-}
 
-/// A budget noun that lists its rows: `rbac budget <noun> list`.
-protocol BudgetListing {
-    associatedtype Row: Encodable
-    /// What narrows the listing (a scenario, an expense), as options.
-    associatedtype Scope: ParsableArguments
-    static var listAbstract: String { get }
-    static func id(_ row: Row) -> UUID
-    static func list(_ budget: CoupleBudget, _ scope: Scope, page: PageRequest?, as actor: Actor) async throws -> [Row]
-    static func table(_ rows: [Row]) -> Table
+    /// `rbac budget <noun> list`, the same for every noun: every row, or with --limit one page of them.
+    struct List<Noun: BudgetNoun>: AsyncParsableCommand {
+        static var configuration: CommandConfiguration {
+            CommandConfiguration(commandName: "list", abstract: Noun.listAbstract)
+        }
+        @OptionGroup var options: Options
+        @OptionGroup var scope: Noun.Scope
+        @OptionGroup var page: PageOptions
+
+        func run() async throws {
+            let rows = try await options.run { budget, actor in
+                try await page.read(id: \.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
+            }
+            try options.output.print(rows, Noun.table(rows).rendered)
+        }
+    }
 }
 
 /// The scope of a listing of the couple's rows: no option.
@@ -99,25 +126,6 @@ struct InScenario: ParsableArguments {
 
     func validate() throws { _ = try id() }
     func id() throws -> UUID { try Parse.id(scenario, "scenario") }
-}
-
-extension RBAC.BudgetCommand {
-    /// `rbac budget <noun> list`, the same for every noun: every row, or with --limit one page of them.
-    struct List<Noun: BudgetListing>: AsyncParsableCommand {
-        static var configuration: CommandConfiguration {
-            CommandConfiguration(commandName: "list", abstract: Noun.listAbstract)
-        }
-        @OptionGroup var options: Options
-        @OptionGroup var scope: Noun.Scope
-        @OptionGroup var page: PageOptions
-
-        func run() async throws {
-            let rows = try await options.run { budget, actor in
-                try await page.read(id: Noun.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
-            }
-            try options.output.print(rows, Noun.table(rows).rendered)
-        }
-    }
 }
 
 /// An edit's value for a field that can also be cleared (`--no-...`): nil keeps the field, `.some(nil)` clears it.

@@ -4,17 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Expenses: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Expenses: BudgetNoun {
         static let record = BudgetRecord.expense
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "The couple's expenses, and how each is allocated to the items of each scenario.",
-            discussion: "Example: rbac budget expenses add Deposit --couple C --amount 1200 --due 2026-05-01",
-            subcommands: [
-                List<Expenses>.self, Add.self, SetAmount.self, Edit.self, Allocate.self, Delete<Expenses>.self,
-            ])
+            example: "rbac budget expenses add Deposit --couple C --amount 1200 --due 2026-05-01"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Add.self, SetAmount.self, Edit.self, Allocate.self]
 
         static let listAbstract = "List the couple's expenses."
-        static func id(_ row: Expense) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
             -> [Expense]
         {
@@ -61,11 +59,10 @@ extension RBAC.BudgetCommand {
             func run() async throws {
                 let amount = try Money.parse(amount, "--amount")
                 let due = try Expenses.day(due, "--due")
-                let expense = try await options.run {
+                try await options.write(Expenses.table) {
                     try await $0.createExpense(
                         named: name, amount: amount, vendor: vendor, dueDate: due, category: category, as: $1)
                 }
-                try options.printWritten(expense, Expenses.table)
             }
         }
 
@@ -114,8 +111,7 @@ extension RBAC.BudgetCommand {
                 let changes = ExpenseEdit(
                     name: name, vendor: vendor, category: category,
                     dueDate: change(try Expenses.day(due, "--due"), clear: noDue))
-                let edited = try await options.run { try await $0.editExpense(id, changes, as: $1) }
-                try options.printWritten(edited, Expenses.table)
+                try await options.write(Expenses.table) { try await $0.editExpense(id, changes, as: $1) }
             }
         }
 

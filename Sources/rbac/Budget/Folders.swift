@@ -4,15 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Folders: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Folders: BudgetNoun {
         static let record = BudgetRecord.folder
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "Folders of a scenario's items (file an item with rbac budget items add|edit --folder).",
-            discussion: "Example: rbac budget folders add Reception --couple C --scenario S",
-            subcommands: [List<Folders>.self, Add.self, Rename.self, Delete<Folders>.self])
+            example: "rbac budget folders add Reception --couple C --scenario S"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Add.self, Rename.self]
 
         static let listAbstract = "List a scenario's folders."
-        static func id(_ row: Folder) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
             -> [Folder]
         {
@@ -31,10 +31,9 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let scenario = try Parse.id(scenario, "scenario")
-                let folder = try await options.run {
+                try await options.write(Folders.table) {
                     try await $0.createFolder(named: name, scenario: scenario, as: $1)
                 }
-                try options.printWritten(folder, Folders.table)
             }
         }
 
@@ -46,8 +45,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let id = try Parse.id(folder, "folder")
-                let renamed = try await options.run { try await $0.renameFolder(id, to: name, as: $1) }
-                try options.printWritten(renamed, Folders.table)
+                try await options.write(Folders.table) { try await $0.renameFolder(id, to: name, as: $1) }
             }
         }
     }

@@ -4,15 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Gifts: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Gifts: BudgetNoun {
         static let record = BudgetRecord.gift
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "Gifts and money owed to the couple, set against budget items.",
-            discussion: "Example: rbac budget gifts add \"Aunt May\" --couple C --amount 250 --item I",
-            subcommands: [List<Gifts>.self, Add.self, Edit.self, Receive.self, Delete<Gifts>.self])
+            example: "rbac budget gifts add \"Aunt May\" --couple C --amount 250 --item I"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Add.self, Edit.self, Receive.self]
 
         static let listAbstract = "List gifts and money owed."
-        static func id(_ row: Gift) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
             -> [Gift]
         {
@@ -39,10 +39,9 @@ extension RBAC.BudgetCommand {
             func run() async throws {
                 let amount = try Money.parse(amount, "--amount")
                 let item = try item.map { try Parse.id($0, "item") }
-                let gift = try await options.run {
+                try await options.write(Gifts.table) {
                     try await $0.recordGift(from: from, amount: amount, received: received, budgetItem: item, as: $1)
                 }
-                try options.printWritten(gift, Gifts.table)
             }
         }
 
@@ -70,8 +69,7 @@ extension RBAC.BudgetCommand {
                     from: from, amount: try amount.map { try Money.parse($0, "--amount") },
                     received: owed ? false : nil,
                     budgetItem: change(try item.map { try Parse.id($0, "item") }, clear: noItem))
-                let edited = try await options.run { try await $0.editGift(id, changes, as: $1) }
-                try options.printWritten(edited, Gifts.table)
+                try await options.write(Gifts.table) { try await $0.editGift(id, changes, as: $1) }
             }
         }
 
@@ -82,8 +80,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let id = try Parse.id(gift, "gift")
-                let received = try await options.run { try await $0.editGift(id, GiftEdit(received: true), as: $1) }
-                try options.printWritten(received, Gifts.table)
+                try await options.write(Gifts.table) { try await $0.editGift(id, GiftEdit(received: true), as: $1) }
             }
         }
     }

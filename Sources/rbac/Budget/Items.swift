@@ -4,15 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Items: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Items: BudgetNoun {
         static let record = BudgetRecord.item
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "A scenario's budget items: what the couple plans to spend on.",
-            discussion: "Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000",
-            subcommands: [List<Items>.self, Add.self, SetBudget.self, Edit.self, Delete<Items>.self])
+            example: "rbac budget items add Venue --couple C --scenario S --budgeted 5000"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Add.self, SetBudget.self, Edit.self]
 
         static let listAbstract = "List a scenario's items."
-        static func id(_ row: BudgetItem) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
             -> [BudgetItem]
         {
@@ -41,12 +41,11 @@ extension RBAC.BudgetCommand {
                 let scenario = try Parse.id(scenario, "scenario")
                 let amount = try Money.parse(budgeted, "--budgeted")
                 let folder = try folder.map { try Parse.id($0, "folder") }
-                let item = try await options.run {
+                try await options.write(Items.table) {
                     try await $0.createItem(
                         named: name, scenario: scenario, budgeted: amount, folder: folder, category: category,
                         event: event, as: $1)
                 }
-                try options.printWritten(item, Items.table)
             }
         }
 
@@ -92,8 +91,7 @@ extension RBAC.BudgetCommand {
                 let folder = try folder.map { try Parse.id($0, "folder") }
                 let changes = ItemEdit(
                     name: name, category: category, event: event, folder: change(folder, clear: noFolder))
-                let edited = try await options.run { try await $0.editItem(id, changes, as: $1) }
-                try options.printWritten(edited, Items.table)
+                try await options.write(Items.table) { try await $0.editItem(id, changes, as: $1) }
             }
         }
     }

@@ -4,15 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Payments: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Payments: BudgetNoun {
         static let record = BudgetRecord.payment
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "Payments made against expenses, and what each expense still owes.",
-            discussion: "Example: rbac budget payments add E --couple C --amount 400 --paid-at 2026-03-01",
-            subcommands: [Status.self, List<Payments>.self, Add.self, Delete<Payments>.self])
+            example: "rbac budget payments add E --couple C --amount 400 --paid-at 2026-03-01"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Status.self, Add.self]
 
         static let listAbstract = "List one expense's payments."
-        static func id(_ row: ExpensePayment) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: OfExpense, page: PageRequest?, as actor: Actor)
             async throws -> [ExpensePayment]
         {
@@ -67,10 +67,9 @@ extension RBAC.BudgetCommand {
                 let expense = try Parse.id(expense, "expense")
                 let amount = try Money.parse(amount, "--amount")
                 let paidAt = try Expenses.day(paidAt, "--paid-at")
-                let payment = try await options.run {
+                try await options.write(Payments.table) {
                     try await $0.recordPayment(expense: expense, amount: amount, paidAt: paidAt, as: $1)
                 }
-                try options.printWritten(payment, Payments.table)
             }
         }
     }

@@ -4,17 +4,15 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Scenarios: AsyncParsableCommand, DeletableBudgetRecord, BudgetListing {
+    struct Scenarios: BudgetNoun {
         static let record = BudgetRecord.scenario
-        static let configuration = CommandConfiguration(
+        static let about = (
             abstract: "What-if versions of the budget, one of them primary.",
-            discussion: "Example: rbac budget scenarios add Main --couple C --primary",
-            subcommands: [
-                List<Scenarios>.self, Add.self, Rename.self, MakePrimary.self, Clone.self, Delete<Scenarios>.self,
-            ])
+            example: "rbac budget scenarios add Main --couple C --primary"
+        )
+        static let verbs: [any ParsableCommand.Type] = [Add.self, Rename.self, MakePrimary.self, Clone.self]
 
         static let listAbstract = "List the couple's scenarios."
-        static func id(_ row: Scenario) -> UUID { row.id }
         static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
             -> [Scenario]
         {
@@ -34,10 +32,9 @@ extension RBAC.BudgetCommand {
             @OptionGroup var options: Options
 
             func run() async throws {
-                let scenario = try await options.run {
+                try await options.write(Scenarios.table) {
                     try await $0.createScenario(named: name, primary: primary, as: $1)
                 }
-                try options.printWritten(scenario, Scenarios.table)
             }
         }
 
@@ -49,8 +46,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let id = try Parse.id(scenario, "scenario")
-                let renamed = try await options.run { try await $0.renameScenario(id, to: name, as: $1) }
-                try options.printWritten(renamed, Scenarios.table)
+                try await options.write(Scenarios.table) { try await $0.renameScenario(id, to: name, as: $1) }
             }
         }
 
@@ -62,8 +58,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let id = try Parse.id(scenario, "scenario")
-                let primary = try await options.run { try await $0.setPrimaryScenario(id, as: $1) }
-                try options.printWritten(primary, Scenarios.table)
+                try await options.write(Scenarios.table) { try await $0.setPrimaryScenario(id, as: $1) }
             }
         }
 
@@ -76,8 +71,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let source = try Parse.id(scenario, "scenario")
-                let copy = try await options.run { try await $0.cloneScenario(source, named: name, as: $1) }
-                try options.printWritten(copy, Scenarios.table)
+                try await options.write(Scenarios.table) { try await $0.cloneScenario(source, named: name, as: $1) }
             }
         }
     }
