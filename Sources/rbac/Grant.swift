@@ -13,11 +13,9 @@ extension RBAC {
         func validate() throws { try Parse.role(role) }
 
         func run() async throws {
-            try await acting.run { context, actor in
-                let user = try await context.user(member.user)
+            try await member.run(acting) { context, actor, user, couple in
                 let membership = try await context.memberships.grant(
-                    try RoleName(validating: role), to: user.id, in: try Parse.couple(member.couple),
-                    as: actor)
+                    try RoleName(validating: role), to: user.id, in: couple, as: actor)
                 try acting.output.print(
                     membership,
                     "\(user.email) is now \(membership.role) in couple \(membership.coupleID.uuidString.lowercased())")

@@ -18,17 +18,15 @@ extension RBAC {
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Create a key; prints it once.")
             @Option(help: "What the key is for, e.g. the service's name.") var name: String
-            @OptionGroup var label: OperatorLabelOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var options: OperatorOptions
 
             func run() async throws {
-                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                try await options.run { context in
                     let (key, secret) = try await ServiceKeyService(
                         repository: PostgresServiceKeyRepository(pool: context.pool)
                     )
                     .create(name: name)
-                    if output.json {
+                    if options.output.json {
                         struct Created: Encodable {
                             let key: ServiceKey
                             let secret: String
@@ -68,18 +66,17 @@ extension RBAC {
         struct Revoke: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Revoke a key at once.")
             @Argument(help: "The key's id.") var id: String
-            @OptionGroup var label: OperatorLabelOptions
-            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var options: OperatorOptions
 
             func validate() throws {
                 _ = try Parse.id(id, "key")
             }
 
             func run() async throws {
-                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                try await options.run { context in
                     let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
                         try Parse.id(id, "key"))
-                    print("Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
+                    try options.output.print(key, "Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
                 }
             }
         }

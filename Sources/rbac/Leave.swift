@@ -10,10 +10,8 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await acting.run { context, actor in
-                let user = try await context.user(member.user)
-                let left = try await context.memberships.leave(
-                    try Parse.couple(member.couple), user: user.id, as: actor)
+            try await member.run(acting) { context, actor, user, couple in
+                let left = try await context.memberships.leave(couple, user: user.id, as: actor)
                 try acting.output.print(left, "\(user.email) left couple \(left.coupleID.uuidString.lowercased())")
             }
         }

@@ -20,16 +20,14 @@ extension RBAC {
         @Flag(help: "List each migration as applied or pending; change nothing.")
         var status = false
 
-        @OptionGroup var label: OperatorLabelOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var options: OperatorOptions
 
         func run() async throws {
             var configuration: PostgresConfiguration?
             do {
                 let runner = try MigrationRunner.load(from: try ProjectFiles.directory("sql"))
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
-                let (pool, resolved) = try await database.pool(operatorLabel: label.recorded)
+                let (pool, resolved) = try await options.database.pool(operatorLabel: options.label.recorded)
                 configuration = resolved
                 defer { Task { await pool.close() } }
                 if status {
@@ -48,7 +46,7 @@ extension RBAC {
         }
 
         private func printStatus(_ statuses: [MigrationRunner.Status]) throws {
-            if output.json {
+            if options.output.json {
                 try printJSON(statuses)
                 return
             }
@@ -71,7 +69,7 @@ extension RBAC {
                 let version: Int
             }
             let version = runner.migrations.last?.version ?? 0
-            if output.json {
+            if options.output.json {
                 try printJSON(Report(applied: applied.fileNames, policyApplied: policyApplied, version: version))
             } else if applied.isEmpty && !policyApplied {
                 print("The database is up to date (version \(version)): \(database.redactedDescription)")

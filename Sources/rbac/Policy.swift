@@ -85,8 +85,7 @@ extension RBAC {
                 abstract:
                     "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.")
             @OptionGroup var location: Location
-            @OptionGroup var label: OperatorLabelOptions
-            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var options: OperatorOptions
 
             func run() async throws {
                 let policy: AccessPolicy
@@ -96,9 +95,10 @@ extension RBAC {
                 } catch {
                     throw CommandFailure(error)
                 }
-                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                try await options.run { context in
                     try await policy.apply(context.pool)
-                    print("Applied the policy: \(try await context.permissions.roles().count) roles.")
+                    let roles = try await context.permissions.roles().count
+                    try options.output.print(["roles": roles], "Applied the policy: \(roles) roles.")
                 }
             }
         }

@@ -8,20 +8,18 @@ extension RBAC {
         static let configuration = CommandConfiguration(abstract: "Accept an invitation token for a user.")
         @Argument(help: "The token (inv_...) or the whole link.") var token: String
         @Option(help: "The user who accepts (id or email).") var user: String
-        @OptionGroup var label: OperatorLabelOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var options: OperatorOptions
 
         func validate() throws { try Parse.user(user) }
 
         func run() async throws {
-            try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+            try await options.run { context in
                 let accepter = try await context.user(user)
                 // A pasted link works too: the token is its last path component.
                 let text = token.split(separator: "/").last.map(String.init) ?? token
                 let membership = try await context.invitations.accept(
-                    token: text, user: accepter.id, as: .operator(label: label.recorded))
-                try output.print(
+                    token: text, user: accepter.id, as: .operator(label: options.label.recorded))
+                try options.output.print(
                     membership,
                     "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"
                 )

@@ -9,10 +9,8 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await acting.run { context, actor in
-                let user = try await context.user(member.user)
-                let removed = try await context.memberships.remove(
-                    user.id, from: try Parse.couple(member.couple), as: actor)
+            try await member.run(acting) { context, actor, user, couple in
+                let removed = try await context.memberships.remove(user.id, from: couple, as: actor)
                 try acting.output.print(
                     removed,
                     "Removed \(user.email) (\(removed.role)) from couple \(removed.coupleID.uuidString.lowercased())")

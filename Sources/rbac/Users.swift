@@ -12,9 +12,7 @@ extension RBAC {
             static let configuration = CommandConfiguration(abstract: "Add a user.")
             @Option(help: "Email address (unique, whatever its case).") var email: String
             @Option(help: "Display name.") var name: String?
-            @OptionGroup var label: OperatorLabelOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
+            @OptionGroup var options: OperatorOptions
 
             func validate() throws {
                 guard EmailAddress(rawValue: email) != nil else {
@@ -24,10 +22,10 @@ extension RBAC {
             }
 
             func run() async throws {
-                try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+                try await options.run { context in
                     let user = try await context.repository.addUser(
                         email: EmailAddress(rawValue: email)!, displayName: try name.map(User.validateDisplayName))
-                    try output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
+                    try options.output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
                 }
             }
         }

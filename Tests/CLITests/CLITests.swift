@@ -422,10 +422,14 @@ struct CLITests {
                 try await Self.rbac(arguments, database: database, environment: ["USER": user])
             }
             #expect(try await run(["migrate"]).status == 0)
+            let roles = try Self.jsonArray(try await run(["roles", "--json"])).count
+            #expect(try Self.json(try await run(["policy", "apply", "--json"]))["roles"] as? Int == roles && roles > 0)
             let created = try await run(["keys", "create", "--name", "billing", "--json"], user: "ops lead\\x")
             let secret = try #require(try Self.json(created)["secret"] as? String)
             let key = try #require((try Self.json(created)["key"] as? [String: Any])?["id"] as? String)
-            #expect(try await run(["keys", "revoke", key, "--actor-label", "deploy-bot"]).status == 0)
+            let revoked = try Self.json(
+                try await run(["keys", "revoke", key, "--actor-label", "deploy-bot", "--json"]))
+            #expect(revoked["id"] as? String == key && revoked["revoked_at"] is String, "\(revoked)")
             #expect(try await run(["budget", "limits", "set", "expenses=1234"]).status == 0)
             #expect(try await run(["users", "add", "--email", "rita@example.com", "--actor-label", "hr"]).status == 0)
             let couple = ["couples", "create", "--name", "R & S", "--owner-email", "sam@example.com"]

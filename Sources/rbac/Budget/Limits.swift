@@ -20,20 +20,13 @@ extension RBAC.BudgetCommand {
             PostgresBudgetRepository(pool: context.pool)
         }
 
-        /// The operator's options: who is recorded as making the change, the database, the output.
-        struct OperatorOptions: ParsableArguments {
-            @OptionGroup var label: OperatorLabelOptions
-            @OptionGroup var database: DatabaseOptions
-            @OptionGroup var output: OutputOptions
-
-            func print(_ limits: [BudgetRowLimit], withRows: Bool) throws {
-                try output.print(
-                    limits,
-                    Table(
-                        headers: ["TABLE", "LIMIT"] + (withRows ? ["ROWS"] : []),
-                        rows: limits.map { [$0.table, String($0.maxRows)] + ($0.rows.map { [String($0)] } ?? []) }
-                    ).rendered)
-            }
+        static func print(_ limits: [BudgetRowLimit], withRows: Bool, _ output: OutputOptions) throws {
+            try output.print(
+                limits,
+                Table(
+                    headers: ["TABLE", "LIMIT"] + (withRows ? ["ROWS"] : []),
+                    rows: limits.map { [$0.table, String($0.maxRows)] + ($0.rows.map { [String($0)] } ?? []) }
+                ).rendered)
         }
 
         struct List: AsyncParsableCommand {
@@ -46,10 +39,10 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let couple = try couple.map(Parse.couple)
-                let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
+                let limits = try await options.run {
                     try await Limits.repository($0).rowLimits(couple: couple)
                 }
-                try options.print(limits, withRows: couple != nil)
+                try Limits.print(limits, withRows: couple != nil, options.output)
             }
         }
 
@@ -81,12 +74,12 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let changes = try parsedChanges()
-                let limits = try await CommandContext.run(options.database, operatorLabel: options.label.recorded) {
+                let limits = try await options.run {
                     let repository = Limits.repository($0)
                     try await repository.setRowLimits(changes)
                     return try await repository.rowLimits(couple: nil)
                 }
-                try options.print(limits, withRows: false)
+                try Limits.print(limits, withRows: false, options.output)
             }
         }
     }

@@ -62,6 +62,19 @@ struct OperatorLabelOptions: ParsableArguments {
     var recorded: String { actorLabel ?? CommandContext.osUser() }
 }
 
+/// The options of a command that acts as the operator: the label its changes are recorded under, the database,
+/// the output.
+struct OperatorOptions: ParsableArguments {
+    @OptionGroup var label: OperatorLabelOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    /// Runs `body` with a context whose changes are recorded under the operator's label.
+    func run<T>(_ body: (CommandContext) async throws -> T) async throws -> T {
+        try await CommandContext.run(database, operatorLabel: label.recorded, body)
+    }
+}
+
 /// The services a command works with, on the configured database.
 struct CommandContext {
     let repository: PostgresCollaborationRepository

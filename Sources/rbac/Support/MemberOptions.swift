@@ -11,4 +11,13 @@ struct MemberOptions: ParsableArguments {
         _ = try Parse.couple(couple)
         try Parse.user(user)
     }
+
+    /// Runs `body` as the acting person, with the member's user and couple.
+    func run<T>(
+        _ acting: ActingOptions, _ body: (CommandContext, Actor, User, _ couple: UUID) async throws -> T
+    ) async throws -> T {
+        try await acting.run { context, actor in
+            try await body(context, actor, try await context.user(user), try Parse.couple(couple))
+        }
+    }
 }
