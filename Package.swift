@@ -24,7 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     ],
     targets: [
-        // C libraries, found through pkg-config (install pkg-config, libpq-dev and libssl-dev).
+        // C libraries, found through pkg-config (scripts/install-deps installs them).
         .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
@@ -35,6 +35,11 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
 
         // Runs other programs without blocking the cooperative thread pool.
         .target(name: "ChildProcess"),
@@ -42,6 +47,10 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // The only module that touches OpenSSL.
         .target(name: "Secrets", dependencies: ["COpenSSL"]),
+        // The only module that touches libcurl: HTTPS requests to other services.
+        .target(name: "OutboundHTTP", dependencies: ["CCurl"]),
+        // End users' tokens: JWS verification against a shared secret or an identity provider's JWKS.
+        .target(name: "Identity", dependencies: ["OutboundHTTP", "Secrets"]),
         // What both domains share: the actor, paging, the permission checker's protocol, operation metrics.
         .target(name: "Tenancy", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
         // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).
@@ -94,6 +103,8 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
+        .testTarget(
+            name: "IdentityTests", dependencies: ["Identity", "OutboundHTTP", "Secrets", "TestSupport", "ChildProcess"]),
         .testTarget(name: "CollaborationTests", dependencies: ["Collaboration", "TestSupport"]),
         .testTarget(name: "BudgetTests", dependencies: ["Budget", "Collaboration", "TestSupport"]),
         .testTarget(

@@ -25,6 +25,8 @@ public enum ChildProcess {
         case capture
         /// Both appended to this file.
         case append(to: String)
+        /// Standard output to a pipe's write end, standard error appended to a file.
+        case pipe(Int32, errorLog: String)
     }
 
     /// Runs `executable` with `arguments` and returns once it has exited. The status is the exit code, or 128 plus
@@ -70,6 +72,9 @@ public enum ChildProcess {
         case .append(let path):
             posix_spawn_file_actions_addopen(&actions, 1, path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
             posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        case .pipe(let writeEnd, let errorLog):
+            posix_spawn_file_actions_adddup2(&actions, writeEnd, 1)
+            posix_spawn_file_actions_addopen(&actions, 2, errorLog, O_WRONLY | O_CREAT | O_APPEND, 0o644)
         }
         // Closing a descriptor that is already closed is not an error for glibc's posix_spawn.
         for name in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? [] {
@@ -78,18 +83,95 @@ public enum ChildProcess {
             }
         }
 
+        // The child starts with no signal blocked and the usual handlers: a dispatch thread that spawns it blocks
+        // signals, and a child that inherited that mask would never see the SIGTERM that stops it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         let variables = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { variables?.forEach { free($0) } }
         var pid = pid_t()
         let spawned =
-            variables.map { posix_spawn(&pid, executable, &actions, nil, argv, $0) }
-            ?? posix_spawn(&pid, executable, &actions, nil, argv, environ)
+            variables.map { posix_spawn(&pid, executable, &actions, &attributes, argv, $0) }
+            ?? posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         guard spawned == 0 else {
             throw ChildProcessError(executable: executable, reason: String(cString: strerror(spawned)))
         }
         return pid
+    }
+}
+
+extension ChildProcess {
+    /// A child left running, such as a server a test talks to.
+    public struct Running: Sendable {
+        public let pid: pid_t
+        /// The first line it wrote to standard output (a server saying where it listens); nil if it exited first.
+        public let firstLine: String?
+
+        /// Sends SIGTERM and waits for it to exit.
+        public func stop() async {
+            kill(pid, SIGTERM)
+            await withCheckedContinuation { continuation in
+                DispatchQueue(label: "rbac.child-process").async {
+                    var status: Int32 = 0
+                    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                    continuation.resume()
+                }
+            }
+        }
+    }
+
+    /// Starts `executable` and returns once it has written its first line of standard output (or exited). Its
+    /// standard error is appended to `errorLog`; the rest of its output is read and dropped, so it never blocks
+    /// on a full pipe.
+    public static func start(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, errorLog: String
+    ) async throws -> Running {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            throw ChildProcessError(executable: executable, reason: String(cString: strerror(errno)))
+        }
+        let pid: pid_t
+        do {
+            pid = try spawn(
+                executable, arguments, environment: environment, output: .pipe(ends[1], errorLog: errorLog),
+                captured: [])
+        } catch {
+            close(ends[0])
+            close(ends[1])
+            throw error
+        }
+        close(ends[1])
+        let readEnd = ends[0]
+        let line = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            DispatchQueue(label: "rbac.child-process").async {
+                var bytes: [UInt8] = []
+                var byte: UInt8 = 0
+                var answered = false
+                while read(readEnd, &byte, 1) == 1 {
+                    if !answered, byte == UInt8(ascii: "\n") {
+                        answered = true
+                        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
+                    } else if !answered {
+                        bytes.append(byte)
+                    }
+                }
+                close(readEnd)
+                if !answered { continuation.resume(returning: nil) }
+            }
+        }
+        return Running(pid: pid, firstLine: line)
     }
 }
 
