@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "Server",
             dependencies: [
-                "Budget", "Collaboration", "Secrets",
+                "Budget", "Collaboration", "Identity", "Secrets",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -81,6 +81,9 @@ let package = Package(
             dependencies: [
                 "Budget",
                 "Collaboration",
+                "Identity",
+                "OutboundHTTP",
+                "Secrets",
                 "Server",
                 "Storage",
                 "Postgres",
@@ -100,7 +103,7 @@ let package = Package(
             path: "Benchmarks/ScaleBenchmark"),
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
-        .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess", "Secrets"], path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(
@@ -110,7 +113,8 @@ let package = Package(
         .testTarget(
             name: "ServerTests",
             dependencies: [
-                "Server", "Budget", "Collaboration", "Secrets", "Storage", "Postgres", "TestSupport",
+                "Server", "Budget", "Collaboration", "Identity", "OutboundHTTP", "Secrets", "Storage", "Postgres",
+                "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),

@@ -58,6 +58,16 @@ public actor CollaborationInvitationService {
         }
     }
 
+    /// Accepts for a user signed in through an identity (the invitation page, a bearer token).
+    public func accept(token text: String, signedIn: SignedIn) async throws -> Membership {
+        try await metrics.measure("invitation.accept") {
+            guard let token = SecretToken(parsing: text, as: .invitation) else {
+                throw CollaborationError(.notFound, "invitation not found")
+            }
+            return try await repository.acceptInvitation(tokenHash: token.hash, signedIn: signedIn)
+        }
+    }
+
     public func revoke(_ invitation: UUID, in couple: UUID, as actor: Actor) async throws {
         try await metrics.measure("invitation.revoke") {
             try await repository.revokeInvitation(couple: couple, invitation: invitation, as: actor)

@@ -5,11 +5,15 @@ import Foundation
 /// `CollaborationError`. `PostgresCollaborationRepository` calls the SQL functions; the in-memory one is for
 /// fast tests of the services.
 public protocol CollaborationRepository: Sendable {
-    func addUser(email: EmailAddress, displayName: String?) async throws -> User
+    /// Adds a user, with an identity at a provider when given (before their first sign-in).
+    func addUser(email: EmailAddress, displayName: String?, identity: UserIdentity?) async throws -> User
     func user(_ reference: UserReference) async throws -> User
     /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
     /// must exist.
     func users(limit: Int, after: UUID?) async throws -> [User]
+    /// The user of `identity`, made (with the identity) on its first sign-in; see `public.sign_in` for how an
+    /// identity is linked to an existing user (only by a verified address).
+    func signIn(_ identity: ExternalIdentity) async throws -> SignedIn
 
     /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
     func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
@@ -45,6 +49,9 @@ public protocol CollaborationRepository: Sendable {
     func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview?
     /// Accepts for `user` (nil: the acting user).
     func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership
+    /// Accepts for a user signed in through an identity: an invitation bound to an address only when the identity's
+    /// verified address is that one.
+    func acceptInvitation(tokenHash: [UInt8], signedIn: SignedIn) async throws -> Membership
     func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws
     /// Revokes `invitation` and issues `tokenHash` for the same role and email, atomically: when either step is
     /// refused, nothing changes.
@@ -81,5 +88,11 @@ public func everyPage<Item>(
         items += next
         guard next.count == size, let last = next.last else { return items }
         after = id(last)
+    }
+}
+
+extension CollaborationRepository {
+    public func addUser(email: EmailAddress, displayName: String?) async throws -> User {
+        try await addUser(email: email, displayName: displayName, identity: nil)
     }
 }

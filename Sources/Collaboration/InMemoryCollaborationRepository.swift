@@ -6,6 +6,7 @@ import Foundation
 public actor InMemoryCollaborationRepository: CollaborationRepository {
     private let roleDefinitions: [RoleName: RoleDefinition]
     private var usersByID: [UUID: User] = [:]
+    private var identities: [UserIdentity: (user: UUID, email: EmailAddress?, emailVerified: Bool)] = [:]
     private var couplesByID: [UUID: Couple] = [:]
     private var memberships: [UUID: [UUID: (membership: Membership, joinedAt: Date)]] = [:]
     private var invitationsByHash: [[UInt8]: StoredInvitation] = [:]
@@ -33,12 +34,20 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     // MARK: Users and couples
 
-    public func addUser(email: EmailAddress, displayName: String?) throws -> User {
+    public func addUser(email: EmailAddress, displayName: String?, identity: UserIdentity?) throws -> User {
         guard !usersByID.values.contains(where: { $0.email.lowercased() == email.rawValue.lowercased() }) else {
             throw CollaborationError(.alreadyExists, "a user with this email address already exists")
         }
-        let user = User(id: UUID(), email: email.rawValue, displayName: displayName)
+        if let identity {
+            try ExternalIdentity.validate(issuer: identity.issuer, subject: identity.subject)
+            guard identities[identity] == nil else {
+                throw CollaborationError(.alreadyExists, "this identity already belongs to a user")
+            }
+        }
+        let user = User(
+            id: UUID(), email: email.rawValue, displayName: displayName, identities: identity.map { [$0] } ?? [])
         usersByID[user.id] = user
+        if let identity { identities[identity] = (user.id, nil, false) }
         return user
     }
 
@@ -50,6 +59,30 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             }
         guard let found else { throw CollaborationError(.notFound, "user \(reference) does not exist") }
         return found
+    }
+
+    public func signIn(_ identity: ExternalIdentity) throws -> SignedIn {
+        let key = UserIdentity(issuer: identity.issuer, subject: identity.subject)
+        if let known = identities[key] {
+            identities[key] = (known.user, identity.email, identity.emailVerified)
+            return SignedIn(user: known.user, identity: identity, created: false)
+        }
+        if identity.issuer.isEmpty, let id = UUID(parsing: identity.subject), usersByID[id] != nil {
+            return SignedIn(user: id, identity: identity, created: false)
+        }
+        guard let email = identity.email else {
+            throw CollaborationError(
+                .invalidInput, "the identity provider gave no usable email address, which a new user needs")
+        }
+        let existing = usersByID.values.first { $0.email.lowercased() == email.rawValue.lowercased() }
+        if existing != nil, !identity.emailVerified {
+            throw CollaborationError(
+                .alreadyExists, "a user with this email address exists; sign in with a provider that verified it")
+        }
+        let user = existing ?? User(id: UUID(), email: email.rawValue, displayName: identity.name)
+        usersByID[user.id] = user
+        identities[key] = (user.id, identity.email, identity.emailVerified)
+        return SignedIn(user: user.id, identity: identity, created: existing == nil)
     }
 
     public func users(limit: Int, after: UUID?) throws -> [User] {
@@ -255,6 +288,14 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()))
     }
 
+    public func acceptInvitation(tokenHash: [UInt8], signedIn: SignedIn) throws -> Membership {
+        let identity = identities[UserIdentity(issuer: signedIn.identity.issuer, subject: signedIn.identity.subject)]
+        return try accept(tokenHash, by: signedIn.user, as: .user(signedIn.user)) { invited, account in
+            guard let identity else { return invited.lowercased() == account.email.lowercased() }
+            return identity.emailVerified && identity.email?.rawValue.lowercased() == invited.lowercased()
+        }
+    }
+
     public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) throws -> Membership {
         let accepter: UUID
         switch actor {
@@ -268,6 +309,13 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             }
             accepter = id
         }
+        return try accept(tokenHash, by: accepter, as: actor) { $0.lowercased() == $1.email.lowercased() }
+    }
+
+    /// Accepts for `accepter`; `proves` says whether the accepter proves the address an invitation is bound to.
+    private func accept(
+        _ tokenHash: [UInt8], by accepter: UUID, as actor: Actor, proves: (String, User) -> Bool
+    ) throws -> Membership {
         guard let account = usersByID[accepter] else {
             throw CollaborationError(.notFound, "user \(accepter) does not exist")
         }
@@ -281,7 +329,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         case .pending: break
         }
         let invitation = stored.invitation
-        if let email = invitation.email, email.lowercased() != account.email.lowercased() {
+        if let email = invitation.email, !proves(email, account) {
             throw CollaborationError(.invitationEmailMismatch, "this invitation is for another email address")
         }
         guard memberships[invitation.coupleID]?[accepter] == nil else {

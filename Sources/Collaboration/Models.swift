@@ -25,11 +25,14 @@ public struct User: Sendable, Hashable, Codable {
     public let id: UUID
     public let email: String
     public let displayName: String?
+    /// The accounts at identity providers the user signs in with.
+    public let identities: [UserIdentity]
 
-    public init(id: UUID, email: String, displayName: String?) {
+    public init(id: UUID, email: String, displayName: String?, identities: [UserIdentity] = []) {
         self.id = id
         self.email = email
         self.displayName = displayName
+        self.identities = identities
     }
 
     /// Checks a display name a person typed.

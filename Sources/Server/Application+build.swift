@@ -3,6 +3,7 @@ import Collaboration
 import CoreMetrics
 import Foundation
 import Hummingbird
+import Identity
 import Logging
 import Prometheus
 import ServiceLifecycle
@@ -11,7 +12,10 @@ import ServiceLifecycle
 public struct ServerDependencies: Sendable {
     public let repository: any CollaborationRepository
     public let keys: ServiceKeyService
-    public let verifier: JWTVerifier
+    /// Verifies end users' bearer tokens (accepting an invitation).
+    public let tokens: TokenVerifier
+    /// Issuers whose every address is verified, whatever a token's `email_verified` says.
+    public let emailVerifyingIssuers: Set<String>
     public let publicBaseURL: URL
     public let limiter: FailedAttemptLimiter
     /// Whose forwarding headers name the client (for the limiter).
@@ -27,7 +31,8 @@ public struct ServerDependencies: Sendable {
     public let budgets: BudgetRegistry
 
     public init(
-        repository: any CollaborationRepository, keys: ServiceKeyService, verifier: JWTVerifier, publicBaseURL: URL,
+        repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
+        emailVerifyingIssuers: Set<String> = [], publicBaseURL: URL,
         limiter: FailedAttemptLimiter = FailedAttemptLimiter(), trustedProxies: TrustedProxies = .none,
         checker: PermissionChecker? = nil,
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
@@ -36,7 +41,8 @@ public struct ServerDependencies: Sendable {
     ) {
         self.repository = repository
         self.keys = keys
-        self.verifier = verifier
+        self.tokens = tokens
+        self.emailVerifyingIssuers = emailVerifyingIssuers
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
         self.trustedProxies = trustedProxies
@@ -96,7 +102,8 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let invitations = CollaborationInvitationService(
         repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
     InvitationController(
-        invitations: invitations, verifier: dependencies.verifier, limiter: dependencies.limiter,
+        invitations: invitations, repository: dependencies.repository, tokens: dependencies.tokens,
+        emailVerifyingIssuers: dependencies.emailVerifyingIssuers, limiter: dependencies.limiter,
         proxies: dependencies.trustedProxies
     ).addRoutes(to: router)
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)

@@ -1,12 +1,16 @@
 import Collaboration
 import Foundation
 import Hummingbird
+import Identity
 
 /// `GET /invitations/{token}` (a preview that never consumes the token) and
-/// `POST /invitations/{token}/accept` (exactly once, for the user a bearer JWT names).
+/// `POST /invitations/{token}/accept` (exactly once, for the user a bearer JWT names; made on their first
+/// sign-in).
 struct InvitationController {
     let invitations: CollaborationInvitationService
-    let verifier: JWTVerifier
+    let repository: any CollaborationRepository
+    let tokens: TokenVerifier
+    let emailVerifyingIssuers: Set<String>
     let limiter: FailedAttemptLimiter
     let proxies: TrustedProxies
 
@@ -49,13 +53,25 @@ struct InvitationController {
                 .badRequest("the form is not URL-encoded (a % not followed by two hex digits?)"), json: json, request,
                 context)
         }
-        guard let bearer, let user = verifier.verify(bearer) else {
-            return try respond(
-                APIError(.unauthorized, code: "unauthorized", "sign in to accept the invitation"), json: json, request,
-                context)
+        let unauthorized = APIError(.unauthorized, code: "unauthorized", "sign in to accept the invitation")
+        guard let bearer else { return try respond(unauthorized, json: json, request, context) }
+        let verified: VerifiedIdentity
+        switch await tokens.verify(bearer) {
+        case .success(let identity): verified = identity
+        case .failure(let refusal):
+            // One answer for every refused token; why it was refused is for the operator's log only.
+            context.logger.notice("bearer token refused", metadata: ["reason": "\(refusal.rawValue)"])
+            return try respond(unauthorized, json: json, request, context)
         }
         do {
-            let membership = try await invitations.accept(token: token, user: nil, as: .user(user.id))
+            // A valid token of someone not seen before makes their user: never an "invalid link".
+            let signedIn = try await repository.signIn(
+                ExternalIdentity(
+                    issuer: verified.issuer, subject: verified.subject,
+                    email: verified.email.flatMap(EmailAddress.init(rawValue:)),
+                    emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
+                    name: verified.name))
+            let membership = try await invitations.accept(token: token, signedIn: signedIn)
             if json {
                 struct Accepted: Encodable {
                     let coupleID: UUID

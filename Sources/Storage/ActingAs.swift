@@ -16,4 +16,13 @@ extension PostgresConnection {
                 "SELECT set_config('request.jwt.claims', '', true), set_config('rbac.actor_label', \(label), true)")
         }
     }
+
+    /// Names the end user by the identity a provider's token names, `iss` (none for development tokens) and
+    /// `sub`, as PostgREST passes a verified token's claims.
+    func act(through identity: ExternalIdentity) async throws {
+        var claims = ["sub": identity.subject]
+        if !identity.issuer.isEmpty { claims["iss"] = identity.issuer }
+        let json = try PostgresJSON(encoding: claims)
+        try await query("SELECT set_config('request.jwt.claims', \(json.text), true)")
+    }
 }

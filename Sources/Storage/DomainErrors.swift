@@ -45,6 +45,8 @@ public func domainError(_ error: PostgresError) -> any Error {
     switch state {
     case .uniqueViolation where error.constraint == "users_email_key":
         return CollaborationError(.alreadyExists, "a user with this email address already exists")
+    case .uniqueViolation where error.constraint == "user_identities_pkey":
+        return CollaborationError(.alreadyExists, "this identity already belongs to a user")
     case .uniqueViolation:
         return CollaborationError(.alreadyExists, "it already exists (\(error.constraint ?? "unique constraint"))")
     case .checkViolation:

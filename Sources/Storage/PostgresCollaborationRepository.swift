@@ -20,12 +20,21 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Users and couples
 
-    public func addUser(email: EmailAddress, displayName: String?) async throws -> User {
-        try await run(as: nil) { connection in
+    public func addUser(email: EmailAddress, displayName: String?, identity: UserIdentity?) async throws -> User {
+        if let identity { try ExternalIdentity.validate(issuer: identity.issuer, subject: identity.subject) }
+        return try await run(as: nil) { connection in
             let rows = try await connection.query(
                 """
-                INSERT INTO users (email, display_name) VALUES (\(email.rawValue), \(displayName))
-                RETURNING id, email, display_name
+                WITH added AS (
+                    INSERT INTO users (email, display_name) VALUES (\(email.rawValue), \(displayName))
+                    RETURNING id, email, display_name),
+                identity AS (
+                    INSERT INTO user_identities (issuer, subject, user_id)
+                    SELECT \(identity?.issuer), \(identity?.subject), id FROM added WHERE \(identity?.issuer)::text IS NOT NULL
+                    RETURNING issuer, subject)
+                SELECT id, email, display_name, ARRAY(SELECT issuer FROM identity) AS identity_issuers,
+                       ARRAY(SELECT subject FROM identity) AS identity_subjects
+                FROM added
                 """)
             return try Self.user(rows[0])
         }
@@ -35,10 +44,10 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         let rows = try await run(as: nil) { connection in
             switch reference {
             case .id(let id):
-                try await connection.query("SELECT id, email, display_name FROM users WHERE id = \(id)")
+                try await connection.query("SELECT \(sql: Self.userColumns) FROM users WHERE id = \(id)")
             case .email(let email):
                 try await connection.query(
-                    "SELECT id, email, display_name FROM users WHERE lower(email) = lower(\(email.rawValue))")
+                    "SELECT \(sql: Self.userColumns) FROM users WHERE lower(email) = lower(\(email.rawValue))")
             }
         }
         guard let row = rows.first else { throw CollaborationError(.notFound, "user \(reference) does not exist") }
@@ -50,7 +59,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         return try await run(as: nil) { connection in
             let rows = try await connection.query(
                 """
-                SELECT id, email, display_name FROM users
+                SELECT \(sql: Self.userColumns) FROM users
                 WHERE \(after)::uuid IS NULL
                    OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after))
                 ORDER BY lower(email) LIMIT \(limit)
@@ -63,6 +72,27 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 }
             }
             return try rows.map(Self.user)
+        }
+    }
+
+    /// A user's columns, with their identities in the order they were added.
+    private static let userColumns: StaticString = """
+        id, email, display_name,
+        ARRAY(SELECT issuer FROM user_identities i WHERE i.user_id = users.id
+              ORDER BY created_at, issuer, subject) AS identity_issuers,
+        ARRAY(SELECT subject FROM user_identities i WHERE i.user_id = users.id
+              ORDER BY created_at, issuer, subject) AS identity_subjects
+        """
+
+    public func signIn(_ identity: ExternalIdentity) async throws -> SignedIn {
+        // Recorded in the operator's log as the service signing someone in.
+        try await run(as: .operator(label: "sign-in")) { connection in
+            let row = try await connection.query(
+                """
+                SELECT user_id, created FROM sign_in(\(identity.issuer), \(identity.subject),
+                    \(identity.email?.rawValue), \(identity.emailVerified), \(identity.name))
+                """)[0]
+            return SignedIn(user: try row.decode("user_id"), identity: identity, created: try row.decode("created"))
         }
     }
 
@@ -303,6 +333,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    public func acceptInvitation(tokenHash: [UInt8], signedIn: SignedIn) async throws -> Membership {
+        try await changingMembership(as: .user(signedIn.user)) { connection in
+            // The claims a provider's token carries: accept_invitation reads the identity's verified address.
+            try await connection.act(through: signedIn.identity)
+            let row = try await connection.query(
+                "SELECT couple_id, user_id, role FROM accept_invitation(\(Data(tokenHash)))")[0]
+            return (
+                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")), .active
+            )
+        }
+    }
+
     public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws {
         try await run(as: actor) { connection in
             _ = try await connection.query("SELECT revoke_invitation(\(couple), \(invitation))")
@@ -391,7 +433,11 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     // MARK: Decoding
 
     private static func user(_ row: PostgresRow) throws -> User {
-        User(id: try row.decode("id"), email: try row.decode("email"), displayName: try row.decode("display_name"))
+        let issuers: [String] = try row.decode("identity_issuers")
+        let subjects: [String] = try row.decode("identity_subjects")
+        return User(
+            id: try row.decode("id"), email: try row.decode("email"), displayName: try row.decode("display_name"),
+            identities: zip(issuers, subjects).map { UserIdentity(issuer: $0, subject: $1) })
     }
 
     private static func couple(_ row: PostgresRow) throws -> Couple {

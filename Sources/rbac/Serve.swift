@@ -13,16 +13,15 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Run the HTTP service: invitation pages and the permission API.",
             discussion: """
-                Needs the HS256 secret that signs end users' JWTs (as Supabase Auth issues them): \
-                --jwt-secret-file, or $RBAC_JWT_SECRET. On SIGINT/SIGTERM it stops taking connections, answers \
+                Verifies end users' tokens with the identity provider's keys (--jwt-issuer, --jwks-url or \
+                --jwks-file; ES256, RS256, EdDSA) or an HS256 secret (--jwt-secret-file, or $RBAC_JWT_SECRET). \
+                On SIGINT/SIGTERM it stops taking connections, answers \
                 the requests in flight (for up to --drain-timeout), closes each connection after its last \
                 answer, and exits 0.
                 """)
 
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
         @Option(help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
-        @Option(help: ArgumentHelp("File holding the JWT secret (default: $RBAC_JWT_SECRET).", valueName: "path"))
-        var jwtSecretFile: String?
         @Option(
             help: ArgumentHelp(
                 "Public base URL of invitation links (default $RBAC_PUBLIC_URL, else http://HOST:PORT).",
@@ -56,6 +55,7 @@ extension RBAC {
         var drainTimeout: ShortDuration = ShortDuration(argument: "10s")!
         @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
         var logLevel: String = "info"
+        @OptionGroup var tokens: TokenOptions
         @OptionGroup var database: DatabaseOptions
 
         func validate() throws {
@@ -78,7 +78,6 @@ extension RBAC {
             guard let port = port ?? Int(environment["RBAC_PORT"] ?? "8080"), (1...65535).contains(port) else {
                 throw CommandFailure(.usage, "the port must be a number from 1 to 65535")
             }
-            let secret = try jwtSecret(environment)
             guard let baseURL = URL(string: publicURL ?? environment["RBAC_PUBLIC_URL"] ?? "http://\(host):\(port)"),
                 baseURL.scheme != nil, baseURL.host != nil
             else { throw CommandFailure(.usage, "the public URL must be an absolute http(s) URL") }
@@ -92,6 +91,7 @@ extension RBAC {
                 LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+                let verifier = try await tokens.verifier(environment, logger: logger)
                 let registry = PrometheusCollectorRegistry()
                 let metrics = ServerDependencies.operationMetrics(registry)
                 let permissionCache = PermissionCache(
@@ -106,7 +106,7 @@ extension RBAC {
                     keys: ServiceKeyService(
                         repository: PostgresServiceKeyRepository(pool: pool),
                         cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
-                    verifier: JWTVerifier(secret: secret), publicBaseURL: baseURL,
+                    tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), publicBaseURL: baseURL,
                     trustedProxies: try TrustedProxies(parsing: trustedProxy),
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,
@@ -149,29 +149,6 @@ extension RBAC {
             } catch {
                 throw CommandFailure(error, database: configuration)
             }
-        }
-
-        private func jwtSecret(_ environment: [String: String]) throws -> String {
-            if let path = jwtSecretFile {
-                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                    throw CommandFailure(.usage, "cannot read the JWT secret file \(path)")
-                }
-                return try checked(text.trimmingCharacters(in: .whitespacesAndNewlines))
-            }
-            guard let secret = environment["RBAC_JWT_SECRET"], !secret.isEmpty else {
-                throw CommandFailure(
-                    .usage,
-                    "no JWT secret: pass --jwt-secret-file PATH or set RBAC_JWT_SECRET to the HS256 secret of your identity provider"
-                )
-            }
-            return try checked(secret)
-        }
-
-        private func checked(_ secret: String) throws -> String {
-            guard secret.utf8.count >= 32 else {
-                throw CommandFailure(.usage, "the JWT secret must be at least 32 bytes long")
-            }
-            return secret
         }
     }
 

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Logging
 import Postgres
 import Prometheus
@@ -44,7 +45,8 @@ struct CacheTests {
                 repository: repository,
                 keys: ServiceKeyService(
                     repository: PostgresServiceKeyRepository(pool: pool), cache: keys, isCacheTrusted: feed.isTrusted),
-                verifier: JWTVerifier(secret: LiveTests.secret), publicBaseURL: URL(string: "https://rbac.test")!,
+                tokens: TokenVerifier(secret: .hmac(secret: Array(LiveTests.secret.utf8))),
+                publicBaseURL: URL(string: "https://rbac.test")!,
                 checker: PermissionChecker(
                     repository: repository, cache: cache, isCacheTrusted: feed.isTrusted,
                     metrics: ServerDependencies.operationMetrics(registry)),
@@ -353,8 +355,9 @@ struct CacheTests {
     func delayedApplication(round: Int) async throws {
         try await Self.withMigratedDatabase { configuration, world in
             let gate = ThreadGate()
-            // A bound this long leaves the hold alone to keep stale answers out.
-            let instance = Instance(configuration, maxStaleness: .seconds(10)) { payload in
+            // A bound this long leaves the hold alone to keep stale answers out, and spaces heartbeats (a quarter
+            // of it) so far apart that none lands on the socket while the notice is held.
+            let instance = Instance(configuration, maxStaleness: .seconds(60)) { payload in
                 if payload.hasPrefix("couple ") { gate.pass() }
             }
             try await instance.waitUntilListening()
@@ -535,7 +538,7 @@ struct CacheTests {
         let fixture = try await Fixture()
         let registry = PrometheusCollectorRegistry()
         let dependencies = ServerDependencies(
-            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+            repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
             publicBaseURL: URL(string: "https://rbac.test")!, metrics: registry, isReady: { true })
         let app = Application(router: buildRouter(dependencies))
         try await app.test(.router) { client in

@@ -1,6 +1,7 @@
 import Collaboration
 import Foundation
 import Hummingbird
+import Identity
 import Logging
 import ServiceLifecycle
 import TestSupport
@@ -126,7 +127,7 @@ struct CheckAnswerDifferentialTests {
                 repository: fixture.repository,
                 keys: ServiceKeyService(
                     repository: keyRepository, cache: ServiceKeyCache(), isCacheTrusted: { trusted }),
-                verifier: fixture.verifier, publicBaseURL: URL(string: "https://rbac.test")!,
+                tokens: fixture.tokens, publicBaseURL: URL(string: "https://rbac.test")!,
                 checker: PermissionChecker(
                     repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { trusted }),
                 isReady: { true })

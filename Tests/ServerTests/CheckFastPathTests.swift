@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -31,7 +32,7 @@ struct CheckFastPathTests {
                 repository: InMemoryServiceKeyRepository(), cache: ServiceKeyCache(), isCacheTrusted: { true })
             apiKey = try await keys.create(name: "fast").1.rawValue
             dependencies = ServerDependencies(
-                repository: fixture.repository, keys: keys, verifier: fixture.verifier,
+                repository: fixture.repository, keys: keys, tokens: fixture.tokens,
                 publicBaseURL: URL(string: "https://rbac.test")!,
                 checker: PermissionChecker(
                     repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { true }),

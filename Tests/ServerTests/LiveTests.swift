@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Postgres
 import Secrets
 import Storage
@@ -20,7 +21,8 @@ struct LiveTests {
         ServerDependencies(
             repository: PostgresCollaborationRepository(pool: pool),
             keys: ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)),
-            verifier: JWTVerifier(secret: secret), publicBaseURL: URL(string: "https://rbac.test")!,
+            tokens: TokenVerifier(secret: .hmac(secret: Array(secret.utf8))),
+            publicBaseURL: URL(string: "https://rbac.test")!,
             budgets: PostgresBudgetRepository(pool: pool), isReady: { (try? await pool.query("SELECT 1")) != nil })
     }
 
@@ -81,9 +83,11 @@ struct LiveTests {
             )
             .invite(to: couple.id, role: RoleName(rawValue: "planner")!, as: .user(owner.id))
             let key = try await Self.serviceKey(pool)
-            let jwt = JWTVerifier(secret: Self.secret).sign([
-                "sub": invitee.id.uuidString.lowercased(), "email": invitee.email,
-            ])
+            let jwt = DevelopmentTokens.sign(
+                [
+                    "sub": invitee.id.uuidString.lowercased(), "email": invitee.email,
+                    "exp": Date().timeIntervalSince1970 + 600,
+                ], secret: Self.secret)
             let check = ByteBuffer(
                 string: #"{"couple_id":"\#(couple.id)","user_id":"\#(invitee.id)","permission":"budget.edit"}"#)
             let app = Application(

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Testing
 
 @testable import Server
@@ -13,7 +14,7 @@ struct OpenAPITests {
         let fixture = try await Fixture()
         let router = documentedRoutes(
             ServerDependencies(
-                repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+                repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
                 publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true }))
         let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
         #expect(document["openapi"] as? String == "3.1.0")

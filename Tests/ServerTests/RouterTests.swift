@@ -2,9 +2,11 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Logging
 import Secrets
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Server
@@ -22,7 +24,7 @@ struct Fixture {
     let keys: ServiceKeyService
     let invitations: CollaborationInvitationService
     let clock = TestClock()
-    let verifier = JWTVerifier(secret: Fixture.secret)
+    let tokens = TokenVerifier(secret: .hmac(secret: Array(Fixture.secret.utf8)))
     var couple = UUID()
     var owner = UUID()
     var invitee = UUID()
@@ -55,7 +57,7 @@ struct Fixture {
 
     func application(limiter: FailedAttemptLimiter = FailedAttemptLimiter()) -> some ApplicationProtocol {
         let dependencies = ServerDependencies(
-            repository: repository, keys: keys, verifier: verifier, publicBaseURL: URL(string: "https://rbac.test")!,
+            repository: repository, keys: keys, tokens: tokens, publicBaseURL: URL(string: "https://rbac.test")!,
             limiter: limiter, isReady: { true })
         return Application(router: buildRouter(dependencies))
     }
@@ -68,7 +70,9 @@ struct Fixture {
     }
 
     func jwt(for user: UUID, expiresIn: TimeInterval = 600) -> String {
-        verifier.sign(["sub": user.uuidString.lowercased(), "exp": Date().timeIntervalSince1970 + expiresIn])
+        DevelopmentTokens.sign(
+            ["sub": user.uuidString.lowercased(), "exp": Date().timeIntervalSince1970 + expiresIn],
+            secret: Fixture.secret)
     }
 
     var keyHeader: HTTPFields { [.authorization: "Bearer \(apiKey)"] }
@@ -131,14 +135,16 @@ struct RouterTests {
             try await client.execute(uri: "/invitations/\(token)/accept", method: .post, headers: json) {
                 #expect($0.status == .unauthorized)
             }
-            json[.authorization] =
-                "Bearer \(JWTVerifier(secret: "another-secret-0123456789abcdef01").sign(["sub": fixture.invitee.uuidString]))"
+            let forged = DevelopmentTokens.sign(
+                ["sub": fixture.invitee.uuidString, "exp": Date().timeIntervalSince1970 + 600],
+                secret: "another-secret-0123456789abcdef01")
+            json[.authorization] = "Bearer \(forged)"
             try await client.execute(uri: "/invitations/\(token)/accept", method: .post, headers: json) {
                 #expect($0.status == .unauthorized, "a JWT signed with another secret is refused")
             }
-            json[.authorization] = "Bearer \(fixture.jwt(for: fixture.invitee, expiresIn: -10))"
+            json[.authorization] = "Bearer \(fixture.jwt(for: fixture.invitee, expiresIn: -61))"
             try await client.execute(uri: "/invitations/\(token)/accept", method: .post, headers: json) {
-                #expect($0.status == .unauthorized, "an expired JWT is refused")
+                #expect($0.status == .unauthorized, "a JWT expired past the leeway is refused")
             }
             json[.authorization] = "Bearer \(fixture.jwt(for: fixture.invitee))"
             var twice = json
@@ -235,7 +241,7 @@ struct RouterTests {
             Application(
                 router: buildRouter(
                     ServerDependencies(
-                        repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+                        repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
                         publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter,
                         trustedProxies: try TrustedProxies(parsing: proxies), isReady: { true })),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0)))
@@ -448,7 +454,7 @@ struct RouterTests {
         let isReady = Atomic<Bool>(false)
         let lines = LineLogHandlerTests.Lines()
         let dependencies = ServerDependencies(
-            repository: fixture.repository, keys: fixture.keys, verifier: fixture.verifier,
+            repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
             publicBaseURL: URL(string: "https://rbac.test")!, isReady: { isReady.load(ordering: .relaxed) })
         let app = Application(
             router: buildRouter(dependencies),

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Identity
 import Logging
 import NIOCore
 import NIOPosix
@@ -25,7 +26,7 @@ struct ShutdownTests {
     ) async throws {
         let fixture = try await Fixture()
         let dependencies = ServerDependencies(
-            repository: fixture.repository, keys: keys ?? fixture.keys, verifier: fixture.verifier,
+            repository: fixture.repository, keys: keys ?? fixture.keys, tokens: fixture.tokens,
             publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
         let listening = AsyncStream.makeStream(of: Int.self)
         let group = makeGroup(

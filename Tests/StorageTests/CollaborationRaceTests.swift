@@ -92,6 +92,32 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("first sign-ins race: one identity makes one user; two with one verified address share it")
+    func firstSignInsRace() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 9) { pool in
+            for round in 0..<Self.rounds / 2 {
+                let email = "new-\(round)-\(UUID().uuidString.lowercased())@example.com"
+                let results = try await race(8) { index, go in
+                    try await pool.withTransaction(maxAttempts: 1) { connection in
+                        await go()
+                        // Half sign in with one identity, half with another at a second issuer, same address.
+                        let issuer = index % 2 == 0 ? "https://one.test" : "https://two.test"
+                        let row = try await connection.query(
+                            "SELECT user_id FROM sign_in(\(issuer), 'subject', \(email), true, NULL)")[0]
+                        return try row.decode("user_id", as: UUID.self)
+                    }
+                }
+                #expect(Set(results).count == 1, "every sign-in found the one user")
+                #expect(try await pool.count("SELECT count(*) FROM users WHERE email = \(email)") == 1)
+                #expect(
+                    try await pool.count(
+                        "SELECT count(*) FROM user_identities WHERE user_id = \(results[0]) AND subject = 'subject'")
+                        == 2)
+                try await pool.query("DELETE FROM users WHERE id = \(results[0])")
+            }
+        }
+    }
+
     @Test("accepting races revoking: exactly one of the two happens")
     func acceptRacesRevoke() async throws {
         try await MigratedDatabase.withPool(maxConnections: 3) { pool in

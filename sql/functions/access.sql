@@ -9,22 +9,36 @@
 --   RBUSD invitation already used   RBEML invitation bound to another email address
 --   RBPOL invalid policy            RBQTA a couple's budget row limit reached
 
--- The end user this request acts for: `sub` of the JWT claims PostgREST / Supabase put in
--- request.jwt.claims, or NULL when there are none or `sub` is not a UUID.
+-- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,
+-- `iss` ('' when absent) and `sub`. No row when there are no claims or no such identity.
+CREATE OR REPLACE FUNCTION rbac.jwt_identity() RETURNS public.user_identities
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE
+    v_claims jsonb := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
+    v_identity public.user_identities;
+BEGIN
+    IF v_claims IS NULL OR v_claims ->> 'sub' IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO v_identity FROM public.user_identities
+    WHERE issuer = coalesce(v_claims ->> 'iss', '') AND subject = v_claims ->> 'sub';
+    RETURN v_identity;
+END $$;
+
+-- The end user this request acts for: for claims without `iss` whose `sub` is a UUID, the user with that id
+-- (development tokens, and how rbac's services name a user); else the user of the claims' identity. NULL when
+-- there are no claims or they name no one.
 CREATE OR REPLACE FUNCTION rbac.jwt_user_id() RETURNS uuid
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
 DECLARE
-    v_claims text := nullif(current_setting('request.jwt.claims', true), '');
-    v_sub text;
+    v_claims jsonb := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
+    v_sub text := v_claims ->> 'sub';
 BEGIN
-    IF v_claims IS NULL THEN
-        RETURN NULL;
-    END IF;
-    v_sub := v_claims::jsonb ->> 'sub';
-    IF v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+    IF v_claims ->> 'iss' IS NULL
+       AND v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
         RETURN v_sub::uuid;
     END IF;
-    RETURN NULL;
+    RETURN (rbac.jwt_identity()).user_id;
 END $$;
 
 -- The operator: no end-user claims, on a session whose login role is a member of rbac_operator (superusers

@@ -34,7 +34,8 @@ BEGIN
     FOR v_table, v_name IN VALUES
         ('memberships', 'membership'), ('invitations', 'invitation'), ('users', 'user'),
         ('permissions', 'permission'), ('roles', 'role'), ('role_permissions', 'role_permission'),
-        ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit')
+        ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit'),
+        ('user_identities', 'identity')
     LOOP
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);

@@ -87,6 +87,8 @@ DECLARE
     v_user uuid;
     v_email text;
     v_invitation invitations;
+    -- An end user acting through an identity proves an address only as the provider verified it.
+    v_identity user_identities := rbac.jwt_identity();
 BEGIN
     PERFORM rbac.require_token_hash(p_token_hash);
     v_user := rbac.subject_user(p_user_id, 'name the user who accepts', 'users accept invitations only for themselves');
@@ -103,7 +105,12 @@ BEGIN
         PERFORM rbac.raise_unusable(v_invitation);
     END IF;
     -- An exception below undoes the acceptance above: the function is one statement.
-    IF v_invitation.email IS NOT NULL AND lower(v_invitation.email) <> lower(v_email) THEN
+    IF v_identity.user_id IS NOT NULL AND v_invitation.email IS NOT NULL
+       AND NOT (v_identity.email_verified AND lower(v_identity.email) = lower(v_invitation.email)) THEN
+        RAISE EXCEPTION 'this invitation is for another email address (one your identity provider verified)'
+            USING ERRCODE = 'RBEML';
+    END IF;
+    IF v_identity.user_id IS NULL AND v_invitation.email IS NOT NULL AND lower(v_invitation.email) <> lower(v_email) THEN
         RAISE EXCEPTION 'this invitation is for another email address' USING ERRCODE = 'RBEML';
     END IF;
     IF EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = v_invitation.couple_id AND m.user_id = v_user) THEN

@@ -42,7 +42,9 @@ GRANT EXECUTE ON FUNCTION
     rbac.is_active_member(uuid),
     rbac.can_see_user(uuid),
     rbac.budget_tables(),
-    rbac.jwt_user_id()
+    rbac.jwt_user_id(),
+    rbac.jwt_identity()
 TO rbac_app;
 
 GRANT EXECUTE ON FUNCTION public.user_roles(uuid[], uuid[]), public.role_permission_sets() TO rbac_operator;
+GRANT EXECUTE ON FUNCTION public.sign_in(text, text, text, boolean, text) TO rbac_operator;

@@ -1,0 +1,61 @@
+import Foundation
+
+/// An account at an identity provider, as a verified token describes it. Users are found by `(issuer,
+/// subject)`; the subject is whatever the provider makes it (`auth0|64f...`, `user_2abc...`, a UUID).
+public struct ExternalIdentity: Sendable, Hashable, Codable {
+    /// The token's `iss`; empty for development tokens without one.
+    public let issuer: String
+    public let subject: String
+    /// The address the token gives, when it is a usable one.
+    public let email: EmailAddress?
+    /// The provider verified `email` (`email_verified`, or an issuer trusted to verify every address).
+    public let emailVerified: Bool
+    public let name: String?
+
+    public init(
+        issuer: String, subject: String, email: EmailAddress? = nil, emailVerified: Bool = false, name: String? = nil
+    ) {
+        self.issuer = issuer
+        self.subject = subject
+        self.email = email
+        self.emailVerified = emailVerified
+        self.name = name
+    }
+
+    /// Checks an identity an operator typed: a subject of 1 to 255 characters, an issuer of at most 500, neither
+    /// with control characters.
+    public static func validate(issuer: String, subject: String) throws(CollaborationError) {
+        guard issuer.count <= 500, !containsControlCharacter(issuer) else {
+            throw CollaborationError(
+                .invalidInput, "an identity's issuer must have at most 500 characters, none a control character")
+        }
+        guard (1...255).contains(subject.count), !containsControlCharacter(subject) else {
+            throw CollaborationError(
+                .invalidInput, "an identity's subject must have 1 to 255 characters, none a control character")
+        }
+    }
+}
+
+/// A user signed in through an identity: who they are here, and whether this sign-in created them.
+public struct SignedIn: Sendable, Hashable {
+    public let user: UUID
+    public let identity: ExternalIdentity
+    public let created: Bool
+
+    public init(user: UUID, identity: ExternalIdentity, created: Bool) {
+        self.user = user
+        self.identity = identity
+        self.created = created
+    }
+}
+
+/// An identity as listed with its user.
+public struct UserIdentity: Sendable, Hashable, Codable {
+    public let issuer: String
+    public let subject: String
+
+    public init(issuer: String, subject: String) {
+        self.issuer = issuer
+        self.subject = subject
+    }
+}

@@ -1,0 +1,90 @@
+-- Identities: users found by (iss, sub), made on a first sign-in, linked by a verified address only; SQL callers
+-- resolved the same way; an invitation bound to an address accepted only through a verified one.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT set_config('rbac.actor_label', 'sign-in', true);
+CREATE TEMPORARY TABLE seen AS SELECT coalesce(max(id), 0) AS id FROM operator_audit_log;
+GRANT SELECT ON seen TO PUBLIC;
+SELECT pg_temp.new_user('olivia');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+
+-- A first sign-in makes the user and the identity; the next finds them.
+CREATE TEMPORARY TABLE first AS
+    SELECT * FROM sign_in('https://tenant.auth0.com/', 'auth0|64f1c', 'Paul@Example.com', true, '  Paul  ');
+GRANT SELECT ON first TO PUBLIC;
+SELECT is((SELECT created FROM first), true, 'a first sign-in creates the user');
+SELECT is((SELECT email || ' ' || display_name FROM users WHERE id = (SELECT user_id FROM first)),
+          'Paul@Example.com Paul', 'with the token''s address and name');
+SELECT is((SELECT row(s.user_id, s.created)::text FROM sign_in('https://tenant.auth0.com/', 'auth0|64f1c',
+                                                               'paul@example.com', false, NULL) s),
+          row((SELECT user_id FROM first), false)::text, 'the next sign-in finds the same user');
+SELECT is((SELECT email || ' ' || email_verified FROM user_identities WHERE subject = 'auth0|64f1c'),
+          'paul@example.com false', 'and the identity keeps what the latest token said of the address');
+SELECT is((SELECT array_agg(action ORDER BY id) FROM operator_audit_log WHERE id > (SELECT id FROM seen)
+           AND action IN ('user.insert', 'identity.insert', 'identity.update')),
+          ARRAY['user.insert', 'user.insert', 'identity.insert', 'identity.update'],
+          'users and identities are in the operator''s log');
+SELECT is((SELECT DISTINCT actor_label FROM operator_audit_log WHERE id > (SELECT id FROM seen)
+           AND action LIKE 'identity.%'), 'operator:sign-in', 'under the label of the service that signed in');
+
+-- Linking to an existing user needs a verified address.
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_2abc', 'OLIVIA@example.com', false, NULL)$$,
+                 'RBDUP', 'a user with this email address exists; sign in with a provider that verified it',
+                 'an unverified address that is taken is refused');
+SELECT is((SELECT count(*)::int FROM user_identities WHERE subject = 'user_2abc'), 0, 'and makes nothing');
+SELECT is((SELECT row(s.user_id, s.created)::text
+           FROM sign_in('https://clerk.test', 'user_2abc', 'OLIVIA@example.com', true, NULL) s),
+          row(pg_temp.id('olivia'), false)::text, 'a verified one links the identity to the user');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', NULL, true, NULL)$$, 'RBINV',
+                 'the identity provider gave no usable email address, which a new user needs');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'not an address', true, NULL)$$, 'RBINV',
+                 'the identity provider gave no usable email address, which a new user needs');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', '', 'x@example.com', true, NULL)$$, 'RBINV',
+                 'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)');
+SELECT is((SELECT display_name FROM users WHERE id = (SELECT user_id FROM sign_in(
+              'https://clerk.test', 'user_ctl', 'ctl@example.com', true, E'Evil\x1b[2J'))), NULL,
+          'a name with control characters is dropped');
+
+-- Development tokens (no issuer, a UUID subject) name the user by id.
+SELECT is((SELECT row(s.user_id, s.created)::text FROM sign_in('', pg_temp.id('olivia')::text, NULL, false, NULL) s),
+          row(pg_temp.id('olivia'), false)::text, 'a development token names a user by id');
+SELECT is((SELECT created FROM sign_in('', '0b4e7c3e-7a8f-4c1e-9a55-0d7e3c1f2a90', 'dev@example.com', false, NULL)),
+          true, 'and makes that user when it is new');
+SELECT ok(EXISTS (SELECT 1 FROM users WHERE id = '0b4e7c3e-7a8f-4c1e-9a55-0d7e3c1f2a90'), 'with that id');
+
+-- SQL callers: request.jwt.claims with sub and iss resolve through the identity.
+INSERT INTO memberships (couple_id, user_id, role)
+VALUES (pg_temp.id('Olivia & Paul'), (SELECT user_id FROM first), 'viewer');
+SET LOCAL ROLE rbac_app;
+SELECT set_config('request.jwt.claims', '{"iss": "https://tenant.auth0.com/", "sub": "auth0|64f1c"}', true);
+SELECT is(rbac.jwt_user_id(), (SELECT user_id FROM first), 'iss and sub name the identity''s user');
+SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), 'budget.view'), 'a Supabase-style RPC answers for them');
+SELECT ok(NOT user_has_permission(pg_temp.id('Olivia & Paul'), 'budget.edit'), 'with their role''s permissions');
+SELECT set_config('request.jwt.claims', '{"iss": "https://evil.test/", "sub": "auth0|64f1c"}', true);
+SELECT is(rbac.jwt_user_id(), NULL, 'the same subject at another issuer is no one');
+SELECT set_config('request.jwt.claims', format('{"iss": "https://evil.test/", "sub": "%s"}', pg_temp.id('olivia')), true);
+SELECT is(rbac.jwt_user_id(), NULL, 'nor is a UUID subject from an issuer: only development tokens name ids');
+SELECT throws_ok($$SELECT * FROM sign_in('https://x.test', 'y', 'y@example.com', true, NULL)$$, '42501', NULL,
+                 'the application role cannot sign anyone in');
+RESET ROLE;
+SELECT throws_ok($$SELECT * FROM sign_in('https://x.test', 'y', 'y@example.com', true, NULL)$$, 'RBDEN',
+                 'only the operator signs users in', 'nor can an end user''s session');
+SELECT pg_temp.act_as_operator();
+
+-- An invitation bound to an address, accepted through an identity: only with that address, verified.
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_bound'), 'planner', 'pia@example.com');
+SELECT * FROM sign_in('https://clerk.test', 'user_pia', 'PIA@example.com', false, 'Pia');
+SELECT set_config('request.jwt.claims', '{"iss": "https://clerk.test", "sub": "user_pia"}', true);
+SELECT throws_ok($$SELECT * FROM accept_invitation(pg_temp.hash('inv_bound'))$$, 'RBEML',
+                 'this invitation is for another email address (one your identity provider verified)',
+                 'an unverified address does not prove the invitee');
+SELECT pg_temp.act_as_operator();
+SELECT * FROM sign_in('https://clerk.test', 'user_pia', 'PIA@example.com', true, 'Pia');
+SELECT set_config('request.jwt.claims', '{"iss": "https://clerk.test", "sub": "user_pia"}', true);
+SELECT is((SELECT role FROM accept_invitation(pg_temp.hash('inv_bound'))), 'planner',
+          'a verified one does, whatever its case');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,76 @@
+-- Signing in: the user of a verified token's identity, made on its first sign-in.
+
+-- The user of identity (p_issuer, p_subject), and whether this call created it. The operator alone calls it,
+-- with what a token it verified says: the address, whether the provider verified it, a display name.
+--   * a known identity: its user; the address and its verification are updated to the token's.
+--   * a development token (no issuer, a UUID subject): the user with that id, created when missing.
+--   * an unknown identity whose verified address is an existing user's: linked to that user. An unverified
+--     address that is taken is refused (RBDUP): whoever controls a provider account must not take over a user.
+--   * otherwise a new user with the token's address (RBINV without a usable one) and the identity.
+-- Concurrent first sign-ins of one identity make one user: the one that loses the race reads the winner's.
+CREATE OR REPLACE FUNCTION public.sign_in(p_issuer text, p_subject text, p_email text, p_email_verified boolean,
+                                          p_name text)
+RETURNS TABLE (user_id uuid, created boolean)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_user uuid;
+    v_created boolean;
+    v_email text := nullif(btrim(p_email), '');
+    v_name text := CASE WHEN p_name !~ '[[:cntrl:]]' AND length(btrim(p_name)) BETWEEN 1 AND 200
+                        THEN btrim(p_name) END;
+    v_development boolean := p_issuer = ''
+        AND p_subject ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';
+BEGIN
+    IF NOT rbac.is_operator() THEN
+        RAISE EXCEPTION 'only the operator signs users in' USING ERRCODE = 'RBDEN';
+    END IF;
+    IF p_issuer IS NULL OR length(p_issuer) > 500 OR p_subject IS NULL OR length(p_subject) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)'
+            USING ERRCODE = 'RBINV';
+    END IF;
+    IF v_email !~ '^[^@\s]+@[^@\s]+$' OR length(v_email) > 320 THEN
+        v_email := NULL;
+    END IF;
+    FOR v_attempt IN 1..3 LOOP
+        IF v_development THEN
+            SELECT u.id INTO v_user FROM users u WHERE u.id = p_subject::uuid;
+        ELSE
+            SELECT i.user_id INTO v_user FROM user_identities i
+            WHERE i.issuer = p_issuer AND i.subject = p_subject;
+        END IF;
+        IF v_user IS NOT NULL THEN
+            UPDATE user_identities i SET email = v_email, email_verified = coalesce(p_email_verified, false)
+            WHERE i.issuer = p_issuer AND i.subject = p_subject
+              AND (i.email, i.email_verified) IS DISTINCT FROM (v_email, coalesce(p_email_verified, false));
+            RETURN QUERY SELECT v_user, false;
+            RETURN;
+        END IF;
+        IF v_email IS NULL THEN
+            RAISE EXCEPTION 'the identity provider gave no usable email address, which a new user needs'
+                USING ERRCODE = 'RBINV';
+        END IF;
+        BEGIN
+            SELECT u.id INTO v_user FROM users u WHERE lower(u.email) = lower(v_email);
+            IF v_user IS NOT NULL AND NOT coalesce(p_email_verified, false) THEN
+                RAISE EXCEPTION 'a user with this email address exists; sign in with a provider that verified it'
+                    USING ERRCODE = 'RBDUP';
+            END IF;
+            v_created := v_user IS NULL;
+            IF v_created THEN
+                INSERT INTO users (id, email, display_name)
+                VALUES (CASE WHEN v_development THEN p_subject::uuid ELSE gen_random_uuid() END, v_email, v_name)
+                RETURNING id INTO v_user;
+            END IF;
+            IF NOT v_development THEN
+                INSERT INTO user_identities (issuer, subject, user_id, email, email_verified)
+                VALUES (p_issuer, p_subject, v_user, v_email, coalesce(p_email_verified, false));
+            END IF;
+            RETURN QUERY SELECT v_user, v_created;
+            RETURN;
+        EXCEPTION WHEN unique_violation THEN
+            -- A concurrent sign-in made the user or the identity first: read what it made.
+            v_user := NULL;
+        END;
+    END LOOP;
+    RAISE EXCEPTION 'could not sign in %: concurrent changes kept conflicting', p_subject USING ERRCODE = '40001';
+END $$;
