@@ -6,7 +6,7 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 
 FROM ${SWIFT_IMAGE} AS build
 # The same system packages as scripts/install-deps.
-RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libpq-dev libssl-dev \
+RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libpq-dev libssl-dev libcurl4-openssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Every directory Package.swift names a target in, or the package does not load.
@@ -22,8 +22,8 @@ COPY sql /out/share/rbac/sql
 COPY policies /out/share/rbac/policies
 
 FROM debian:bookworm-slim
-# --static-swift-stdlib still links libpq, libssl and libcrypto dynamically.
-RUN apt-get update && apt-get install -y --no-install-recommends libpq5 libssl3 ca-certificates \
+# --static-swift-stdlib still links libpq, libssl, libcrypto and libcurl dynamically.
+RUN apt-get update && apt-get install -y --no-install-recommends libpq5 libssl3 libcurl4 ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home rbac
 COPY --from=build /out/bin/ /usr/local/bin/

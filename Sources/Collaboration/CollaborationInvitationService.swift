@@ -58,14 +58,24 @@ public actor CollaborationInvitationService {
         }
     }
 
-    /// Accepts for a user signed in through an identity (the invitation page, a bearer token).
+    /// Accepts for a user signed in through an identity (a bearer token).
     public func accept(token text: String, signedIn: SignedIn) async throws -> Membership {
-        try await metrics.measure("invitation.accept") {
-            guard let token = SecretToken(parsing: text, as: .invitation) else {
-                throw CollaborationError(.notFound, "invitation not found")
-            }
-            return try await repository.acceptInvitation(tokenHash: token.hash, signedIn: signedIn)
+        guard let token = SecretToken(parsing: text, as: .invitation) else {
+            throw CollaborationError(.notFound, "invitation not found")
         }
+        return try await accept(tokenHash: token.hash, signedIn: signedIn)
+    }
+
+    /// Accepts the invitation of a token's hash (the invitation page's sign-in keeps no more).
+    public func accept(tokenHash: [UInt8], signedIn: SignedIn) async throws -> Membership {
+        try await metrics.measure("invitation.accept") {
+            try await repository.acceptInvitation(tokenHash: tokenHash, signedIn: signedIn)
+        }
+    }
+
+    /// What the page shows for the invitation of a token's hash.
+    public func preview(tokenHash: [UInt8]) async throws -> InvitationPreview? {
+        try await repository.invitationPreview(tokenHash: tokenHash)
     }
 
     public func revoke(_ invitation: UUID, in couple: UUID, as actor: Actor) async throws {

@@ -284,7 +284,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
         return InvitationPreview(
             coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
-            inviter: stored.invitation.inviter, emailBound: stored.invitation.email != nil,
+            inviter: stored.invitation.inviter, emailHint: stored.invitation.email.map(EmailAddress.masked),
             expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()))
     }
 

@@ -133,19 +133,20 @@ public struct InvitationPreview: Sendable, Hashable, Codable {
     public let coupleName: String
     public let role: RoleName
     public let inviter: String
-    public let emailBound: Bool
+    /// For an invitation bound to an address, that address masked (`o•••@example.com`); nil for any address.
+    public let emailHint: String?
     public let expiresAt: Date
     public let status: InvitationStatus
 
     public init(
-        coupleID: UUID, coupleName: String, role: RoleName, inviter: String, emailBound: Bool, expiresAt: Date,
+        coupleID: UUID, coupleName: String, role: RoleName, inviter: String, emailHint: String?, expiresAt: Date,
         status: InvitationStatus
     ) {
         self.coupleID = coupleID
         self.coupleName = coupleName
         self.role = role
         self.inviter = inviter
-        self.emailBound = emailBound
+        self.emailHint = emailHint
         self.expiresAt = expiresAt
         self.status = status
     }

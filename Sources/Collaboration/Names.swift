@@ -71,6 +71,13 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     }
 
     public var description: String { rawValue }
+
+    /// The address with its local part hidden but for its first character, as `public.invitation_preview` shows
+    /// it: `o•••@example.com`.
+    public static func masked(_ address: String) -> String {
+        let parts = address.split(separator: "@", maxSplits: 1, omittingEmptySubsequences: false)
+        return "\(parts.first?.prefix(1) ?? "")•••@\(parts.count > 1 ? parts[1] : "")"
+    }
 }
 
 /// A user named by id or by email address, as people name them on the command line.

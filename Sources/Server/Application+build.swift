@@ -16,6 +16,8 @@ public struct ServerDependencies: Sendable {
     public let tokens: TokenVerifier
     /// Issuers whose every address is verified, whatever a token's `email_verified` says.
     public let emailVerifyingIssuers: Set<String>
+    /// Sign-in at the app's identity provider from the invitation page, when configured.
+    public let signIn: OpenIDSignIn?
     public let publicBaseURL: URL
     public let limiter: FailedAttemptLimiter
     /// Whose forwarding headers name the client (for the limiter).
@@ -32,7 +34,7 @@ public struct ServerDependencies: Sendable {
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
-        emailVerifyingIssuers: Set<String> = [], publicBaseURL: URL,
+        emailVerifyingIssuers: Set<String> = [], signIn: OpenIDSignIn? = nil, publicBaseURL: URL,
         limiter: FailedAttemptLimiter = FailedAttemptLimiter(), trustedProxies: TrustedProxies = .none,
         checker: PermissionChecker? = nil,
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
@@ -43,6 +45,7 @@ public struct ServerDependencies: Sendable {
         self.keys = keys
         self.tokens = tokens
         self.emailVerifyingIssuers = emailVerifyingIssuers
+        self.signIn = signIn
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
         self.trustedProxies = trustedProxies
@@ -103,7 +106,8 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
     InvitationController(
         invitations: invitations, repository: dependencies.repository, tokens: dependencies.tokens,
-        emailVerifyingIssuers: dependencies.emailVerifyingIssuers, limiter: dependencies.limiter,
+        emailVerifyingIssuers: dependencies.emailVerifyingIssuers, signIn: dependencies.signIn,
+        limiter: dependencies.limiter,
         proxies: dependencies.trustedProxies
     ).addRoutes(to: router)
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)

@@ -2,21 +2,27 @@ import Collaboration
 import Foundation
 import Hummingbird
 import Identity
+import Secrets
 
-/// `GET /invitations/{token}` (a preview that never consumes the token) and
-/// `POST /invitations/{token}/accept` (exactly once, for the user a bearer JWT names; made on their first
-/// sign-in).
+/// `GET /invitations/{token}` (the page: a preview that never consumes the token), `GET /v1/invitations/{token}`
+/// (the same preview as JSON, for apps that host their own page), `POST /invitations/{token}/accept` (exactly
+/// once, for the user a bearer JWT names; made on their first sign-in), and with sign-in at the app's identity
+/// provider `GET /invitations/{token}/sign-in` and its callback `GET /oidc/callback`.
 struct InvitationController {
     let invitations: CollaborationInvitationService
     let repository: any CollaborationRepository
     let tokens: TokenVerifier
     let emailVerifyingIssuers: Set<String>
+    let signIn: OpenIDSignIn?
     let limiter: FailedAttemptLimiter
     let proxies: TrustedProxies
 
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("invitations/:token", use: show)
+        router.get("v1/invitations/:token", use: previewJSON)
         router.post("invitations/:token/accept", use: accept)
+        router.get("invitations/:token/sign-in", use: startSignIn)
+        router.get("oidc/callback", use: finishSignIn)
     }
 
     /// A valid token is answered whoever presents it: a client that used up its failures (`limiter`) gets 429
@@ -26,11 +32,127 @@ struct InvitationController {
         do {
             let preview = try await invitations.preview(token: token)
             guard preview.status == .pending else { throw CollaborationError(.notFound, "invitation not found") }
-            return Self.html(.ok, InvitationPage.pending(preview, token: token))
+            return Self.html(.ok, InvitationPage.pending(preview, token: token, signIn: signIn != nil))
         } catch let error as CollaborationError where error.code == .notFound {
-            if let refusal = await refusalOfFailure(request, context, json: false) { return refusal }
-            return Self.html(.notFound, InvitationPage.unusable)
+            return try await unusable(request, context, json: false)
         }
+    }
+
+    /// The page's preview as JSON; an unusable token is answered as the page answers it, and counts the same.
+    @Sendable func previewJSON(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let token = context.parameters.get("token") ?? ""
+        do {
+            let preview = try await invitations.preview(token: token)
+            guard preview.status == .pending else { throw CollaborationError(.notFound, "invitation not found") }
+            struct Preview: Encodable {
+                let coupleID: UUID
+                let coupleName: String
+                let role: String
+                let inviter: String
+                let emailHint: String?
+                let expiresAt: Date
+                enum CodingKeys: String, CodingKey {
+                    case coupleID = "couple_id"
+                    case coupleName = "couple_name"
+                    case role, inviter
+                    case emailHint = "email_hint"
+                    case expiresAt = "expires_at"
+                }
+            }
+            return try Self.json(
+                .ok,
+                Preview(
+                    coupleID: preview.coupleID, coupleName: preview.coupleName, role: preview.role.rawValue,
+                    inviter: preview.inviter, emailHint: preview.emailHint, expiresAt: preview.expiresAt))
+        } catch let error as CollaborationError where error.code == .notFound {
+            return try await unusable(request, context, json: true)
+        }
+    }
+
+    /// Starts signing in at the identity provider to accept: a redirect there, with the flow's cookie.
+    @Sendable func startSignIn(_ request: Request, context: AppRequestContext) async throws -> Response {
+        guard let signIn else { throw APIError(.notFound, code: "not_found", "sign-in is not configured here") }
+        let token = context.parameters.get("token") ?? ""
+        do {
+            let preview = try await invitations.preview(token: token)
+            guard preview.status == .pending, let parsed = SecretToken(parsing: token, as: .invitation) else {
+                throw CollaborationError(.notFound, "invitation not found")
+            }
+            let (redirect, cookie) = try signIn.start(tokenHash: parsed.hash)
+            var headers = Self.privateHeaders
+            headers[.location] = redirect.absoluteString
+            headers[.setCookie] = cookie
+            return Response(status: .seeOther, headers: headers)
+        } catch let error as CollaborationError where error.code == .notFound {
+            return try await unusable(request, context, json: false)
+        }
+    }
+
+    /// The identity provider's redirect back: verifies the sign-in, makes the user on a first sign-in, accepts
+    /// once. A callback that is replayed, tampered with or late is refused and changes nothing.
+    @Sendable func finishSignIn(_ request: Request, context: AppRequestContext) async throws -> Response {
+        guard let signIn else { throw APIError(.notFound, code: "not_found", "sign-in is not configured here") }
+        let query = request.uri.queryParameters
+        var response: Response
+        if let error = query["error"].map(String.init) {
+            context.logger.notice("sign-in not completed", metadata: ["error": "\(error.prefix(64))"])
+            response = Self.html(.badRequest, InvitationPage.problem("You did not sign in, so nothing was accepted."))
+        } else {
+            do {
+                let (verified, tokenHash) = try await signIn.finish(
+                    code: query["code"].map(String.init), state: query["state"].map(String.init),
+                    cookie: Self.cookie(OpenIDSignIn.cookieName, in: request.headers))
+                let signedIn = try await repository.signIn(externalIdentity(verified))
+                let membership = try await invitations.accept(tokenHash: tokenHash, signedIn: signedIn)
+                let name = (try? await invitations.preview(tokenHash: tokenHash))??.coupleName ?? "the couple"
+                response = Self.html(.ok, InvitationPage.accepted(membership, coupleName: name, appURL: signIn.appURL))
+            } catch let refusal as OpenIDSignIn.Refusal {
+                context.logger.notice("sign-in refused", metadata: ["reason": "\(refusal.message)"])
+                response = Self.html(.badRequest, InvitationPage.problem(refusal.message))
+            } catch let error as CollaborationError {
+                switch error.code {
+                case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
+                    response = Self.html(.notFound, InvitationPage.unusable)
+                default:
+                    response = Self.html(APIError(error).status, InvitationPage.problem(error.message))
+                }
+            }
+        }
+        // Whatever happened, the flow is over: a reload of this address finds no flow to finish.
+        response.headers[.setCookie] = signIn.clearingCookie
+        return response
+    }
+
+    /// What a verified token says of its identity, with the address verified as the provider or its trust says.
+    private func externalIdentity(_ verified: VerifiedIdentity) -> ExternalIdentity {
+        ExternalIdentity(
+            issuer: verified.issuer, subject: verified.subject,
+            email: verified.email.flatMap(EmailAddress.init(rawValue:)),
+            emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
+            name: verified.name)
+    }
+
+    /// The value of cookie `name` among the request's `Cookie` fields.
+    static func cookie(_ name: String, in headers: HTTPFields) -> String? {
+        for field in headers[values: .cookie] {
+            for pair in field.split(separator: ";") {
+                let parts = pair.trimmingCharacters(in: .whitespaces).split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0] == name { return String(parts[1]) }
+            }
+        }
+        return nil
+    }
+
+    /// The answer to a token that cannot be used, counted against the client.
+    private func unusable(_ request: Request, _ context: AppRequestContext, json: Bool) async throws -> Response {
+        if let refusal = await refusalOfFailure(request, context, json: json) { return refusal }
+        if json {
+            var response = try APIError(.notFound, code: "invitation_not_valid", "this invitation link is not valid")
+                .response(from: request, context: context)
+            for field in Self.privateHeaders { response.headers[field.name] = field.value }
+            return response
+        }
+        return Self.html(.notFound, InvitationPage.unusable)
     }
 
     /// Counts a token that did not work against the client; nil, or 429 when the client has used up its failures.
@@ -65,12 +187,7 @@ struct InvitationController {
         }
         do {
             // A valid token of someone not seen before makes their user: never an "invalid link".
-            let signedIn = try await repository.signIn(
-                ExternalIdentity(
-                    issuer: verified.issuer, subject: verified.subject,
-                    email: verified.email.flatMap(EmailAddress.init(rawValue:)),
-                    emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
-                    name: verified.name))
+            let signedIn = try await repository.signIn(externalIdentity(verified))
             let membership = try await invitations.accept(token: token, signedIn: signedIn)
             if json {
                 struct Accepted: Encodable {
@@ -93,12 +210,7 @@ struct InvitationController {
             switch error.code {
             case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
                 // One answer for every unusable token, so its state cannot be probed.
-                if let refusal = await refusalOfFailure(request, context, json: json) { return refusal }
-                if json {
-                    return try APIError(.notFound, code: "invitation_not_valid", "this invitation link is not valid")
-                        .response(from: request, context: context)
-                }
-                return Self.html(.notFound, InvitationPage.unusable)
+                return try await unusable(request, context, json: json)
             default:
                 return try respond(APIError(error), json: json, request, context)
             }

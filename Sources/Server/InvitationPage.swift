@@ -3,22 +3,46 @@ import Foundation
 
 /// The invitation landing page, server-rendered: no external assets, readable on a phone.
 enum InvitationPage {
-    /// The page for a pending invitation, with an Accept form that posts the bearer token the app supplies.
-    static func pending(_ preview: InvitationPreview, token: String) -> String {
+    /// The page for a pending invitation. With sign-in at the app's identity provider (`signIn`), a button that
+    /// starts it; otherwise a form that posts the bearer token the app supplies (an app's web view).
+    static func pending(_ preview: InvitationPreview, token: String, signIn: Bool) -> String {
         let expires = preview.expiresAt.formatted(.iso8601)
+        let bound = preview.emailHint.map {
+            " It is for <strong id=\"email\">\(escape($0))</strong>: sign in with that address."
+        }
+        let accept =
+            signIn
+            // A link, not a form: the page's CSP allows forms to post only here, and the provider is elsewhere.
+            ? """
+            <p><a class="button" id="sign-in" href="/invitations/\(escape(token))/sign-in">Sign in to accept</a></p>
+            """
+            : """
+            <form method="post" action="/invitations/\(escape(token))/accept">
+              <input type="hidden" name="access_token" id="access_token" value="">
+              <button type="submit" id="accept">Accept invitation</button>
+            </form>
+            <p class="muted">Open this link from the app you were invited to: it signs you in and accepts.</p>
+            """
         return layout(
             title: "Join \(preview.coupleName)",
             body: """
                 <h1>You're invited to join <span id="couple">\(escape(preview.coupleName))</span></h1>
                 <p><strong>\(escape(preview.inviter))</strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>.</p>
-                <p class="muted">This link expires on <time datetime="\(expires)">\(expires)</time>.\
-                \(preview.emailBound ? " It can be accepted only with the email address it was sent to." : "")</p>
-                <form method="post" action="/invitations/\(escape(token))/accept">
-                  <input type="hidden" name="access_token" id="access_token" value="">
-                  <button type="submit" id="accept">Accept invitation</button>
-                </form>
-                <p class="muted">Sign in to the app first: it adds your session to this form.</p>
+                <p class="muted">This link expires on <time id="expires" datetime="\(expires)">\(inWords(preview.expiresAt))</time>.\
+                \(bound ?? "")</p>
+                \(accept)
                 """)
+    }
+
+    /// A moment as people read it, in UTC: "1 December 2026 at 18:00 UTC".
+    static func inWords(_ date: Date) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        calendar.locale = Locale(identifier: "en_US_POSIX")
+        let parts = calendar.dateComponents([.day, .month, .year, .hour, .minute], from: date)
+        let month = calendar.standaloneMonthSymbols[(parts.month ?? 1) - 1]
+        let time = String(format: "%02d:%02d", parts.hour ?? 0, parts.minute ?? 0)
+        return "\(parts.day ?? 1) \(month) \(parts.year ?? 0) at \(time) UTC"
     }
 
     /// The single page for every token that cannot be used: unknown, expired, used or revoked look the same.
@@ -29,12 +53,14 @@ enum InvitationPage {
             <p>It may have expired, been used or been withdrawn. Ask the couple for a new invitation.</p>
             """)
 
-    static func accepted(_ membership: Membership, coupleName: String) -> String {
+    /// After accepting; with the app's address, a link to go on there.
+    static func accepted(_ membership: Membership, coupleName: String, appURL: URL? = nil) -> String {
         layout(
             title: "Welcome",
             body: """
                 <h1 id="welcome">Welcome to \(escape(coupleName))</h1>
                 <p>You joined as <strong>\(escape(membership.role.rawValue))</strong>.</p>
+                \(appURL.map { "<p><a id=\"app\" href=\"\(escape($0.absoluteString))\">Go to the app</a></p>" } ?? "")
                 """)
     }
 
@@ -54,7 +80,7 @@ enum InvitationPage {
         <style>
           body { font-family: system-ui, sans-serif; max-width: 32rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; color: #222; }
           h1 { font-size: 1.5rem; }
-          button { font-size: 1.1rem; padding: 0.75rem 1.5rem; border-radius: 0.5rem; border: 0; background: #6b4eff; color: white; width: 100%; }
+          button, .button { display: block; box-sizing: border-box; text-align: center; text-decoration: none; font-size: 1.1rem; padding: 0.75rem 1.5rem; border-radius: 0.5rem; border: 0; background: #6b4eff; color: white; width: 100%; }
           .muted { color: #666; font-size: 0.9rem; }
         </style>
         </head>

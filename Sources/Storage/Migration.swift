@@ -61,6 +61,8 @@ public struct Definition: Sendable, Equatable {
     }
 
     public static let directoryName = "functions"
+    /// Applied after any other definition is (see `MigrationRunner.migrate`).
+    public static let privilegesFileName = "\(directoryName)/privileges.sql"
 
     /// Every `*.sql` in `directory`, by name: the order they are applied in.
     public static func load(from directory: URL) throws -> [Definition] {

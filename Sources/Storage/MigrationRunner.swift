@@ -61,8 +61,13 @@ public struct MigrationRunner: Sendable {
                 run.migrations = migrations.filter { applied[$0.version] == nil }
                 // A migration may drop or re-create what a definition made (a table and its triggers), so
                 // after one every definition is applied again.
-                run.definitions = definitions.filter {
+                let changed = definitions.filter {
                     !run.migrations.isEmpty || definitionsApplied[$0.fileName]?.checksum != $0.checksum
+                }
+                // The privileges file takes EXECUTE from PUBLIC on every function and grants each role what it
+                // calls: a function another file made or re-made has neither until it runs again.
+                run.definitions = definitions.filter {
+                    changed.contains($0) || (!changed.isEmpty && $0.fileName == Definition.privilegesFileName)
                 }
                 if run.isEmpty { return run }
                 try await connection.withTransaction { connection in

@@ -310,14 +310,14 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await run(as: nil) { connection in
             try await connection.query(
                 """
-                SELECT couple_id, couple_name, role, inviter, email_bound, expires_at, status
+                SELECT couple_id, couple_name, role, inviter, email_hint, expires_at, status
                 FROM invitation_preview(\(Data(tokenHash)))
                 """
             ).first.map { row in
                 InvitationPreview(
                     coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
                     role: try Self.roleName(row.decode("role")), inviter: try row.decode("inviter"),
-                    emailBound: try row.decode("email_bound"), expiresAt: try row.decode("expires_at"),
+                    emailHint: try row.decode("email_hint"), expiresAt: try row.decode("expires_at"),
                     status: try Self.invitationStatus(row.decode("status")))
             }
         }

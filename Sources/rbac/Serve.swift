@@ -56,6 +56,7 @@ extension RBAC {
         @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
         var logLevel: String = "info"
         @OptionGroup var tokens: TokenOptions
+        @OptionGroup var signIn: SignInOptions
         @OptionGroup var database: DatabaseOptions
 
         func validate() throws {
@@ -91,7 +92,11 @@ extension RBAC {
                 LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-                let verifier = try await tokens.verifier(environment, logger: logger)
+                let verifier = try await tokens.verifier(
+                    environment, signInIssuer: signIn.oidcIssuer, logger: logger)
+                let signIn = try await signIn.signIn(
+                    publicBaseURL: baseURL, http: tokens.http, leeway: tokens.jwtLeeway.duration,
+                    environment: environment, logger: logger)
                 let registry = PrometheusCollectorRegistry()
                 let metrics = ServerDependencies.operationMetrics(registry)
                 let permissionCache = PermissionCache(
@@ -106,7 +111,8 @@ extension RBAC {
                     keys: ServiceKeyService(
                         repository: PostgresServiceKeyRepository(pool: pool),
                         cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
-                    tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), publicBaseURL: baseURL,
+                    tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), signIn: signIn,
+                    publicBaseURL: baseURL,
                     trustedProxies: try TrustedProxies(parsing: trustedProxy),
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,

@@ -231,13 +231,21 @@ struct MigrationTests {
             let access = root.appendingPathComponent("functions/access.sql")
             try
                 (try String(contentsOf: access, encoding: .utf8)
-                + "\nCOMMENT ON FUNCTION rbac.jwt_user_id() IS 'edited';\n").write(
-                    to: access, atomically: true, encoding: .utf8)
+                    + """
+
+                    COMMENT ON FUNCTION rbac.jwt_user_id() IS 'edited';
+                    CREATE OR REPLACE FUNCTION rbac.added() RETURNS int LANGUAGE sql AS 'SELECT 1';
+
+                    """).write(to: access, atomically: true, encoding: .utf8)
             let second = try await MigrationRunner.load(from: root).migrate(pool)
             #expect(second.migrations.isEmpty)
-            #expect(second.definitions.map(\.fileName) == ["functions/access.sql"])
+            // The privileges file runs after any other: the new function is nobody's but the operator's.
+            #expect(second.definitions.map(\.fileName) == ["functions/access.sql", "functions/privileges.sql"])
             let comment = try await pool.query("SELECT obj_description('rbac.jwt_user_id()'::regprocedure) AS c")[0]
             #expect(try comment.decode("c", as: String?.self) == "edited")
+            let open = try await pool.query(
+                "SELECT has_function_privilege('rbac_app', 'rbac.added()', 'EXECUTE') AS open")[0]
+            #expect(try open.decode("open", as: Bool.self) == false)
             #expect(try await MigrationRunner.load(from: root).migrate(pool).isEmpty)
             #expect(try await MigrationRunner.load(from: root).status(pool).allSatisfy { $0.state == .applied })
         }

@@ -61,17 +61,22 @@ BEGIN
         RETURNING i.id, i.expires_at;
 END $$;
 
--- What the landing page shows for a token: couple, role, inviter, expiry, status. Anyone holding the token may
--- look; nothing is consumed. No row for an unknown token.
+-- What the landing page shows for a token: couple, role, inviter, expiry, status, and for an invitation bound to
+-- an address that address masked (o•••@example.com): enough for its owner to know which account to sign in
+-- with, not enough to learn it from a forwarded link. Anyone holding the token may look; nothing is consumed.
+-- No row for an unknown token.
+-- Dropped first: its columns changed once, which CREATE OR REPLACE cannot do. privileges.sql grants it again.
+DROP FUNCTION IF EXISTS public.invitation_preview(bytea);
 CREATE OR REPLACE FUNCTION public.invitation_preview(p_token_hash bytea)
-RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_bound boolean,
+RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_hint text,
                expires_at timestamptz, status text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN QUERY
         SELECT i.couple_id, c.name, i.role,
                coalesce(u.display_name, u.email, 'the couple''s administrator'),
-               i.email IS NOT NULL, i.expires_at, rbac.invitation_status(i)
+               left(split_part(i.email, '@', 1), 1) || '•••@' || split_part(i.email, '@', 2),
+               i.expires_at, rbac.invitation_status(i)
         FROM invitations i
         JOIN couples c ON c.id = i.couple_id
         LEFT JOIN users u ON u.id = i.invited_by

@@ -56,18 +56,28 @@ struct TokenOptions: ParsableArguments {
         }
     }
 
+    /// The client for the identity provider's endpoints.
+    var http: OutboundHTTP { OutboundHTTP(.init(caFile: caFile)) }
+
     /// The verifier, with its keys loaded; refuses to start without a key or when the first fetch fails.
-    func verifier(_ environment: [String: String], logger: Logger) async throws -> TokenVerifier {
+    /// Without a key source of its own, the keys of `signInIssuer` (the provider the page signs people in at).
+    func verifier(_ environment: [String: String], signInIssuer: String?, logger: Logger) async throws
+        -> TokenVerifier
+    {
         let secret = try sharedSecret(environment)
-        let http = OutboundHTTP(.init(caFile: caFile))
         let report: @Sendable (String) -> Void = { logger.warning("\($0)") }
         var keySet: KeySetCache?
         if let jwksFile {
             keySet = KeySetCache(.file(jwksFile), http: http, report: report)
         } else if let jwksURL, let url = URL(string: jwksURL) {
             keySet = KeySetCache(.url(url), http: http, report: report)
-        } else if secret == nil, let issuer = jwtIssuer.first {
-            keySet = KeySetCache(.url(try await Self.discoverKeys(issuer, http)), http: http, report: report)
+        } else if secret == nil, let issuer = jwtIssuer.first ?? signInIssuer {
+            do {
+                let provider = try await OpenIDProvider.discover(issuer, http: http)
+                keySet = KeySetCache(.url(provider.jwksURI), http: http, report: report)
+            } catch {
+                throw CommandFailure(.usage, "cannot find the issuer's keys: \(error)")
+            }
         }
         guard secret != nil || keySet != nil else {
             throw CommandFailure(
@@ -89,28 +99,6 @@ struct TokenOptions: ParsableArguments {
         return TokenVerifier(
             secret: secret.map { VerificationKey.hmac(secret: Array($0.utf8)) }, keySet: keySet,
             policy: TokenPolicy(issuers: jwtIssuer, audiences: jwtAudience, leeway: jwtLeeway.duration))
-    }
-
-    /// The JWKS URL an issuer's OpenID discovery document names (`jwks_uri`, https only).
-    static func discoverKeys(_ issuer: String, _ http: OutboundHTTP) async throws -> URL {
-        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
-        guard let url = URL(string: base + "/.well-known/openid-configuration") else {
-            throw CommandFailure(.usage, "the issuer \(quoted(issuer)) is not a URL")
-        }
-        do {
-            let response = try await http.get(url)
-            guard response.status == 200,
-                let document = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any],
-                let text = document["jwks_uri"] as? String, let keys = URL(string: text),
-                keys.scheme?.lowercased() == "https"
-            else {
-                throw CommandFailure(
-                    .usage, "\(url.absoluteString) (status \(response.status)) names no https jwks_uri")
-            }
-            return keys
-        } catch let failure as OutboundHTTP.Failure {
-            throw CommandFailure(.usage, "cannot read the issuer's discovery document: \(failure)")
-        }
     }
 
     private func sharedSecret(_ environment: [String: String]) throws -> String? {
