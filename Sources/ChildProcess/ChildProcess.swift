@@ -116,8 +116,11 @@ extension ChildProcess {
     /// A child left running, such as a server a test talks to.
     public struct Running: Sendable {
         public let pid: pid_t
-        /// The first line it wrote to standard output (a server saying where it listens); nil if it exited first.
-        public let firstLine: String?
+        /// What it wrote to standard output up to and including the line `start` waited for (all of it, when it
+        /// exited first).
+        public let lines: [String]
+        /// Whether the line `start` waited for came (false: the child exited first).
+        public let ready: Bool
 
         /// Sends SIGTERM and waits for it to exit.
         public func stop() async {
@@ -132,11 +135,12 @@ extension ChildProcess {
         }
     }
 
-    /// Starts `executable` and returns once it has written its first line of standard output (or exited). Its
-    /// standard error is appended to `errorLog`; the rest of its output is read and dropped, so it never blocks
-    /// on a full pipe.
+    /// Starts `executable` and returns once it has written a line of standard output that `ready` accepts (a
+    /// server saying where it listens), or has exited. Its standard error is appended to `errorLog`; its output
+    /// after that line is read and dropped, so it never blocks on a full pipe.
     public static func start(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, errorLog: String
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, errorLog: String,
+        until ready: @escaping @Sendable (String) -> Bool = { _ in true }
     ) async throws -> Running {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
@@ -154,24 +158,31 @@ extension ChildProcess {
         }
         close(ends[1])
         let readEnd = ends[0]
-        let line = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+        let (lines, found) = await withCheckedContinuation {
+            (continuation: CheckedContinuation<([String], Bool), Never>) in
             DispatchQueue(label: "rbac.child-process").async {
-                var bytes: [UInt8] = []
+                var lines: [String] = []
+                var line: [UInt8] = []
                 var byte: UInt8 = 0
                 var answered = false
                 while read(readEnd, &byte, 1) == 1 {
-                    if !answered, byte == UInt8(ascii: "\n") {
+                    guard !answered else { continue }
+                    guard byte == UInt8(ascii: "\n") else {
+                        line.append(byte)
+                        continue
+                    }
+                    lines.append(String(decoding: line, as: UTF8.self))
+                    line = []
+                    if ready(lines[lines.count - 1]) {
                         answered = true
-                        continuation.resume(returning: String(decoding: bytes, as: UTF8.self))
-                    } else if !answered {
-                        bytes.append(byte)
+                        continuation.resume(returning: (lines, true))
                     }
                 }
                 close(readEnd)
-                if !answered { continuation.resume(returning: nil) }
+                if !answered { continuation.resume(returning: (lines, false)) }
             }
         }
-        return Running(pid: pid, firstLine: line)
+        return Running(pid: pid, lines: lines, ready: found)
     }
 }
 

@@ -13,16 +13,19 @@ struct CLITests {
         let stderr: String
     }
 
+    /// The built `rbac`: beside the test bundle, else the debug build.
+    static let executable: URL = {
+        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("rbac")
+        return FileManager.default.isExecutableFile(atPath: besideTests.path)
+            ? besideTests : repositoryRoot.appendingPathComponent(".build/debug/rbac")
+    }()
+
     /// Runs `rbac` with `arguments` against `database` (a libpq connection string), with `environment` added
     /// to the test's own.
     static func rbac(_ arguments: [String], database: String, environment added: [String: String] = [:])
         async throws -> Result
     {
-        let besideTests = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-            .appendingPathComponent("rbac")
-        let executable =
-            FileManager.default.isExecutableFile(atPath: besideTests.path)
-            ? besideTests : repositoryRoot.appendingPathComponent(".build/debug/rbac")
         var environment = ProcessInfo.processInfo.environment
         environment["DATABASE_URL"] = database
         environment["RBAC_PUBLIC_URL"] = "https://rbac.test"

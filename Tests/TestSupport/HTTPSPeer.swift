@@ -27,7 +27,7 @@ public struct HTTPSPeer: Sendable {
                 directory.appendingPathComponent("server.pem").path,
                 directory.appendingPathComponent("server.key").path, root.path,
             ], errorLog: directory.appendingPathComponent("server.log").path)
-        guard let port = server.firstLine.flatMap({ Int($0) }) else {
+        guard server.ready, let port = server.lines.last.flatMap({ Int($0) }) else {
             await server.stop()
             throw ToolError(description: "https_server.py did not start")
         }

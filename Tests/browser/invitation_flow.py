@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from selenium import webdriver
+from browser import chromium, report
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -28,12 +28,7 @@ def jwt(user_id: str, secret: str) -> str:
 
 def main() -> int:
     link, couple_name, role, user_id, secret = sys.argv[1:6]
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-        options.add_argument(flag)
-    # Debian's driver, named explicitly: Selenium Manager would try to download one.
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+    driver = chromium()
     results = []
     try:
         driver.get(link)
@@ -48,9 +43,7 @@ def main() -> int:
         results.append(("accepting shows the welcome", welcome == f"Welcome to {couple_name}"))
     finally:
         driver.quit()
-    for description, passed in results:
-        print(f"{'ok' if passed else 'not ok'} - browser: {description}")
-    return 1 if any(not passed for _, passed in results) else 0
+    return report(results)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ Usage: sign_in_flow.py LINK SECOND_LINK COUPLE_NAME ROLE SUBJECT
 import sys
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from selenium import webdriver
+from browser import chromium, report
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -15,13 +15,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 def main() -> int:
     link, second_link, couple_name, role, subject = sys.argv[1:6]
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
     # The provider's certificate comes from the test's own CA, which rbac trusts through --ca-file; the browser
     # is told to go on, as a person would on a provider with a public certificate.
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--ignore-certificate-errors"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path="/usr/bin/chromedriver"))
+    driver = chromium("--ignore-certificate-errors")
     wait = WebDriverWait(driver, 20)
     results = []
     try:
@@ -64,9 +60,7 @@ def main() -> int:
         raise
     finally:
         driver.quit()
-    for description, passed in results:
-        print(f"{'ok' if passed else 'not ok'} - browser: {description}")
-    return 1 if any(not passed for _, passed in results) else 0
+    return report(results)
 
 
 if __name__ == "__main__":
