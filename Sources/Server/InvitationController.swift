@@ -71,7 +71,7 @@ struct InvitationController {
 
     /// Starts signing in at the identity provider to accept: a redirect there, with the flow's cookie.
     @Sendable func startSignIn(_ request: Request, context: AppRequestContext) async throws -> Response {
-        guard let signIn else { throw APIError(.notFound, code: "not_found", "sign-in is not configured here") }
+        guard let signIn else { return Self.signInNotConfigured }
         let token = context.parameters.get("token") ?? ""
         do {
             let preview = try await invitations.preview(token: token)
@@ -91,7 +91,7 @@ struct InvitationController {
     /// The identity provider's redirect back: verifies the sign-in, makes the user on a first sign-in, accepts
     /// once. A callback that is replayed, tampered with or late is refused and changes nothing.
     @Sendable func finishSignIn(_ request: Request, context: AppRequestContext) async throws -> Response {
-        guard let signIn else { throw APIError(.notFound, code: "not_found", "sign-in is not configured here") }
+        guard let signIn else { return Self.signInNotConfigured }
         let query = request.uri.queryParameters
         var response: Response
         if let error = query["error"].map(String.init) {
@@ -121,6 +121,11 @@ struct InvitationController {
         // Whatever happened, the flow is over: a reload of this address finds no flow to finish.
         response.headers[.setCookie] = signIn.clearingCookie
         return response
+    }
+
+    /// Browsers reach the sign-in routes: an HTML answer when this service has no provider to send them to.
+    static var signInNotConfigured: Response {
+        html(.notFound, InvitationPage.problem("Signing in is not set up here; open the link from the app instead."))
     }
 
     /// What a verified token says of its identity, with the address verified as the provider or its trust says.
