@@ -65,6 +65,24 @@ struct CLITests {
         return id
     }
 
+    @Test("users add --identity makes the user with an identity; users list shows it; a taken one adds nothing")
+    func identities() async throws {
+        try await Self.withDatabase { run in
+            let auth0 = ["--identity", "https://tenant.eu.auth0.com/", "auth0|64f1c0ffee"]
+            let added = try await run(["users", "add", "--email", "ann@example.com", "--json"] + auth0)
+            #expect(added.status == 0, "\(added.stderr)")
+            let identities = try #require(try Self.json(added)["identities"] as? [[String: String]])
+            #expect(identities == [["issuer": "https://tenant.eu.auth0.com/", "subject": "auth0|64f1c0ffee"]])
+            let taken = try await run(["users", "add", "--email", "bob@example.com"] + auth0)
+            #expect(taken.status == 4 && taken.stderr.contains("this identity already belongs to a user"))
+            let half = try await run(["users", "add", "--email", "cy@example.com", "--identity", "https://x.test/"])
+            #expect(half.status == 2 && half.stderr.contains("--identity takes two values"))
+            let listed = try await run(["users", "list"])
+            #expect(listed.stdout.contains("https://tenant.eu.auth0.com/ auth0|64f1c0ffee"), "\(listed.stdout)")
+            #expect(!listed.stdout.contains("bob@example.com"), "the refused user was not added")
+        }
+    }
+
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
     func grantCheckRevoke() async throws {
         try await Self.withDatabase { run in
