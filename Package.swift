@@ -61,6 +61,12 @@ let package = Package(
         .target(name: "Budget", dependencies: ["Tenancy"]),
         // Postgres-backed repositories and the migration runner.
         .target(name: "Storage", dependencies: ["Budget", "Collaboration", "Postgres", "Secrets"]),
+        // The outbox's worker: webhooks signed per Standard Webhooks, retried on a schedule.
+        .target(
+            name: "Delivery",
+            dependencies: [
+                "OutboundHTTP", "Secrets", "Storage", .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]),
         // The HTTP service: invitation pages and the permission API.
         .target(
             name: "Server",
@@ -81,6 +87,7 @@ let package = Package(
             dependencies: [
                 "Budget",
                 "Collaboration",
+                "Delivery",
                 "Identity",
                 "OutboundHTTP",
                 "Secrets",
@@ -125,6 +132,9 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Storage", "Budget", "Collaboration", "Postgres", "TestSupport", "ChildProcess"]),
+            dependencies: [
+                "Storage", "Budget", "Collaboration", "Delivery", "OutboundHTTP", "Postgres", "Secrets", "TestSupport",
+                "ChildProcess",
+            ]),
     ]
 )

@@ -110,4 +110,38 @@ static inline int rbac_verify(EVP_PKEY *key, const char *digest, const unsigned 
     return ok;
 }
 
+/* AES-256-GCM: out = ciphertext || 16-byte tag; the 12-byte nonce is the caller's. Returns 1 on success. */
+static inline int rbac_aes256gcm_seal(const unsigned char *key, const unsigned char *nonce,
+                                      const unsigned char *aad, size_t aad_length,
+                                      const unsigned char *plaintext, size_t length, unsigned char *out) {
+    EVP_CIPHER_CTX *context = EVP_CIPHER_CTX_new();
+    int written = 0, final = 0;
+    int ok = context != NULL && EVP_EncryptInit_ex2(context, EVP_aes_256_gcm(), key, nonce, NULL) == 1
+             && (aad_length == 0 || EVP_EncryptUpdate(context, NULL, &written, aad, (int)aad_length) == 1)
+             && EVP_EncryptUpdate(context, out, &written, plaintext, (int)length) == 1
+             && EVP_EncryptFinal_ex(context, out + written, &final) == 1
+             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, 16, out + length) == 1;
+    EVP_CIPHER_CTX_free(context);
+    ERR_clear_error();
+    return ok;
+}
+
+/* The inverse: sealed = ciphertext || tag, out gets sealed_length - 16 bytes. 1 only when the tag verifies. */
+static inline int rbac_aes256gcm_open(const unsigned char *key, const unsigned char *nonce,
+                                      const unsigned char *aad, size_t aad_length,
+                                      const unsigned char *sealed, size_t sealed_length, unsigned char *out) {
+    if (sealed_length < 16) return 0;
+    size_t length = sealed_length - 16;
+    EVP_CIPHER_CTX *context = EVP_CIPHER_CTX_new();
+    int written = 0, final = 0;
+    int ok = context != NULL && EVP_DecryptInit_ex2(context, EVP_aes_256_gcm(), key, nonce, NULL) == 1
+             && (aad_length == 0 || EVP_DecryptUpdate(context, NULL, &written, aad, (int)aad_length) == 1)
+             && EVP_DecryptUpdate(context, out, &written, sealed, (int)length) == 1
+             && EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, 16, (void *)(sealed + length)) == 1
+             && EVP_DecryptFinal_ex(context, out + written, &final) == 1;
+    EVP_CIPHER_CTX_free(context);
+    ERR_clear_error();
+    return ok;
+}
+
 #endif

@@ -58,18 +58,23 @@ public struct OutboundHTTP: Sendable {
     }
 
     public func get(_ url: URL, accept: String = "application/json") async throws -> Response {
-        try await perform(url, headers: ["Accept: \(accept)"], form: nil)
+        try await perform(url, headers: ["Accept: \(accept)"], body: nil)
     }
 
     /// POSTs `fields` as `application/x-www-form-urlencoded` (an OAuth token request).
     public func postForm(_ url: URL, _ fields: [(String, String)], headers: [String] = []) async throws -> Response {
         let body = fields.map { "\(Self.formEncoded($0.0))=\(Self.formEncoded($0.1))" }.joined(separator: "&")
-        return try await perform(
-            url, headers: headers + ["Accept: application/json", "Content-Type: application/x-www-form-urlencoded"],
-            form: body)
+        return try await post(
+            url, body: Array(body.utf8), contentType: "application/x-www-form-urlencoded",
+            headers: headers + ["Accept: application/json"])
     }
 
-    private func perform(_ url: URL, headers: [String], form: String?) async throws -> Response {
+    /// POSTs `body` as `contentType` with the header lines `headers` ("Name: value").
+    public func post(_ url: URL, body: [UInt8], contentType: String, headers: [String] = []) async throws -> Response {
+        try await perform(url, headers: headers + ["Content-Type: \(contentType)"], body: body)
+    }
+
+    private func perform(_ url: URL, headers: [String], body: [UInt8]?) async throws -> Response {
         guard url.scheme?.lowercased() == "https", url.host != nil else {
             throw Failure(description: "\(Self.redacted(url)): only https URLs are fetched")
         }
@@ -77,7 +82,7 @@ public struct OutboundHTTP: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             Self.queue.async {
                 continuation.resume(
-                    with: Result { try Self.performBlocking(url, headers: headers, form: form, configuration) })
+                    with: Result { try Self.performBlocking(url, headers: headers, body: body, configuration) })
             }
         }
     }
@@ -92,7 +97,7 @@ public struct OutboundHTTP: Sendable {
     }
 
     private static func performBlocking(
-        _ url: URL, headers: [String], form: String?, _ configuration: Configuration
+        _ url: URL, headers: [String], body: [UInt8]?, _ configuration: Configuration
     ) throws -> Response {
         _ = globalInit
         guard let curl = curl_easy_init() else { throw Failure(description: "libcurl could not start a request") }
@@ -125,8 +130,18 @@ public struct OutboundHTTP: Sendable {
         if code == CURLE_OK { code = rbac_curl_set_pointer(curl, CURLOPT_WRITEDATA, context) }
         if code == CURLE_OK { code = rbac_curl_set_callback(curl, CURLOPT_HEADERFUNCTION, collectHeader) }
         if code == CURLE_OK { code = rbac_curl_set_pointer(curl, CURLOPT_HEADERDATA, context) }
-        // COPYPOSTFIELDS: libcurl keeps its own copy, so the Swift string need not outlive this call.
-        if code == CURLE_OK, let form { code = rbac_curl_set_string(curl, CURLOPT_COPYPOSTFIELDS, form) }
+        // COPYPOSTFIELDS: libcurl keeps its own copy, so the Swift bytes need not outlive this call. The size
+        // goes first, or libcurl would take the body for a C string.
+        if code == CURLE_OK, let body {
+            code = rbac_curl_set_offset(curl, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            // A byte more than the size, so that an empty body still has an address to copy from.
+            var bytes = body + [0]
+            if code == CURLE_OK {
+                code = bytes.withUnsafeMutableBytes {
+                    rbac_curl_set_pointer(curl, CURLOPT_COPYPOSTFIELDS, $0.baseAddress)
+                }
+            }
+        }
         if code == CURLE_OK { code = withExtendedLifetime(collector) { curl_easy_perform(curl) } }
         guard code == CURLE_OK else {
             let reason =

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Collaboration
+import Delivery
 import Foundation
 import Logging
 import NIOCore
+import OutboundHTTP
 import Postgres
 import Prometheus
 import Server
@@ -57,6 +59,7 @@ extension RBAC {
         var logLevel: String = "info"
         @OptionGroup var tokens: TokenOptions
         @OptionGroup var signIn: SignInOptions
+        @OptionGroup var delivery: DeliveryKeyOptions
         @OptionGroup var database: DatabaseOptions
 
         func validate() throws {
@@ -126,6 +129,18 @@ extension RBAC {
                         "database": "\(resolved.redactedDescription)", "url": "\(baseURL)",
                         "cache": "\(noCache ? "off" : "on")",
                     ])
+                // The outbox's worker: webhooks need the delivery key to open their endpoints' secrets.
+                let deliveryKey = try delivery.key(environment)
+                let worker = Task { [logger] in
+                    guard let deliveryKey else {
+                        return logger.notice("outbox delivery off: no delivery key (--delivery-key-file)")
+                    }
+                    await OutboxWorker(
+                        outbox: PostgresOutbox(pool: pool),
+                        http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: tokens.caFile)), key: deliveryKey,
+                        metrics: PrometheusMetricsFactory(registry: registry)
+                    ).run { logger.warning("\($0)") }
+                }
                 let listener = Task { [logger] in
                     guard !noCache else { return }
                     await feed.run { listening, error in
@@ -144,7 +159,9 @@ extension RBAC {
                 try await serviceGroup(application, drainTimeout: drainTimeout.duration, logger: logger).run()
                 logger.info("rbac serve stopped")
                 listener.cancel()
+                worker.cancel()
                 await listener.value
+                await worker.value
                 await pool.close()
             } catch let error as IOError {
                 // The only sockets NIO opens here are the server's: binding failed (port taken, say).

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import Storage
 import Testing
 
 @testable import Server
@@ -62,5 +63,12 @@ struct OpenAPITests {
                 #expect(String(buffer: response.body).contains("\"openapi\": \"3.1.0\""))
             }
         }
+    }
+
+    @Test("the webhooks section documents exactly the events the database writes to the outbox")
+    func webhooksDocumented() throws {
+        let document = try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any]
+        let webhooks = try #require(document?["webhooks"] as? [String: Any])
+        #expect(Set(webhooks.keys) == Set(PostgresOutbox.eventTypes))
     }
 }

@@ -1,3 +1,4 @@
+import ChildProcess
 import Collaboration
 import Foundation
 import Postgres
@@ -18,6 +19,19 @@ enum MigratedDatabase {
 }
 
 extension PostgresConnectionPool {
+    /// The database's data as `pg_dump --data-only` writes it: what a stolen backup holds.
+    func dump() async throws -> String {
+        guard let bin = ProcessInfo.processInfo.environment["PG_BINDIR"] else {
+            throw TestSetupError("PG_BINDIR is not set; run the tests through scripts/with-postgres")
+        }
+        let database: String = try await query("SELECT current_database() AS db")[0].decode("db")
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-dump-\(UUID().uuidString).sql")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let dump = try await ChildProcess.run(bin + "/pg_dump", ["--data-only", "--file", output.path, database])
+        guard dump.status == 0 else { throw TestSetupError("pg_dump failed: \(dump.errorOutput)") }
+        return try String(contentsOf: output, encoding: .utf8)
+    }
+
     /// Runs `body` in a transaction acting for the end user `user`, as PostgREST does with a verified JWT.
     func acting<T: Sendable>(as user: UUID, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await withTransaction(maxAttempts: 1) { connection in

@@ -11,8 +11,11 @@ public struct HTTPSPeer: Sendable {
     /// The served directory: a file here is `baseURL/NAME`; `NAME.headers` (JSON) adds header fields to it.
     public let root: URL
 
-    /// Runs `body` with a new server, and stops the server after it.
-    public static func with<T>(_ body: (HTTPSPeer) async throws -> T) async throws -> T {
+    /// Runs `body` with a new server, and stops the server after it. `script` (in Tests/tools) is the server: it
+    /// takes the certificate, its key and the root directory, and prints its port.
+    public static func with<T>(script: String = "https_server.py", _ body: (HTTPSPeer) async throws -> T)
+        async throws -> T
+    {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-https-\(UUID())")
         let root = directory.appendingPathComponent("root")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -23,13 +26,13 @@ public struct HTTPSPeer: Sendable {
         let server = try await ChildProcess.start(
             "/usr/bin/env",
             [
-                "python3", repositoryRoot.appendingPathComponent("Tests/tools/https_server.py").path,
+                "python3", repositoryRoot.appendingPathComponent("Tests/tools/\(script)").path,
                 directory.appendingPathComponent("server.pem").path,
                 directory.appendingPathComponent("server.key").path, root.path,
             ], errorLog: directory.appendingPathComponent("server.log").path)
         guard server.ready, let port = server.lines.last.flatMap({ Int($0) }) else {
             await server.stop()
-            throw ToolError(description: "https_server.py did not start")
+            throw ToolError(description: "\(script) did not start")
         }
         let peer = HTTPSPeer(
             baseURL: URL(string: "https://127.0.0.1:\(port)")!,

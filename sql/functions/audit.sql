@@ -6,9 +6,9 @@
 CREATE OR REPLACE FUNCTION rbac.audit_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    -- Hashes of tokens and keys stay out of the logs.
-    v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - 'token_hash' - 'key_hash' END;
-    v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'token_hash' - 'key_hash' END;
+    -- Hashes of tokens and keys, and sealed secrets, stay out of the logs.
+    v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - 'token_hash' - 'key_hash' - 'secret_box' END;
+    v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'token_hash' - 'key_hash' - 'secret_box' END;
     v_couple_id uuid := coalesce(v_after ->> 'couple_id', v_before ->> 'couple_id')::uuid;
     v_action text := TG_ARGV[0] || '.' || lower(TG_OP);
 BEGIN
@@ -35,7 +35,7 @@ BEGIN
         ('memberships', 'membership'), ('invitations', 'invitation'), ('users', 'user'),
         ('permissions', 'permission'), ('roles', 'role'), ('role_permissions', 'role_permission'),
         ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit'),
-        ('user_identities', 'identity')
+        ('user_identities', 'identity'), ('webhook_endpoints', 'webhook')
     LOOP
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);

@@ -163,6 +163,8 @@ BEGIN
     UPDATE memberships SET role = p_previous_owner_role
     WHERE couple_id = p_couple_id AND role = 'owner' AND user_id <> p_new_owner
       AND (v_actor IS NULL OR user_id = v_actor);
+    PERFORM rbac.enqueue_event('ownership.transferred', p_couple_id, jsonb_build_object(
+        'couple_id', p_couple_id, 'new_owner', p_new_owner, 'previous_owner_role', p_previous_owner_role));
     RETURN v_result;
 END $$;
 

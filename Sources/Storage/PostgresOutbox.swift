@@ -1,0 +1,272 @@
+import Collaboration
+import Foundation
+import Postgres
+import Secrets
+
+/// A receiver of events, as listed: never its secret.
+public struct WebhookEndpoint: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let url: String
+    /// The event types it receives; empty for every one.
+    public let eventTypes: [String]
+    public let createdAt: Date
+    public let disabledAt: Date?
+}
+
+/// A message in the outbox, as listed: never its payload's secrets (it carries none).
+public struct OutboxMessage: Sendable, Hashable, Codable {
+    public let id: UUID
+    public let eventType: String
+    public let coupleID: UUID?
+    public let channel: String
+    public let endpointID: UUID?
+    public let createdAt: Date
+    public let attempts: Int
+    public let nextAttemptAt: Date
+    public let status: String
+    public let lastError: String?
+    public let deliveredAt: Date?
+}
+
+/// The outbox and the webhook endpoints in PostgreSQL (`sql/0004_outbox.sql`, `sql/functions/outbox.sql`).
+/// Webhook secrets are sealed under the delivery key before they reach the database.
+public struct PostgresOutbox: Sendable {
+    let pool: PostgresConnectionPool
+
+    public init(pool: PostgresConnectionPool) { self.pool = pool }
+
+    /// The events the database writes to the outbox.
+    public static let eventTypes = [
+        "invitation.created", "invitation.accepted", "invitation.revoked", "membership.created",
+        "membership.updated", "membership.removed", "ownership.transferred",
+    ]
+    public static let statuses = ["pending", "sent", "dead"]
+
+    // MARK: Webhook endpoints
+
+    /// Adds an endpoint for `eventTypes` (empty: every event); its signing secret, shown once.
+    public func addWebhook(url: String, eventTypes: [String], key: DeliveryKey) async throws -> (
+        WebhookEndpoint, String
+    ) {
+        try Self.validate(url: url, eventTypes: eventTypes)
+        let id = UUID()
+        let secret = Self.newSecret()
+        let box = Data(key.seal(Array(secret.utf8), for: Self.secretContext(id)))
+        let endpoint = try await run {
+            try await $0.query(
+                """
+                INSERT INTO webhook_endpoints (id, url, event_types, secret_box)
+                VALUES (\(id), \(url), \(eventTypes), \(box))
+                RETURNING \(sql: Self.endpointColumns)
+                """)
+        }
+        return (try Self.endpoint(endpoint[0]), secret)
+    }
+
+    public func webhooks() async throws -> [WebhookEndpoint] {
+        try await run {
+            try await $0.query("SELECT \(sql: Self.endpointColumns) FROM webhook_endpoints ORDER BY created_at, id")
+        }.map(Self.endpoint)
+    }
+
+    /// Removes an endpoint, with the messages still waiting for it.
+    public func removeWebhook(_ id: UUID) async throws -> WebhookEndpoint {
+        let rows = try await run {
+            try await $0.query("DELETE FROM webhook_endpoints WHERE id = \(id) RETURNING \(sql: Self.endpointColumns)")
+        }
+        guard let row = rows.first else { throw Self.unknownEndpoint(id) }
+        return try Self.endpoint(row)
+    }
+
+    /// A new secret for the endpoint, shown once; the old one signs nothing more.
+    public func rotateSecret(_ id: UUID, key: DeliveryKey) async throws -> (WebhookEndpoint, String) {
+        let secret = Self.newSecret()
+        let box = Data(key.seal(Array(secret.utf8), for: Self.secretContext(id)))
+        let rows = try await run {
+            try await $0.query(
+                """
+                UPDATE webhook_endpoints SET secret_box = \(box) WHERE id = \(id)
+                RETURNING \(sql: Self.endpointColumns)
+                """)
+        }
+        guard let row = rows.first else { throw Self.unknownEndpoint(id) }
+        return (try Self.endpoint(row), secret)
+    }
+
+    // MARK: Messages
+
+    /// The newest `limit` messages, of `status` only when given.
+    public func messages(status: String?, limit: Int) async throws -> [OutboxMessage] {
+        if let status, !Self.statuses.contains(status) {
+            throw CollaborationError(
+                .invalidInput, "unknown status \(quoted(status)); valid: \(Self.statuses.joined(separator: ", "))")
+        }
+        return try await run {
+            try await $0.query(
+                """
+                SELECT \(sql: Self.messageColumns) FROM outbox WHERE \(status)::text IS NULL OR status = \(status)
+                ORDER BY created_at DESC, id LIMIT \(limit)
+                """)
+        }.map(Self.message)
+    }
+
+    /// Puts a message back in the queue, due now, with its attempts counted afresh.
+    public func retry(_ id: UUID) async throws -> OutboxMessage {
+        let rows = try await run {
+            try await $0.query(
+                """
+                UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
+                WHERE id = \(id) AND status <> 'sent'
+                RETURNING \(sql: Self.messageColumns)
+                """)
+        }
+        guard let row = rows.first else {
+            throw CollaborationError(
+                .notFound, "no message \(id.uuidString.lowercased()) waiting or dead (a sent one is not sent again)")
+        }
+        return try Self.message(row)
+    }
+
+    // MARK: The worker's side
+
+    /// A message claimed for delivery, with where it goes.
+    public struct Claimed: Sendable {
+        public let id: UUID
+        public let eventType: String
+        /// The payload as JSON text.
+        public let payload: String
+        public let createdAt: Date
+        public let attempts: Int
+        public let endpointID: UUID
+        public let url: String
+        public let secretBox: [UInt8]
+    }
+
+    /// Claims up to `limit` due messages: they count an attempt and are not due again for `lease`, so another
+    /// worker skips them now (SKIP LOCKED) and takes them up again only if this one dies before answering.
+    public func claim(limit: Int, lease: Duration) async throws -> [Claimed] {
+        let seconds = lease.components.seconds
+        return try await run { connection in
+            try await connection.query(
+                """
+                WITH due AS (
+                    SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= now()
+                    ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                UPDATE outbox o SET attempts = o.attempts + 1,
+                    next_attempt_at = now() + make_interval(secs => \(seconds)::float8)
+                FROM due, webhook_endpoints e
+                WHERE o.id = due.id AND e.id = o.endpoint_id
+                RETURNING o.id, o.event_type, o.payload::text AS payload, o.created_at, o.attempts, e.id AS endpoint_id,
+                          e.url, e.secret_box
+                """
+            ).map { row in
+                Claimed(
+                    id: try row.decode("id"), eventType: try row.decode("event_type"),
+                    payload: try row.decode("payload"),
+                    createdAt: try row.decode("created_at"), attempts: Int(try row.decode("attempts", as: Int32.self)),
+                    endpointID: try row.decode("endpoint_id"), url: try row.decode("url"),
+                    secretBox: Array(try row.decode("secret_box", as: Data.self)))
+            }
+        }
+    }
+
+    /// Records a delivery.
+    public func delivered(_ id: UUID) async throws {
+        _ = try await run {
+            try await $0.execute(
+                "UPDATE outbox SET status = 'sent', delivered_at = now(), last_error = NULL WHERE id = \(id)")
+        }
+    }
+
+    /// Records a failed attempt: due again after `retryIn`, or dead when nil.
+    public func failed(_ id: UUID, error: String, retryIn: Duration?) async throws {
+        let message = String(error.prefix(1000))
+        let seconds = retryIn.map { $0.components.seconds }
+        _ = try await run {
+            try await $0.execute(
+                """
+                UPDATE outbox SET last_error = \(message),
+                    status = CASE WHEN \(seconds)::float8 IS NULL THEN 'dead' ELSE 'pending' END,
+                    next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
+                WHERE id = \(id)
+                """)
+        }
+    }
+
+    /// An endpoint that answered 410 Gone: it gets nothing more; its waiting messages are dead.
+    public func disable(endpoint: UUID, error: String) async throws {
+        let message = String(error.prefix(1000))
+        try await pool.withTransaction { connection in
+            _ = try await connection.execute("UPDATE webhook_endpoints SET disabled_at = now() WHERE id = \(endpoint)")
+            _ = try await connection.execute(
+                """
+                UPDATE outbox SET status = 'dead', last_error = \(message)
+                WHERE endpoint_id = \(endpoint) AND status = 'pending'
+                """)
+        }
+    }
+
+    /// Per channel: how many messages wait, and how long the oldest has (seconds).
+    public func queue() async throws -> [(channel: String, depth: Int, oldest: Int64)] {
+        try await run {
+            try await $0.query(
+                """
+                SELECT channel, count(*) AS depth,
+                       extract(epoch FROM now() - min(created_at))::bigint AS oldest
+                FROM outbox WHERE status = 'pending' GROUP BY channel
+                """)
+        }.map { (try $0.decode("channel"), Int(try $0.decode("depth", as: Int64.self)), try $0.decode("oldest")) }
+    }
+
+    /// The secret of a claimed message's endpoint, unsealed; nil under another key.
+    public static func secret(of claimed: Claimed, key: DeliveryKey) -> String? {
+        key.open(claimed.secretBox, for: secretContext(claimed.endpointID)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    // MARK: Helpers
+
+    private static func secretContext(_ id: UUID) -> String { "webhook-secret:\(id.uuidString.lowercased())" }
+
+    /// `whsec_` and 32 random bytes in base64, as Standard Webhooks writes secrets.
+    private static func newSecret() -> String { "whsec_" + Data(SecureRandom.bytes(count: 32)).base64EncodedString() }
+
+    private static func validate(url: String, eventTypes: [String]) throws(CollaborationError) {
+        guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "https", parsed.host != nil,
+            url.count <= 2000, !url.contains(where: { $0.isWhitespace })
+        else { throw CollaborationError(.invalidInput, "a webhook URL must be an https URL, not \(quoted(url))") }
+        for type in eventTypes where !eventTypes.isEmpty && !Self.eventTypes.contains(type) {
+            throw CollaborationError(
+                .invalidInput, "unknown event \(quoted(type)); valid: \(Self.eventTypes.joined(separator: ", "))")
+        }
+    }
+
+    private static func unknownEndpoint(_ id: UUID) -> CollaborationError {
+        CollaborationError(.notFound, "webhook \(id.uuidString.lowercased()) does not exist")
+    }
+
+    private static let endpointColumns: StaticString = "id, url, event_types, created_at, disabled_at"
+
+    private static func endpoint(_ row: PostgresRow) throws -> WebhookEndpoint {
+        WebhookEndpoint(
+            id: try row.decode("id"), url: try row.decode("url"), eventTypes: try row.decode("event_types"),
+            createdAt: try row.decode("created_at"), disabledAt: try row.decode("disabled_at"))
+    }
+
+    private static let messageColumns: StaticString = """
+        id, event_type, couple_id, channel, endpoint_id, created_at, attempts, next_attempt_at, status, last_error,
+        delivered_at
+        """
+
+    private static func message(_ row: PostgresRow) throws -> OutboxMessage {
+        OutboxMessage(
+            id: try row.decode("id"), eventType: try row.decode("event_type"), coupleID: try row.decode("couple_id"),
+            channel: try row.decode("channel"), endpointID: try row.decode("endpoint_id"),
+            createdAt: try row.decode("created_at"), attempts: Int(try row.decode("attempts", as: Int32.self)),
+            nextAttemptAt: try row.decode("next_attempt_at"), status: try row.decode("status"),
+            lastError: try row.decode("last_error"), deliveredAt: try row.decode("delivered_at"))
+    }
+
+    private func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do { return try await pool.withConnection(body) } catch let error as PostgresError { throw domainError(error) }
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC {
+    struct Outbox: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The messages waiting, sent and dead in the outbox.",
+            discussion: "Example: rbac outbox list --status dead",
+            subcommands: [List.self, Retry.self])
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "The newest messages.")
+            @Option(help: "Only pending, sent or dead ones.") var status: String?
+            @Option(help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n")) var limit = 100
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws {
+                if let status, !PostgresOutbox.statuses.contains(status) {
+                    throw ValidationError(
+                        "unknown status \(quoted(status)); valid: \(PostgresOutbox.statuses.joined(separator: ", "))")
+                }
+                guard (1...1000).contains(limit) else { throw ValidationError("--limit must be from 1 to 1000") }
+            }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let messages = try await PostgresOutbox(pool: context.pool).messages(status: status, limit: limit)
+                    try output.print(messages, Outbox.table(messages).rendered)
+                }
+            }
+        }
+
+        struct Retry: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Put a waiting or dead message back in the queue, due now.")
+            @Argument(help: "The message's id.") var id: String
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws { _ = try Parse.id(id, "message") }
+
+            func run() async throws {
+                try await options.run { context in
+                    let message = try await PostgresOutbox(pool: context.pool).retry(try Parse.id(id, "message"))
+                    try options.output.print(message, Outbox.table([message]).rendered)
+                }
+            }
+        }
+
+        static func table(_ messages: [OutboxMessage]) -> Table {
+            Table(
+                headers: ["ID", "EVENT", "STATUS", "ATTEMPTS", "NEXT", "LAST ERROR"],
+                rows: messages.map {
+                    [
+                        idText($0.id), $0.eventType, $0.status, String($0.attempts),
+                        $0.status == "pending" ? $0.nextAttemptAt.iso8601 : "", $0.lastError ?? "",
+                    ]
+                })
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import ArgumentParser
+import Foundation
+import Secrets
+
+/// `--delivery-key-file`: the key that seals webhook secrets (and opens them to sign deliveries). The database
+/// never sees it.
+struct DeliveryKeyOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "File holding the delivery key, 64 hexadecimal digits (default: $RBAC_DELIVERY_KEY).", valueName: "path"))
+    var deliveryKeyFile: String?
+
+    /// The key, or nil when none is configured.
+    func key(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryKey? {
+        let text: String
+        if let path = deliveryKeyFile {
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw CommandFailure(.usage, "cannot read the delivery key file \(path)")
+            }
+            text = contents
+        } else if let value = environment["RBAC_DELIVERY_KEY"], !value.isEmpty {
+            text = value
+        } else {
+            return nil
+        }
+        do {
+            return try DeliveryKey(hex: text.trimmingCharacters(in: .whitespacesAndNewlines))
+        } catch {
+            throw CommandFailure(.usage, "the delivery key: \(error.description)")
+        }
+    }
+
+    /// The key; refuses when none is configured.
+    func required() throws -> DeliveryKey {
+        guard let key = try key() else {
+            throw CommandFailure(
+                .usage,
+                """
+                no delivery key: pass --delivery-key-file PATH or set RBAC_DELIVERY_KEY (64 hexadecimal digits; \
+                make one with: openssl rand -hex 32)
+                """)
+        }
+        return key
+    }
+}

@@ -1,0 +1,106 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+import Storage
+
+extension RBAC {
+    struct Webhooks: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Endpoints that receive events, signed per Standard Webhooks (secrets shown once).",
+            discussion: """
+                Events: \(PostgresOutbox.eventTypes.joined(separator: ", ")). Each delivery is a JSON POST with \
+                webhook-id (stable: deduplicate on it), webhook-timestamp and webhook-signature; 2xx is \
+                delivered, 410 disables the endpoint, anything else is retried (5s, 5m, 30m, 2h, 5h, 10h, 10h).
+
+                Example: rbac webhooks add --url https://app.example.com/hooks/rbac --event membership.created
+                """,
+            subcommands: [Add.self, List.self, Remove.self, RotateSecret.self])
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Add an endpoint; prints its secret once.")
+            @Option(help: "Its https URL.") var url: String
+            @Option(help: "An event it receives (repeat for several; none: every event).") var event: [String] = []
+            @OptionGroup var key: DeliveryKeyOptions
+            @OptionGroup var options: OperatorOptions
+
+            func run() async throws {
+                let key = try key.required()
+                try await options.run { context in
+                    let (endpoint, secret) = try await PostgresOutbox(pool: context.pool).addWebhook(
+                        url: url, eventTypes: event, key: key)
+                    try Webhooks.printSecret(endpoint, secret, options.output)
+                }
+            }
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "List endpoints (never their secrets).")
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let endpoints = try await PostgresOutbox(pool: context.pool).webhooks()
+                    try output.print(
+                        endpoints,
+                        Table(
+                            headers: ["ID", "URL", "EVENTS", "DISABLED"],
+                            rows: endpoints.map {
+                                [
+                                    idText($0.id), $0.url,
+                                    $0.eventTypes.isEmpty ? "every event" : $0.eventTypes.joined(separator: ","),
+                                    $0.disabledAt?.iso8601 ?? "",
+                                ]
+                            }
+                        ).rendered)
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Remove an endpoint, with the messages still waiting for it.")
+            @Argument(help: "The endpoint's id.") var id: String
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws { _ = try Parse.id(id, "webhook") }
+
+            func run() async throws {
+                try await options.run { context in
+                    let removed = try await PostgresOutbox(pool: context.pool).removeWebhook(
+                        try Parse.id(id, "webhook"))
+                    try options.output.print(removed, "Removed webhook \(idText(removed.id)) \(removed.url)")
+                }
+            }
+        }
+
+        struct RotateSecret: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "rotate-secret", abstract: "Give an endpoint a new secret; prints it once.")
+            @Argument(help: "The endpoint's id.") var id: String
+            @OptionGroup var key: DeliveryKeyOptions
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws { _ = try Parse.id(id, "webhook") }
+
+            func run() async throws {
+                let key = try key.required()
+                try await options.run { context in
+                    let (endpoint, secret) = try await PostgresOutbox(pool: context.pool).rotateSecret(
+                        try Parse.id(id, "webhook"), key: key)
+                    try Webhooks.printSecret(endpoint, secret, options.output)
+                }
+            }
+        }
+
+        static func printSecret(_ endpoint: WebhookEndpoint, _ secret: String, _ output: OutputOptions) throws {
+            struct Shown: Encodable {
+                let endpoint: WebhookEndpoint
+                let secret: String
+            }
+            try output.print(
+                Shown(endpoint: endpoint, secret: secret),
+                "Webhook \(idText(endpoint.id)) \(endpoint.url) (secret shown once; stored sealed):\n\(secret)")
+        }
+    }
+}

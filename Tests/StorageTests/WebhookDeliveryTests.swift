@@ -1,0 +1,152 @@
+import Delivery
+import Foundation
+import OutboundHTTP
+import Postgres
+import Secrets
+import Storage
+import TestSupport
+import Testing
+
+/// The outbox end to end: rows written by the database's triggers, sent by real workers over HTTPS to a receiver
+/// that verifies each delivery with the reference Standard Webhooks implementation.
+@Suite("Webhooks through the outbox", .timeLimit(.minutes(2)))
+struct WebhookDeliveryTests {
+    struct Received: Decodable {
+        let id: String?
+        let type: String?
+        let verified: Bool
+        let status: Int
+    }
+
+    /// A migrated database, a receiver, and an endpoint for it whose secret the receiver knows.
+    static func withReceiver(
+        events: [String] = [],
+        _ body: (PostgresConnectionPool, HTTPSPeer, OutboxWorker, DeliveryKey, WebhookEndpoint) async throws -> Void
+    ) async throws {
+        try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
+            try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+                let key = try DeliveryKey(hex: DeliveryKey.generateHex())
+                let (endpoint, secret) = try await PostgresOutbox(pool: pool).addWebhook(
+                    url: peer.baseURL.appendingPathComponent("hooks").absoluteString, eventTypes: events, key: key)
+                try Data(secret.utf8).write(to: peer.root.appendingPathComponent("secret"))
+                let worker = OutboxWorker(
+                    outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(.init(caFile: peer.caFile)), key: key)
+                try await body(pool, peer, worker, key, endpoint)
+                let dump = try await pool.dump()
+                #expect(!dump.contains(secret) && !dump.contains(secret.dropFirst(6)), "no webhook secret in a dump")
+            }
+        }
+    }
+
+    static func received(_ peer: HTTPSPeer) throws -> [Received] {
+        guard let text = try? String(contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
+        else { return [] }
+        return try text.split(separator: "\n").map { try JSONDecoder().decode(Received.self, from: Data($0.utf8)) }
+    }
+
+    /// Sends until nothing is due.
+    static func drain(_ worker: OutboxWorker) async throws -> [OutboxWorker.Outcome] {
+        var outcomes: [OutboxWorker.Outcome] = []
+        while true {
+            let round = try await worker.runOnce()
+            if round.isEmpty { return outcomes }
+            outcomes += round
+        }
+    }
+
+    @Test("changes made by raw SQL reach the receiver signed, once each, with the outbox row's id; all sent")
+    func delivered() async throws {
+        try await Self.withReceiver { pool, peer, worker, _, _ in
+            let (owner, planner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            _ = try await pool.query(
+                "INSERT INTO memberships (couple_id, user_id, role) VALUES (\(couple), \(planner), 'planner')")
+            _ = try await pool.query(
+                "UPDATE memberships SET role = 'viewer' WHERE couple_id = \(couple) AND user_id = \(planner)")
+            _ = try await pool.query("DELETE FROM memberships WHERE couple_id = \(couple) AND user_id = \(planner)")
+            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 4))
+
+            let received = try Self.received(peer)
+            #expect(received.allSatisfy { $0.verified }, "every delivery verifies with standardwebhooks")
+            #expect(
+                received.compactMap(\.type).sorted()
+                    == ["membership.created", "membership.created", "membership.removed", "membership.updated"])
+            let ids: [String] = try await pool.query("SELECT id::text FROM outbox WHERE status = 'sent' ORDER BY id")
+                .map { try $0.decode(column: 0) }
+            #expect(received.compactMap(\.id).sorted() == ids, "the webhook-id is the outbox row's id")
+            #expect(try await pool.count("SELECT count(*) FROM outbox WHERE status <> 'sent'") == 0)
+        }
+    }
+
+    @Test("an endpoint answering 500 is retried on the schedule; 410 disables it and its messages die")
+    func retriesThenGone() async throws {
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
+            try "500\n410\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+            let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            #expect(try await worker.runOnce() == [.retry])
+            let row = try await pool.query(
+                """
+                SELECT attempts, last_error, extract(epoch FROM next_attempt_at - now())::int AS due_in
+                FROM outbox WHERE couple_id = \(couple)
+                """)[0]
+            #expect(try row.decode("attempts", as: Int32.self) == 1)
+            #expect(try row.decode("last_error", as: String?.self) == "the endpoint answered 500")
+            #expect((4...6).contains(try row.decode("due_in", as: Int32.self)), "5 s, within 10%")
+            #expect(try await worker.runOnce() == [], "not due yet")
+
+            _ = try await pool.query("UPDATE outbox SET next_attempt_at = now() WHERE couple_id = \(couple)")
+            #expect(try await worker.runOnce() == [.disabled])
+            #expect(try await pool.count("SELECT count(*) FROM outbox WHERE status = 'dead'") == 1)
+            let disabled = try await PostgresOutbox(pool: pool).webhooks().first { $0.id == endpoint.id }
+            #expect(disabled?.disabledAt != nil)
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            #expect(
+                try await pool.count("SELECT count(*) FROM outbox") == 1, "a disabled endpoint is sent nothing more")
+        }
+    }
+
+    @Test("a message whose worker died is sent when its lease ends; retry puts a dead one back")
+    func abandonedAndRetried() async throws {
+        try await Self.withReceiver { pool, peer, worker, _, _ in
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            let outbox = PostgresOutbox(pool: pool)
+            let claimed = try await outbox.claim(limit: 10, lease: .seconds(60))
+            #expect(claimed.count == 1)
+            #expect(try await worker.runOnce() == [], "claimed by a worker that then died: not due")
+            // The lease ends.
+            _ = try await pool.query("UPDATE outbox SET next_attempt_at = now()")
+            #expect(try await worker.runOnce() == [.delivered])
+            #expect(try Self.received(peer).count == 1)
+
+            _ = try await pool.query("UPDATE outbox SET status = 'dead'")
+            let retried = try await outbox.retry(claimed[0].id)
+            #expect(retried.status == "pending" && retried.attempts == 0)
+            #expect(try await worker.runOnce() == [.delivered])
+            await #expect(throws: (any Error).self) { try await outbox.retry(claimed[0].id) }
+        }
+    }
+
+    @Test("two workers on one database, 300 events: every event delivered, none twice")
+    func twoWorkers() async throws {
+        try await Self.withReceiver { pool, peer, worker, key, _ in
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            _ = try await pool.query(
+                """
+                WITH u AS (INSERT INTO users (email) SELECT 'u' || i || '-' || gen_random_uuid() || '@example.com'
+                           FROM generate_series(1, 299) i RETURNING id)
+                INSERT INTO memberships (couple_id, user_id, role) SELECT \(couple), id, 'viewer' FROM u
+                """)
+            let other = OutboxWorker(
+                outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(.init(caFile: peer.caFile)), key: key)
+            let outcomes = try await race(2) { index, go in
+                await go()
+                return try await Self.drain([worker, other][index])
+            }
+            #expect(outcomes.flatMap { $0 }.count == 300)
+            let ids = try Self.received(peer).compactMap(\.id)
+            #expect(ids.count == 300 && Set(ids).count == 300, "duplicates: \(ids.count - Set(ids).count)")
+            #expect(outcomes.allSatisfy { !$0.isEmpty }, "both workers sent some")
+        }
+    }
+}

@@ -1,0 +1,53 @@
+-- The outbox: every change to invitations and memberships, and every ownership transfer, becomes one message per
+-- enabled endpoint that wants it, in the same transaction, whoever makes the change.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://all.example.com/hooks', '\x00');
+INSERT INTO webhook_endpoints (url, event_types, secret_box)
+VALUES ('https://members.example.com/hooks', '{membership.created}', '\x00');
+INSERT INTO webhook_endpoints (url, secret_box, disabled_at) VALUES ('https://gone.example.com/hooks', '\x00', now());
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'vera']) AS name;
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
+SELECT results_eq(
+    $$SELECT e.url, o.event_type FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY e.url$$,
+    $$VALUES ('https://all.example.com/hooks', 'membership.created'),
+             ('https://members.example.com/hooks', 'membership.created')$$,
+    'a membership inserted by raw SQL: one message per endpoint that wants it, none for a disabled one');
+DELETE FROM outbox;
+
+SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
+SELECT transfer_ownership(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'));
+SELECT bag_eq(
+    $$SELECT event_type, payload ->> 'role' AS role, payload ->> 'previous_role' AS previous_role FROM outbox
+      WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
+    $$VALUES ('membership.created', 'partner', NULL), ('membership.updated', 'owner', 'partner'),
+             ('membership.updated', 'partner', 'owner'), ('ownership.transferred', NULL, NULL)$$,
+    'an ownership transfer: both role changes and the transfer itself');
+DELETE FROM outbox;
+
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_1'), 'viewer', 'vera@example.com');
+SELECT pg_temp.act_as('vera');
+SELECT * FROM accept_invitation(pg_temp.hash('inv_1'));
+SELECT pg_temp.act_as_operator();
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_2'), 'viewer');
+SELECT revoke_invitation(pg_temp.id('Olivia & Paul'), (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_2')));
+SELECT bag_eq(
+    $$SELECT event_type FROM outbox WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
+    $$VALUES ('invitation.created'), ('invitation.accepted'), ('membership.created'), ('invitation.created'),
+             ('invitation.revoked')$$,
+    'invitations created, accepted and revoked');
+SELECT is((SELECT count(*)::int FROM outbox
+           WHERE position('inv_' in payload::text) > 0 OR payload ? 'token_hash'
+              OR position(encode(pg_temp.hash('inv_1'), 'hex') in payload::text) > 0), 0,
+          'no message carries a token or its hash');
+SELECT ok((SELECT bool_and(status = 'pending' AND attempts = 0) FROM outbox), 'every message waits for a worker');
+
+UPDATE memberships SET updated_at = now() WHERE user_id = pg_temp.id('vera');
+SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'membership.updated'), 0,
+          'an update that changes neither role nor status tells nothing');
+
+SELECT * FROM finish();
+ROLLBACK;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A webhook receiver for tests, verifying every delivery with the reference Standard Webhooks implementation.
+
+    webhook_receiver.py CERT KEY ROOT
+
+Serves HTTPS on a free loopback port and prints the port as its first line once it listens. ROOT/secret holds the
+endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when present, lists the statuses to answer
+with, one per line, taken from the top (then 204). Each delivery is appended to ROOT/received.jsonl: its
+webhook-id, its type, whether it verified, and the status answered.
+"""
+import json
+import ssl
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from standardwebhooks import Webhook
+
+lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    root: Path
+
+    def log_message(self, *_):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        try:
+            event = Webhook((self.root / "secret").read_text().strip()).verify(body, dict(self.headers))
+            verified, kind = True, event.get("type")
+        except Exception:
+            verified, kind = False, None
+        with lock:
+            statuses = self.root / "statuses"
+            lines = statuses.read_text().split() if statuses.exists() else []
+            status = int(lines[0]) if lines else 204
+            if lines:
+                statuses.write_text("\n".join(lines[1:]))
+            with (self.root / "received.jsonl").open("a") as log:
+                log.write(json.dumps({"id": self.headers.get("webhook-id"), "type": kind, "verified": verified,
+                                      "status": status}) + "\n")
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def main():
+    cert, key, root = sys.argv[1:4]
+    Handler.root = Path(root)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

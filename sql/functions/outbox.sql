@@ -1,0 +1,55 @@
+-- The outbox's writers: what happens to invitations and memberships becomes one message per webhook endpoint
+-- that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends them.
+
+-- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it.
+CREATE OR REPLACE FUNCTION rbac.enqueue_event(p_type text, p_couple_id uuid, p_payload jsonb) RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    INSERT INTO outbox (event_type, couple_id, payload, channel, endpoint_id)
+    SELECT p_type, p_couple_id, p_payload, 'webhook', e.id
+    FROM webhook_endpoints e
+    WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types))
+$$;
+
+-- membership.created, membership.updated (role or status), membership.removed.
+CREATE OR REPLACE FUNCTION rbac.outbox_membership() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_row memberships := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    v_type text := CASE TG_OP WHEN 'INSERT' THEN 'membership.created' WHEN 'DELETE' THEN 'membership.removed'
+                              ELSE 'membership.updated' END;
+BEGIN
+    IF TG_OP = 'UPDATE' AND (OLD.role, OLD.status) IS NOT DISTINCT FROM (NEW.role, NEW.status) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM rbac.enqueue_event(v_type, v_row.couple_id, jsonb_build_object(
+        'couple_id', v_row.couple_id, 'user_id', v_row.user_id, 'role', v_row.role, 'status', v_row.status,
+        'previous_role', CASE WHEN TG_OP = 'UPDATE' THEN OLD.role END));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON memberships
+    FOR EACH ROW EXECUTE FUNCTION rbac.outbox_membership();
+
+-- invitation.created, invitation.accepted, invitation.revoked.
+CREATE OR REPLACE FUNCTION rbac.outbox_invitation() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_type text;
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        v_type := 'invitation.created';
+    ELSIF OLD.accepted_at IS NULL AND NEW.accepted_at IS NOT NULL THEN
+        v_type := 'invitation.accepted';
+    ELSIF OLD.revoked_at IS NULL AND NEW.revoked_at IS NOT NULL THEN
+        v_type := 'invitation.revoked';
+    ELSE
+        RETURN NULL;
+    END IF;
+    PERFORM rbac.enqueue_event(v_type, NEW.couple_id, jsonb_build_object(
+        'couple_id', NEW.couple_id, 'invitation_id', NEW.id, 'role', NEW.role, 'email', NEW.email,
+        'expires_at', NEW.expires_at, 'accepted_by', NEW.accepted_by));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER invitations_outbox AFTER INSERT OR UPDATE ON invitations
+    FOR EACH ROW EXECUTE FUNCTION rbac.outbox_invitation();
