@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // The only module that touches OpenSSL.
         .target(name: "Secrets", dependencies: ["COpenSSL"]),
-        // The only module that touches libcurl: HTTPS requests to other services.
+        // The only module that touches libcurl: HTTPS requests and SMTP mail to other services.
         .target(name: "OutboundHTTP", dependencies: ["CCurl"]),
         // End users' tokens: JWS verification against a shared secret or an identity provider's JWKS.
         .target(name: "Identity", dependencies: ["OutboundHTTP", "Secrets"]),
@@ -61,11 +61,12 @@ let package = Package(
         .target(name: "Budget", dependencies: ["Tenancy"]),
         // Postgres-backed repositories and the migration runner.
         .target(name: "Storage", dependencies: ["Budget", "Collaboration", "Postgres", "Secrets"]),
-        // The outbox's worker: webhooks signed per Standard Webhooks, retried on a schedule.
+        // The outbox's worker: webhooks signed per Standard Webhooks and invitation emails, retried on a schedule.
         .target(
             name: "Delivery",
             dependencies: [
-                "OutboundHTTP", "Secrets", "Storage", .product(name: "CoreMetrics", package: "swift-metrics"),
+                "Collaboration", "OutboundHTTP", "Secrets", "Storage",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]),
         // The HTTP service: invitation pages and the permission API.
         .target(

@@ -25,7 +25,8 @@ public actor CollaborationInvitationService {
     }
 
     /// Issues an invitation to `couple` with `role`, optionally bound to `email`. The token comes from
-    /// OpenSSL's generator; only its SHA-256 reaches the repository.
+    /// OpenSSL's generator; the database gets its SHA-256, and the outbox the token sealed under the delivery
+    /// key (never the token itself).
     public func invite(
         to couple: UUID, role: RoleName, email: EmailAddress? = nil, expiresIn: Duration = defaultExpiry,
         as actor: Actor
@@ -33,7 +34,7 @@ public actor CollaborationInvitationService {
         try await metrics.measure("invitation.invite") {
             let token = SecretToken.generate(.invitation)
             let invitation = try await repository.createInvitation(
-                couple: couple, tokenHash: token.hash, role: role, email: email, expiresIn: expiresIn, as: actor)
+                couple: couple, token: token, role: role, email: email, expiresIn: expiresIn, as: actor)
             return IssuedInvitation(invitation: invitation, token: token, link: link(for: token))
         }
     }
@@ -92,7 +93,7 @@ public actor CollaborationInvitationService {
         try await metrics.measure("invitation.resend") {
             let token = SecretToken.generate(.invitation)
             let issued = try await repository.resendInvitation(
-                couple: couple, invitation: invitation, tokenHash: token.hash, expiresIn: expiresIn, as: actor)
+                couple: couple, invitation: invitation, token: token, expiresIn: expiresIn, as: actor)
             return IssuedInvitation(invitation: issued, token: token, link: link(for: token))
         }
     }

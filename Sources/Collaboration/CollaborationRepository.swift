@@ -1,4 +1,5 @@
 import Foundation
+import Secrets
 
 /// Data access for the collaboration domain. Every operation names who performs it; implementations enforce
 /// the same rules (permissions, grantable roles, last owner, single-use invitations) and throw
@@ -44,7 +45,7 @@ public protocol CollaborationRepository: Sendable {
     func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership
 
     func createInvitation(
-        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation
     func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview?
     /// Accepts for `user` (nil: the acting user).
@@ -56,7 +57,7 @@ public protocol CollaborationRepository: Sendable {
     /// Revokes `invitation` and issues `tokenHash` for the same role and email, atomically: when either step is
     /// refused, nothing changes.
     func resendInvitation(
-        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+        couple: UUID, invitation: UUID, token: SecretToken, expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation
     /// A page of the couple's invitations (of `status` only, when given) in id order, those after `after`;
     /// `limit` is 1 to 1000.

@@ -1,4 +1,5 @@
 import Foundation
+import Secrets
 
 /// The collaboration rules over in-memory state, for fast tests of the services. It enforces what the SQL
 /// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding);
@@ -254,8 +255,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Invitations
 
     public func createInvitation(
-        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
     ) throws -> Invitation {
+        let tokenHash = token.hash
         let acting = try requirePermission(couple, "collaborators.invite", actor)
         guard tokenHash.count == 32 else {
             throw CollaborationError(.invalidInput, "the token hash must be the 32-byte SHA-256 of the token")
@@ -370,7 +372,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     public func resendInvitation(
-        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+        couple: UUID, invitation: UUID, token: SecretToken, expiresIn: Duration, as actor: Actor
     ) throws -> Invitation {
         // As the SQL function's transaction: put everything back when the new invitation is refused.
         let (savedInvitations, savedAudit, savedAuditID) = (invitationsByHash, auditLog, nextAuditID)
@@ -378,7 +380,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             try revokeInvitation(couple: couple, invitation: invitation, as: actor)
             let old = invitationsByHash.values.first { $0.invitation.id == invitation }!.invitation
             return try createInvitation(
-                couple: couple, tokenHash: tokenHash, role: old.role,
+                couple: couple, token: token, role: old.role,
                 email: old.email.flatMap(EmailAddress.init(rawValue:)),
                 expiresIn: expiresIn, as: actor)
         } catch {

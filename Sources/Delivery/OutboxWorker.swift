@@ -1,12 +1,14 @@
+import Collaboration
 import CoreMetrics
 import Foundation
 import OutboundHTTP
 import Secrets
 import Storage
 
-/// Sends the outbox's messages: webhooks per Standard Webhooks 1.0, at least once, each with the outbox row's id
-/// as `webhook-id` for receivers to deduplicate on. Any number of workers may run on one database (rbac serve
-/// runs one, rbac deliver another): each claims due messages with SKIP LOCKED.
+/// Sends the outbox's messages, at least once: webhooks per Standard Webhooks 1.0 with the outbox row's id as
+/// `webhook-id` for receivers to deduplicate on, and invitation emails through SMTP with it as `Message-ID`. Any
+/// number of workers may run on one database (rbac serve runs one, rbac deliver another): each claims due
+/// messages with SKIP LOCKED.
 public struct OutboxWorker: Sendable {
     /// How long after an attempt fails the next one is due, by attempt; past the last, the message is dead.
     public static let schedule: [Duration] = [
@@ -14,34 +16,53 @@ public struct OutboxWorker: Sendable {
         .seconds(36_000),
     ]
 
+    /// Where invitation emails go out, and whom they are from.
+    public struct Mail: Sendable {
+        let server: OutboundMail
+        let from: String
+
+        public init(server: OutboundMail, from: String) {
+            self.server = server
+            self.from = from
+        }
+    }
+
     let outbox: PostgresOutbox
     let http: OutboundHTTP
     let key: DeliveryKey
+    let mail: Mail?
+    /// The public base URL of invitation links.
+    let links: URL
     let lease: Duration
     let now: @Sendable () -> Date
-    private let deliveries: @Sendable (_ outcome: String) -> Counter
-    private let lag: CoreMetrics.Timer
+    private let deliveries: @Sendable (_ channel: String, _ outcome: String) -> Counter
+    private let lag: @Sendable (_ channel: String) -> CoreMetrics.Timer
     private let depth: @Sendable (_ channel: String) -> Gauge
     private let oldest: @Sendable (_ channel: String) -> Gauge
 
     /// `http` should allow 15 s a request; `lease` is how long a claimed message waits for its worker before
-    /// another may take it up (longer than a request may take).
+    /// another may take it up (longer than a request may take). Without `mail`, emails wait for a worker that has
+    /// it.
     public init(
-        outbox: PostgresOutbox, http: OutboundHTTP, key: DeliveryKey, lease: Duration = .seconds(60),
+        outbox: PostgresOutbox, http: OutboundHTTP, key: DeliveryKey, mail: Mail? = nil,
+        links: URL = URL(string: "http://localhost:8080")!, lease: Duration = .seconds(60),
         metrics: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.outbox = outbox
         self.http = http
         self.key = key
+        self.mail = mail
+        self.links = links
         self.lease = lease
         self.now = now
         deliveries = {
             Counter(
-                label: "rbac_outbox_deliveries_total", dimensions: [("channel", "webhook"), ("outcome", $0)],
-                factory: metrics)
+                label: "rbac_outbox_deliveries_total", dimensions: [("channel", $0), ("outcome", $1)], factory: metrics)
         }
-        lag = CoreMetrics.Timer(
-            label: "rbac_outbox_delivery_lag_seconds", dimensions: [("channel", "webhook")], factory: metrics)
+        lag = {
+            CoreMetrics.Timer(
+                label: "rbac_outbox_delivery_lag_seconds", dimensions: [("channel", $0)], factory: metrics)
+        }
         depth = { Gauge(label: "rbac_outbox_queue_depth", dimensions: [("channel", $0)], factory: metrics) }
         oldest = { Gauge(label: "rbac_outbox_oldest_seconds", dimensions: [("channel", $0)], factory: metrics) }
     }
@@ -49,22 +70,32 @@ public struct OutboxWorker: Sendable {
     /// The outcome of one attempt, for the log and the metrics.
     public enum Outcome: String, Sendable {
         case delivered, retry, dead, disabled
-        case noSecret = "no_secret"
     }
 
     /// Claims and sends what is due, up to `limit` at once; what each attempt came to.
     @discardableResult
     public func runOnce(limit: Int = 32) async throws -> [Outcome] {
-        let claimed = try await outbox.claim(limit: limit, lease: lease)
+        let claimed = try await outbox.claim(
+            limit: limit, lease: lease, channels: mail == nil ? ["webhook"] : PostgresOutbox.channels)
         let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
-            for message in claimed { group.addTask { try await send(message) } }
+            for message in claimed {
+                group.addTask {
+                    let outcome = try await message.channel == "email" ? email(message) : webhook(message)
+                    deliveries(message.channel, outcome.rawValue).increment()
+                    if outcome == .delivered {
+                        lag(message.channel).recordNanoseconds(
+                            Int64(max(0, now().timeIntervalSince(message.createdAt)) * 1e9))
+                    }
+                    return outcome
+                }
+            }
             var outcomes: [Outcome] = []
             for try await outcome in group { outcomes.append(outcome) }
             return outcomes
         }
         // An empty queue has no row: its channel reads 0, not the last depth seen.
         let queue = try await outbox.queue()
-        for channel in ["webhook"] {
+        for channel in PostgresOutbox.channels {
             let row = queue.first { $0.channel == channel }
             depth(channel).record(row?.depth ?? 0)
             oldest(channel).record(row?.oldest ?? 0)
@@ -87,25 +118,33 @@ public struct OutboxWorker: Sendable {
         }
     }
 
-    private func send(_ message: PostgresOutbox.Claimed) async throws -> Outcome {
-        guard let secret = PostgresOutbox.secret(of: message, key: key),
-            let secretBytes = Data(base64Encoded: String(secret.dropFirst("whsec_".count)))
-        else {
-            try await outbox.failed(
-                message.id, error: "the endpoint's secret does not open under this delivery key", retryIn: nil)
-            return record(.noSecret)
+    /// The invitation link a message carries, when it carries a sealed token.
+    private func link(_ message: PostgresOutbox.Claimed) -> String? {
+        PostgresOutbox.token(of: message, key: key).map {
+            links.appendingPathComponent("invitations/\($0)").absoluteString
         }
-        let timestamp = Int(now().timeIntervalSince1970)
+    }
+
+    private func webhook(_ message: PostgresOutbox.Claimed) async throws -> Outcome {
+        guard let endpoint = message.endpoint, let secret = PostgresOutbox.secret(of: message, key: key),
+            let secretBytes = Data(base64Encoded: String(secret.dropFirst("whsec_".count)))
+        else { return try await dead(message, "the endpoint's secret does not open under this delivery key") }
+        var data = (try? JSONSerialization.jsonObject(with: Data(message.payload.utf8)) as? [String: Any]) ?? [:]
+        if let link = link(message) { data["link"] = link }
+        let event: [String: Any] = [
+            "type": message.eventType, "timestamp": message.createdAt.formatted(.iso8601), "data": data,
+        ]
         let body = Array(
-            #"{"type":\#(Self.jsonString(message.eventType)),"timestamp":"\#(message.createdAt.formatted(.iso8601))","data":\#(message.payload)}"#
-                .utf8)
+            try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys, .withoutEscapingSlashes]))
+        let timestamp = Int(now().timeIntervalSince1970)
         let id = message.id.uuidString.lowercased()
-        let signed = Array("\(id).\(timestamp).".utf8) + body
-        let signature = Data(Digest.hmacSHA256(key: Array(secretBytes), message: signed)).base64EncodedString()
+        let signature = Data(
+            Digest.hmacSHA256(key: Array(secretBytes), message: Array("\(id).\(timestamp).".utf8) + body)
+        ).base64EncodedString()
         let status: Int
         do {
             status = try await http.post(
-                URL(string: message.url)!, body: body, contentType: "application/json",
+                URL(string: endpoint.url)!, body: body, contentType: "application/json",
                 headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: v1,\(signature)"]
             ).status
         } catch {
@@ -114,34 +153,67 @@ public struct OutboxWorker: Sendable {
         switch status {
         case 200..<300:
             try await outbox.delivered(message.id)
-            lag.recordNanoseconds(Int64(max(0, now().timeIntervalSince(message.createdAt)) * 1e9))
-            return record(.delivered)
+            return .delivered
         case 410:
-            try await outbox.disable(endpoint: message.endpointID, error: "the endpoint answered 410 Gone")
-            return record(.disabled)
+            try await outbox.disable(endpoint: endpoint.id, error: "the endpoint answered 410 Gone")
+            return .disabled
         default:
             return try await retry(message, "the endpoint answered \(status)")
         }
     }
 
-    private func retry(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
-        let delay = message.attempts <= Self.schedule.count ? Self.jittered(Self.schedule[message.attempts - 1]) : nil
-        try await outbox.failed(message.id, error: error, retryIn: delay)
-        return record(delay == nil ? .dead : .retry)
+    private func email(_ message: PostgresOutbox.Claimed) async throws -> Outcome {
+        guard let mail else { return try await retry(message, "no mail server") }
+        let payload = (try? JSONSerialization.jsonObject(with: Data(message.payload.utf8)) as? [String: Any]) ?? [:]
+        guard let to = payload["email"] as? String else {
+            return try await dead(message, "the message names no address")
+        }
+        let expires = Date(timeIntervalSince1970: (payload["expires_epoch"] as? NSNumber)?.doubleValue ?? 0)
+        guard expires > now() else { return try await dead(message, "the invitation expired before it was sent") }
+        guard let link = link(message) else {
+            return try await dead(
+                message, "no link to send: the invitation was not made through rbac with this delivery key")
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try InvitationEmail(
+                id: message.id, from: mail.from, to: to, coupleName: payload["couple_name"] as? String ?? "a couple",
+                inviter: payload["inviter"] as? String ?? "The couple", role: payload["role"] as? String ?? "",
+                expires: expires, link: link
+            ).message(at: now())
+        } catch {
+            return try await dead(message, error.message)
+        }
+        do {
+            try await mail.server.send(from: Self.address(mail.from), to: to, message: bytes)
+        } catch {
+            return error.permanent
+                ? try await dead(message, error.description) : try await retry(message, error.description)
+        }
+        try await outbox.delivered(message.id)
+        return .delivered
     }
 
-    private func record(_ outcome: Outcome) -> Outcome {
-        deliveries(outcome.rawValue).increment()
-        return outcome
+    private func retry(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
+        guard message.attempts <= Self.schedule.count else { return try await dead(message, error) }
+        try await outbox.failed(message.id, error: error, retryIn: Self.jittered(Self.schedule[message.attempts - 1]))
+        return .retry
+    }
+
+    private func dead(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
+        try await outbox.failed(message.id, error: error, retryIn: nil)
+        return .dead
+    }
+
+    /// The bare address of a From value that may carry a display name (`Olivia <no-reply@example.com>`).
+    static func address(_ from: String) -> String {
+        guard let open = from.lastIndex(of: "<"), let close = from.lastIndex(of: ">"), open < close else { return from }
+        return String(from[from.index(after: open)..<close])
     }
 
     /// Within 10% of `delay`, so that messages that failed together are not all retried at one instant.
     static func jittered(_ delay: Duration) -> Duration {
         let seconds = Double(delay.components.seconds)
         return .seconds(Int64((seconds * Double.random(in: 0.9...1.1)).rounded()))
-    }
-
-    private static func jsonString(_ text: String) -> String {
-        String(decoding: (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8), as: UTF8.self)
     }
 }

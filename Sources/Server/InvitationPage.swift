@@ -34,17 +34,6 @@ enum InvitationPage {
                 """)
     }
 
-    /// A moment as people read it, in UTC: "1 December 2026 at 18:00 UTC".
-    static func inWords(_ date: Date) -> String {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        calendar.locale = Locale(identifier: "en_US_POSIX")
-        let parts = calendar.dateComponents([.day, .month, .year, .hour, .minute], from: date)
-        let month = calendar.standaloneMonthSymbols[(parts.month ?? 1) - 1]
-        let time = String(format: "%02d:%02d", parts.hour ?? 0, parts.minute ?? 0)
-        return "\(parts.day ?? 1) \(month) \(parts.year ?? 0) at \(time) UTC"
-    }
-
     /// The single page for every token that cannot be used: unknown, expired, used or revoked look the same.
     static let unusable = layout(
         title: "Invitation not valid",
@@ -89,22 +78,5 @@ enum InvitationPage {
         </body>
         </html>
         """
-    }
-
-    /// HTML-escapes text for element content and attribute values.
-    static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.count)
-        for character in text {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
     }
 }

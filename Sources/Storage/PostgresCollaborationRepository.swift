@@ -1,6 +1,7 @@
 import Collaboration
 import Foundation
 import Postgres
+import Secrets
 
 /// The collaboration repository on PostgreSQL: each operation is one transaction that names the actor the way
 /// the SQL functions read it (request.jwt.claims for an end user; rbac.actor_label for the operator) and calls
@@ -9,12 +10,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     private let pool: PostgresConnectionPool
     private let cache: PermissionCache?
     private let permissionSets: PermissionSetLoader
+    private let deliveryKey: DeliveryKey?
 
     /// Membership writes made through this repository drop their couple from `cache` as soon as they commit,
     /// before any notification could: the next check on this instance sees them.
-    public init(pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil) {
+    /// With a delivery key, an invitation's token is sealed into the outbox's messages about it, for the link
+    /// they carry; without one they carry none.
+    public init(
+        pool: PostgresConnectionPool, invalidating cache: PermissionCache? = nil, deliveryKey: DeliveryKey? = nil
+    ) {
         self.pool = pool
         self.cache = cache
+        self.deliveryKey = deliveryKey
         permissionSets = PermissionSetLoader(pool: pool)
     }
 
@@ -270,30 +277,50 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     // MARK: Invitations
 
     public func createInvitation(
-        couple: UUID, tokenHash: [UInt8], role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation {
         let seconds = Int(expiresIn.components.seconds)
         return try await run(as: actor) { connection in
             let created = try await connection.query(
                 """
                 SELECT invitation_id FROM create_invitation(
-                    \(couple), \(Data(tokenHash)), \(role.rawValue), \(email?.rawValue), make_interval(secs => \(seconds)))
+                    \(couple), \(Data(token.hash)), \(role.rawValue), \(email?.rawValue), make_interval(secs => \(seconds)))
                 """)
-            return try await Self.readBack(try created[0].decode("invitation_id"), of: couple, on: connection)
+            let invitation: UUID = try created[0].decode("invitation_id")
+            try await sealToken(token, of: invitation, on: connection)
+            return try await Self.readBack(invitation, of: couple, on: connection)
         }
     }
 
     public func resendInvitation(
-        couple: UUID, invitation: UUID, tokenHash: [UInt8], expiresIn: Duration, as actor: Actor
+        couple: UUID, invitation: UUID, token: SecretToken, expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation {
         let seconds = Int(expiresIn.components.seconds)
         return try await run(as: actor) { connection in
             let created = try await connection.query(
                 """
                 SELECT invitation_id FROM resend_invitation(
-                    \(couple), \(invitation), \(Data(tokenHash)), make_interval(secs => \(seconds)))
+                    \(couple), \(invitation), \(Data(token.hash)), make_interval(secs => \(seconds)))
                 """)
-            return try await Self.readBack(try created[0].decode("invitation_id"), of: couple, on: connection)
+            let reissued: UUID = try created[0].decode("invitation_id")
+            try await sealToken(token, of: reissued, on: connection)
+            return try await Self.readBack(reissued, of: couple, on: connection)
+        }
+    }
+
+    /// Seals the new invitation's token into each message the outbox just queued about it, each box bound to its
+    /// row's id, in the invitation's transaction: a worker never sees a message of it without its box.
+    private func sealToken(_ token: SecretToken, of invitation: UUID, on connection: PostgresConnection) async throws {
+        guard let deliveryKey else { return }
+        let rows = try await connection.query(
+            """
+            SELECT id FROM outbox
+            WHERE event_type = 'invitation.created' AND payload ->> 'invitation_id' = \(invitation.uuidString.lowercased())
+            """)
+        for row in rows {
+            let id: UUID = try row.decode("id")
+            let box = Data(deliveryKey.seal(Array(token.rawValue.utf8), for: PostgresOutbox.tokenContext(id)))
+            _ = try await connection.execute("UPDATE outbox SET token_box = \(box) WHERE id = \(id)")
         }
     }
 

@@ -41,6 +41,7 @@ public struct PostgresOutbox: Sendable {
         "membership.updated", "membership.removed", "ownership.transferred",
     ]
     public static let statuses = ["pending", "sent", "dead"]
+    public static let channels = ["webhook", "email"]
 
     // MARK: Webhook endpoints
 
@@ -133,39 +134,48 @@ public struct PostgresOutbox: Sendable {
     public struct Claimed: Sendable {
         public let id: UUID
         public let eventType: String
+        public let channel: String
         /// The payload as JSON text.
         public let payload: String
         public let createdAt: Date
         public let attempts: Int
-        public let endpointID: UUID
-        public let url: String
-        public let secretBox: [UInt8]
+        /// A webhook's endpoint: its id, URL and sealed secret.
+        public let endpoint: (id: UUID, url: String, secretBox: [UInt8])?
+        /// The invitation's token, sealed, for the link the message carries.
+        public let tokenBox: [UInt8]?
     }
 
-    /// Claims up to `limit` due messages: they count an attempt and are not due again for `lease`, so another
-    /// worker skips them now (SKIP LOCKED) and takes them up again only if this one dies before answering.
-    public func claim(limit: Int, lease: Duration) async throws -> [Claimed] {
+    /// Claims up to `limit` due messages of `channels`: they count an attempt and are not due again for `lease`,
+    /// so another worker skips them now (SKIP LOCKED) and takes them up again only if this one dies before
+    /// answering.
+    public func claim(limit: Int, lease: Duration, channels: [String] = ["webhook"]) async throws -> [Claimed] {
         let seconds = lease.components.seconds
         return try await run { connection in
             try await connection.query(
                 """
                 WITH due AS (
-                    SELECT id FROM outbox WHERE status = 'pending' AND next_attempt_at <= now()
+                    SELECT id FROM outbox
+                    WHERE status = 'pending' AND next_attempt_at <= now() AND channel = ANY (\(channels))
                     ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE outbox o SET attempts = o.attempts + 1,
                     next_attempt_at = now() + make_interval(secs => \(seconds)::float8)
-                FROM due, webhook_endpoints e
-                WHERE o.id = due.id AND e.id = o.endpoint_id
-                RETURNING o.id, o.event_type, o.payload::text AS payload, o.created_at, o.attempts, e.id AS endpoint_id,
-                          e.url, e.secret_box
+                FROM due WHERE o.id = due.id
+                RETURNING o.id, o.event_type, o.channel, o.payload::text AS payload, o.created_at, o.attempts,
+                          o.token_box, o.endpoint_id,
+                          (SELECT url FROM webhook_endpoints WHERE id = o.endpoint_id) AS url,
+                          (SELECT secret_box FROM webhook_endpoints WHERE id = o.endpoint_id) AS secret_box
                 """
             ).map { row in
-                Claimed(
+                let endpoint: UUID? = try row.decode("endpoint_id")
+                return Claimed(
                     id: try row.decode("id"), eventType: try row.decode("event_type"),
-                    payload: try row.decode("payload"),
-                    createdAt: try row.decode("created_at"), attempts: Int(try row.decode("attempts", as: Int32.self)),
-                    endpointID: try row.decode("endpoint_id"), url: try row.decode("url"),
-                    secretBox: Array(try row.decode("secret_box", as: Data.self)))
+                    channel: try row.decode("channel"),
+                    payload: try row.decode("payload"), createdAt: try row.decode("created_at"),
+                    attempts: Int(try row.decode("attempts", as: Int32.self)),
+                    endpoint: try endpoint.map {
+                        ($0, try row.decode("url"), Array(try row.decode("secret_box", as: Data.self)))
+                    },
+                    tokenBox: try row.decode("token_box", as: Data?.self).map(Array.init))
             }
         }
     }
@@ -174,7 +184,10 @@ public struct PostgresOutbox: Sendable {
     public func delivered(_ id: UUID) async throws {
         _ = try await run {
             try await $0.execute(
-                "UPDATE outbox SET status = 'sent', delivered_at = now(), last_error = NULL WHERE id = \(id)")
+                """
+                UPDATE outbox SET status = 'sent', delivered_at = now(), last_error = NULL, token_box = NULL
+                WHERE id = \(id)
+                """)
         }
     }
 
@@ -187,6 +200,7 @@ public struct PostgresOutbox: Sendable {
                 """
                 UPDATE outbox SET last_error = \(message),
                     status = CASE WHEN \(seconds)::float8 IS NULL THEN 'dead' ELSE 'pending' END,
+                    token_box = CASE WHEN \(seconds)::float8 IS NULL THEN NULL ELSE token_box END,
                     next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
                 WHERE id = \(id)
                 """)
@@ -200,7 +214,7 @@ public struct PostgresOutbox: Sendable {
             _ = try await connection.execute("UPDATE webhook_endpoints SET disabled_at = now() WHERE id = \(endpoint)")
             _ = try await connection.execute(
                 """
-                UPDATE outbox SET status = 'dead', last_error = \(message)
+                UPDATE outbox SET status = 'dead', last_error = \(message), token_box = NULL
                 WHERE endpoint_id = \(endpoint) AND status = 'pending'
                 """)
         }
@@ -220,12 +234,22 @@ public struct PostgresOutbox: Sendable {
 
     /// The secret of a claimed message's endpoint, unsealed; nil under another key.
     public static func secret(of claimed: Claimed, key: DeliveryKey) -> String? {
-        key.open(claimed.secretBox, for: secretContext(claimed.endpointID)).map { String(decoding: $0, as: UTF8.self) }
+        guard let endpoint = claimed.endpoint else { return nil }
+        return key.open(endpoint.secretBox, for: secretContext(endpoint.id)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The invitation token a claimed message carries, unsealed; nil when it carries none.
+    public static func token(of claimed: Claimed, key: DeliveryKey) -> String? {
+        claimed.tokenBox.flatMap { key.open($0, for: tokenContext(claimed.id)) }
+            .map { String(decoding: $0, as: UTF8.self) }
     }
 
     // MARK: Helpers
 
     private static func secretContext(_ id: UUID) -> String { "webhook-secret:\(id.uuidString.lowercased())" }
+
+    /// What an outbox message's sealed token is bound to: its row.
+    static func tokenContext(_ id: UUID) -> String { "outbox-token:\(id.uuidString.lowercased())" }
 
     /// `whsec_` and 32 random bytes in base64, as Standard Webhooks writes secrets.
     private static func newSecret() -> String { "whsec_" + Data(SecureRandom.bytes(count: 32)).base64EncodedString() }

@@ -49,3 +49,31 @@ public func containsControlCharacter(_ text: String) -> Bool {
 }
 
 private func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.generalCategory == .control }
+
+/// A moment as people read it, in UTC: "1 December 2026 at 18:00 UTC" (invitation pages and emails).
+public func inWords(_ date: Date) -> String {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = TimeZone(identifier: "UTC")!
+    calendar.locale = Locale(identifier: "en_US_POSIX")
+    let parts = calendar.dateComponents([.day, .month, .year, .hour, .minute], from: date)
+    let month = calendar.standaloneMonthSymbols[(parts.month ?? 1) - 1]
+    let time = String(format: "%02d:%02d", parts.hour ?? 0, parts.minute ?? 0)
+    return "\(parts.day ?? 1) \(month) \(parts.year ?? 0) at \(time) UTC"
+}
+
+/// HTML-escapes text for element content and attribute values.
+public func escape(_ text: String) -> String {
+    var escaped = ""
+    escaped.reserveCapacity(text.count)
+    for character in text {
+        switch character {
+        case "&": escaped += "&amp;"
+        case "<": escaped += "&lt;"
+        case ">": escaped += "&gt;"
+        case "\"": escaped += "&quot;"
+        case "'": escaped += "&#39;"
+        default: escaped.append(character)
+        }
+    }
+    return escaped
+}

@@ -18,6 +18,7 @@ extension RBAC {
         @Option(help: ArgumentHelp("A PEM file of CAs to trust for endpoints (a private CA).", valueName: "path"))
         var caFile: String?
         @OptionGroup var key: DeliveryKeyOptions
+        @OptionGroup var mail: MailOptions
         @OptionGroup var options: OperatorOptions
 
         func run() async throws {
@@ -25,7 +26,8 @@ extension RBAC {
             try await options.run { context in
                 let worker = OutboxWorker(
                     outbox: PostgresOutbox(pool: context.pool),
-                    http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key)
+                    http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,
+                    mail: try mail.mail(caFile: caFile), links: CommandContext.publicBaseURL)
                 if once {
                     var outcomes: [String: Int] = [:]
                     while true {

@@ -60,6 +60,7 @@ extension RBAC {
         @OptionGroup var tokens: TokenOptions
         @OptionGroup var signIn: SignInOptions
         @OptionGroup var delivery: DeliveryKeyOptions
+        @OptionGroup var mail: MailOptions
         @OptionGroup var database: DatabaseOptions
 
         func validate() throws {
@@ -108,7 +109,8 @@ extension RBAC {
                 let feed = ChangeFeed(
                     configuration: resolved, permissions: permissionCache, keys: keyCache,
                     maxStaleness: maxStaleness.duration)
-                let repository = PostgresCollaborationRepository(pool: pool, invalidating: permissionCache)
+                let repository = PostgresCollaborationRepository(
+                    pool: pool, invalidating: permissionCache, deliveryKey: try delivery.key(environment))
                 let dependencies = ServerDependencies(
                     repository: repository,
                     keys: ServiceKeyService(
@@ -131,6 +133,7 @@ extension RBAC {
                     ])
                 // The outbox's worker: webhooks need the delivery key to open their endpoints' secrets.
                 let deliveryKey = try delivery.key(environment)
+                let mailer = try mail.mail(caFile: tokens.caFile)
                 let worker = Task { [logger] in
                     guard let deliveryKey else {
                         return logger.notice("outbox delivery off: no delivery key (--delivery-key-file)")
@@ -138,6 +141,7 @@ extension RBAC {
                     await OutboxWorker(
                         outbox: PostgresOutbox(pool: pool),
                         http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: tokens.caFile)), key: deliveryKey,
+                        mail: mailer, links: baseURL,
                         metrics: PrometheusMetricsFactory(registry: registry)
                     ).run { logger.warning("\($0)") }
                 }

@@ -1,3 +1,4 @@
+import Collaboration
 import Delivery
 import Foundation
 import OutboundHTTP
@@ -16,6 +17,7 @@ struct WebhookDeliveryTests {
         let type: String?
         let verified: Bool
         let status: Int
+        let link: String?
     }
 
     /// A migrated database, a receiver, and an endpoint for it whose secret the receiver knows.
@@ -75,6 +77,27 @@ struct WebhookDeliveryTests {
                 .map { try $0.decode(column: 0) }
             #expect(received.compactMap(\.id).sorted() == ids, "the webhook-id is the outbox row's id")
             #expect(try await pool.count("SELECT count(*) FROM outbox WHERE status <> 'sent'") == 0)
+        }
+    }
+
+    @Test("invitation.created carries the link, sealed until sent; its other events and raw SQL's carry none")
+    func invitationLink() async throws {
+        try await Self.withReceiver(events: ["invitation.created", "invitation.revoked"]) {
+            pool, peer, worker, key, _ in
+            let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+            let owner = try await repository.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Ours", owner: owner.id, as: .operator(label: "t"))
+            let invitations = CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "http://localhost:8080")!)
+            let issued = try await invitations.invite(
+                to: couple.id, role: RoleName(rawValue: "viewer")!, as: .operator(label: "t"))
+            #expect(try await pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
+            #expect(try await Self.drain(worker) == [.delivered])
+            #expect(try Self.received(peer).map(\.link) == [issued.link.absoluteString])
+            try await invitations.revoke(issued.invitation.id, in: couple.id, as: .operator(label: "t"))
+            #expect(try await Self.drain(worker) == [.delivered])
+            #expect(try Self.received(peer).last?.link == nil, "a revoked invitation's event carries no link")
+            #expect(try await pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
         }
     }
 

@@ -6,7 +6,7 @@
 Serves HTTPS on a free loopback port and prints the port as its first line once it listens. ROOT/secret holds the
 endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when present, lists the statuses to answer
 with, one per line, taken from the top (then 204). Each delivery is appended to ROOT/received.jsonl: its
-webhook-id, its type, whether it verified, and the status answered.
+webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
 """
 import json
 import ssl
@@ -30,9 +30,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         try:
             event = Webhook((self.root / "secret").read_text().strip()).verify(body, dict(self.headers))
-            verified, kind = True, event.get("type")
+            verified, kind, link = True, event.get("type"), event.get("data", {}).get("link")
         except Exception:
-            verified, kind = False, None
+            verified, kind, link = False, None, None
         with lock:
             statuses = self.root / "statuses"
             lines = statuses.read_text().split() if statuses.exists() else []
@@ -41,7 +41,7 @@ class Handler(BaseHTTPRequestHandler):
                 statuses.write_text("\n".join(lines[1:]))
             with (self.root / "received.jsonl").open("a") as log:
                 log.write(json.dumps({"id": self.headers.get("webhook-id"), "type": kind, "verified": verified,
-                                      "status": status}) + "\n")
+                                      "status": status, "link": link}) + "\n")
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()

@@ -30,11 +30,14 @@ END $$;
 CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON memberships
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_membership();
 
--- invitation.created, invitation.accepted, invitation.revoked.
+-- invitation.created, invitation.accepted, invitation.revoked; and for an invitation bound to an address, the
+-- email that carries its link. Once an invitation is accepted or revoked, its sealed token goes from every
+-- message still holding it.
 CREATE OR REPLACE FUNCTION rbac.outbox_invitation() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_type text;
+    v_payload jsonb;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         v_type := 'invitation.created';
@@ -45,9 +48,25 @@ BEGIN
     ELSE
         RETURN NULL;
     END IF;
-    PERFORM rbac.enqueue_event(v_type, NEW.couple_id, jsonb_build_object(
+    IF TG_OP = 'UPDATE' THEN
+        UPDATE outbox SET token_box = NULL
+        WHERE token_box IS NOT NULL AND payload ->> 'invitation_id' = NEW.id::text;
+    END IF;
+    v_payload := jsonb_build_object(
         'couple_id', NEW.couple_id, 'invitation_id', NEW.id, 'role', NEW.role, 'email', NEW.email,
-        'expires_at', NEW.expires_at, 'accepted_by', NEW.accepted_by));
+        'expires_at', NEW.expires_at, 'accepted_by', NEW.accepted_by);
+    PERFORM rbac.enqueue_event(v_type, NEW.couple_id, v_payload);
+    IF TG_OP = 'INSERT' AND NEW.email IS NOT NULL THEN
+        INSERT INTO outbox (event_type, couple_id, payload, channel)
+        SELECT v_type, NEW.couple_id,
+               v_payload || jsonb_build_object(
+                   'couple_name', c.name,
+                   'inviter', coalesce(u.display_name, u.email, NEW.inviter_label, 'the couple'),
+                   'expires_epoch', extract(epoch FROM NEW.expires_at)::bigint),
+               'email'
+        FROM couples c LEFT JOIN users u ON u.id = NEW.invited_by
+        WHERE c.id = NEW.couple_id;
+    END IF;
     RETURN NULL;
 END $$;
 

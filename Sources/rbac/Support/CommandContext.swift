@@ -92,7 +92,9 @@ struct CommandContext {
         do {
             let (pool, resolved) = try await database.pool(operatorLabel: operatorLabel)
             configuration = resolved
-            let repository = PostgresCollaborationRepository(pool: pool)
+            // With a delivery key in the environment, invitations made here seal their link for the outbox's email.
+            let repository = PostgresCollaborationRepository(
+                pool: pool, deliveryKey: try DeliveryKeyOptions.load(file: nil, ProcessInfo.processInfo.environment))
             let context = CommandContext(
                 repository: repository, pool: pool,
                 permissions: CollaborationPermissionService(repository: repository),

@@ -7,13 +7,22 @@ import Secrets
 struct DeliveryKeyOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "File holding the delivery key, 64 hexadecimal digits (default: $RBAC_DELIVERY_KEY).", valueName: "path"))
+            """
+            File holding the delivery key, 64 hexadecimal digits (default: $RBAC_DELIVERY_KEY, else the file \
+            $RBAC_DELIVERY_KEY_FILE names).
+            """, valueName: "path"))
     var deliveryKeyFile: String?
 
     /// The key, or nil when none is configured.
     func key(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> DeliveryKey? {
+        try Self.load(file: deliveryKeyFile, environment)
+    }
+
+    /// The key of `file`, else of $RBAC_DELIVERY_KEY, else of the file $RBAC_DELIVERY_KEY_FILE names; nil when
+    /// none is configured.
+    static func load(file: String?, _ environment: [String: String]) throws -> DeliveryKey? {
         let text: String
-        if let path = deliveryKeyFile {
+        if let path = file ?? environment["RBAC_DELIVERY_KEY_FILE"].flatMap({ $0.isEmpty ? nil : $0 }) {
             guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw CommandFailure(.usage, "cannot read the delivery key file \(path)")
             }

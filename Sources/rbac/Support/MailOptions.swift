@@ -1,0 +1,58 @@
+import ArgumentParser
+import Collaboration
+import Delivery
+import Foundation
+import OutboundHTTP
+
+/// Where invitation emails go out: an SMTP server through libcurl.
+struct MailOptions: ParsableArguments {
+    @Option(
+        name: .customLong("smtp-url"),
+        help: ArgumentHelp(
+            """
+            The SMTP server: smtp://[user@]host:587 (STARTTLS required), smtps://host:465, or smtp+insecure://host \
+            (no TLS; tests, a local relay). Without it, invitation emails wait in the outbox.
+            """, valueName: "url"))
+    var smtpURL: String?
+    @Option(help: ArgumentHelp("File holding the SMTP password, for the URL's user.", valueName: "path"))
+    var smtpPasswordFile: String?
+    @Option(
+        help: ArgumentHelp("The From of invitation emails, e.g. \"Wedding <no-reply@example.com>\".", valueName: "from")
+    )
+    var mailFrom: String?
+
+    func validate() throws {
+        guard (smtpURL == nil) == (mailFrom == nil) else {
+            throw ValidationError("--smtp-url and --mail-from go together")
+        }
+        if let mailFrom, mailFrom.contains(where: { $0 == "\r" || $0 == "\n" }) || !mailFrom.contains("@") {
+            throw ValidationError("--mail-from must be one line with an address, not \(quoted(mailFrom))")
+        }
+        if let smtpURL {
+            do { _ = try server(smtpURL, caFile: nil) } catch { throw ValidationError(error.description) }
+        }
+    }
+
+    /// The worker's mail settings; nil when not configured.
+    func mail(caFile: String?) throws -> OutboxWorker.Mail? {
+        guard let smtpURL, let mailFrom else { return nil }
+        do { return OutboxWorker.Mail(server: try server(smtpURL, caFile: caFile), from: mailFrom) } catch {
+            throw CommandFailure(.usage, error.description)
+        }
+    }
+
+    private func server(_ text: String, caFile: String?) throws(OutboundMail.Failure) -> OutboundMail {
+        guard let url = URL(string: text) else {
+            throw OutboundMail.Failure(code: nil, description: "--smtp-url \(quoted(text)) is not a URL")
+        }
+        var password: String?
+        if let smtpPasswordFile {
+            guard let text = try? String(contentsOfFile: smtpPasswordFile, encoding: .utf8) else {
+                throw OutboundMail.Failure(
+                    code: nil, description: "cannot read the SMTP password file \(smtpPasswordFile)")
+            }
+            password = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return try OutboundMail(server: url, username: url.user, password: password, caFile: caFile)
+    }
+}

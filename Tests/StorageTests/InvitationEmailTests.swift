@@ -1,0 +1,140 @@
+import Collaboration
+import Delivery
+import Foundation
+import OutboundHTTP
+import Postgres
+import Secrets
+import Storage
+import TestSupport
+import Testing
+
+/// Invitation emails through the outbox, to a real SMTP server (aiosmtpd) that requires STARTTLS under a test CA
+/// and parses each message with Python's email package.
+@Suite("Invitation emails through the outbox", .timeLimit(.minutes(2)))
+struct InvitationEmailTests {
+    struct Received: Decodable {
+        struct Part: Decodable {
+            let type: String
+            let text: String
+        }
+        let rcptTos: [String]
+        let tls: Bool
+        let subject: String
+        let messageId: String
+        let autoSubmitted: String
+        let contentType: String
+        let parts: [Part]
+        let crlfOnly: Bool
+    }
+
+    static func received(_ peer: HTTPSPeer) throws -> [Received] {
+        guard let text = try? String(contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
+        else { return [] }
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return try text.split(separator: "\n").map { try decoder.decode(Received.self, from: Data($0.utf8)) }
+    }
+
+    struct Setup {
+        let pool: PostgresConnectionPool
+        let peer: HTTPSPeer
+        let worker: OutboxWorker
+        let invitations: CollaborationInvitationService
+        let couple: UUID
+        let owner: UUID
+    }
+
+    static func withServer(_ body: (Setup) async throws -> Void) async throws {
+        try await HTTPSPeer.with(script: "smtp_server.py") { peer in
+            try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+                let key = try DeliveryKey(hex: DeliveryKey.generateHex())
+                let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+                let owner = try await repository.addUser(
+                    email: EmailAddress(rawValue: "olivia@example.com")!, displayName: "Olivia")
+                let couple = try await repository.createCouple(
+                    name: "Zoë & Łukasz", owner: owner.id, as: .operator(label: "tests"))
+                let mail = OutboxWorker.Mail(
+                    server: try OutboundMail(
+                        server: URL(string: "smtp://localhost:\(peer.baseURL.port!)")!, caFile: peer.caFile),
+                    from: "Wedding <no-reply@wedding.test>")
+                let worker = OutboxWorker(
+                    outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(), key: key, mail: mail,
+                    links: URL(string: "https://rbac.test")!)
+                try await body(
+                    Setup(
+                        pool: pool, peer: peer, worker: worker,
+                        invitations: CollaborationInvitationService(
+                            repository: repository, baseURL: URL(string: "https://rbac.test")!),
+                        couple: couple.id, owner: owner.id))
+            }
+        }
+    }
+
+    @Test("an invitation's email: over STARTTLS, multipart, encoded subject, the link once; nothing usable kept")
+    func sent() async throws {
+        try await Self.withServer { setup in
+            let issued = try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "planner")!,
+                email: EmailAddress(rawValue: "pia@example.com"),
+                as: .user(setup.owner))
+            #expect(try await setup.worker.runOnce() == [.delivered])
+            let mail = try #require(try Self.received(setup.peer).first)
+            #expect(mail.tls && mail.rcptTos == ["pia@example.com"])
+            #expect(mail.subject == "You're invited to join Zoë & Łukasz")
+            #expect(
+                mail.contentType == "multipart/alternative" && mail.parts.map(\.type) == ["text/plain", "text/html"])
+            #expect(mail.autoSubmitted == "auto-generated" && mail.crlfOnly)
+            let id: String = try await setup.pool.query("SELECT id::text FROM outbox WHERE channel = 'email'")[0]
+                .decode(column: 0)
+            #expect(mail.messageId == "<\(id)@wedding.test>")
+            #expect(mail.parts[0].text.contains(issued.link.absoluteString) && mail.parts[0].text.contains("Olivia"))
+            #expect(mail.parts[1].text.contains("href=\"\(issued.link.absoluteString)\""))
+            #expect(mail.parts[0].text.contains(" UTC") && mail.parts[0].text.contains("planner"))
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
+            let dump = try await setup.pool.dump()
+            #expect(!dump.contains(issued.token.rawValue) && !dump.contains(String(issued.token.rawValue.dropFirst(4))))
+        }
+    }
+
+    @Test("a 4xx reply is retried; a 5xx reply is dead at once with the reply; a raw SQL invitation has no link")
+    func refusals() async throws {
+        try await Self.withServer { setup in
+            try "450 mailbox busy\n550 no such user\n".write(
+                to: setup.peer.root.appendingPathComponent("replies"), atomically: true, encoding: .utf8)
+            _ = try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "a@example.com"),
+                as: .user(setup.owner))
+            #expect(try await setup.worker.runOnce() == [.retry])
+            #expect(
+                try await setup.pool.count(
+                    "SELECT count(*) FROM outbox WHERE channel = 'email' AND token_box IS NOT NULL AND status = 'pending'"
+                )
+                    == 1, "the sealed link waits with the message")
+            _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now()")
+            #expect(try await setup.worker.runOnce() == [.dead])
+            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
+                .decode(column: 0)
+            #expect(error.contains("550"), "\(error)")
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
+
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            _ = try await setup.pool.query(
+                "SELECT create_invitation(\(setup.couple), \(hash), 'viewer', 'raw@example.com')")
+            #expect(try await setup.worker.runOnce() == [.dead])
+            #expect(try Self.received(setup.peer).isEmpty)
+        }
+    }
+
+    @Test("accepting or revoking an invitation erases the sealed link of its unsent email")
+    func erasedOnAcceptance() async throws {
+        try await Self.withServer { setup in
+            let issued = try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "b@example.com"),
+                as: .user(setup.owner))
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
+            _ = try await setup.invitations.revoke(issued.invitation.id, in: setup.couple, as: .user(setup.owner))
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
+            #expect(try await setup.worker.runOnce() == [.dead], "nothing left to send a link with")
+        }
+    }
+}
