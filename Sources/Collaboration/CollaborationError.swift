@@ -15,6 +15,8 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
         case invalidPolicy = "invalid_policy"
         /// The couple holds as many rows of a kind as it may (budget_row_limits).
         case quotaExceeded = "quota_exceeded"
+        /// Too many of something in too short a time (a couple's invitations in an hour).
+        case rateLimited = "rate_limited"
         case unavailable = "unavailable"
     }
 

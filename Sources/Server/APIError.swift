@@ -61,6 +61,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .notFound: .notFound
             case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded:
                 .conflict
+            case .rateLimited: .tooManyRequests
             case .unavailable: .serviceUnavailable
             }
         self.init(status, code: error.code.rawValue, error.message)

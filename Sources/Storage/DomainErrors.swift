@@ -17,6 +17,7 @@ extension SQLState {
     public static let invitationEmailMismatch = SQLState("RBEML")
     public static let invalidPolicy = SQLState("RBPOL")
     public static let quotaExceeded = SQLState("RBQTA")
+    public static let rateLimited = SQLState("RBRAT")
 
     /// The domain error code of each of the product's own SQLSTATEs.
     static let domainCodes: [SQLState: CollaborationError.Code] = [
@@ -25,7 +26,7 @@ extension SQLState {
         .invalidInput: .invalidInput, .lastOwner: .lastOwner, .invitationExpired: .invitationExpired,
         .invitationRevoked: .invitationRevoked, .invitationUsed: .invitationUsed,
         .invitationEmailMismatch: .invitationEmailMismatch, .invalidPolicy: .invalidPolicy,
-        .quotaExceeded: .quotaExceeded,
+        .quotaExceeded: .quotaExceeded, .rateLimited: .rateLimited,
     ]
 }
 

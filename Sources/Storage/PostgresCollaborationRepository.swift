@@ -324,6 +324,27 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    /// Sets the email domains a couple may invite (empty: any); the operator's. The domains as stored.
+    public func setInviteDomains(couple: UUID, domains: [String]) async throws -> [String] {
+        try await run(as: nil) { connection in
+            try await connection.query("SELECT set_invite_domains(\(couple), \(domains)) AS domains")[0]
+                .decode("domains")
+        }
+    }
+
+    /// How many invitations a couple may make in an hour; with `set`, sets it first (the operator's).
+    public func invitationLimit(set limit: Int? = nil) async throws -> Int {
+        try await run(as: nil) { connection in
+            if let limit {
+                _ = try await connection.execute(
+                    "UPDATE invitation_settings SET per_couple_per_hour = \(Int32(clamping: limit))")
+            }
+            return Int(
+                try await connection.query("SELECT per_couple_per_hour FROM invitation_settings")[0]
+                    .decode("per_couple_per_hour", as: Int32.self))
+        }
+    }
+
     /// The invitation just written, in the same transaction.
     private static func readBack(_ invitation: UUID, of couple: UUID, on connection: PostgresConnection)
         async throws -> Invitation

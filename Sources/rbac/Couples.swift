@@ -7,7 +7,37 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Create, list and show couples.",
             discussion: "Example: rbac couples create --name \"Olivia & Paul\" --owner-email olivia@example.com",
-            subcommands: [Create.self, List.self, Show.self])
+            subcommands: [Create.self, List.self, Show.self, Set.self])
+
+        struct Set: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change a couple's settings: the email domains it may invite (the operator's).",
+                discussion: "Example: rbac couples set C --invite-domains example.com,example.org")
+            @Argument(help: "The couple's id.") var couple: String
+            @Option(
+                help: ArgumentHelp(
+                    "The only domains its invitations may name, comma-separated; \"\" for any.", valueName: "domains"))
+            var inviteDomains: String
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws { _ = try Parse.couple(couple) }
+
+            func run() async throws {
+                let domains = inviteDomains.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty }
+                try await options.run { context in
+                    let set = try await context.repository.setInviteDomains(
+                        couple: try Parse.couple(couple), domains: domains)
+                    struct Settings: Encodable { let inviteDomains: [String] }
+                    try options.output.print(
+                        Settings(inviteDomains: set),
+                        set.isEmpty
+                            ? "Invitations may name any address."
+                            : "Invitations may name addresses at "
+                                + set.joined(separator: ", ") + " only.")
+                }
+            }
+        }
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

@@ -8,7 +8,28 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "List, revoke and resend a couple's invitations.",
             discussion: "Example: rbac invitations list --couple C --status pending",
-            subcommands: [List.self, Revoke.self, Resend.self])
+            subcommands: [List.self, Revoke.self, Resend.self, Limit.self])
+
+        struct Limit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "How many invitations a couple may make in an hour; with --per-hour, set it.",
+                discussion: "Past it, inviting is refused (exit 4, HTTP 429) and nothing is written.")
+            @Option(help: ArgumentHelp("The new limit, 1 to 100000.", valueName: "n")) var perHour: Int?
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                if let perHour, !(1...100_000).contains(perHour) {
+                    throw ValidationError("--per-hour must be from 1 to 100000, not \(perHour)")
+                }
+            }
+
+            func run() async throws {
+                try await options.run { context in
+                    let limit = try await context.repository.invitationLimit(set: perHour)
+                    try options.output.print(["per_hour": limit], "At most \(limit) invitations a couple an hour.")
+                }
+            }
+        }
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "List invitations with their status.")

@@ -83,6 +83,33 @@ struct CLITests {
         }
     }
 
+    @Test("invitations limit and couples set --invite-domains: past them inviting exits 4 or 2 and writes nothing")
+    func invitationLimits() async throws {
+        try await Self.withDatabase { run in
+            let couple = try await Self.createCouple(run)
+            #expect(try Self.json(try await run(["invitations", "limit", "--json"]))["per_hour"] as? Int == 50)
+            #expect(try await run(["invitations", "limit", "--per-hour", "2"]).status == 0)
+            #expect(try await run(["invitations", "limit", "--per-hour", "0"]).status == 2)
+            for _ in 0..<2 { #expect(try await run(["invite", "--couple", couple, "--role", "viewer"]).status == 0) }
+            let third = try await run(["invite", "--couple", couple, "--role", "viewer"])
+            #expect(third.status == 4 && third.stderr.contains("invitations in the last hour"), "\(third.stderr)")
+            #expect(
+                try Self.jsonArray(try await run(["invitations", "list", "--couple", couple, "--json"])).count == 2)
+
+            #expect(try await run(["invitations", "limit", "--per-hour", "100"]).status == 0)
+            let set = try await run([
+                "couples", "set", couple, "--invite-domains", "Example.com, wedding.test", "--json",
+            ])
+            #expect(try Self.json(set)["invite_domains"] as? [String] == ["example.com", "wedding.test"])
+            let elsewhere = try await run(["invite", "--couple", couple, "--role", "viewer", "--email", "a@gmail.com"])
+            #expect(
+                elsewhere.status == 2 && elsewhere.stderr.contains("invites only addresses at"), "\(elsewhere.stderr)")
+            let allowed = ["invite", "--couple", couple, "--role", "viewer", "--email", "a@example.com"]
+            #expect(try await run(allowed).status == 0)
+            #expect(try await run(["couples", "set", couple, "--invite-domains", "not a domain"]).status == 2)
+        }
+    }
+
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
     func grantCheckRevoke() async throws {
         try await Self.withDatabase { run in

@@ -8,6 +8,7 @@
 --   RBLST last active owner         RBEXP invitation expired      RBREV invitation revoked
 --   RBUSD invitation already used   RBEML invitation bound to another email address
 --   RBPOL invalid policy            RBQTA a couple's budget row limit reached
+--   RBRAT too many invitations in an hour
 
 -- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,
 -- `iss` ('' when absent) and `sub`. No row when there are no claims or no such identity.

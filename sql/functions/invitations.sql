@@ -37,6 +37,47 @@ END $$;
 
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
 -- the role. p_email, when set, binds the invitation to that address.
+-- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
+-- invitation must then name an address there), and its invitations of the last hour (RBRAT past the setting).
+-- Holds the couple's row until the transaction ends, so that concurrent invitations are counted one by one.
+CREATE OR REPLACE FUNCTION rbac.require_invitation_allowed(p_couple_id uuid, p_email text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_domains text[];
+    v_limit integer := (SELECT per_couple_per_hour FROM invitation_settings);
+BEGIN
+    SELECT invite_domains INTO v_domains FROM couples WHERE id = p_couple_id FOR UPDATE;
+    IF v_domains <> '{}' AND (p_email IS NULL OR lower(split_part(p_email, '@', 2)) <> ALL (v_domains)) THEN
+        RAISE EXCEPTION 'couple % invites only addresses at %; name one', p_couple_id,
+            array_to_string(v_domains, ', ') USING ERRCODE = 'RBINV';
+    END IF;
+    IF (SELECT count(*) FROM invitations
+        WHERE couple_id = p_couple_id AND created_at > now() - interval '1 hour') >= v_limit THEN
+        RAISE EXCEPTION 'couple % has made % invitations in the last hour, the most allowed; try again later',
+            p_couple_id, v_limit USING ERRCODE = 'RBRAT',
+            HINT = 'the operator sets the limit: rbac invitations limit --per-hour N';
+    END IF;
+END $$;
+
+-- Sets the email domains couple p_couple_id may invite (empty: any); the operator's.
+CREATE OR REPLACE FUNCTION public.set_invite_domains(p_couple_id uuid, p_domains text[]) RETURNS text[]
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_domains text[] := ARRAY(SELECT DISTINCT lower(d) FROM unnest(coalesce(p_domains, '{}')) d ORDER BY 1);
+BEGIN
+    IF NOT rbac.is_operator() THEN
+        RAISE EXCEPTION 'only the operator sets the domains a couple may invite' USING ERRCODE = 'RBDEN';
+    END IF;
+    PERFORM rbac.require_couple(p_couple_id);
+    IF EXISTS (SELECT 1 FROM unnest(v_domains) d WHERE d !~ '^([a-z0-9-]+\.)+[a-z0-9-]+$' OR length(d) > 253) THEN
+        RAISE EXCEPTION 'not a domain: %', (SELECT d FROM unnest(v_domains) d
+                                            WHERE d !~ '^([a-z0-9-]+\.)+[a-z0-9-]+$' OR length(d) > 253 LIMIT 1)
+            USING ERRCODE = 'RBINV';
+    END IF;
+    UPDATE couples SET invite_domains = v_domains WHERE id = p_couple_id;
+    RETURN v_domains;
+END $$;
+
 CREATE OR REPLACE FUNCTION public.create_invitation(
     p_couple_id uuid, p_token_hash bytea, p_role text, p_email text DEFAULT NULL,
     p_expires_in interval DEFAULT interval '7 days'
@@ -54,6 +95,7 @@ BEGIN
     IF p_email IS NOT NULL AND (p_email !~ '^[^@\s]+@[^@\s]+$' OR length(p_email) > 320) THEN
         RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
     END IF;
+    PERFORM rbac.require_invitation_allowed(p_couple_id, p_email);
     RETURN QUERY
         INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at)
         VALUES (p_couple_id, p_token_hash, p_role, p_email, v_actor,
