@@ -50,7 +50,6 @@ public struct OutboundHTTP: Sendable {
     }
 
     public let configuration: Configuration
-    private static let queue = DispatchQueue(label: "rbac.outbound-http", attributes: .concurrent)
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     public init(_ configuration: Configuration = Configuration()) {
@@ -80,7 +79,9 @@ public struct OutboundHTTP: Sendable {
         }
         let configuration = configuration
         return try await withCheckedThrowingContinuation { continuation in
-            Self.queue.async {
+            // A serial queue of its own: a thread that may block for the whole timeout, never one of a shared
+            // pool's few.
+            DispatchQueue(label: "rbac.outbound-http").async {
                 continuation.resume(
                     with: Result { try Self.performBlocking(url, headers: headers, body: body, configuration) })
             }

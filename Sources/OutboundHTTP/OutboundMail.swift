@@ -39,12 +39,15 @@ public struct OutboundMail: Sendable {
     /// Sends `message` (headers and body, CRLF line ends) from `from` to `to` (bare addresses).
     public func send(from: String, to: String, message: [UInt8]) async throws(Failure) {
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Failure?, Never>) in
-            Self.queue.async { continuation.resume(returning: sendBlocking(from: from, to: to, message: message)) }
+            // A serial queue of its own: a thread that may block for the whole timeout, never one of a shared
+            // pool's few.
+            DispatchQueue(label: "rbac.outbound-mail").async {
+                continuation.resume(returning: sendBlocking(from: from, to: to, message: message))
+            }
         }
         if let result { throw result }
     }
 
-    private static let queue = DispatchQueue(label: "rbac.outbound-mail", attributes: .concurrent)
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     /// The message, read by libcurl a piece at a time.
