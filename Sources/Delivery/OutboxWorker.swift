@@ -72,9 +72,10 @@ public struct OutboxWorker: Sendable {
         case delivered, retry, dead, disabled
     }
 
-    /// Claims and sends what is due, up to `limit` at once; what each attempt came to.
+    /// Claims and sends what is due, up to `limit` at once (a few: receivers are spared bursts, and what one
+    /// worker leaves due, another takes); what each attempt came to.
     @discardableResult
-    public func runOnce(limit: Int = 32) async throws -> [Outcome] {
+    public func runOnce(limit: Int = 8) async throws -> [Outcome] {
         let claimed = try await outbox.claim(
             limit: limit, lease: lease, channels: mail == nil ? ["webhook"] : PostgresOutbox.channels)
         let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in

@@ -166,9 +166,12 @@ struct WebhookDeliveryTests {
                 await go()
                 return try await Self.drain([worker, other][index])
             }
-            #expect(outcomes.flatMap { $0 }.count == 300)
+            // A delivery that timed out on a loaded machine is retried: more attempts than events, never more
+            // deliveries.
+            #expect(outcomes.flatMap { $0 }.filter { $0 == .delivered }.count == 300)
             let ids = try Self.received(peer).compactMap(\.id)
-            #expect(ids.count == 300 && Set(ids).count == 300, "duplicates: \(ids.count - Set(ids).count)")
+            #expect(Set(ids).count == 300, "every event arrived")
+            #expect(ids.count - Set(ids).count == 0, "duplicates: \(ids.count - Set(ids).count)")
             #expect(outcomes.allSatisfy { !$0.isEmpty }, "both workers sent some")
         }
     }

@@ -53,7 +53,8 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    # Each connection shakes hands in its own thread, not in the one that accepts them all.
+    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
