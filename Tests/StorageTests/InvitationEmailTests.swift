@@ -42,6 +42,7 @@ struct InvitationEmailTests {
         let invitations: CollaborationInvitationService
         let couple: UUID
         let owner: UUID
+        let key: DeliveryKey
     }
 
     static func withServer(_ body: (Setup) async throws -> Void) async throws {
@@ -65,7 +66,7 @@ struct InvitationEmailTests {
                         pool: pool, peer: peer, worker: worker,
                         invitations: CollaborationInvitationService(
                             repository: repository, baseURL: URL(string: "https://rbac.test")!),
-                        couple: couple.id, owner: owner.id))
+                        couple: couple.id, owner: owner.id, key: key))
             }
         }
     }
@@ -122,6 +123,29 @@ struct InvitationEmailTests {
                 "SELECT create_invitation(\(setup.couple), \(hash), 'viewer', 'raw@example.com')")
             #expect(try await setup.worker.runOnce() == [.dead])
             #expect(try Self.received(setup.peer).isEmpty)
+        }
+    }
+
+    @Test("a mail server that refuses connections gets the message again later, its sealed link kept")
+    func unreachable() async throws {
+        try await Self.withServer { setup in
+            _ = try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "c@example.com"),
+                as: .user(setup.owner))
+            let (socket, closed) = try listeningOnLoopback()
+            close(socket)  // nothing listens there now
+            let outbox = PostgresOutbox(pool: setup.pool)
+            for server in ["smtp://127.0.0.1:\(closed)", "smtp+insecure://127.0.0.1:\(closed)"] {
+                _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now(), attempts = 0")
+                let worker = OutboxWorker(
+                    outbox: outbox, http: OutboundHTTP(), key: setup.key,
+                    mail: .init(server: try OutboundMail(server: URL(string: server)!), from: "x@wedding.test"))
+                #expect(try await worker.runOnce() == [.retry], "\(server)")
+            }
+            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
+                .decode(column: 0)
+            #expect(error.contains("127.0.0.1"), "\(error)")
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
         }
     }
 
