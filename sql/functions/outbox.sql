@@ -1,14 +1,17 @@
 -- The outbox's writers: what happens to invitations and memberships becomes one message per webhook endpoint
 -- that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends them.
 
--- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it.
+-- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it. PL/pgSQL, not SQL: it
+-- runs inside every write to invitations and memberships, and PL/pgSQL keeps its plan from call to call where a
+-- SQL function called this way is planned again each time.
 CREATE OR REPLACE FUNCTION rbac.enqueue_event(p_type text, p_couple_id uuid, p_payload jsonb) RETURNS void
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
     INSERT INTO outbox (event_type, couple_id, payload, channel, endpoint_id)
     SELECT p_type, p_couple_id, p_payload, 'webhook', e.id
     FROM webhook_endpoints e
-    WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types))
-$$;
+    WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types));
+END $$;
 
 -- membership.created, membership.updated (role or status), membership.removed.
 CREATE OR REPLACE FUNCTION rbac.outbox_membership() RETURNS trigger
