@@ -43,8 +43,10 @@ struct OutboundHTTPTests {
             }
             #expect(slow?.description.lowercased().contains("timeout") == true, "\(String(describing: slow))")
 
+            // A patient client: the cap, not a timeout on a loaded machine, must be what refuses it.
+            let patient = OutboundHTTP(.init(maxResponseBytes: 1 << 20, caFile: peer.caFile))
             let big = await #expect(throws: OutboundHTTP.Failure.self) {
-                try await http.get(peer.baseURL.appendingPathComponent("big"))
+                try await patient.get(peer.baseURL.appendingPathComponent("big"))
             }
             #expect(big?.description.contains("longer than 1048576 bytes") == true, "\(String(describing: big))")
         }

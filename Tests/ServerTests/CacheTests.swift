@@ -399,8 +399,12 @@ struct CacheTests {
             #expect(listener.count == 1)
             let pid = try listener[0].decode("pid", as: Int32.self)
             try await instance.app().test(.live) { client in
-                #expect(try await Self.answer(client, world).allowed)
-                #expect(try await Self.answer(client, world).allowed)
+                // Warm: on a loaded machine a heartbeat can come back later than this tight bound, and a check
+                // asked meanwhile goes to the database and caches nothing; ask until one is cached.
+                let warming = ContinuousClock.now + .seconds(10)
+                while instance.cache.count == 0 && ContinuousClock.now < warming {
+                    #expect(try await Self.answer(client, world).allowed)
+                }
                 #expect(instance.cache.count == 1, "the cache is warm")
                 // The listening server process stops: it delivers nothing, neither the change nor a heartbeat,
                 // and the feed's connection stays open.
@@ -485,7 +489,8 @@ struct CacheTests {
                 states.withLock { $0.append((listening, error.map { "\($0)" })) }
             }
         }
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Six attempts take well under a second alone; a loaded machine gets longer.
+        let deadline = ContinuousClock.now + .seconds(30)
         while server.attempts < 6 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         listener.cancel()
         await listener.value
