@@ -8,11 +8,12 @@ listens. A file's sidecar NAME.headers (JSON) adds header fields to its answer; 
 Two paths are made up: /slow answers after 5 seconds, /big with 2 MiB. Files may change while it runs.
 """
 import json
-import ssl
 import sys
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from tls_server import serve
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -55,13 +56,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     cert, key, root = sys.argv[1:4]
     Handler.root = Path(root).resolve()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    # Each connection shakes hands in its own thread, not in the one that accepts them all.
-    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler, cert, key)
 
 
 if __name__ == "__main__":

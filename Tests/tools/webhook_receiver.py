@@ -9,13 +9,13 @@ with, one per line, taken from the top (then 204). Each delivery is appended to 
 webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
 """
 import json
-import ssl
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 from standardwebhooks import Webhook
+from tls_server import serve
 
 lock = threading.Lock()
 
@@ -50,13 +50,7 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     cert, key, root = sys.argv[1:4]
     Handler.root = Path(root)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    # Each connection shakes hands in its own thread, not in the one that accepts them all.
-    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    serve(Handler, cert, key)
 
 
 if __name__ == "__main__":
