@@ -128,6 +128,22 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("an endpoint too slow to answer in time is retried on the schedule, and the retry is delivered")
+    func timeout() async throws {
+        try await Self.withReceiver { pool, peer, _, key, _ in
+            try "sleep 3\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            let impatient = OutboxWorker(
+                outbox: PostgresOutbox(pool: pool),
+                http: OutboundHTTP(.init(totalTimeout: .seconds(1), caFile: peer.caFile)), key: key)
+            #expect(try await impatient.runOnce() == [.retry])
+            let error: String = try await pool.query("SELECT last_error FROM outbox")[0].decode(column: 0)
+            #expect(error.lowercased().contains("timeout"), "\(error)")
+            _ = try await pool.query("UPDATE outbox SET next_attempt_at = now()")
+            #expect(try await impatient.runOnce() == [.delivered])
+        }
+    }
+
     @Test("a message whose worker died is sent when its lease ends; retry puts a dead one back")
     func abandonedAndRetried() async throws {
         try await Self.withReceiver { pool, peer, worker, _, _ in

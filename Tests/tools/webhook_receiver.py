@@ -5,12 +5,14 @@
 
 Serves HTTPS on a free loopback port and prints the port as its first line once it listens. ROOT/secret holds the
 endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when present, lists the statuses to answer
-with, one per line, taken from the top (then 204). Each delivery is appended to ROOT/received.jsonl: its
-webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
+with, one per line, taken from the top (then 204); "sleep N" answers 204 after N seconds. Each delivery is
+appended to ROOT/received.jsonl: its webhook-id, its type, whether it verified, the status answered, and the
+invitation link it carried.
 """
 import json
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -35,10 +37,15 @@ class Handler(BaseHTTPRequestHandler):
             verified, kind, link = False, None, None
         with lock:
             statuses = self.root / "statuses"
-            lines = statuses.read_text().split() if statuses.exists() else []
-            status = int(lines[0]) if lines else 204
+            lines = statuses.read_text().splitlines() if statuses.exists() else []
+            answer = lines[0].split() if lines else ["204"]
             if lines:
                 statuses.write_text("\n".join(lines[1:]))
+        if answer[0] == "sleep":  # a receiver too slow to answer in time
+            time.sleep(float(answer[1]))
+            answer = ["204"]
+        status = int(answer[0])
+        with lock:
             with (self.root / "received.jsonl").open("a") as log:
                 log.write(json.dumps({"id": self.headers.get("webhook-id"), "type": kind, "verified": verified,
                                       "status": status, "link": link}) + "\n")
