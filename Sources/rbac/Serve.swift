@@ -109,8 +109,10 @@ extension RBAC {
                 let feed = ChangeFeed(
                     configuration: resolved, permissions: permissionCache, keys: keyCache,
                     maxStaleness: maxStaleness.duration)
+                // The delivery key seals invitation links into the outbox and opens webhook secrets to sign with.
+                let deliveryKey = try delivery.key(environment)
                 let repository = PostgresCollaborationRepository(
-                    pool: pool, invalidating: permissionCache, deliveryKey: try delivery.key(environment))
+                    pool: pool, invalidating: permissionCache, deliveryKey: deliveryKey)
                 let dependencies = ServerDependencies(
                     repository: repository,
                     keys: ServiceKeyService(
@@ -131,8 +133,7 @@ extension RBAC {
                         "database": "\(resolved.redactedDescription)", "url": "\(baseURL)",
                         "cache": "\(noCache ? "off" : "on")",
                     ])
-                // The outbox's worker: webhooks need the delivery key to open their endpoints' secrets.
-                let deliveryKey = try delivery.key(environment)
+                // The outbox's worker: without the delivery key it can open no endpoint's secret.
                 let mailer = try mail.mail(caFile: tokens.caFile)
                 let worker = Task { [logger] in
                     guard let deliveryKey else {
