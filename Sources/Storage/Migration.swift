@@ -64,12 +64,16 @@ public struct Definition: Sendable, Equatable {
     /// Applied after any other definition is (see `MigrationRunner.migrate`).
     public static let privilegesFileName = "\(directoryName)/privileges.sql"
 
-    /// Every `*.sql` in `directory`, by name: the order they are applied in.
+    /// Every `*.sql` in `directory` in the order they are applied in: by name, the privileges file last.
     public static func load(from directory: URL) throws -> [Definition] {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else {
             throw MigrationError.directoryUnreadable(directory.path)
         }
-        return try names.filter { $0.hasSuffix(".sql") }.sorted().map { name in
+        let privileges = privilegesFileName.dropFirst(directoryName.count + 1)
+        let ordered = names.filter { $0.hasSuffix(".sql") }.sorted {
+            ($0 == privileges ? 1 : 0, $0) < ($1 == privileges ? 1 : 0, $1)
+        }
+        return try ordered.map { name in
             try Definition(
                 fileName: "\(directoryName)/\(name)", contents: Data(contentsOf: directory.appendingPathComponent(name))
             )
