@@ -1,7 +1,8 @@
 -- Row-level security for every tenant table, re-applied by `rbac migrate` whenever it changed (so it is
 -- idempotent).
 -- rbac_app, the application role, has no BYPASSRLS: a connection acting for user U (request.jwt.claims
--- `sub`) sees only rows of couples where U is an active member. Other roles without a policy see nothing.
+-- `sub`) sees only rows of couples where U's membership is in force (active, not expired). Other roles
+-- without a policy see nothing.
 -- The predicates are functions keyed by couple_id (sql/functions/access.sql), not sub-selects.
 
 ALTER TABLE couples ENABLE ROW LEVEL SECURITY;
@@ -9,10 +10,19 @@ ALTER TABLE couples FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS members_read ON couples;
 CREATE POLICY members_read ON couples FOR SELECT TO rbac_app USING (rbac.is_active_member(id));
 
-ALTER TABLE memberships ENABLE ROW LEVEL SECURITY;
-ALTER TABLE memberships FORCE ROW LEVEL SECURITY;
-DROP POLICY IF EXISTS members_read ON memberships;
-CREATE POLICY members_read ON memberships FOR SELECT TO rbac_app USING (rbac.is_active_member(couple_id));
+-- Who belongs, and the couple's own roles (as the policy's roles are for everyone): for its members.
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['memberships', 'couple_roles', 'couple_role_permissions'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
+        EXECUTE format('DROP POLICY IF EXISTS members_read ON %I', v_table);
+        EXECUTE format('CREATE POLICY members_read ON %I FOR SELECT TO rbac_app USING (rbac.is_active_member(couple_id))',
+                       v_table);
+    END LOOP;
+END $$;
 
 ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE invitations FORCE ROW LEVEL SECURITY;

@@ -17,6 +17,8 @@ public struct CollaborationError: Error, Sendable, Equatable, CustomStringConver
         case quotaExceeded = "quota_exceeded"
         /// Too many of something in too short a time (a couple's invitations in an hour).
         case rateLimited = "rate_limited"
+        /// A role a couple defined is still held (by members or pending invitations) and so cannot go.
+        case roleInUse = "role_in_use"
         case unavailable = "unavailable"
     }
 

@@ -29,12 +29,13 @@ public actor CollaborationInvitationService {
     /// key (never the token itself).
     public func invite(
         to couple: UUID, role: RoleName, email: EmailAddress? = nil, expiresIn: Duration = defaultExpiry,
-        as actor: Actor
+        membershipExpiresAt: Date? = nil, as actor: Actor
     ) async throws -> IssuedInvitation {
         try await metrics.measure("invitation.invite") {
             let token = SecretToken.generate(.invitation)
             let invitation = try await repository.createInvitation(
-                couple: couple, token: token, role: role, email: email, expiresIn: expiresIn, as: actor)
+                couple: couple, token: token, role: role, email: email, expiresIn: expiresIn,
+                membershipExpiresAt: membershipExpiresAt, as: actor)
             return IssuedInvitation(invitation: invitation, token: token, link: link(for: token))
         }
     }

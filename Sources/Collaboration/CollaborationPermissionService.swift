@@ -41,4 +41,37 @@ public actor CollaborationPermissionService {
             try await repository.roles().sorted { $0.rank < $1.rank }
         }
     }
+
+    /// Every role the couple's members can hold: the policy's, then the couple's own.
+    public func roles(of couple: UUID, as actor: Actor) async throws -> [CoupleRole] {
+        try await metrics.measure("permission.coupleRoles") {
+            try await repository.roles(couple: couple, as: actor)
+        }
+    }
+
+    public func createRole(
+        _ name: RoleName, in couple: UUID, description: String, permissions: [Permission], as actor: Actor
+    ) async throws -> CoupleRole {
+        try await metrics.measure("permission.createRole") {
+            try await repository.createRole(
+                couple: couple, name: name, description: try CoupleRole.validateDescription(description),
+                permissions: permissions, as: actor)
+        }
+    }
+
+    public func editRole(
+        _ name: RoleName, in couple: UUID, description: String?, permissions: [Permission]?, as actor: Actor
+    ) async throws -> CoupleRole {
+        try await metrics.measure("permission.editRole") {
+            try await repository.editRole(
+                couple: couple, name: name, description: try description.map(CoupleRole.validateDescription),
+                permissions: permissions, as: actor)
+        }
+    }
+
+    public func deleteRole(_ name: RoleName, in couple: UUID, reassign: RoleName?, as actor: Actor) async throws {
+        try await metrics.measure("permission.deleteRole") {
+            try await repository.deleteRole(couple: couple, name: name, reassign: reassign, as: actor)
+        }
+    }
 }

@@ -32,11 +32,22 @@ public protocol CollaborationRepository: Sendable {
     func role(couple: UUID, user: UUID, as actor: Actor) async throws -> RoleName?
     func canLeave(couple: UUID, user: UUID, as actor: Actor) async throws -> Bool
     func roles() async throws -> [RoleDefinition]
+    /// Every role the couple's members can hold: the policy's (by rank), then the couple's own (by name).
+    func roles(couple: UUID, as actor: Actor) async throws -> [CoupleRole]
+    /// A role of the couple's own; the author needs roles.manage and every permission it grants.
+    func createRole(couple: UUID, name: RoleName, description: String, permissions: [Permission], as actor: Actor)
+        async throws -> CoupleRole
+    /// Changes the description and (when given) the permissions of a role the couple defined.
+    func editRole(
+        couple: UUID, name: RoleName, description: String?, permissions: [Permission]?, as actor: Actor
+    ) async throws -> CoupleRole
+    /// Deletes a role the couple defined; one still held needs `reassign`, the role its holders move to.
+    func deleteRole(couple: UUID, name: RoleName, reassign: RoleName?, as actor: Actor) async throws
 
     /// A page of the couple's members in user id order, those after `after`; `limit` is 1 to 1000.
     func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member]
-    /// Adds `user` with `role`, or changes the role they hold.
-    func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership
+    /// Adds `user` with `role`, or changes the role they hold, until `expiresAt` (nil: for good).
+    func grant(couple: UUID, user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) async throws -> Membership
     func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
     func reactivate(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
     func remove(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership
@@ -44,8 +55,10 @@ public protocol CollaborationRepository: Sendable {
     func leave(couple: UUID, user: UUID?, as actor: Actor) async throws -> Membership
     func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership
 
+    /// `membershipExpiresAt`: when the membership that accepting creates expires (nil: never).
     func createInvitation(
-        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration,
+        membershipExpiresAt: Date?, as actor: Actor
     ) async throws -> Invitation
     func invitationPreview(tokenHash: [UInt8]) async throws -> InvitationPreview?
     /// Accepts for `user` (nil: the acting user).
@@ -95,5 +108,10 @@ public func everyPage<Item>(
 extension CollaborationRepository {
     public func addUser(email: EmailAddress, displayName: String?) async throws -> User {
         try await addUser(email: email, displayName: displayName, identity: nil)
+    }
+
+    /// A membership that holds until changed.
+    public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership {
+        try await grant(couple: couple, user: user, role: role, expiresAt: nil, as: actor)
     }
 }

@@ -12,6 +12,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     private var memberships: [UUID: [UUID: (membership: Membership, joinedAt: Date)]] = [:]
     private var invitationsByHash: [[UInt8]: StoredInvitation] = [:]
     private var auditLog: [UUID: [AuditEntry]] = [:]
+    /// The roles each couple defined, by name.
+    private var coupleRoles: [UUID: [RoleName: CoupleRole]] = [:]
     private var nextAuditID: Int64 = 1
     private let now: @Sendable () -> Date
 
@@ -130,7 +132,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         try requirePageSize(limit)
         let couples = memberships.compactMap { couple, members -> UserCouple? in
             guard let member = members[user]?.membership, let name = couplesByID[couple]?.name else { return nil }
-            return UserCouple(coupleID: couple, coupleName: name, role: member.role, status: member.status)
+            return UserCouple(
+                coupleID: couple, coupleName: name, role: member.role, status: listedStatus(member),
+                expiresAt: member.expiresAt)
         }
         return PageRequest(limit: limit, after: after).of(couples, id: \.coupleID)
     }
@@ -138,11 +142,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Permissions
 
     public func permissionSet(couple: UUID, user: UUID) -> PermissionSet {
-        guard let member = memberships[couple]?[user]?.membership, member.status == .active else {
+        guard let member = memberships[couple]?[user]?.membership, isInForce(member) else {
             return PermissionSet(permissions: [], revision: couplesByID[couple]?.revision)
         }
         return PermissionSet(
-            permissions: Set(roleDefinitions[member.role]?.permissions ?? []), revision: couplesByID[couple]?.revision)
+            permissions: Set(permissions(of: member.role, in: couple) ?? []), revision: couplesByID[couple]?.revision,
+            role: member.role.rawValue, expiresAt: member.expiresAt)
     }
 
     private func hasPermission(couple: UUID, user: UUID, permission: Permission) -> Bool {
@@ -151,8 +156,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     public func permissions(couple: UUID, user: UUID, as actor: Actor) throws -> [Permission] {
         try requireMemberView(couple, user, actor)
-        guard let member = memberships[couple]?[user]?.membership, member.status == .active else { return [] }
-        return (roleDefinitions[member.role]?.permissions ?? []).sorted { $0.rawValue < $1.rawValue }
+        return permissionSet(couple: couple, user: user).permissions.sorted { $0.rawValue < $1.rawValue }
     }
 
     public func role(couple: UUID, user: UUID, as actor: Actor) throws -> RoleName? {
@@ -170,6 +174,86 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         roleDefinitions.values.sorted { $0.rank < $1.rank }
     }
 
+    public func roles(couple: UUID, as actor: Actor) throws -> [CoupleRole] {
+        _ = try requirePermission(couple, "collaborators.view", actor)
+        return roles().map {
+            CoupleRole(
+                name: $0.name, description: $0.description,
+                permissions: $0.permissions.sorted { $0.rawValue < $1.rawValue },
+                coupleDefined: false)
+        } + (coupleRoles[couple] ?? [:]).values.sorted { $0.name.rawValue < $1.name.rawValue }
+    }
+
+    public func createRole(
+        couple: UUID, name: RoleName, description: String, permissions: [Permission], as actor: Actor
+    ) throws -> CoupleRole {
+        let acting = try requirePermission(couple, "roles.manage", actor)
+        let granted = try requireRegistered(permissions)
+        try requireHoldsAll(couple, acting, granted, "author the \(name) role")
+        guard roleDefinitions[name] == nil else {
+            throw CollaborationError(.alreadyExists, "\"\(name)\" is a role of the policy; choose another name")
+        }
+        guard coupleRoles[couple]?[name] == nil else {
+            throw CollaborationError(.alreadyExists, "couple \(couple) already has a role named \"\(name)\"")
+        }
+        let role = CoupleRole(name: name, description: description, permissions: granted, coupleDefined: true)
+        coupleRoles[couple, default: [:]][name] = role
+        couplesByID[couple]?.revision += 1
+        record(couple, actor, "couple_role.insert")
+        return role
+    }
+
+    public func editRole(
+        couple: UUID, name: RoleName, description: String?, permissions: [Permission]?, as actor: Actor
+    ) throws -> CoupleRole {
+        let acting = try requirePermission(couple, "roles.manage", actor)
+        guard let role = coupleRoles[couple]?[name] else {
+            throw CollaborationError(.notFound, "couple \(couple) has no role of its own named \"\(name)\"")
+        }
+        let granted = try permissions.map(requireRegistered) ?? role.permissions
+        if permissions != nil {
+            try requireHoldsAll(couple, acting, granted, "make \(name) grant that")
+            let held = (memberships[couple] ?? [:]).values.contains { $0.membership.role == name }
+            if let acting, held,
+                !hasPermission(couple: couple, user: acting, permission: Permission(rawValue: "roles.assign")!)
+            {
+                throw CollaborationError(
+                    .roleNotGrantable, "the \(name) role is held; changing what it grants needs roles.assign")
+            }
+        }
+        let edited = CoupleRole(
+            name: name, description: description ?? role.description, permissions: granted, coupleDefined: true)
+        coupleRoles[couple]?[name] = edited
+        couplesByID[couple]?.revision += 1
+        record(couple, actor, "couple_role.update")
+        return edited
+    }
+
+    public func deleteRole(couple: UUID, name: RoleName, reassign: RoleName?, as actor: Actor) throws {
+        let acting = try requirePermission(couple, "roles.manage", actor)
+        guard coupleRoles[couple]?[name] != nil else {
+            throw CollaborationError(.notFound, "couple \(couple) has no role of its own named \"\(name)\"")
+        }
+        let holders = (memberships[couple] ?? [:]).values.map(\.membership).filter { $0.role == name }
+        if let reassign {
+            guard permissions(of: reassign, in: couple) != nil else {
+                throw CollaborationError(.invalidInput, "unknown role \"\(reassign)\"; valid roles: \(validRoles)")
+            }
+            guard reassign != name, reassign != .owner else {
+                throw CollaborationError(.invalidInput, "members of \(name) cannot move to \(reassign)")
+            }
+            try requireGrantable(couple, acting, name)
+            try requireGrantable(couple, acting, reassign)
+            for holder in holders { _ = try change(couple, holder.userID, as: actor) { $0.role = reassign } }
+        } else if !holders.isEmpty {
+            throw CollaborationError(
+                .roleInUse, "the \(name) role is held by \(holders.count) member(s) or pending invitation(s)")
+        }
+        coupleRoles[couple]?[name] = nil
+        couplesByID[couple]?.revision += 1
+        record(couple, actor, "couple_role.delete")
+    }
+
     // MARK: Memberships
 
     public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [Member] {
@@ -178,24 +262,32 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         let members = (memberships[couple] ?? [:]).values.map { entry in
             Member(
                 user: usersByID[entry.membership.userID]!, role: entry.membership.role,
-                status: entry.membership.status, joinedAt: entry.joinedAt)
+                status: listedStatus(entry.membership), joinedAt: entry.joinedAt, expiresAt: entry.membership.expiresAt)
         }
         return PageRequest(limit: limit, after: after).of(members, id: \.user.id)
     }
 
-    public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) throws -> Membership {
+    public func grant(couple: UUID, user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) throws
+        -> Membership
+    {
         let acting = try requirePermission(couple, "roles.assign", actor)
-        guard roleDefinitions[role] != nil else {
-            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
-        }
+        try requireRole(role, in: couple)
+        try requireExpiry(role, expiresAt)
         try requireUser(user)
         try requireGrantable(couple, acting, role)
         if let existing = memberships[couple]?[user]?.membership {
             try requireGrantable(couple, acting, existing.role)
-            return try change(couple, user, as: actor) { $0.role = role }
+            return try change(couple, user, as: actor) {
+                $0.role = role
+                $0.expiresAt = expiresAt
+            }
         }
         try write(couple, as: actor, action: "membership.insert") {
-            $0[user] = (Membership(coupleID: couple, userID: user, role: role, status: .active, revision: 0), now())
+            $0[user] = (
+                Membership(
+                    coupleID: couple, userID: user, role: role, status: .active, revision: 0, expiresAt: expiresAt),
+                now()
+            )
         }
         return memberships[couple]![user]!.membership
     }
@@ -239,10 +331,17 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard target.status == .active else {
             throw CollaborationError(.invalidInput, "user \(newOwner) is suspended; reactivate them first")
         }
+        guard isInForce(target) else {
+            throw CollaborationError(
+                .invalidInput, "the membership of user \(newOwner) expired; grant them a role first")
+        }
         guard acting != newOwner else {
             throw CollaborationError(.invalidInput, "user \(newOwner) already owns the couple")
         }
-        let result = try change(couple, newOwner, as: actor) { $0.role = .owner }
+        let result = try change(couple, newOwner, as: actor) {
+            $0.role = .owner
+            $0.expiresAt = nil
+        }
         let previous = memberships[couple]!.values.map(\.membership).filter {
             $0.role == .owner && $0.userID != newOwner && (acting == nil || $0.userID == acting)
         }
@@ -255,16 +354,16 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Invitations
 
     public func createInvitation(
-        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration,
+        membershipExpiresAt: Date?, as actor: Actor
     ) throws -> Invitation {
         let tokenHash = token.hash
         let acting = try requirePermission(couple, "collaborators.invite", actor)
         guard tokenHash.count == 32 else {
             throw CollaborationError(.invalidInput, "the token hash must be the 32-byte SHA-256 of the token")
         }
-        guard roleDefinitions[role] != nil else {
-            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
-        }
+        try requireRole(role, in: couple)
+        try requireExpiry(role, membershipExpiresAt)
         try requireGrantable(couple, acting, role)
         guard expiresIn >= .seconds(60), expiresIn <= .seconds(365 * 24 * 3600) else {
             throw CollaborationError(.invalidInput, "an invitation must expire between 1 minute and 365 days from now")
@@ -274,7 +373,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         let invitation = Invitation(
             id: UUID(), coupleID: couple, role: role, email: email?.rawValue, inviter: inviter, createdAt: created,
             expiresAt: created.addingTimeInterval(TimeInterval(expiresIn.components.seconds)), status: .pending,
-            acceptedBy: nil)
+            acceptedBy: nil, membershipExpiresAt: membershipExpiresAt)
         invitationsByHash[tokenHash] = StoredInvitation(invitation: invitation, invitedBy: acting)
         record(couple, actor, "invitation.insert")
         return invitation
@@ -287,7 +386,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return InvitationPreview(
             coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
             inviter: stored.invitation.inviter, emailHint: stored.invitation.email.map(EmailAddress.masked),
-            expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()))
+            expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()),
+            roleDescription: roleDefinitions[stored.invitation.role]?.description
+                ?? coupleRoles[couple.id]?[stored.invitation.role]?.description,
+            membershipExpiresAt: stored.invitation.membershipExpiresAt)
     }
 
     public func acceptInvitation(tokenHash: [UInt8], signedIn: SignedIn) throws -> Membership {
@@ -337,18 +439,21 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard memberships[invitation.coupleID]?[accepter] == nil else {
             throw CollaborationError(.alreadyExists, "user \(accepter) is already a member of this couple")
         }
+        if let ends = invitation.membershipExpiresAt, ends <= now() {
+            throw CollaborationError(.invitationExpired, "the access this invitation offers ended at \(ends)")
+        }
         stored.acceptedAt = now()
         stored.invitation = Invitation(
             id: invitation.id, coupleID: invitation.coupleID, role: invitation.role, email: invitation.email,
             inviter: invitation.inviter, createdAt: invitation.createdAt, expiresAt: invitation.expiresAt,
-            status: .accepted, acceptedBy: accepter)
+            status: .accepted, acceptedBy: accepter, membershipExpiresAt: invitation.membershipExpiresAt)
         invitationsByHash[tokenHash] = stored
         record(invitation.coupleID, actor, "invitation.update")
         try write(invitation.coupleID, as: actor, action: "membership.insert") {
             $0[accepter] = (
                 Membership(
-                    coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active, revision: 0
-                ),
+                    coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active,
+                    revision: 0, expiresAt: invitation.membershipExpiresAt),
                 now()
             )
         }
@@ -382,7 +487,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             return try createInvitation(
                 couple: couple, token: token, role: old.role,
                 email: old.email.flatMap(EmailAddress.init(rawValue:)),
-                expiresIn: expiresIn, as: actor)
+                expiresIn: expiresIn, membershipExpiresAt: old.membershipExpiresAt, as: actor)
         } catch {
             (invitationsByHash, auditLog, nextAuditID) = (savedInvitations, savedAudit, savedAuditID)
             throw error
@@ -401,7 +506,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 return Invitation(
                     id: invitation.id, coupleID: couple, role: invitation.role, email: invitation.email,
                     inviter: invitation.inviter, createdAt: invitation.createdAt, expiresAt: invitation.expiresAt,
-                    status: stored.status(at: at), acceptedBy: invitation.acceptedBy)
+                    status: stored.status(at: at), acceptedBy: invitation.acceptedBy,
+                    membershipExpiresAt: invitation.membershipExpiresAt)
             }
             .filter { status == nil || $0.status == status }
         return PageRequest(limit: limit, after: after).of(invitations, id: \.id)
@@ -416,6 +522,57 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     // MARK: Rules
 
     private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
+
+    /// Active and not past its expiry: a membership that grants what its role does.
+    private func isInForce(_ membership: Membership) -> Bool {
+        membership.status == .active && (membership.expiresAt.map { $0 > now() } ?? true)
+    }
+
+    private func listedStatus(_ membership: Membership) -> MembershipStatus {
+        membership.expiresAt.map { $0 <= now() } == true ? .expired : membership.status
+    }
+
+    /// What `role` grants in `couple`: the policy's role, or the couple's own; nil when it is neither.
+    private func permissions(of role: RoleName, in couple: UUID) -> [Permission]? {
+        roleDefinitions[role]?.permissions ?? coupleRoles[couple]?[role]?.permissions
+    }
+
+    private func requireRole(_ role: RoleName, in couple: UUID) throws {
+        guard permissions(of: role, in: couple) != nil else {
+            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
+        }
+    }
+
+    private func requireExpiry(_ role: RoleName, _ expiresAt: Date?) throws {
+        guard let expiresAt else { return }
+        guard role != .owner else {
+            throw CollaborationError(
+                .invalidInput, "an owner's membership cannot expire; give another role an expiry, or none")
+        }
+        guard expiresAt > now() else {
+            throw CollaborationError(.invalidInput, "the expiry \(expiresAt) is not in the future")
+        }
+    }
+
+    /// The permissions, sorted and without repeats, after checking each is one some role of the policy grants.
+    private func requireRegistered(_ permissions: [Permission]) throws -> [Permission] {
+        let known = Set(roleDefinitions.values.flatMap(\.permissions))
+        if let unknown = permissions.first(where: { !known.contains($0) }) {
+            throw CollaborationError(.invalidInput, "unknown permission \"\(unknown)\"")
+        }
+        return Set(permissions).sorted { $0.rawValue < $1.rawValue }
+    }
+
+    private func requireHoldsAll(_ couple: UUID, _ acting: UUID?, _ permissions: [Permission], _ what: String) throws {
+        guard let acting else { return }
+        let held = permissionSet(couple: couple, user: acting).permissions
+        let missing = permissions.filter { !held.contains($0) }
+        guard missing.isEmpty else {
+            throw CollaborationError(
+                .roleNotGrantable,
+                "you cannot \(what) without holding \(missing.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
 
     /// A keyset page of items in the order given: those after the one with id `after`, which must exist.
     private static func orderedPage<Item>(
@@ -446,7 +603,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     private func requireMemberView(_ couple: UUID, _ user: UUID, _ actor: Actor) throws {
         _ = try self.couple(couple)
         guard case .user(let id) = actor, id != user else { return }
-        guard memberships[couple]?[id]?.membership.status == .active else {
+        guard let member = memberships[couple]?[id]?.membership, isInForce(member) else {
             throw CollaborationError(
                 .permissionDenied, "permission denied: only members of couple \(couple) can see its members")
         }
@@ -454,6 +611,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     private func requireGrantable(_ couple: UUID, _ acting: UUID?, _ role: RoleName) throws {
         guard let acting else { return }
+        if let own = coupleRoles[couple]?[role] {
+            guard hasPermission(couple: couple, user: acting, permission: Permission(rawValue: "roles.assign")!) else {
+                throw CollaborationError(.roleNotGrantable, "giving the couple's own role \(role) needs roles.assign")
+            }
+            return try requireHoldsAll(couple, acting, own.permissions, "give the \(role) role")
+        }
         let actingRole = memberships[couple]?[acting]?.membership.role
         guard let actingRole, roleDefinitions[actingRole]?.grants.contains(role) == true else {
             throw CollaborationError(

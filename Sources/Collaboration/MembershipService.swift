@@ -26,11 +26,13 @@ public actor MembershipService {
         }
     }
 
-    /// Adds the user with `role`, or changes the role they hold. An unknown role is refused with the valid ones.
-    public func grant(_ role: RoleName, to user: UUID, in couple: UUID, as actor: Actor) async throws -> Membership {
+    /// Adds the user with `role`, or changes the role they hold, until `expiresAt` (nil: for good; granting
+    /// again without one removes an expiry). An unknown role is refused with the valid ones.
+    public func grant(_ role: RoleName, to user: UUID, in couple: UUID, until expiresAt: Date? = nil, as actor: Actor)
+        async throws -> Membership
+    {
         try await metrics.measure("membership.grant") {
-            try await requireKnown(role)
-            return try await repository.grant(couple: couple, user: user, role: role, as: actor)
+            try await repository.grant(couple: couple, user: user, role: role, expiresAt: expiresAt, as: actor)
         }
     }
 
@@ -61,14 +63,6 @@ public actor MembershipService {
     public func transferOwnership(of couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership {
         try await metrics.measure("membership.transferOwnership") {
             try await repository.transferOwnership(couple: couple, to: newOwner, as: actor)
-        }
-    }
-
-    private func requireKnown(_ role: RoleName) async throws {
-        let roles = try await repository.roles().sorted { $0.rank < $1.rank }
-        guard roles.contains(where: { $0.name == role }) else {
-            let valid = roles.map(\.name.rawValue).joined(separator: ", ")
-            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(valid)")
         }
     }
 }

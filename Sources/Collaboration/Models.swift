@@ -42,7 +42,8 @@ public struct User: Sendable, Hashable, Codable {
 }
 
 public enum MembershipStatus: String, Sendable, Codable {
-    case active, suspended
+    /// `expired`: past its expiry, whatever it was before; it grants nothing.
+    case active, suspended, expired
 }
 
 /// A user's place in a couple, as a write left it.
@@ -53,13 +54,18 @@ public struct Membership: Sendable, Hashable, Codable {
     public var status: MembershipStatus
     /// The couple's revision after the write: a check passing it as `min_revision` sees this write.
     public var revision: Int64
+    /// From this instant the membership grants nothing; nil: it holds until changed.
+    public var expiresAt: Date?
 
-    public init(coupleID: UUID, userID: UUID, role: RoleName, status: MembershipStatus, revision: Int64) {
+    public init(
+        coupleID: UUID, userID: UUID, role: RoleName, status: MembershipStatus, revision: Int64, expiresAt: Date? = nil
+    ) {
         self.coupleID = coupleID
         self.userID = userID
         self.role = role
         self.status = status
         self.revision = revision
+        self.expiresAt = expiresAt
     }
 }
 
@@ -72,12 +78,18 @@ public struct PermissionSet: Sendable, Hashable {
     /// the set as it was.
     public let role: String?
     public let policyRevision: Int64?
+    /// When the membership the permissions come from expires: the set must not be used from then on.
+    public let expiresAt: Date?
 
-    public init(permissions: Set<Permission>, revision: Int64?, role: String? = nil, policyRevision: Int64? = nil) {
+    public init(
+        permissions: Set<Permission>, revision: Int64?, role: String? = nil, policyRevision: Int64? = nil,
+        expiresAt: Date? = nil
+    ) {
         self.permissions = permissions
         self.revision = revision
         self.role = role
         self.policyRevision = policyRevision
+        self.expiresAt = expiresAt
     }
 }
 
@@ -87,12 +99,14 @@ public struct Member: Sendable, Hashable, Codable {
     public let role: RoleName
     public let status: MembershipStatus
     public let joinedAt: Date
+    public let expiresAt: Date?
 
-    public init(user: User, role: RoleName, status: MembershipStatus, joinedAt: Date) {
+    public init(user: User, role: RoleName, status: MembershipStatus, joinedAt: Date, expiresAt: Date? = nil) {
         self.user = user
         self.role = role
         self.status = status
         self.joinedAt = joinedAt
+        self.expiresAt = expiresAt
     }
 }
 
@@ -110,11 +124,14 @@ public struct Invitation: Sendable, Hashable, Codable {
     public let expiresAt: Date
     public let status: InvitationStatus
     public let acceptedBy: UUID?
+    /// When the membership that accepting creates expires; nil: it holds until changed.
+    public let membershipExpiresAt: Date?
 
     public init(
         id: UUID, coupleID: UUID, role: RoleName, email: String?, inviter: String, createdAt: Date, expiresAt: Date,
-        status: InvitationStatus, acceptedBy: UUID?
+        status: InvitationStatus, acceptedBy: UUID?, membershipExpiresAt: Date? = nil
     ) {
+        self.membershipExpiresAt = membershipExpiresAt
         self.id = id
         self.coupleID = coupleID
         self.role = role
@@ -137,11 +154,17 @@ public struct InvitationPreview: Sendable, Hashable, Codable {
     public let emailHint: String?
     public let expiresAt: Date
     public let status: InvitationStatus
+    /// What the role is for, in its author's words (the policy's, or the couple's for a role it defined).
+    public let roleDescription: String?
+    /// When the membership that accepting creates expires; nil: it holds until changed.
+    public let membershipExpiresAt: Date?
 
     public init(
         coupleID: UUID, coupleName: String, role: RoleName, inviter: String, emailHint: String?, expiresAt: Date,
-        status: InvitationStatus
+        status: InvitationStatus, roleDescription: String? = nil, membershipExpiresAt: Date? = nil
     ) {
+        self.roleDescription = roleDescription
+        self.membershipExpiresAt = membershipExpiresAt
         self.coupleID = coupleID
         self.coupleName = coupleName
         self.role = role
@@ -166,6 +189,30 @@ public struct RoleDefinition: Sendable, Hashable, Codable {
         self.description = description
         self.permissions = permissions
         self.grants = grants
+    }
+}
+
+/// A role members of one couple can hold: one of the policy's, or one the couple defined for itself.
+public struct CoupleRole: Sendable, Hashable, Codable {
+    public let name: RoleName
+    public let description: String
+    public let permissions: [Permission]
+    public let coupleDefined: Bool
+
+    public init(name: RoleName, description: String, permissions: [Permission], coupleDefined: Bool) {
+        self.name = name
+        self.description = description
+        self.permissions = permissions
+        self.coupleDefined = coupleDefined
+    }
+
+    /// Checks a role description a person typed: 1 to 500 characters on one line, trimmed.
+    public static func validateDescription(_ text: String) throws(CollaborationError) -> String {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard (1...500).contains(trimmed.count), !containsControlCharacter(trimmed) else {
+            throw CollaborationError(.invalidInput, "a role's description must be 1 to 500 characters, on one line")
+        }
+        return trimmed
     }
 }
 
@@ -202,11 +249,13 @@ public struct UserCouple: Sendable, Hashable, Codable {
     public let coupleName: String
     public let role: RoleName
     public let status: MembershipStatus
+    public let expiresAt: Date?
 
-    public init(coupleID: UUID, coupleName: String, role: RoleName, status: MembershipStatus) {
+    public init(coupleID: UUID, coupleName: String, role: RoleName, status: MembershipStatus, expiresAt: Date? = nil) {
         self.coupleID = coupleID
         self.coupleName = coupleName
         self.role = role
         self.status = status
+        self.expiresAt = expiresAt
     }
 }

@@ -2,7 +2,9 @@ import CoreMetrics
 import Foundation
 import Synchronization
 
-/// Each (couple, user)'s permission set, kept in memory for checks, and dropped on every change notice.
+/// Each (couple, user)'s permission set, kept in memory for checks, and dropped on every change notice, and
+/// not used from the instant the membership it comes from expires (nothing announces an expiry: it is the
+/// clock's).
 ///
 /// Loads race with changes, so a load stores its result only if nothing said it may be stale meanwhile:
 /// - each couple has a floor, the highest revision a change notice announced; a set read at a lower revision
@@ -34,6 +36,7 @@ public final class PermissionCache: Sendable {
         let role: String?
         /// The policy revision the permissions are known to be current at (nil: unknown).
         var policyRevision: Int64?
+        let expiresAt: Date?
     }
 
     /// What roles a policy change changed.
@@ -91,22 +94,33 @@ public final class PermissionCache: Sendable {
     /// `cached` and `database` (`rbac_operations_total`), they give the hit rate.
     private let evicted: CoreMetrics.Counter
     private let tracked: CoreMetrics.Gauge
+    /// The clock expiries are read against.
+    private let now: @Sendable () -> Date
 
     /// Without a metrics factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
-    public init(capacity: Int = 100_000, metrics factory: (any MetricsFactory)? = nil) {
+    public init(
+        capacity: Int = 100_000, metrics factory: (any MetricsFactory)? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         precondition(capacity > 0, "a cache needs room for at least one couple")
         self.capacity = capacity
+        self.now = now
         let factory = factory ?? MetricsSystem.factory
         evicted = CoreMetrics.Counter(label: "rbac_permission_cache_evictions_total", factory: factory)
         tracked = CoreMetrics.Gauge(label: "rbac_permission_cache_couples", factory: factory)
     }
 
-    /// The cached set, if there is one at `minRevision` or later.
+    /// The cached set, if there is one at `minRevision` or later whose membership has not expired.
     public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
-        state.withLock { state in
+        let now = now()
+        return state.withLock { state in
             guard state.holds == 0, let tracked = state.couples[couple], var entry = tracked.users[user],
                 entry.revision >= (minRevision ?? .min)
             else {
+                return nil
+            }
+            if let expiresAt = entry.expiresAt, expiresAt <= now {
+                state.couples[couple]?.users[user] = nil
                 return nil
             }
             if let role = entry.role, entry.policyRevision ?? .min < state.policyRevision {
@@ -121,7 +135,7 @@ public final class PermissionCache: Sendable {
             state.marked[tracked.slot] = true
             return PermissionSet(
                 permissions: entry.permissions, revision: entry.revision, role: entry.role,
-                policyRevision: entry.policyRevision)
+                policyRevision: entry.policyRevision, expiresAt: entry.expiresAt)
         }
     }
 
@@ -136,9 +150,10 @@ public final class PermissionCache: Sendable {
         state.withLock { Ticket(epoch: $0.epoch, notices: $0.notices, roleChanges: $0.roleChangesHeard) }
     }
 
-    /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples are not kept.
+    /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples, and sets past their
+    /// expiry, are not kept.
     public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
-        guard let revision = set.revision else { return }
+        guard let revision = set.revision, set.expiresAt.map({ $0 > now() }) ?? true else { return }
         state.withLock { state in
             guard ticket.epoch == state.epoch else { return }
             let tracked = state.couples[couple]
@@ -148,7 +163,8 @@ public final class PermissionCache: Sendable {
             else { return }
             if tracked == nil { track(couple, in: &state) }
             state.couples[couple]?.users[user] = Entry(
-                permissions: set.permissions, revision: revision, role: set.role, policyRevision: set.policyRevision)
+                permissions: set.permissions, revision: revision, role: set.role, policyRevision: set.policyRevision,
+                expiresAt: set.expiresAt)
         }
     }
 

@@ -59,7 +59,8 @@ public struct APIError: HTTPResponseError, Sendable {
             case .notAuthenticated: .unauthorized
             case .permissionDenied, .roleNotGrantable, .invitationEmailMismatch: .forbidden
             case .notFound: .notFound
-            case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded:
+            case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded,
+                .roleInUse:
                 .conflict
             case .rateLimited: .tooManyRequests
             case .unavailable: .serviceUnavailable

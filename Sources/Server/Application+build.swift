@@ -113,12 +113,13 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
         .add(middleware: JSONBodyMiddleware())
+    let permissions = CollaborationPermissionService(repository: dependencies.repository, metrics: metrics)
     PermissionAPIController(
-        repository: dependencies.repository, checker: dependencies.checker,
-        permissions: CollaborationPermissionService(repository: dependencies.repository, metrics: metrics),
+        repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,
         memberships: memberships
     ).addRoutes(to: v1)
-    ManagementAPIController(memberships: memberships, invitations: invitations).addRoutes(to: v1)
+    ManagementAPIController(memberships: memberships, invitations: invitations, permissions: permissions)
+        .addRoutes(to: v1)
     BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)
     return router
 }

@@ -51,19 +51,24 @@ struct InvitationController {
                 let inviter: String
                 let emailHint: String?
                 let expiresAt: Date
+                let roleDescription: String?
+                let membershipExpiresAt: Date?
                 enum CodingKeys: String, CodingKey {
                     case coupleID = "couple_id"
                     case coupleName = "couple_name"
                     case role, inviter
                     case emailHint = "email_hint"
                     case expiresAt = "expires_at"
+                    case roleDescription = "role_description"
+                    case membershipExpiresAt = "membership_expires_at"
                 }
             }
             return try Self.json(
                 .ok,
                 Preview(
                     coupleID: preview.coupleID, coupleName: preview.coupleName, role: preview.role.rawValue,
-                    inviter: preview.inviter, emailHint: preview.emailHint, expiresAt: preview.expiresAt))
+                    inviter: preview.inviter, emailHint: preview.emailHint, expiresAt: preview.expiresAt,
+                    roleDescription: preview.roleDescription, membershipExpiresAt: preview.membershipExpiresAt))
         } catch let error as CollaborationError where error.code == .notFound {
             return try await unusable(request, context, json: true)
         }

@@ -7,6 +7,11 @@ enum InvitationPage {
     /// starts it; otherwise a form that posts the bearer token the app supplies (an app's web view).
     static func pending(_ preview: InvitationPreview, token: String, signIn: Bool) -> String {
         let expires = preview.expiresAt.formatted(.iso8601)
+        // "invites you as mom: May view the guests and the budget"; the role's author wrote the description.
+        let described = preview.roleDescription.map { ": <span id=\"role-description\">\(escape($0))</span>" } ?? ""
+        let access = preview.membershipExpiresAt.map {
+            " Your access ends on <time id=\"access-ends\" datetime=\"\($0.formatted(.iso8601))\">\(inWords($0))</time>."
+        }
         let bound = preview.emailHint.map {
             " It is for <strong id=\"email\">\(escape($0))</strong>: sign in with that address."
         }
@@ -27,7 +32,7 @@ enum InvitationPage {
             title: "Join \(preview.coupleName)",
             body: """
                 <h1>You're invited to join <span id="couple">\(escape(preview.coupleName))</span></h1>
-                <p><strong>\(escape(preview.inviter))</strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>.</p>
+                <p><strong>\(escape(preview.inviter))</strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>\(described).\(access ?? "")</p>
                 <p class="muted">This link expires on <time id="expires" datetime="\(expires)">\(inWords(preview.expiresAt))</time>.\
                 \(bound ?? "")</p>
                 \(accept)

@@ -2,12 +2,13 @@ import Collaboration
 import Foundation
 import Hummingbird
 
-/// Membership and invitation management under `/v1/couples/{couple}`, for backend services acting for one of
+/// Membership, invitation and role management under `/v1/couples/{couple}`, for backend services acting for one of
 /// their users: the service key authenticates the backend, `X-Acting-User` names the user, and that user's
 /// permissions and grantable roles decide (the same rules as `rbac --actor`).
 struct ManagementAPIController {
     let memberships: MembershipService
     let invitations: CollaborationInvitationService
+    let permissions: CollaborationPermissionService
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("couples/:couple/members", use: grant)
@@ -20,21 +21,28 @@ struct ManagementAPIController {
         group.post("couples/:couple/invitations", use: invite)
         group.delete("couples/:couple/invitations/:invitation", use: revoke)
         group.post("couples/:couple/invitations/:invitation/resend", use: resend)
+        group.get("couples/:couple/roles", use: listRoles)
+        group.post("couples/:couple/roles", use: createRole)
+        group.patch("couples/:couple/roles/:role", use: editRole)
+        group.delete("couples/:couple/roles/:role", use: deleteRole)
     }
 
     @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {
         struct Body: Decodable {
             let userID: String
             let role: String
+            let expiresAt: String?
             enum CodingKeys: String, CodingKey {
                 case userID = "user_id"
                 case role
+                case expiresAt = "expires_at"
             }
         }
         let body = try await request.decode(as: Body.self, context: context)
         let role = try RoleName(validating: body.role)
         let membership = try await memberships.grant(
-            role, to: try APIError.uuid(body.userID, "user_id"), in: try couple(context), as: try request.actingUser())
+            role, to: try APIError.uuid(body.userID, "user_id"), in: try couple(context),
+            until: try Self.instant(body.expiresAt, "expires_at"), as: try request.actingUser())
         return try PermissionAPIController.json(membership)
     }
 
@@ -85,9 +93,11 @@ struct ManagementAPIController {
             let role: String
             let email: String?
             let expiresInSeconds: Int?
+            let membershipExpiresAt: String?
             enum CodingKeys: String, CodingKey {
                 case role, email
                 case expiresInSeconds = "expires_in_seconds"
+                case membershipExpiresAt = "membership_expires_at"
             }
         }
         let body = try await request.decode(as: Body.self, context: context)
@@ -95,6 +105,7 @@ struct ManagementAPIController {
         let issued = try await invitations.invite(
             to: try couple(context), role: try RoleName(validating: body.role), email: email,
             expiresIn: body.expiresInSeconds.map { .seconds($0) } ?? CollaborationInvitationService.defaultExpiry,
+            membershipExpiresAt: try Self.instant(body.membershipExpiresAt, "membership_expires_at"),
             as: try request.actingUser())
         return try Self.issued(issued)
     }
@@ -108,6 +119,61 @@ struct ManagementAPIController {
         try Self.issued(
             try await invitations.resend(try invitation(context), in: try couple(context), as: try request.actingUser())
         )
+    }
+
+    @Sendable func listRoles(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Listed: Encodable { let roles: [CoupleRole] }
+        return try PermissionAPIController.json(
+            Listed(roles: try await permissions.roles(of: try couple(context), as: try request.actingUser())))
+    }
+
+    @Sendable func createRole(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable {
+            let name: String
+            let description: String
+            let permissions: [String]
+        }
+        let body = try await request.decode(as: Body.self, context: context)
+        var response = try PermissionAPIController.json(
+            try await permissions.createRole(
+                try RoleName(validating: body.name), in: try couple(context), description: body.description,
+                permissions: try body.permissions.map { try Permission(validating: $0) }, as: try request.actingUser()))
+        response.status = .created
+        return response
+    }
+
+    @Sendable func editRole(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable {
+            let description: String?
+            let permissions: [String]?
+        }
+        let body = try await request.decode(as: Body.self, context: context)
+        guard body.description != nil || body.permissions != nil else {
+            throw APIError.badRequest("give description, permissions, or both")
+        }
+        return try PermissionAPIController.json(
+            try await permissions.editRole(
+                try role(context), in: try couple(context), description: body.description,
+                permissions: try body.permissions?.map { try Permission(validating: $0) },
+                as: try request.actingUser()))
+    }
+
+    /// `?reassign=ROLE` moves the role's members and pending invitations to ROLE first.
+    @Sendable func deleteRole(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let reassign = try request.uri.queryParameters["reassign"].map { try RoleName(validating: String($0)) }
+        try await permissions.deleteRole(
+            try role(context), in: try couple(context), reassign: reassign, as: try request.actingUser())
+        return Response(status: .noContent)
+    }
+
+    /// An instant a body gave as ISO 8601 text (`instant(parsing:)`); nil when absent.
+    private static func instant(_ text: String?, _ field: String) throws -> Date? {
+        try text.map { text in
+            guard let date = Tenancy.instant(parsing: text) else {
+                throw APIError.badRequest("\(field) must be an ISO 8601 instant with a zone, such as 2026-09-30T18:00Z")
+            }
+            return date
+        }
     }
 
     /// An issued invitation: the only response that carries a token, never cached.
@@ -130,6 +196,10 @@ struct ManagementAPIController {
 
     private func user(_ context: AppRequestContext) throws -> UUID {
         try APIError.uuid(context.parameters.get("user"), "user id")
+    }
+
+    private func role(_ context: AppRequestContext) throws -> RoleName {
+        try RoleName(validating: context.parameters.get("role") ?? "")
     }
 
     private func invitation(_ context: AppRequestContext) throws -> UUID {

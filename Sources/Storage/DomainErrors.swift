@@ -18,6 +18,7 @@ extension SQLState {
     public static let invalidPolicy = SQLState("RBPOL")
     public static let quotaExceeded = SQLState("RBQTA")
     public static let rateLimited = SQLState("RBRAT")
+    public static let roleInUse = SQLState("RBHLD")
 
     /// The domain error code of each of the product's own SQLSTATEs.
     static let domainCodes: [SQLState: CollaborationError.Code] = [
@@ -26,7 +27,7 @@ extension SQLState {
         .invalidInput: .invalidInput, .lastOwner: .lastOwner, .invitationExpired: .invitationExpired,
         .invitationRevoked: .invitationRevoked, .invitationUsed: .invitationUsed,
         .invitationEmailMismatch: .invitationEmailMismatch, .invalidPolicy: .invalidPolicy,
-        .quotaExceeded: .quotaExceeded, .rateLimited: .rateLimited,
+        .quotaExceeded: .quotaExceeded, .rateLimited: .rateLimited, .roleInUse: .roleInUse,
     ]
 }
 

@@ -48,8 +48,10 @@ final class PermissionSetLoader: Sendable {
     private static func permissionSets(
         _ pairs: [CoupleUser], session: PostgresConnection.Session, roles: RolePermissions
     ) throws -> [PermissionSet] {
-        let read: PostgresQuery =
-            "SELECT revision, role, policy_revision FROM user_roles(\(pairs.map(\.couple)), \(pairs.map(\.user)))"
+        let read: PostgresQuery = """
+            SELECT revision, role, policy_revision, expires_at, couple_role_permissions
+            FROM user_roles(\(pairs.map(\.couple)), \(pairs.map(\.user)))
+            """
         do {
             // A policy change that lands between the two reads leaves no permissions at the roles' revision: the
             // roles are read again, at the new one.
@@ -59,21 +61,13 @@ final class PermissionSetLoader: Sendable {
                     throw PostgresError(
                         .decoding, message: "user_roles returned \(rows.count) rows for \(pairs.count) pairs")
                 }
-                let members = try rows.map { row -> (revision: Int64?, role: String?) in
-                    (try row.decode("revision"), try row.decode("role"))
-                }
+                let members = try rows.map(Member.init)
                 let policyRevision: Int64 = try rows[0].decode("policy_revision")
-                guard members.contains(where: { $0.role != nil }) else {
-                    return members.map {
-                        PermissionSet(permissions: [], revision: $0.revision, policyRevision: policyRevision)
-                    }
+                guard members.contains(where: { $0.role != nil && $0.coupleRolePermissions == nil }) else {
+                    return members.map { $0.permissionSet(policyRevision: policyRevision, granted: [:]) }
                 }
                 guard let granted = try roles.at(policyRevision: policyRevision, session: session) else { continue }
-                return members.map { member in
-                    PermissionSet(
-                        permissions: member.role.flatMap { granted[$0] } ?? [], revision: member.revision,
-                        role: member.role, policyRevision: policyRevision)
-                }
+                return members.map { $0.permissionSet(policyRevision: policyRevision, granted: granted) }
             }
             throw CollaborationError(
                 .unavailable,
@@ -85,6 +79,32 @@ final class PermissionSetLoader: Sendable {
 
     /// How often a load reads the roles before giving up on a policy that keeps changing under it.
     static let policyChangeAttempts = 5
+
+    /// A row of user_roles.
+    private struct Member {
+        let revision: Int64?
+        let role: String?
+        let expiresAt: Date?
+        /// For a role the couple defined, what it grants (read with the couple's revision); nil for the policy's.
+        let coupleRolePermissions: [String]?
+
+        init(_ row: PostgresRow) throws {
+            revision = try row.decode("revision")
+            role = try row.decode("role")
+            expiresAt = try row.decode("expires_at")
+            coupleRolePermissions = try row.decode("couple_role_permissions")
+        }
+
+        /// `granted`: what each role of the policy grants at `policyRevision`.
+        func permissionSet(policyRevision: Int64, granted: [String: Set<Permission>]) -> PermissionSet {
+            let permissions =
+                coupleRolePermissions.map { Set($0.compactMap(Permission.init(rawValue:))) }
+                ?? role.flatMap { granted[$0] } ?? []
+            return PermissionSet(
+                permissions: permissions, revision: revision, role: role, policyRevision: policyRevision,
+                expiresAt: expiresAt)
+        }
+    }
 }
 
 /// What each role grants, as last read from the database (`role_permission_sets`, sql/functions/permissions.sql), with the policy

@@ -3,6 +3,17 @@ import Foundation
 import Postgres
 import Secrets
 
+/// What one sweep recorded: how many memberships and invitations had expired unrecorded.
+public struct ExpirySweep: Sendable, Hashable, Codable {
+    public let memberships: Int
+    public let invitations: Int
+
+    public init(memberships: Int, invitations: Int) {
+        self.memberships = memberships
+        self.invitations = invitations
+    }
+}
+
 /// The collaboration repository on PostgreSQL: each operation is one transaction that names the actor the way
 /// the SQL functions read it (request.jwt.claims for an end user; rbac.actor_label for the operator) and calls
 /// the function that enforces the rules.
@@ -144,11 +155,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple] {
         try await run(as: actor) { connection in
             try await connection.query(
-                "SELECT couple_id, couple_name, role, status FROM user_couples(\(user), \(Int32(clamping: limit)), \(after))"
+                """
+                SELECT couple_id, couple_name, role, status, expires_at
+                FROM user_couples(\(user), \(Int32(clamping: limit)), \(after))
+                """
             ).map { row in
                 UserCouple(
                     coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
-                    role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")))
+                    role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
+                    expiresAt: try row.decode("expires_at"))
             }
         }
     }
@@ -204,13 +219,64 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    public func roles(couple: UUID, as actor: Actor) async throws -> [CoupleRole] {
+        try await run(as: actor) { connection in
+            try await connection.query("SELECT * FROM couple_roles(\(couple))").map(Self.coupleRole)
+        }
+    }
+
+    public func createRole(
+        couple: UUID, name: RoleName, description: String, permissions: [Permission], as actor: Actor
+    ) async throws -> CoupleRole {
+        try await changingRoles(of: couple, as: actor) { connection in
+            try await Self.coupleRole(
+                connection.query(
+                    """
+                    SELECT * FROM create_couple_role(
+                        \(couple), \(name.rawValue), \(description), \(permissions.map(\.rawValue)))
+                    """)[0])
+        }
+    }
+
+    public func editRole(
+        couple: UUID, name: RoleName, description: String?, permissions: [Permission]?, as actor: Actor
+    ) async throws -> CoupleRole {
+        try await changingRoles(of: couple, as: actor) { connection in
+            try await Self.coupleRole(
+                connection.query(
+                    """
+                    SELECT * FROM edit_couple_role(
+                        \(couple), \(name.rawValue), \(description), \(permissions?.map(\.rawValue)))
+                    """)[0])
+        }
+    }
+
+    public func deleteRole(couple: UUID, name: RoleName, reassign: RoleName?, as actor: Actor) async throws {
+        try await changingRoles(of: couple, as: actor) { connection in
+            _ = try await connection.query(
+                "SELECT delete_couple_role(\(couple), \(name.rawValue), \(reassign?.rawValue))")
+        }
+    }
+
+    /// Runs a change to the couple's roles, which may change what its members hold; once it has committed, the
+    /// couple's cached permissions are dropped, as after a membership change.
+    private func changingRoles<T: Sendable>(
+        of couple: UUID, as actor: Actor, _ write: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let (result, revision) = try await run(as: actor) { connection in
+            (try await write(connection), try await Self.revision(of: couple, on: connection))
+        }
+        cache?.invalidate(couple: couple, revision: revision)
+        return result
+    }
+
     // MARK: Memberships
 
     public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
         try await run(as: actor) { connection in
             try await connection.query(
                 """
-                SELECT user_id, email, display_name, role, status, joined_at
+                SELECT user_id, email, display_name, role, status, joined_at, expires_at
                 FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after))
                 """
             ).map { row in
@@ -219,13 +285,16 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                         id: try row.decode("user_id"), email: try row.decode("email"),
                         displayName: try row.decode("display_name")),
                     role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
-                    joinedAt: try row.decode("joined_at"))
+                    joinedAt: try row.decode("joined_at"), expiresAt: try row.decode("expires_at"))
             }
         }
     }
 
-    public func grant(couple: UUID, user: UUID, role: RoleName, as actor: Actor) async throws -> Membership {
-        try await membership(as: actor, "SELECT * FROM grant_role(\(couple), \(user), \(role.rawValue))")
+    public func grant(couple: UUID, user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) async throws
+        -> Membership
+    {
+        try await membership(
+            as: actor, "SELECT * FROM grant_role(\(couple), \(user), \(role.rawValue), \(expiresAt))")
     }
 
     public func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership {
@@ -248,43 +317,42 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await membership(as: actor, "SELECT * FROM transfer_ownership(\(couple), \(newOwner))")
     }
 
+    /// A write that returns the membership row it left.
     private func membership(as actor: Actor, _ query: PostgresQuery) async throws -> Membership {
-        try await changingMembership(as: actor) { connection in
-            let row = try await connection.query(query)[0]
-            return (
-                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")),
-                try Self.status(row.decode("status"))
-            )
-        }
+        try await changingMembership(as: actor) { connection in try await Self.membership(connection.query(query)[0]) }
     }
 
     /// Runs a membership write and reads the revision it brought its couple to, in one transaction; once it
     /// has committed, the couple's cached permissions are dropped.
-    private func changingMembership(
-        as actor: Actor, _ write: (PostgresConnection) async throws -> (UUID, UUID, RoleName, MembershipStatus)
-    ) async throws -> Membership {
+    private func changingMembership(as actor: Actor, _ write: (PostgresConnection) async throws -> Membership)
+        async throws -> Membership
+    {
         let membership = try await run(as: actor) { connection in
-            let (couple, user, role, status) = try await write(connection)
-            let revision: Int64 =
-                try await connection.query("SELECT revision FROM couples WHERE id = \(couple)").first?
-                .decode("revision") ?? 0
-            return Membership(coupleID: couple, userID: user, role: role, status: status, revision: revision)
+            var membership = try await write(connection)
+            membership.revision = try await Self.revision(of: membership.coupleID, on: connection)
+            return membership
         }
         cache?.invalidate(couple: membership.coupleID, revision: membership.revision)
         return membership
     }
 
+    private static func revision(of couple: UUID, on connection: PostgresConnection) async throws -> Int64 {
+        try await connection.query("SELECT revision FROM couples WHERE id = \(couple)").first?.decode("revision") ?? 0
+    }
+
     // MARK: Invitations
 
     public func createInvitation(
-        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration, as actor: Actor
+        couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration,
+        membershipExpiresAt: Date?, as actor: Actor
     ) async throws -> Invitation {
         let seconds = Int(expiresIn.components.seconds)
         return try await run(as: actor) { connection in
             let created = try await connection.query(
                 """
                 SELECT invitation_id FROM create_invitation(
-                    \(couple), \(Data(token.hash)), \(role.rawValue), \(email?.rawValue), make_interval(secs => \(seconds)))
+                    \(couple), \(Data(token.hash)), \(role.rawValue), \(email?.rawValue),
+                    make_interval(secs => \(seconds)), \(membershipExpiresAt))
                 """)
             let invitation: UUID = try created[0].decode("invitation_id")
             try await sealToken(token, of: invitation, on: connection)
@@ -358,7 +426,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await run(as: nil) { connection in
             try await connection.query(
                 """
-                SELECT couple_id, couple_name, role, inviter, email_hint, expires_at, status
+                SELECT couple_id, couple_name, role, inviter, email_hint, expires_at, status, role_description,
+                       membership_expires_at
                 FROM invitation_preview(\(Data(tokenHash)))
                 """
             ).first.map { row in
@@ -366,18 +435,16 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                     coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
                     role: try Self.roleName(row.decode("role")), inviter: try row.decode("inviter"),
                     emailHint: try row.decode("email_hint"), expiresAt: try row.decode("expires_at"),
-                    status: try Self.invitationStatus(row.decode("status")))
+                    status: try Self.invitationStatus(row.decode("status")),
+                    roleDescription: try row.decode("role_description"),
+                    membershipExpiresAt: try row.decode("membership_expires_at"))
             }
         }
     }
 
     public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) async throws -> Membership {
         try await changingMembership(as: actor) { connection in
-            let row = try await connection.query(
-                "SELECT couple_id, user_id, role FROM accept_invitation(\(Data(tokenHash)), \(user))")[0]
-            return (
-                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")), .active
-            )
+            try await Self.accept(tokenHash, user: user, on: connection)
         }
     }
 
@@ -385,12 +452,21 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await changingMembership(as: .user(signedIn.user)) { connection in
             // The claims a provider's token carries: accept_invitation reads the identity's verified address.
             try await connection.act(through: signedIn.identity)
-            let row = try await connection.query(
-                "SELECT couple_id, user_id, role FROM accept_invitation(\(Data(tokenHash)))")[0]
-            return (
-                try row.decode("couple_id"), try row.decode("user_id"), try Self.roleName(row.decode("role")), .active
-            )
+            return try await Self.accept(tokenHash, user: nil, on: connection)
         }
+    }
+
+    /// Accepts, then reads the membership that made (a statement does not see rows the functions it calls
+    /// write).
+    private static func accept(_ tokenHash: [UInt8], user: UUID?, on connection: PostgresConnection) async throws
+        -> Membership
+    {
+        let accepted = try await connection.query(
+            "SELECT couple_id, user_id FROM accept_invitation(\(Data(tokenHash)), \(user))")[0]
+        let couple: UUID = try accepted.decode("couple_id")
+        let member: UUID = try accepted.decode("user_id")
+        return try await membership(
+            connection.query("SELECT * FROM memberships WHERE couple_id = \(couple) AND user_id = \(member)")[0])
     }
 
     public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) async throws {
@@ -408,6 +484,20 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 SELECT * FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(clamping: limit)), \(after))
                 """
             ).map { try Self.invitation($0, of: couple) }
+        }
+    }
+
+    // MARK: Expiries
+
+    /// Records in the audit logs and the outbox the memberships and invitations that expired since the last
+    /// sweep, at most `limit` of each (`public.sweep_expired`); the operator's. Expiry itself needs no sweep.
+    public func sweepExpired(limit: Int = 1000) async throws -> ExpirySweep {
+        try await run(as: nil) { connection in
+            let row = try await connection.query(
+                "SELECT memberships_expired, invitations_expired FROM sweep_expired(\(Int32(clamping: limit)))")[0]
+            return ExpirySweep(
+                memberships: Int(try row.decode("memberships_expired", as: Int32.self)),
+                invitations: Int(try row.decode("invitations_expired", as: Int32.self)))
         }
     }
 
@@ -501,7 +591,23 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             role: try roleName(row.decode("role")), email: try row.decode("email"),
             inviter: try row.decode("inviter", as: String?.self) ?? "operator", createdAt: try row.decode("created_at"),
             expiresAt: try row.decode("expires_at"), status: try invitationStatus(row.decode("status")),
-            acceptedBy: try row.decode("accepted_by"))
+            acceptedBy: try row.decode("accepted_by"), membershipExpiresAt: try row.decode("membership_expires_at"))
+    }
+
+    /// A row of couple_roles (and of the functions that author roles, which return the same columns).
+    private static func coupleRole(_ row: PostgresRow) throws -> CoupleRole {
+        CoupleRole(
+            name: try roleName(row.decode("name")), description: try row.decode("description"),
+            permissions: try row.decode("permissions", as: [String].self).compactMap(Permission.init(rawValue:)),
+            coupleDefined: try row.decode("couple_defined"))
+    }
+
+    /// A row of memberships; the revision is the caller's to read.
+    private static func membership(_ row: PostgresRow) throws -> Membership {
+        Membership(
+            coupleID: try row.decode("couple_id"), userID: try row.decode("user_id"),
+            role: try roleName(row.decode("role")), status: try status(row.decode("status")), revision: 0,
+            expiresAt: try row.decode("expires_at"))
     }
 
     private static func roleName(_ text: String) throws -> RoleName {

@@ -77,3 +77,19 @@ public func escape(_ text: String) -> String {
     }
     return escaped
 }
+
+/// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
+/// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC). Nil for anything else.
+public func instant(parsing text: String) -> Date? {
+    guard
+        let match = text.wholeMatch(
+            of: /(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2})(:\d{2})?(?:\.\d{1,9})?(Z|[+-]\d{2}:\d{2}))?/)
+    else { return nil }
+    let normalized: String
+    if let time = match.2, let zone = match.4 {
+        normalized = "\(match.1)T\(time)\(match.3 ?? ":00")\(zone)"
+    } else {
+        normalized = "\(match.1)T00:00:00Z"
+    }
+    return ISO8601DateFormatter().date(from: normalized)
+}

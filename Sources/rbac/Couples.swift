@@ -139,11 +139,11 @@ struct CoupleDetail: Encodable {
 
 func memberTable(_ members: [Member]) -> String {
     Table(
-        headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED"],
+        headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED", "EXPIRES"],
         rows: members.map {
             [
                 $0.user.id.uuidString.lowercased(), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
-                $0.status.rawValue, $0.joinedAt.iso8601,
+                $0.status.rawValue, $0.joinedAt.iso8601, $0.expiresAt?.iso8601 ?? "",
             ]
         }
     ).rendered

@@ -5,20 +5,38 @@ import Foundation
 extension RBAC {
     struct Grant: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Give a user a role in a couple (adds them, or changes the role they hold).")
+            abstract: "Give a user a role in a couple (adds them, or changes the role they hold).",
+            discussion: """
+                The membership holds until changed, or until --expires / --until: from that instant it grants \
+                nothing. Granting again without either removes an expiry. An owner's membership never expires.
+
+                Example: rbac grant --couple C --user planner@example.com --role planner --until 2026-09-30T18:00Z
+                """)
         @OptionGroup var member: MemberOptions
-        @Option(help: "The role, e.g. owner, partner, planner, viewer (see rbac roles).") var role: String
+        @Option(help: "The role: one of the policy's or the couple's own (see rbac roles --couple C).")
+        var role: String
+        @Option(help: ArgumentHelp("The membership expires this long from now: 12h, 90d.", valueName: "lifetime"))
+        var expires: Lifetime?
+        @Option(help: ArgumentHelp("The membership expires at this instant: 2026-09-30T18:00Z.", valueName: "instant"))
+        var until: Instant?
         @OptionGroup var acting: ActingOptions
 
-        func validate() throws { try Parse.role(role) }
+        func validate() throws {
+            try Parse.role(role)
+            _ = try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until"))
+        }
 
         func run() async throws {
             try await member.run(acting) { context, actor, user, couple in
                 let membership = try await context.memberships.grant(
-                    try RoleName(validating: role), to: user.id, in: couple, as: actor)
+                    try RoleName(validating: role), to: user.id, in: couple,
+                    until: try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until")),
+                    as: actor)
+                let until = membership.expiresAt.map { " until \($0.iso8601)" } ?? ""
                 try acting.output.print(
                     membership,
-                    "\(user.email) is now \(membership.role) in couple \(membership.coupleID.uuidString.lowercased())")
+                    "\(user.email) is now \(membership.role) in couple \(membership.coupleID.uuidString.lowercased())\(until)"
+                )
             }
         }
     }

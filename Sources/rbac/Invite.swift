@@ -15,11 +15,28 @@ extension RBAC {
             help: ArgumentHelp(
                 "How long the link works: 30m, 12h, 7d (default 7d, at most 365d).", valueName: "lifetime"))
         var expires: Lifetime = Lifetime(argument: "7d")!
+        @Option(
+            help: ArgumentHelp(
+                "The membership accepting creates expires this long after the invitation is made: 90d.",
+                valueName: "lifetime"))
+        var accessExpires: Lifetime?
+        @Option(
+            help: ArgumentHelp(
+                "The membership accepting creates expires at this instant: 2026-09-30T18:00Z.", valueName: "instant"))
+        var accessUntil: Instant?
         @OptionGroup var acting: ActingOptions
+
+        private var membershipExpiresAt: Date? {
+            get throws {
+                try membershipExpiry(
+                    after: accessExpires, until: accessUntil, flags: ("--access-expires", "--access-until"))
+            }
+        }
 
         func validate() throws {
             _ = try Parse.couple(couple)
             try Parse.role(role)
+            _ = try membershipExpiresAt
             if let email, EmailAddress(rawValue: email) == nil {
                 throw ValidationError("\(quoted(email)) is not an email address")
             }
@@ -30,7 +47,7 @@ extension RBAC {
                 let issued = try await context.invitations.invite(
                     to: try Parse.couple(couple), role: try RoleName(validating: role),
                     email: email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expires.duration,
-                    as: actor)
+                    membershipExpiresAt: try membershipExpiresAt, as: actor)
                 try printIssued(issued, json: acting.output.json)
             }
         }

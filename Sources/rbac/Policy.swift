@@ -51,7 +51,12 @@ extension RBAC {
 
         struct Test: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Run the policy tests in tests.json against policy.json (exit 1 if any fails).")
+                abstract: "Run the policy tests in tests.json against policy.json (exit 1 if any fails).",
+                discussion: """
+                    tests.json is a list of expectations, or {"couple_roles": {...}, "tests": [...]} whose \
+                    couple_roles define roles a couple could define ({"mom": {"permissions": ["guests.view"]}}) \
+                    for the tests to name, given by the database's rules (roles.assign and every permission).
+                    """)
             @OptionGroup var location: Location
             @OptionGroup var output: OutputOptions
 
@@ -60,8 +65,8 @@ extension RBAC {
                 do {
                     let roles = try location.roles()
                     let file = try location.directory().appendingPathComponent("tests.json")
-                    let tests = try JSONDecoder().decode([PolicyTest].self, from: Data(contentsOf: file))
-                    results = tests.map { ($0, $0.passes(in: roles)) }
+                    results = try JSONDecoder().decode(PolicyTestFile.self, from: Data(contentsOf: file))
+                        .results(in: roles)
                 } catch {
                     throw CommandFailure(error)
                 }

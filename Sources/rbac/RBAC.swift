@@ -26,7 +26,7 @@ struct RBAC: AsyncParsableCommand {
         subcommands: [
             Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Members.self, Check.self, Invite.self,
             Invitations.self, Redeem.self, TransferOwnership.self, Leave.self, Audit.self, Roles.self, Policy.self,
-            Serve.self, Keys.self, Webhooks.self, Outbox.self, Deliver.self, BudgetCommand.self,
+            Serve.self, Keys.self, Webhooks.self, Outbox.self, Deliver.self, Sweep.self, BudgetCommand.self,
         ]
     )
 

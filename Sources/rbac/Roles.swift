@@ -5,25 +5,153 @@ import Foundation
 extension RBAC {
     struct Roles: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "The access policy: roles, their permissions and what they may give.")
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+            abstract: "Roles: the policy's, and those a couple defines for itself.",
+            discussion: """
+                A couple's own role grants permissions of the registry (rbac roles lists them). Authoring one \\
+                needs roles.manage and every permission it grants; giving one (grant, invite) needs roles.assign \\
+                and every permission it grants. Names are lower-case letters and underscores, unique in the \\
+                couple and unlike the policy's.
 
-        func run() async throws {
-            try await CommandContext.run(database) { context in
-                let roles = try await context.permissions.roles()
-                try output.print(
-                    roles,
-                    Table(
-                        headers: ["ROLE", "MAY GIVE", "PERMISSIONS"],
-                        rows: roles.map {
-                            [
-                                $0.name.rawValue, $0.grants.map(\.rawValue).joined(separator: ","),
-                                $0.permissions.map(\.rawValue).joined(separator: " "),
-                            ]
-                        }
-                    ).rendered)
+                Example: rbac roles create --couple C --name mom --description "May view the guests and the \\
+                budget" --permission guests.view --permission budget.view
+                """,
+            subcommands: [List.self, Create.self, Edit.self, Delete.self], defaultSubcommand: List.self)
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "The policy's roles, or with --couple every role its members can hold.")
+            @Option(help: "List the roles of this couple: the policy's, then its own.") var couple: String?
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws { _ = try couple.map(Parse.couple) }
+
+            func run() async throws {
+                guard let couple else {
+                    return try await CommandContext.run(acting.database) { context in
+                        let roles = try await context.permissions.roles()
+                        try acting.output.print(
+                            roles,
+                            Table(
+                                headers: ["ROLE", "MAY GIVE", "PERMISSIONS"],
+                                rows: roles.map {
+                                    [
+                                        $0.name.rawValue, $0.grants.map(\.rawValue).joined(separator: ","),
+                                        $0.permissions.map(\.rawValue).joined(separator: " "),
+                                    ]
+                                }
+                            ).rendered)
+                    }
+                }
+                try await acting.run { context, actor in
+                    let roles = try await context.permissions.roles(of: try Parse.couple(couple), as: actor)
+                    try acting.output.print(roles, Roles.table(roles))
+                }
             }
+        }
+
+        struct Create: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(abstract: "Define a role of the couple's own.")
+            @Option(help: "The couple's id.") var couple: String
+            @Option(help: "The role's name: lower-case letters and underscores.") var name: String
+            @Option(help: "What the role is for, shown where it is given and on invitation pages.")
+            var description: String
+            @Option(help: "A permission it grants (repeat for several).") var permission: [String] = []
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                try Parse.role(name)
+                _ = try Roles.permissions(permission)
+            }
+
+            func run() async throws {
+                try await acting.run { context, actor in
+                    let role = try await context.permissions.createRole(
+                        try RoleName(validating: name), in: try Parse.couple(couple), description: description,
+                        permissions: try Roles.permissions(permission), as: actor)
+                    try acting.output.print(role, Roles.table([role]))
+                }
+            }
+        }
+
+        struct Edit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change a couple's own role: its description, what it grants, or both.",
+                discussion: "--permission replaces what the role grants; its holders get the new set at once.")
+            @Option(help: "The couple's id.") var couple: String
+            @Option(help: "The role's name.") var name: String
+            @Option(help: "Its new description.") var description: String?
+            @Option(help: "A permission it grants from now on (repeat; replaces the set).") var permission: [String] =
+                []
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                try Parse.role(name)
+                _ = try Roles.permissions(permission)
+                guard description != nil || !permission.isEmpty else {
+                    throw ValidationError("give --description, --permission, or both")
+                }
+            }
+
+            func run() async throws {
+                try await acting.run { context, actor in
+                    let role = try await context.permissions.editRole(
+                        try RoleName(validating: name), in: try Parse.couple(couple), description: description,
+                        permissions: permission.isEmpty ? nil : try Roles.permissions(permission), as: actor)
+                    try acting.output.print(role, Roles.table([role]))
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Delete a couple's own role.",
+                discussion: "A role someone holds (or a pending invitation names) needs --reassign.")
+            @Option(help: "The couple's id.") var couple: String
+            @Option(help: "The role's name.") var name: String
+            @Option(help: ArgumentHelp("Move its members and pending invitations to this role.", valueName: "role"))
+            var reassign: String?
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                try Parse.role(name)
+                try reassign.map(Parse.role)
+            }
+
+            func run() async throws {
+                try await acting.run { context, actor in
+                    let couple = try Parse.couple(couple)
+                    try await context.permissions.deleteRole(
+                        try RoleName(validating: name), in: couple,
+                        reassign: try reassign.map { try RoleName(validating: $0) }, as: actor)
+                    let moved = reassign.map { "; its members now hold \($0)" } ?? ""
+                    try acting.output.print(
+                        ["deleted": name], "deleted role \(name) of couple \(couple.uuidString.lowercased())\(moved)")
+                }
+            }
+        }
+
+        static func permissions(_ names: [String]) throws -> [Permission] {
+            try names.map { name in
+                guard let permission = Permission(rawValue: name) else {
+                    throw ValidationError("\(quoted(name)) is not a permission (area.action, e.g. budget.edit)")
+                }
+                return permission
+            }
+        }
+
+        static func table(_ roles: [CoupleRole]) -> String {
+            Table(
+                headers: ["ROLE", "DEFINED BY", "PERMISSIONS", "DESCRIPTION"],
+                rows: roles.map {
+                    [
+                        $0.name.rawValue, $0.coupleDefined ? "couple" : "policy",
+                        $0.permissions.map(\.rawValue).joined(separator: " "), $0.description,
+                    ]
+                }
+            ).rendered
         }
     }
 }

@@ -55,6 +55,13 @@ extension RBAC {
                 cut off: 1s to 300s.
                 """, valueName: "duration"))
         var drainTimeout: ShortDuration = ShortDuration(argument: "10s")!
+        @Option(
+            help: ArgumentHelp(
+                """
+                How often to record expired memberships and invitations in the audit logs and the outbox (rbac \
+                sweep): 1s to 3600s. Expiry itself does not wait for it.
+                """, valueName: "duration"))
+        var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
         @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
         var logLevel: String = "info"
         @OptionGroup var tokens: TokenOptions
@@ -72,6 +79,9 @@ extension RBAC {
                 throw ValidationError("--drain-timeout must be from 1s to 300s")
             }
             guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
+            guard (.seconds(1)...Duration.seconds(3600)).contains(sweepInterval.duration) else {
+                throw ValidationError("--sweep-interval must be from 1s to 3600s")
+            }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")
             }
@@ -146,6 +156,24 @@ extension RBAC {
                         metrics: PrometheusMetricsFactory(registry: registry)
                     ).run { logger.warning("\($0)") }
                 }
+                let sweeper = Task { [logger, sweepInterval] in
+                    while !Task.isCancelled {
+                        do {
+                            let swept = try await repository.sweepExpired()
+                            if swept.memberships + swept.invitations > 0 {
+                                logger.info(
+                                    "recorded expiries",
+                                    metadata: [
+                                        "memberships": "\(swept.memberships)", "invitations": "\(swept.invitations)",
+                                    ])
+                            }
+                        } catch {
+                            logger.warning(
+                                "sweeping expiries failed; trying again later", metadata: ["error": "\(error)"])
+                        }
+                        try? await Task.sleep(for: sweepInterval.duration)
+                    }
+                }
                 let listener = Task { [logger] in
                     guard !noCache else { return }
                     await feed.run { listening, error in
@@ -165,8 +193,10 @@ extension RBAC {
                 logger.info("rbac serve stopped")
                 listener.cancel()
                 worker.cancel()
+                sweeper.cancel()
                 await listener.value
                 await worker.value
+                await sweeper.value
                 await pool.close()
             } catch let error as IOError {
                 // The only sockets NIO opens here are the server's: binding failed (port taken, say).

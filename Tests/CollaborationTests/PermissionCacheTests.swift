@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -20,6 +21,26 @@ struct PermissionCacheTests {
         #expect(cache.lookup(couple: couple, user: user, minRevision: 4) == set(revision: 4))
         #expect(cache.lookup(couple: couple, user: user, minRevision: 5) == nil)
         #expect(cache.lookup(couple: couple, user: UUID()) == nil)
+    }
+
+    @Test("a set is answered up to the instant its membership expires, and never from then on")
+    func expiry() {
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let cache = PermissionCache(now: { clock.withLock { $0 } })
+        let expiresAt = Date(timeIntervalSince1970: 1_000_060)
+        let expiring = PermissionSet(permissions: [edit], revision: 3, role: "planner", expiresAt: expiresAt)
+        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket())
+        clock.withLock { $0 = expiresAt.addingTimeInterval(-0.001) }
+        #expect(cache.lookup(couple: couple, user: user) == expiring, "an instant before, the set holds")
+        clock.withLock { $0 = expiresAt }
+        #expect(cache.lookup(couple: couple, user: user) == nil, "at the instant of expiry, it is not used")
+        #expect(cache.count == 0, "and it is gone")
+        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket())
+        #expect(cache.count == 0, "a set loaded before its expiry and stored after it is not kept")
+        let lasting = PermissionSet(permissions: [edit], revision: 3, role: "planner")
+        cache.store(lasting, couple: couple, user: user, ticket: cache.ticket())
+        clock.withLock { $0 = .distantFuture }
+        #expect(cache.lookup(couple: couple, user: user) == lasting, "a set without an expiry holds until a change")
     }
 
     @Test("a load that read before a change it heard of afterwards is not stored")

@@ -189,4 +189,78 @@ struct CollaborationRaceTests {
             }
         }
     }
+
+    @Test("a couple's role deleted while it is granted: one of the two is refused, no one holds a deleted role")
+    func deleteRoleWhileGranting() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            for _ in 0..<Self.rounds {
+                let (owner, guest) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                try await pool.query(
+                    "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: owner) { connection in
+                            await go()
+                            try await connection.query(
+                                index == 0
+                                    ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                                    : "SELECT delete_couple_role(\(couple), 'mom')")
+                        }
+                    }
+                }
+                // Granted first, the role is held and stays; deleted first, there is no role to grant.
+                #expect(
+                    [[.success, .refused("RBHLD")], [.refused("RBESC"), .success], [.refused("RBINV"), .success]]
+                        .contains(outcomes), "\(outcomes)")
+                let dangling = try await pool.count(
+                    """
+                    SELECT count(*) FROM memberships m WHERE m.couple_id = \(couple)
+                      AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.name = m.role)
+                      AND NOT EXISTS (SELECT 1 FROM couple_roles cr WHERE cr.couple_id = m.couple_id AND cr.name = m.role)
+                    """)
+                #expect(dangling == 0)
+            }
+        }
+    }
+
+    @Test("a couple's role widened while someone lacking the new permission grants it: never both")
+    func widenRoleWhileGranting() async throws {
+        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+            for _ in 0..<Self.rounds {
+                let (owner, partner, author, guest) = (
+                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
+                    try await pool.newUser()
+                )
+                let couple = try await pool.newCouple(members: [(owner, "owner"), (partner, "partner")])
+                // The author may edit roles and holds couple.delete, but may not give roles (no roles.assign).
+                try await pool.query(
+                    """
+                    SELECT create_couple_role(\(couple), 'author', 'Edits roles',
+                                              ARRAY['roles.manage', 'couple.delete', 'guests.view'])
+                    """)
+                try await pool.query("SELECT grant_role(\(couple), \(author), 'author')")
+                try await pool.query(
+                    "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: index == 0 ? partner : author) { connection in
+                            await go()
+                            try await connection.query(
+                                index == 0
+                                    ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                                    : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])"
+                            )
+                        }
+                    }
+                }
+                #expect(
+                    [[.success, .refused("RBESC")], [.refused("RBESC"), .success]].contains(outcomes), "\(outcomes)")
+                let escalated = try await pool.count(
+                    "SELECT count(*) FROM (SELECT user_has_permission(\(couple), \(guest), 'couple.delete') AS held) h WHERE held"
+                )
+                #expect(escalated == 0, "the partner never gave couple.delete, which they lack")
+            }
+        }
+    }
 }

@@ -8,7 +8,14 @@
 --   RBLST last active owner         RBEXP invitation expired      RBREV invitation revoked
 --   RBUSD invitation already used   RBEML invitation bound to another email address
 --   RBPOL invalid policy            RBQTA a couple's budget row limit reached
---   RBRAT too many invitations in an hour
+--   RBRAT too many invitations in an hour RBHLD a couple's role still held
+
+-- Whether a membership grants anything now: active, and not past its expiry. The one definition of "in force";
+-- a SQL function of one expression, so the planner inlines it into every query that calls it.
+CREATE OR REPLACE FUNCTION rbac.in_force(p_status text, p_expires_at timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_status = 'active' AND (p_expires_at IS NULL OR p_expires_at > now())
+$$;
 
 -- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,
 -- `iss` ('' when absent) and `sub`. No row when there are no claims or no such identity.
@@ -134,48 +141,126 @@ BEGIN
 END $$;
 
 -- Raises RBDEN unless the caller may look at p_user_id's standing in the couple: the operator, the user
--- themself, or an active member of the couple.
+-- themself, or a member of the couple whose membership is in force.
 CREATE OR REPLACE FUNCTION rbac.require_member_view(p_couple_id uuid, p_user_id uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
     IF v_actor IS NOT NULL AND v_actor IS DISTINCT FROM p_user_id AND NOT EXISTS (
-        SELECT 1 FROM memberships WHERE couple_id = p_couple_id AND user_id = v_actor AND status = 'active')
+        SELECT 1 FROM memberships m
+        WHERE m.couple_id = p_couple_id AND m.user_id = v_actor AND rbac.in_force(m.status, m.expires_at))
     THEN
         RAISE EXCEPTION 'permission denied: only members of couple % can see its members', p_couple_id
             USING ERRCODE = 'RBDEN';
     END IF;
 END $$;
 
--- Raises RBINV naming the valid roles when p_role is not one.
-CREATE OR REPLACE FUNCTION rbac.require_role(p_role text) RETURNS void
+DROP FUNCTION IF EXISTS rbac.require_role(text);
+-- Raises RBINV naming the valid roles when p_role is neither a role of the policy nor one couple p_couple_id
+-- defined.
+CREATE OR REPLACE FUNCTION rbac.require_role(p_couple_id uuid, p_role text) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 BEGIN
-    IF p_role IS NULL OR NOT EXISTS (SELECT 1 FROM public.roles WHERE name = p_role) THEN
+    IF p_role IS NULL OR NOT (EXISTS (SELECT 1 FROM public.roles WHERE name = p_role)
+                              OR EXISTS (SELECT 1 FROM public.couple_roles
+                                         WHERE couple_id = p_couple_id AND name = p_role)) THEN
         RAISE EXCEPTION 'unknown role "%"; valid roles: %', coalesce(p_role, '(null)'),
-            (SELECT string_agg(name, ', ' ORDER BY rank) FROM public.roles)
+            (SELECT string_agg(name, ', ' ORDER BY global DESC, rank, name) FROM (
+                SELECT name, rank, true AS global FROM public.roles
+                UNION ALL
+                SELECT name, NULL, false FROM public.couple_roles WHERE couple_id = p_couple_id) r)
             USING ERRCODE = 'RBINV';
     END IF;
 END $$;
 
--- Raises RBESC unless the actor (NULL = operator) may give p_role to someone in the couple.
-CREATE OR REPLACE FUNCTION rbac.require_grantable(p_couple_id uuid, p_actor uuid, p_role text) RETURNS void
+-- The permissions p_user_id holds in the couple now (empty unless their membership is in force), whatever kind
+-- of role they come from.
+CREATE OR REPLACE FUNCTION rbac.held_permissions(p_couple_id uuid, p_user_id uuid) RETURNS text[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    RETURN coalesce((
+        SELECT array_agg(p.permission ORDER BY p.permission)
+        FROM memberships m
+        JOIN LATERAL (SELECT rp.permission FROM role_permissions rp WHERE rp.role = m.role
+                      UNION ALL
+                      SELECT crp.permission FROM couple_role_permissions crp
+                      WHERE crp.couple_id = m.couple_id AND crp.role = m.role) p ON true
+        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND rbac.in_force(m.status, m.expires_at)), '{}');
+END $$;
+
+-- The permissions role p_role of couple p_couple_id grants; NULL when it is not one the couple defined.
+CREATE OR REPLACE FUNCTION rbac.couple_role_permissions(p_couple_id uuid, p_role text) RETURNS text[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM couple_roles WHERE couple_id = p_couple_id AND name = p_role) THEN
+        RETURN NULL;
+    END IF;
+    RETURN ARRAY(SELECT permission FROM couple_role_permissions
+                 WHERE couple_id = p_couple_id AND role = p_role ORDER BY permission);
+END $$;
+
+-- Raises RBESC unless the actor holds every permission in p_permissions (what a role they give, author or
+-- edit would grant): no one hands out more than they hold.
+CREATE OR REPLACE FUNCTION rbac.require_holds_all(p_couple_id uuid, p_actor uuid, p_permissions text[], p_what text)
+RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 DECLARE
+    v_missing text[] := ARRAY(SELECT unnest(p_permissions)
+                              EXCEPT SELECT unnest(rbac.held_permissions(p_couple_id, p_actor)) ORDER BY 1);
+BEGIN
+    IF p_actor IS NOT NULL AND v_missing <> '{}' THEN
+        RAISE EXCEPTION 'you cannot % without holding %', p_what, array_to_string(v_missing, ', ')
+            USING ERRCODE = 'RBESC', HINT = 'a role can grant only permissions its author and whoever gives it hold';
+    END IF;
+END $$;
+
+-- Raises RBESC unless the actor (NULL = operator) may give p_role to someone in the couple: for a role of the
+-- policy, one the actor's role may give (role_grants); for a role the couple defined, roles.assign and every
+-- permission of the role, read under a FOR KEY SHARE lock held to the end of the transaction: an edit of the
+-- role (FOR UPDATE) waits for this grant and then sees the role held, so what was checked is what is given.
+CREATE OR REPLACE FUNCTION rbac.require_grantable(p_couple_id uuid, p_actor uuid, p_role text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
     v_actor_role text;
+    v_permissions text[];
 BEGIN
     IF p_actor IS NULL THEN
         RETURN;
     END IF;
-    SELECT role INTO v_actor_role FROM public.memberships
-    WHERE couple_id = p_couple_id AND user_id = p_actor AND status = 'active';
+    PERFORM 1 FROM public.couple_roles WHERE couple_id = p_couple_id AND name = p_role FOR KEY SHARE;
+    v_permissions := rbac.couple_role_permissions(p_couple_id, p_role);
+    IF v_permissions IS NOT NULL THEN
+        IF NOT public.user_has_permission(p_couple_id, p_actor, 'roles.assign') THEN
+            RAISE EXCEPTION 'giving the couple''s own role % needs roles.assign', p_role USING ERRCODE = 'RBESC';
+        END IF;
+        PERFORM rbac.require_holds_all(p_couple_id, p_actor, v_permissions, format('give the %s role', p_role));
+        RETURN;
+    END IF;
+    SELECT m.role INTO v_actor_role FROM public.memberships m
+    WHERE m.couple_id = p_couple_id AND m.user_id = p_actor AND rbac.in_force(m.status, m.expires_at);
     IF NOT EXISTS (SELECT 1 FROM public.role_grants WHERE role = v_actor_role AND grantable_role = p_role) THEN
         RAISE EXCEPTION 'a % cannot give the % role', coalesce(v_actor_role, 'non-member'), p_role
             USING ERRCODE = 'RBESC',
                   HINT = coalesce('a ' || v_actor_role || ' may give: '
                       || (SELECT string_agg(grantable_role, ', ') FROM public.role_grants WHERE role = v_actor_role),
                       'only members can give roles');
+    END IF;
+END $$;
+
+-- An expiry a caller asked for: NULL (never), or an instant in the future, and never for an owner.
+CREATE OR REPLACE FUNCTION rbac.require_expiry(p_role text, p_expires_at timestamptz) RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+BEGIN
+    IF p_expires_at IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_role = 'owner' THEN
+        RAISE EXCEPTION 'an owner''s membership cannot expire; give another role an expiry, or none'
+            USING ERRCODE = 'RBINV';
+    END IF;
+    IF p_expires_at <= now() THEN
+        RAISE EXCEPTION 'the expiry % is not in the future', p_expires_at USING ERRCODE = 'RBINV';
     END IF;
 END $$;
 
@@ -186,11 +271,11 @@ CREATE OR REPLACE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boole
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN EXISTS (
-        SELECT 1 FROM memberships
-        WHERE couple_id = p_couple_id AND user_id = rbac.jwt_user_id() AND status = 'active');
+        SELECT 1 FROM memberships m
+        WHERE m.couple_id = p_couple_id AND m.user_id = rbac.jwt_user_id() AND rbac.in_force(m.status, m.expires_at));
 END $$;
 
--- A user sees their own row and the rows of people they share an active couple with.
+-- A user sees their own row and the rows of people in the couples where their membership is in force.
 CREATE OR REPLACE FUNCTION rbac.can_see_user(p_user_id uuid) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -198,5 +283,5 @@ DECLARE
 BEGIN
     RETURN p_user_id = v_me OR EXISTS (
         SELECT 1 FROM memberships mine JOIN memberships theirs ON theirs.couple_id = mine.couple_id
-        WHERE mine.user_id = v_me AND mine.status = 'active' AND theirs.user_id = p_user_id);
+        WHERE mine.user_id = v_me AND rbac.in_force(mine.status, mine.expires_at) AND theirs.user_id = p_user_id);
 END $$;

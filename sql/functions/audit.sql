@@ -36,7 +36,8 @@ BEGIN
         ('permissions', 'permission'), ('roles', 'role'), ('role_permissions', 'role_permission'),
         ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit'),
         ('user_identities', 'identity'), ('webhook_endpoints', 'webhook'),
-        ('invitation_settings', 'invitation_setting')
+        ('invitation_settings', 'invitation_setting'), ('couple_roles', 'couple_role'),
+        ('couple_role_permissions', 'couple_role_permission')
     LOOP
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);

@@ -78,16 +78,21 @@ BEGIN
     RETURN v_domains;
 END $$;
 
+-- p_membership_expires_at, when set, is when the membership that accepting creates expires.
+-- Dropped first: it gained p_membership_expires_at, and an added parameter makes another function.
+-- privileges.sql grants it again.
+DROP FUNCTION IF EXISTS public.create_invitation(uuid, bytea, text, text, interval);
 CREATE OR REPLACE FUNCTION public.create_invitation(
     p_couple_id uuid, p_token_hash bytea, p_role text, p_email text DEFAULT NULL,
-    p_expires_in interval DEFAULT interval '7 days'
+    p_expires_in interval DEFAULT interval '7 days', p_membership_expires_at timestamptz DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.invite');
 BEGIN
     PERFORM rbac.require_token_hash(p_token_hash);
-    PERFORM rbac.require_role(p_role);
+    PERFORM rbac.require_role(p_couple_id, p_role);
+    PERFORM rbac.require_expiry(p_role, p_membership_expires_at);
     PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
     IF p_expires_in IS NULL OR p_expires_in < interval '1 minute' OR p_expires_in > interval '365 days' THEN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
@@ -97,9 +102,10 @@ BEGIN
     END IF;
     PERFORM rbac.require_invitation_allowed(p_couple_id, p_email);
     RETURN QUERY
-        INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at)
+        INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at,
+                                      membership_expires_at)
         VALUES (p_couple_id, p_token_hash, p_role, p_email, v_actor,
-                CASE WHEN v_actor IS NULL THEN rbac.actor_label() END, now() + p_expires_in)
+                CASE WHEN v_actor IS NULL THEN rbac.actor_label() END, now() + p_expires_in, p_membership_expires_at)
         RETURNING i.id, i.expires_at;
 END $$;
 
@@ -111,14 +117,18 @@ END $$;
 DROP FUNCTION IF EXISTS public.invitation_preview(bytea);
 CREATE OR REPLACE FUNCTION public.invitation_preview(p_token_hash bytea)
 RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_hint text,
-               expires_at timestamptz, status text)
+               expires_at timestamptz, status text, role_description text, membership_expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN QUERY
         SELECT i.couple_id, c.name, i.role,
                coalesce(u.display_name, u.email, 'the couple''s administrator'),
                left(split_part(i.email, '@', 1), 1) || '•••@' || split_part(i.email, '@', 2),
-               i.expires_at, rbac.invitation_status(i)
+               i.expires_at, rbac.invitation_status(i),
+               coalesce((SELECT r.description FROM roles r WHERE r.name = i.role),
+                        (SELECT cr.description FROM couple_roles cr
+                         WHERE cr.couple_id = i.couple_id AND cr.name = i.role)),
+               i.membership_expires_at
         FROM invitations i
         JOIN couples c ON c.id = i.couple_id
         LEFT JOIN users u ON u.id = i.invited_by
@@ -163,7 +173,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = v_invitation.couple_id AND m.user_id = v_user) THEN
         RAISE EXCEPTION 'user % is already a member of this couple', v_user USING ERRCODE = 'RBDUP';
     END IF;
-    INSERT INTO memberships (couple_id, user_id, role) VALUES (v_invitation.couple_id, v_user, v_invitation.role);
+    IF v_invitation.membership_expires_at <= now() THEN
+        RAISE EXCEPTION 'the access this invitation offers ended at %', v_invitation.membership_expires_at
+            USING ERRCODE = 'RBEXP';
+    END IF;
+    INSERT INTO memberships (couple_id, user_id, role, expires_at)
+    VALUES (v_invitation.couple_id, v_user, v_invitation.role, v_invitation.membership_expires_at);
     RETURN QUERY SELECT v_invitation.couple_id, v_user, v_invitation.role;
 END $$;
 
@@ -183,10 +198,12 @@ BEGIN
 END $$;
 
 -- A couple's invitations in id order (stable pages), optionally of one status; needs collaborators.invite.
+-- Dropped first (as couple_invitation below): their columns changed once, which CREATE OR REPLACE cannot do.
+DROP FUNCTION IF EXISTS public.couple_invitations(uuid, text, integer, uuid);
 CREATE OR REPLACE FUNCTION public.couple_invitations(
     p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
-                 expires_at timestamptz, status text, accepted_by uuid)
+                 expires_at timestamptz, status text, accepted_by uuid, membership_expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
@@ -199,7 +216,7 @@ BEGIN
     END IF;
     RETURN QUERY
         SELECT i.id, i.role, i.email, coalesce(u.display_name, u.email, i.inviter_label), i.created_at,
-               i.expires_at, rbac.invitation_status(i), i.accepted_by
+               i.expires_at, rbac.invitation_status(i), i.accepted_by, i.membership_expires_at
         FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
         WHERE i.couple_id = p_couple_id AND (p_after IS NULL OR i.id > p_after)
           AND (p_status IS NULL OR rbac.invitation_status(i) = p_status)
@@ -220,19 +237,20 @@ BEGIN
     PERFORM public.revoke_invitation(p_couple_id, p_invitation_id);
     SELECT * INTO v_old FROM invitations WHERE couple_id = p_couple_id AND id = p_invitation_id;
     RETURN QUERY SELECT * FROM public.create_invitation(p_couple_id, p_token_hash, v_old.role, v_old.email,
-                                                        p_expires_in);
+                                                        p_expires_in, v_old.membership_expires_at);
 END $$;
 
 -- One invitation of the couple, as couple_invitations lists it (which pages); needs collaborators.invite.
+DROP FUNCTION IF EXISTS public.couple_invitation(uuid, uuid);
 CREATE OR REPLACE FUNCTION public.couple_invitation(p_couple_id uuid, p_invitation_id uuid)
 RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
-               expires_at timestamptz, status text, accepted_by uuid)
+               expires_at timestamptz, status text, accepted_by uuid, membership_expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
     RETURN QUERY
         SELECT i.id, i.role, i.email, coalesce(u.display_name, u.email, i.inviter_label), i.created_at,
-               i.expires_at, rbac.invitation_status(i), i.accepted_by
+               i.expires_at, rbac.invitation_status(i), i.accepted_by, i.membership_expires_at
         FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
         WHERE i.couple_id = p_couple_id AND i.id = p_invitation_id;
 END $$;

@@ -51,25 +51,35 @@ BEGIN
     RETURN v_member;
 END $$;
 
--- Gives p_user_id the role p_role: adds them as an active member, or changes the role they hold. The actor
--- needs roles.assign and must be allowed to give both the new role and the member's current one.
-CREATE OR REPLACE FUNCTION public.grant_role(p_couple_id uuid, p_user_id uuid, p_role text) RETURNS memberships
+-- Gives p_user_id the role p_role until p_expires_at (NULL: for good): adds them as an active member, or
+-- changes the role and expiry they hold (granting the same role with another expiry, or none, changes only
+-- the expiry). The actor needs roles.assign and must be allowed to give both the new role and the member's
+-- current one.
+-- Dropped first: it gained p_expires_at, and an added parameter makes another function. privileges.sql grants
+-- it again.
+DROP FUNCTION IF EXISTS public.grant_role(uuid, uuid, text);
+CREATE OR REPLACE FUNCTION public.grant_role(
+    p_couple_id uuid, p_user_id uuid, p_role text, p_expires_at timestamptz DEFAULT NULL
+) RETURNS memberships
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.assign');
     v_existing memberships;
     v_result memberships;
 BEGIN
-    PERFORM rbac.require_role(p_role);
+    PERFORM rbac.require_role(p_couple_id, p_role);
+    PERFORM rbac.require_expiry(p_role, p_expires_at);
     PERFORM rbac.require_user_exists(p_user_id);
     PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
     SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
     IF FOUND THEN
         PERFORM rbac.require_grantable(p_couple_id, v_actor, v_existing.role);
-        UPDATE memberships SET role = p_role WHERE couple_id = p_couple_id AND user_id = p_user_id
+        UPDATE memberships SET role = p_role, expires_at = p_expires_at
+        WHERE couple_id = p_couple_id AND user_id = p_user_id
         RETURNING * INTO v_result;
     ELSE
-        INSERT INTO memberships (couple_id, user_id, role) VALUES (p_couple_id, p_user_id, p_role)
+        INSERT INTO memberships (couple_id, user_id, role, expires_at)
+        VALUES (p_couple_id, p_user_id, p_role, p_expires_at)
         RETURNING * INTO v_result;
     END IF;
     RETURN v_result;
@@ -146,7 +156,7 @@ DECLARE
     v_target memberships;
     v_result memberships;
 BEGIN
-    PERFORM rbac.require_role(p_previous_owner_role);
+    PERFORM rbac.require_role(p_couple_id, p_previous_owner_role);
     IF p_previous_owner_role = 'owner' THEN
         RAISE EXCEPTION 'the previous owner needs a role other than owner' USING ERRCODE = 'RBINV';
     END IF;
@@ -155,10 +165,15 @@ BEGIN
         RAISE EXCEPTION 'user % is suspended in couple %; reactivate them first', p_new_owner, p_couple_id
             USING ERRCODE = 'RBINV';
     END IF;
+    IF NOT rbac.in_force(v_target.status, v_target.expires_at) THEN
+        RAISE EXCEPTION 'the membership of user % in couple % expired; grant them a role first', p_new_owner,
+            p_couple_id USING ERRCODE = 'RBINV';
+    END IF;
     IF v_actor = p_new_owner THEN
         RAISE EXCEPTION 'user % already owns couple %', p_new_owner, p_couple_id USING ERRCODE = 'RBINV';
     END IF;
-    UPDATE memberships SET role = 'owner' WHERE couple_id = p_couple_id AND user_id = p_new_owner
+    -- An owner's membership never expires.
+    UPDATE memberships SET role = 'owner', expires_at = NULL WHERE couple_id = p_couple_id AND user_id = p_new_owner
     RETURNING * INTO v_result;
     UPDATE memberships SET role = p_previous_owner_role
     WHERE couple_id = p_couple_id AND role = 'owner' AND user_id <> p_new_owner

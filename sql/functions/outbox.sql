@@ -13,7 +13,8 @@ BEGIN
     WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types));
 END $$;
 
--- membership.created, membership.updated (role or status), membership.removed.
+-- membership.created, membership.updated (role, status or expiry), membership.removed. (membership.expired comes
+-- from the sweeper, sql/functions/sweep.sql: nothing writes at the instant of expiry.)
 CREATE OR REPLACE FUNCTION rbac.outbox_membership() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -21,12 +22,13 @@ DECLARE
     v_type text := CASE TG_OP WHEN 'INSERT' THEN 'membership.created' WHEN 'DELETE' THEN 'membership.removed'
                               ELSE 'membership.updated' END;
 BEGIN
-    IF TG_OP = 'UPDATE' AND (OLD.role, OLD.status) IS NOT DISTINCT FROM (NEW.role, NEW.status) THEN
+    IF TG_OP = 'UPDATE'
+       AND (OLD.role, OLD.status, OLD.expires_at) IS NOT DISTINCT FROM (NEW.role, NEW.status, NEW.expires_at) THEN
         RETURN NULL;
     END IF;
     PERFORM rbac.enqueue_event(v_type, v_row.couple_id, jsonb_build_object(
         'couple_id', v_row.couple_id, 'user_id', v_row.user_id, 'role', v_row.role, 'status', v_row.status,
-        'previous_role', CASE WHEN TG_OP = 'UPDATE' THEN OLD.role END));
+        'expires_at', v_row.expires_at, 'previous_role', CASE WHEN TG_OP = 'UPDATE' THEN OLD.role END));
     RETURN NULL;
 END $$;
 
@@ -57,7 +59,8 @@ BEGIN
     END IF;
     v_payload := jsonb_build_object(
         'couple_id', NEW.couple_id, 'invitation_id', NEW.id, 'role', NEW.role, 'email', NEW.email,
-        'expires_at', NEW.expires_at, 'accepted_by', NEW.accepted_by);
+        'expires_at', NEW.expires_at, 'membership_expires_at', NEW.membership_expires_at,
+        'accepted_by', NEW.accepted_by);
     PERFORM rbac.enqueue_event(v_type, NEW.couple_id, v_payload);
     IF TG_OP = 'INSERT' AND NEW.email IS NOT NULL THEN
         INSERT INTO outbox (event_type, couple_id, payload, channel)

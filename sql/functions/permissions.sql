@@ -1,17 +1,20 @@
 -- Permission questions: may user U do P in couple C, what may they do, and what permission caches read.
 
--- For trusted backends that name the user: the hot path, and the one definition of "holds a permission".
--- plpgsql so that its query plan is cached per session (a LANGUAGE sql function with this body is re-planned on
--- every call); false, never NULL, for unknown couples, users and permissions and for suspended members.
+-- For trusted backends that name the user: the hot path, and the one definition of "holds a permission": the
+-- member's role grants it, be it a role of the policy or one the couple defined (their names never collide), and
+-- the membership is in force (active and not past its expiry). plpgsql so that its query plan is cached per
+-- session (a LANGUAGE sql function with this body is re-planned on every call); false, never NULL, for unknown
+-- couples, users and permissions, for suspended members and from the instant a membership expires.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN EXISTS (
         SELECT 1 FROM memberships m
-        JOIN role_permissions rp ON rp.role = m.role
-        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND m.status = 'active'
-          AND rp.permission = p_permission);
+        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND rbac.in_force(m.status, m.expires_at)
+          AND (EXISTS (SELECT 1 FROM role_permissions rp WHERE rp.role = m.role AND rp.permission = p_permission)
+               OR EXISTS (SELECT 1 FROM couple_role_permissions crp
+                          WHERE crp.couple_id = m.couple_id AND crp.role = m.role AND crp.permission = p_permission)));
 END $$;
 
 -- The caller is `sub` of request.jwt.claims, as Supabase / PostgREST set it.
@@ -21,15 +24,12 @@ BEGIN
     RETURN public.user_has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
 END $$;
 
--- The permissions p_user_id holds in the couple, sorted; empty when not an active member.
+-- The permissions p_user_id holds in the couple, sorted; empty unless their membership is in force.
 CREATE OR REPLACE FUNCTION public.user_permissions(p_couple_id uuid, p_user_id uuid) RETURNS text[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     PERFORM rbac.require_member_view(p_couple_id, p_user_id);
-    RETURN coalesce((
-        SELECT array_agg(rp.permission ORDER BY rp.permission)
-        FROM memberships m JOIN role_permissions rp ON rp.role = m.role
-        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND m.status = 'active'), '{}');
+    RETURN rbac.held_permissions(p_couple_id, p_user_id);
 END $$;
 
 -- p_user_id's role in the couple (also when suspended), or NULL when not a member.
@@ -56,9 +56,19 @@ BEGIN
         WHERE couple_id = p_couple_id AND role = 'owner' AND status = 'active' AND user_id <> p_user_id);
 END $$;
 
+-- A membership's status as listings show it: active, suspended, or expired (past its expiry, whatever the
+-- status column says).
+CREATE OR REPLACE FUNCTION rbac.membership_status(p_status text, p_expires_at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_expires_at <= now() THEN 'expired' ELSE p_status END
+$$;
+
 -- The couples p_user_id belongs to, by couple id; pass the last couple_id of a page as p_after for the next.
+-- Dropped first: its columns changed once, which CREATE OR REPLACE cannot do. privileges.sql grants it again.
+DROP FUNCTION IF EXISTS public.user_couples(uuid, integer, uuid);
 CREATE OR REPLACE FUNCTION public.user_couples(p_user_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
-RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz)
+RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz,
+               expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
@@ -68,7 +78,8 @@ BEGIN
         RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
     RETURN QUERY
-        SELECT m.couple_id, c.name, m.role, m.status, m.created_at
+        SELECT m.couple_id, c.name, m.role, rbac.membership_status(m.status, m.expires_at), m.created_at,
+               m.expires_at
         FROM memberships m JOIN couples c ON c.id = m.couple_id
         WHERE m.user_id = p_user_id AND (p_after IS NULL OR m.couple_id > p_after)
         ORDER BY m.couple_id
@@ -76,8 +87,10 @@ BEGIN
 END $$;
 
 -- The members of a couple, by user id; needs collaborators.view. Paginated like user_couples.
+DROP FUNCTION IF EXISTS public.couple_members(uuid, integer, uuid);
 CREATE OR REPLACE FUNCTION public.couple_members(p_couple_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
-RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz)
+RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz,
+               expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
@@ -85,7 +98,8 @@ BEGIN
         RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
     RETURN QUERY
-        SELECT m.user_id, u.email, u.display_name, m.role, m.status, m.created_at
+        SELECT m.user_id, u.email, u.display_name, m.role, rbac.membership_status(m.status, m.expires_at),
+               m.created_at, m.expires_at
         FROM memberships m JOIN users u ON u.id = m.user_id
         WHERE m.couple_id = p_couple_id AND (p_after IS NULL OR m.user_id > p_after)
         ORDER BY m.user_id
@@ -94,11 +108,14 @@ END $$;
 
 -- What permission caches load, for many (couple, user) pairs in one statement: each member's role, which they
 -- map through role_permission_sets themselves, once per policy revision (aggregating a role's permissions
--- again for every pair cost several times as much). The n-th row answers the n-th pair; all rows come from
--- one snapshot. revision is NULL for an unknown couple; role is NULL unless the user is an active member;
--- policy_revision is the same in every row.
+-- again for every pair cost several times as much); for a role the couple defined, its permissions, which
+-- change with the couple's revision; and when the membership expires, after which the set must not be used.
+-- The n-th row answers the n-th pair; all rows come from one snapshot. revision is NULL for an unknown couple;
+-- role is NULL unless the membership is in force; policy_revision is the same in every row.
+DROP FUNCTION IF EXISTS public.user_roles(uuid[], uuid[]);
 CREATE OR REPLACE FUNCTION public.user_roles(p_couple_ids uuid[], p_user_ids uuid[])
-RETURNS TABLE (revision bigint, role text, policy_revision bigint)
+RETURNS TABLE (revision bigint, role text, policy_revision bigint, expires_at timestamptz,
+               couple_role_permissions text[])
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
 -- One generic plan (index lookups per pair) for every length of the arrays. Left to choose, PostgreSQL plans
 -- afresh on every call, since a plan for the arrays at hand always looks cheaper than one that has to guess
@@ -110,10 +127,14 @@ BEGIN
             cardinality(p_couple_ids), cardinality(p_user_ids) USING ERRCODE = 'RBINV';
     END IF;
     RETURN QUERY
-    SELECT c.revision, m.role, (SELECT p.revision FROM policy_revision p)
+    SELECT c.revision, m.role, (SELECT p.revision FROM policy_revision p), m.expires_at,
+           CASE WHEN m.role IS NOT NULL AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.name = m.role)
+                THEN ARRAY(SELECT crp.permission FROM couple_role_permissions crp
+                           WHERE crp.couple_id = m.couple_id AND crp.role = m.role ORDER BY crp.permission) END
     FROM unnest(p_couple_ids, p_user_ids) WITH ORDINALITY AS pair(couple_id, user_id, n)
     LEFT JOIN couples c ON c.id = pair.couple_id
-    LEFT JOIN memberships m ON m.couple_id = pair.couple_id AND m.user_id = pair.user_id AND m.status = 'active'
+    LEFT JOIN memberships m ON m.couple_id = pair.couple_id AND m.user_id = pair.user_id
+                           AND rbac.in_force(m.status, m.expires_at)
     ORDER BY pair.n;
 END $$;
 

@@ -61,6 +61,10 @@ BEGIN
         FROM policy_references WHERE kind IN ('inherits', 'grants') AND reference NOT IN (SELECT name FROM policy_roles)
         UNION ALL
         SELECT 'the policy must define the "owner" role' WHERE NOT EXISTS (SELECT 1 FROM policy_roles WHERE name = 'owner')
+        UNION ALL
+        SELECT format('role "%s" is the name of a role %s couple(s) defined', name, count(*))
+        FROM couple_roles WHERE name IN (SELECT name FROM policy_roles) AND name NOT IN (SELECT name FROM roles)
+        GROUP BY name
     ) AS problems;
     SELECT array_agg(name) INTO v_removed FROM roles WHERE name NOT IN (SELECT name FROM policy_roles);
     IF v_removed IS NOT NULL THEN

@@ -26,19 +26,23 @@ GRANT EXECUTE ON FUNCTION
     public.user_couples(uuid, integer, uuid),
     public.couple_members(uuid, integer, uuid),
     public.create_couple(text, uuid),
-    public.grant_role(uuid, uuid, text),
+    public.grant_role(uuid, uuid, text, timestamptz),
     public.suspend_member(uuid, uuid),
     public.reactivate_member(uuid, uuid),
     public.remove_member(uuid, uuid),
     public.leave_couple(uuid, uuid),
     public.transfer_ownership(uuid, uuid, text),
-    public.create_invitation(uuid, bytea, text, text, interval),
+    public.create_invitation(uuid, bytea, text, text, interval, timestamptz),
     public.resend_invitation(uuid, uuid, bytea, interval),
     public.invitation_preview(bytea),
     public.accept_invitation(bytea, uuid),
     public.revoke_invitation(uuid, uuid),
     public.couple_invitations(uuid, text, integer, uuid),
     public.couple_invitation(uuid, uuid),
+    public.couple_roles(uuid),
+    public.create_couple_role(uuid, text, text, text[]),
+    public.edit_couple_role(uuid, text, text, text[]),
+    public.delete_couple_role(uuid, text, text),
     rbac.is_active_member(uuid),
     rbac.can_see_user(uuid),
     rbac.budget_tables(),
@@ -48,3 +52,4 @@ TO rbac_app;
 
 GRANT EXECUTE ON FUNCTION public.user_roles(uuid[], uuid[]), public.role_permission_sets() TO rbac_operator;
 GRANT EXECUTE ON FUNCTION public.sign_in(text, text, text, boolean, text) TO rbac_operator;
+GRANT EXECUTE ON FUNCTION public.sweep_expired(integer) TO rbac_operator;

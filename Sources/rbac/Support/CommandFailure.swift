@@ -60,7 +60,7 @@ struct CommandFailure: Error {
         case .permissionDenied, .roleNotGrantable, .notAuthenticated: .denied
         case .notFound: .notFound
         case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired,
-            .invitationEmailMismatch, .quotaExceeded, .rateLimited:
+            .invitationEmailMismatch, .quotaExceeded, .rateLimited, .roleInUse:
             .conflict
         case .invalidInput, .invalidPolicy: .usage
         case .unavailable: .databaseUnavailable

@@ -1,0 +1,140 @@
+import Foundation
+import Postgres
+import TestSupport
+import Testing
+
+/// Expiring memberships, couples' own roles and the sweep, through the built `rbac`.
+extension CLITests {
+    @Test("grant --until and --expires: the expiry is listed; both at once, a past one, or an owner's exit 2")
+    func expiringGrant() async throws {
+        try await Self.withDatabase { run in
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            let pia = ["--couple", couple, "--user", "pia@example.com"]
+            let granted = try await run(
+                ["grant"] + pia + ["--role", "planner", "--until", "2099-09-30T18:00Z", "--json"])
+            #expect(granted.status == 0, "\(granted.stderr)")
+            #expect(try Self.json(granted)["expires_at"] as? String == "2099-09-30T18:00:00Z")
+            let members = try await run(["members", "--couple", couple])
+            #expect(members.stdout.contains("EXPIRES") && members.stdout.contains("2099-09-30T18:00:00Z"))
+            let relative = try await run(["grant"] + pia + ["--role", "planner", "--expires", "90d", "--json"])
+            let relativeExpiry = try #require(try Self.json(relative)["expires_at"] as? String)
+            let expires = try #require(ISO8601DateFormatter().date(from: relativeExpiry))
+            #expect(abs(expires.timeIntervalSinceNow - 90 * 86_400) < 120, "90 days from now")
+
+            let both = try await run(
+                ["grant"] + pia + ["--role", "planner", "--expires", "1d", "--until", "2099-01-01"])
+            #expect(both.status == 2 && both.stderr.contains("--expires or --until, not both"), "\(both.stderr)")
+            let past = try await run(["grant"] + pia + ["--role", "viewer", "--until", "2001-01-01"])
+            #expect(past.status == 2 && past.stderr.contains("is not in the future"), "\(past.stderr)")
+            let owner = try await run(["grant"] + pia + ["--role", "owner", "--expires", "1d"])
+            #expect(owner.status == 2 && owner.stderr.contains("owner's membership cannot expire"), "\(owner.stderr)")
+            let garbled = try await run(["grant"] + pia + ["--role", "viewer", "--until", "next tuesday"])
+            #expect(garbled.status == 2, "\(garbled.stderr)")
+            let listed = try Self.jsonArray(try await run(["members", "--couple", couple, "--json"]))
+            let planner = try #require(listed.first { ($0["role"] as? String) == "planner" })
+            #expect(planner["expires_at"] as? String == relativeExpiry)
+            #expect(planner["status"] as? String == "active", "refusals changed nothing")
+        }
+    }
+
+    @Test("roles create, list, grant, edit, delete --reassign: a couple's own role end to end")
+    func coupleRoles() async throws {
+        try await Self.withDatabase { run in
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "mom@example.com"]).status == 0)
+            let created = try await run([
+                "roles", "create", "--couple", couple, "--name", "mom", "--description", "Sees the guests and budget",
+                "--permission", "guests.view", "--permission", "budget.view", "--json",
+            ])
+            #expect(created.status == 0, "\(created.stderr)")
+            #expect(try Self.json(created)["permissions"] as? [String] == ["budget.view", "guests.view"])
+            let listed = try Self.jsonArray(try await run(["roles", "--couple", couple, "--json"]))
+            #expect(listed.map { $0["name"] as? String } == ["owner", "partner", "planner", "viewer", "mom"])
+            #expect(listed.last?["couple_defined"] as? Bool == true)
+            #expect(try await run(["roles"]).stdout.contains("MAY GIVE"), "without --couple, the policy's roles")
+
+            let mom = ["--couple", couple, "--user", "mom@example.com"]
+            #expect(try await run(["grant"] + mom + ["--role", "mom"]).status == 0)
+            #expect(try await run(["check"] + mom + ["--permission", "guests.view"]).status == 0)
+            #expect(try await run(["check"] + mom + ["--permission", "guests.edit"]).status == 1)
+            let edited = try await run([
+                "roles", "edit", "--couple", couple, "--name", "mom", "--permission", "guests.edit",
+            ])
+            #expect(edited.status == 0, "\(edited.stderr)")
+            #expect(try await run(["check"] + mom + ["--permission", "guests.edit"]).status == 0)
+            #expect(try await run(["check"] + mom + ["--permission", "guests.view"]).status == 1)
+            let nothing = try await run(["roles", "edit", "--couple", couple, "--name", "mom"])
+            #expect(nothing.status == 2 && nothing.stderr.contains("--description, --permission"), "\(nothing.stderr)")
+            let taken = try await run([
+                "roles", "create", "--couple", couple, "--name", "viewer", "--description", "x",
+            ])
+            #expect(taken.status == 4 && taken.stderr.contains("is a role of the policy"), "\(taken.stderr)")
+
+            let held = try await run(["roles", "delete", "--couple", couple, "--name", "mom"])
+            #expect(held.status == 4 && held.stderr.contains("--reassign"), "\(held.stderr)")
+            let moved = try await run(["roles", "delete", "--couple", couple, "--name", "mom", "--reassign", "viewer"])
+            #expect(moved.status == 0, "\(moved.stderr)")
+            #expect(try await run(["check"] + mom + ["--permission", "guests.view"]).status == 0, "now a viewer")
+            let audit = try await run(["audit", "--couple", couple])
+            #expect(audit.stdout.contains("couple_role.insert") && audit.stdout.contains("couple_role.delete"))
+        }
+    }
+
+    @Test("sweep records each expiry once, and says how many")
+    func sweep() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let run = { try await Self.rbac($0, database: configuration.connectionString) }
+            #expect(try await run(["migrate"]).status == 0)
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            let grant = [
+                "grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner", "--expires", "1d",
+            ]
+            #expect(try await run(grant).status == 0)
+            let admin = try await PostgresConnection.connect(configuration)
+            _ = try await admin.execute(
+                "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
+            await admin.close()
+            let first = try await run(["sweep", "--json"])
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(try Self.json(first)["memberships"] as? Int == 1)
+            #expect(try Self.json(try await run(["sweep", "--json"]))["memberships"] as? Int == 0)
+            let members = try await run(["members", "--couple", couple])
+            #expect(members.stdout.contains("expired"))
+            #expect(try await run(["sweep", "--limit", "0"]).status == 2)
+        }
+    }
+
+    @Test("policy test runs expectations naming couples' roles from the file's fixtures; a bad fixture exits 2")
+    func policyTestWithCoupleRoles() async throws {
+        let offline = "postgres://nobody@127.0.0.1:1/none"
+        let shipped = try await Self.rbac(["policy", "test"], database: offline)
+        #expect(shipped.status == 0, "\(shipped.stdout)")
+        #expect(shipped.stdout.contains("ok - a planner may not give mom (no roles.assign)"))
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "rbac-policy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.copyItem(
+            at: repositoryRoot.appendingPathComponent("policies/policy.json"),
+            to: directory.appendingPathComponent("policy.json"))
+        func test(_ json: String) async throws -> Result {
+            try json.write(to: directory.appendingPathComponent("tests.json"), atomically: true, encoding: .utf8)
+            return try await Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
+        }
+        let failing = try await test(
+            #"{"couple_roles": {"best_man": {"permissions": ["guests.edit", "couple.delete"]}}, "tests": ["#
+                + #"{"description": "a partner may give best_man", "role": "partner", "grants": "best_man", "allowed": true},"#
+                + #"{"description": "best_man may edit guests", "role": "best_man", "permission": "guests.edit", "allowed": true}]}"#
+        )
+        #expect(failing.status == 1, "a partner lacks couple.delete, so may not give the role")
+        #expect(failing.stdout.contains("not ok - a partner may give best_man"))
+        #expect(failing.stdout.contains("ok - best_man may edit guests"))
+        let clash = try await test(#"{"couple_roles": {"viewer": {"permissions": []}}, "tests": []}"#)
+        #expect(clash.status == 2 && clash.stderr.contains("no role of the policy"), "\(clash.stderr)")
+        let unknown = try await test(#"{"couple_roles": {"mom": {"permissions": ["guests.fly"]}}, "tests": []}"#)
+        #expect(unknown.status == 2 && unknown.stderr.contains("not in the policy"), "\(unknown.stderr)")
+    }
+}
