@@ -60,4 +60,67 @@ struct DeliveryCommandTests {
             }
         }
     }
+
+    @Test("a worker killed with SIGKILL mid-delivery: after restart the message is delivered, with the same id")
+    func killedMidDelivery() async throws {
+        try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
+            try await TestDatabase.withFresh { configuration in
+                let keyFile = peer.root.appendingPathComponent("delivery.key")
+                try Data("\(String(repeating: "cd", count: 32))\n".utf8).write(to: keyFile)
+                let run = { (arguments: [String]) in
+                    try await CLITests.rbac(arguments, database: configuration.connectionString)
+                }
+                let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
+                #expect(try await run(["migrate"]).status == 0)
+                let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
+                let added = try CLITests.json(
+                    try await run(["webhooks", "add", "--url", url, "--json", "--delivery-key-file", keyFile.path]))
+                try Data(try #require(added["secret"] as? String).utf8).write(
+                    to: peer.root.appendingPathComponent("secret"))
+                // The receiver holds the first delivery: the worker is mid-request when it is killed.
+                try Data("sleep 60\n".utf8).write(to: peer.root.appendingPathComponent("statuses"))
+                _ = try await CLITests.createCouple(run)
+
+                let worker = Process()
+                worker.executableURL = CLITests.executable
+                worker.arguments = ["deliver"] + keyed
+                worker.environment = ProcessInfo.processInfo.environment.merging(
+                    ["DATABASE_URL": configuration.connectionString]
+                ) { $1 }
+                worker.standardOutput = FileHandle.nullDevice
+                worker.standardError = FileHandle.nullDevice
+                try worker.run()
+                let arrived = peer.root.appendingPathComponent("arrived")
+                let deadline = ContinuousClock.now + .seconds(30)
+                while (try? String(contentsOf: arrived, encoding: .utf8)) == nil, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                let first = try String(contentsOf: arrived, encoding: .utf8)
+                kill(worker.processIdentifier, SIGKILL)
+                worker.waitUntilExit()
+                #expect(worker.terminationReason == .uncaughtSignal)
+
+                let database = try await PostgresConnection.connect(configuration)
+                let claimed = try await database.query(
+                    "SELECT status, attempts, next_attempt_at > now() AS leased FROM outbox")
+                #expect(claimed.count == 1)
+                #expect(try claimed[0].decode("status", as: String.self) == "pending", "not sent, not lost")
+                #expect(try claimed[0].decode("leased", as: Bool.self), "held by the dead worker's lease")
+                // The lease ends (a minute, in life).
+                _ = try await database.execute("UPDATE outbox SET next_attempt_at = now()")
+                let restarted = try CLITests.json(try await run(["deliver", "--once", "--json"] + keyed))
+                #expect(restarted["delivered"] as? Int == 1, "\(restarted)")
+                let sent: String = try await database.query("SELECT status FROM outbox")[0].decode(column: 0)
+                #expect(sent == "sent")
+                await database.close()
+
+                let ids = try String(contentsOf: arrived, encoding: .utf8).split(separator: "\n")
+                #expect(ids.count == 2 && ids[0] == ids[1], "both attempts carry one webhook-id: \(ids)")
+                #expect(first.split(separator: "\n") == [ids[0]])
+                let received = try String(
+                    contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
+                #expect(received.contains(#""verified": true"#) && received.contains(String(ids[0])))
+            }
+        }
+    }
 }

@@ -5,9 +5,9 @@
 
 Serves HTTPS on a free loopback port and prints the port as its first line once it listens. ROOT/secret holds the
 endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when present, lists the statuses to answer
-with, one per line, taken from the top (then 204); "sleep N" answers 204 after N seconds. Each delivery is
-appended to ROOT/received.jsonl: its webhook-id, its type, whether it verified, the status answered, and the
-invitation link it carried.
+with, one per line, taken from the top (then 204); "sleep N" answers 204 after N seconds. Each request's
+webhook-id is appended to ROOT/arrived as it arrives; each delivery, once answered, to ROOT/received.jsonl: its
+webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
 """
 import json
 import sys
@@ -30,6 +30,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with lock:
+            with (self.root / "arrived").open("a") as arrived:
+                arrived.write(f"{self.headers.get('webhook-id')}\n")
         try:
             event = Webhook((self.root / "secret").read_text().strip()).verify(body, dict(self.headers))
             verified, kind, link = True, event.get("type"), event.get("data", {}).get("link")
