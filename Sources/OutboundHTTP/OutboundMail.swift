@@ -104,8 +104,11 @@ public struct OutboundMail: Sendable {
         guard code != CURLE_OK else { return nil }
         var reply = 0
         _ = rbac_curl_response_code(curl, &reply)
+        // A login refused or required (530, 534, 535, 538) says nothing of the recipient: the server's settings
+        // are wrong, and the message waits for them to be put right rather than dying.
+        let aboutLogin = code == CURLE_LOGIN_DENIED || [530, 534, 535, 538].contains(reply)
         return Failure(
-            code: reply == 0 ? nil : reply,
+            code: aboutLogin || reply == 0 ? nil : reply,
             description: "\(components.host ?? "the mail server"): \(String(cString: curl_easy_strerror(code)))"
                 + (reply == 0 ? "" : " (reply \(reply))"))
     }

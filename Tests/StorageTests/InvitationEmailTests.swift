@@ -25,6 +25,7 @@ struct InvitationEmailTests {
         let contentType: String
         let parts: [Part]
         let crlfOnly: Bool
+        let authenticated: Bool
     }
 
     static func received(_ peer: HTTPSPeer) throws -> [Received] {
@@ -123,6 +124,36 @@ struct InvitationEmailTests {
                 "SELECT create_invitation(\(setup.couple), \(hash), 'viewer', 'raw@example.com')")
             #expect(try await setup.worker.runOnce() == [.dead])
             #expect(try Self.received(setup.peer).isEmpty)
+        }
+    }
+
+    @Test("a server that requires AUTH: no login or a wrong one waits for the settings; the right one is sent")
+    func login() async throws {
+        try await Self.withServer { setup in
+            try "rbac:s3cret\n".write(
+                to: setup.peer.root.appendingPathComponent("credentials"), atomically: true, encoding: .utf8)
+            _ = try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "a@example.com"),
+                as: .user(setup.owner))
+            func worker(_ user: String?, _ password: String?) throws -> OutboxWorker {
+                let server = try OutboundMail(
+                    server: URL(string: "smtp://localhost:\(setup.peer.baseURL.port!)")!, username: user,
+                    password: password, caFile: setup.peer.caFile)
+                return OutboxWorker(
+                    outbox: PostgresOutbox(pool: setup.pool), http: OutboundHTTP(), key: setup.key,
+                    mail: OutboxWorker.Mail(server: server, from: "no-reply@wedding.test"),
+                    links: URL(string: "https://rbac.test")!)
+            }
+            for (user, password) in [(nil, nil), ("rbac", "wrong")] as [(String?, String?)] {
+                #expect(try await worker(user, password).runOnce() == [.retry], "\(user ?? "no login")")
+                _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now()")
+            }
+            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
+                .decode(column: 0)
+            #expect(!error.contains("wrong") && !error.contains("s3cret"), "no password in the error: \(error)")
+            #expect(try await worker("rbac", "s3cret").runOnce() == [.delivered])
+            let mail = try #require(try Self.received(setup.peer).first)
+            #expect(mail.authenticated && mail.tls, "logged in, over STARTTLS")
         }
     }
 
