@@ -165,7 +165,7 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("two workers on one database, 300 events: every event delivered, none twice")
+    @Test("two workers on one database, 1,000 events: every event delivered, none twice")
     func twoWorkers() async throws {
         try await Self.withReceiver { pool, peer, worker, key, _ in
             let owner = try await pool.newUser()
@@ -173,7 +173,7 @@ struct WebhookDeliveryTests {
             _ = try await pool.query(
                 """
                 WITH u AS (INSERT INTO users (email) SELECT 'u' || i || '-' || gen_random_uuid() || '@example.com'
-                           FROM generate_series(1, 299) i RETURNING id)
+                           FROM generate_series(1, 999) i RETURNING id)
                 INSERT INTO memberships (couple_id, user_id, role) SELECT \(couple), id, 'viewer' FROM u
                 """)
             let other = OutboxWorker(
@@ -184,9 +184,9 @@ struct WebhookDeliveryTests {
             }
             // A delivery that timed out on a loaded machine is retried: more attempts than events, never more
             // deliveries.
-            #expect(outcomes.flatMap { $0 }.filter { $0 == .delivered }.count == 300)
+            #expect(outcomes.flatMap { $0 }.filter { $0 == .delivered }.count == 1000)
             let ids = try Self.received(peer).compactMap(\.id)
-            #expect(Set(ids).count == 300, "every event arrived")
+            #expect(Set(ids).count == 1000, "every event arrived")
             #expect(ids.count - Set(ids).count == 0, "duplicates: \(ids.count - Set(ids).count)")
             #expect(outcomes.allSatisfy { !$0.isEmpty }, "both workers sent some")
         }
