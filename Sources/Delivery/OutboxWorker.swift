@@ -104,17 +104,28 @@ public struct OutboxWorker: Sendable {
         return outcomes
     }
 
-    /// Sends until cancelled, waiting `idle` whenever nothing was due; `report` hears of failures to reach the
-    /// database.
-    public func run(idle: Duration = .seconds(1), report: @escaping @Sendable (String) -> Void = { _ in }) async {
+    /// Sends until cancelled, looking again `idle` after finding nothing due: what a commit adds waits at most
+    /// that long (a look costs one indexed read of nothing). While the database cannot be reached it tries every
+    /// `retry`; `report` hears once that delivery paused, with why, and once that it resumed.
+    public func run(
+        idle: Duration = .milliseconds(200), retry: Duration = .seconds(5),
+        report: @escaping @Sendable (String) -> Void = { _ in }
+    ) async {
+        var paused = false
         while !Task.isCancelled {
             do {
-                if try await runOnce().isEmpty { try await Task.sleep(for: idle) }
+                let outcomes = try await runOnce()
+                if paused {
+                    report("outbox delivery resumed")
+                    paused = false
+                }
+                if outcomes.isEmpty { try await Task.sleep(for: idle) }
             } catch is CancellationError {
                 return
             } catch {
-                report("outbox delivery paused: \(error)")
-                try? await Task.sleep(for: idle)
+                if !paused { report("outbox delivery paused: \(error)") }
+                paused = true
+                try? await Task.sleep(for: retry)
             }
         }
     }
