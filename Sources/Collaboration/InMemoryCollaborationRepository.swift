@@ -235,6 +235,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             throw CollaborationError(.notFound, "couple \(couple) has no role of its own named \"\(name)\"")
         }
         let holders = (memberships[couple] ?? [:]).values.map(\.membership).filter { $0.role == name }
+        let pending = invitationsByHash.filter {
+            $0.value.invitation.coupleID == couple && $0.value.invitation.role == name
+                && $0.value.status(at: now()) == .pending
+        }.keys
         if let reassign {
             guard permissions(of: reassign, in: couple) != nil else {
                 throw CollaborationError(.invalidInput, "unknown role \"\(reassign)\"; valid roles: \(validRoles)")
@@ -245,9 +249,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             try requireGrantable(couple, acting, name)
             try requireGrantable(couple, acting, reassign)
             for holder in holders { _ = try change(couple, holder.userID, as: actor) { $0.role = reassign } }
-        } else if !holders.isEmpty {
+            for hash in pending { invitationsByHash[hash]?.invitation.role = reassign }
+        } else if !holders.isEmpty || !pending.isEmpty {
             throw CollaborationError(
-                .roleInUse, "the \(name) role is held by \(holders.count) member(s) or pending invitation(s)")
+                .roleInUse,
+                "the \(name) role is held by \(holders.count + pending.count) member(s) or pending invitation(s)")
         }
         coupleRoles[couple]?[name] = nil
         couplesByID[couple]?.revision += 1

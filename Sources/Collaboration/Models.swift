@@ -117,7 +117,7 @@ public enum InvitationStatus: String, Sendable, Codable, CaseIterable {
 public struct Invitation: Sendable, Hashable, Codable {
     public let id: UUID
     public let coupleID: UUID
-    public let role: RoleName
+    public var role: RoleName
     public let email: String?
     public let inviter: String
     public let createdAt: Date

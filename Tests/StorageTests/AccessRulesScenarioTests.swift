@@ -120,6 +120,7 @@ extension CollaborationScenarioTests {
                 try await world.repository.permissionSet(couple: couple, user: guest).permissions
                     == Set(perms(["guests.edit"])), "the holder has the new set at once")
 
+            let invited = try await world.invitations.invite(to: couple, role: mom, as: .user(partner))
             let roles = try await world.permissions.roles(of: couple, as: .user(planner))
             #expect(roles.filter(\.coupleDefined).map(\.name) == [heir, mom])
             await expectRefusal(.roleInUse) {
@@ -128,6 +129,11 @@ extension CollaborationScenarioTests {
             try await world.permissions.deleteRole(
                 mom, in: couple, reassign: RoleName(rawValue: "viewer")!, as: .user(partner))
             #expect(try await world.repository.role(couple: couple, user: guest, as: world.admin)?.rawValue == "viewer")
+            let pending = try await world.repository.invitations(
+                couple: couple, status: .pending, limit: 10, after: nil, as: world.admin)
+            #expect(
+                pending.first { $0.id == invited.invitation.id }?.role.rawValue == "viewer",
+                "the pending invitation moved with the members")
             await expectRefusal(.notFound) {
                 try await world.permissions.deleteRole(mom, in: couple, reassign: nil, as: .user(owner))
             }

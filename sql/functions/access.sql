@@ -8,7 +8,8 @@
 --   RBLST last active owner         RBEXP invitation expired      RBREV invitation revoked
 --   RBUSD invitation already used   RBEML invitation bound to another email address
 --   RBPOL invalid policy            RBQTA a couple's budget row limit reached
---   RBRAT too many invitations in an hour RBHLD a couple's role still held
+--   RBRAT too many invitations in an hour
+--   RBHLD a couple's own role still held (by members or pending invitations)
 
 -- Whether a membership grants anything now: active, and not past its expiry. The one definition of "in force";
 -- a SQL function of one expression, so the planner inlines it into every query that calls it.
