@@ -7,12 +7,12 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Roles: the policy's, and those a couple defines for itself.",
             discussion: """
-                A couple's own role grants permissions of the registry (rbac roles lists them). Authoring one \\
-                needs roles.manage and every permission it grants; giving one (grant, invite) needs roles.assign \\
-                and every permission it grants. Names are lower-case letters and underscores, unique in the \\
+                A couple's own role grants permissions of the registry (rbac roles lists them). Authoring one \
+                needs roles.manage and every permission it grants; giving one (grant, invite) needs roles.assign \
+                and every permission it grants. Names are lower-case letters and underscores, unique in the \
                 couple and unlike the policy's.
 
-                Example: rbac roles create --couple C --name mom --description "May view the guests and the \\
+                Example: rbac roles create --couple C --name mom --description "May view the guests and the \
                 budget" --permission guests.view --permission budget.view
                 """,
             subcommands: [List.self, Create.self, Edit.self, Delete.self], defaultSubcommand: List.self)

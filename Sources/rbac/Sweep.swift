@@ -8,8 +8,8 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Record the memberships and invitations that expired: audit entries and outbox events.",
             discussion: """
-                Expiry needs no sweep: from the instant a membership expires it grants nothing. The sweep only \\
-                writes down what happened (membership.expired, invitation.expired), once each, for expiries of \\
+                Expiry needs no sweep: from the instant a membership expires it grants nothing. The sweep only \
+                writes down what happened (membership.expired, invitation.expired), once each, for expiries of \
                 the last 30 days; rbac serve sweeps every --sweep-interval on its own.
                 """)
         @Option(help: "Record at most this many of each kind in one go (1 to 100000).") var limit: Int = 1000
