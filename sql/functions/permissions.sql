@@ -4,17 +4,20 @@
 -- member's role grants it, be it a role of the policy or one the couple defined (their names never collide), and
 -- the membership is in force (active and not past its expiry). plpgsql so that its query plan is cached per
 -- session (a LANGUAGE sql function with this body is re-planned on every call); false, never NULL, for unknown
--- couples, users and permissions, for suspended members and from the instant a membership expires.
+-- couples, users and permissions, for suspended members and from the instant a membership expires. The two kinds
+-- of grant are one lateral UNION ALL with LIMIT 1: an OR of two EXISTS sub-plans cost a sixth more per call.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN EXISTS (
         SELECT 1 FROM memberships m
-        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND rbac.in_force(m.status, m.expires_at)
-          AND (EXISTS (SELECT 1 FROM role_permissions rp WHERE rp.role = m.role AND rp.permission = p_permission)
-               OR EXISTS (SELECT 1 FROM couple_role_permissions crp
-                          WHERE crp.couple_id = m.couple_id AND crp.role = m.role AND crp.permission = p_permission)));
+        JOIN LATERAL (SELECT 1 FROM role_permissions rp WHERE rp.role = m.role AND rp.permission = p_permission
+                      UNION ALL
+                      SELECT 1 FROM couple_role_permissions crp
+                      WHERE crp.couple_id = m.couple_id AND crp.role = m.role AND crp.permission = p_permission
+                      LIMIT 1) granted ON true
+        WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND rbac.in_force(m.status, m.expires_at));
 END $$;
 
 -- The caller is `sub` of request.jwt.claims, as Supabase / PostgREST set it.
