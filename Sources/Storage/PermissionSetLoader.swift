@@ -10,6 +10,7 @@ final class PermissionSetLoader: Sendable {
 
     init(pool: PostgresConnectionPool) {
         let roles = RolePermissions()
+        let coupleRoles = CoupleRolePermissions()
         batches = BatchedLoader(concurrency: Self.permissionSetLoads, maxBatch: 1_000) { batches in
             do {
                 try await pool.withConnection { connection in
@@ -18,7 +19,11 @@ final class PermissionSetLoader: Sendable {
                     // ends before taking another batch, and the next drain leases another connection.
                     try await connection.withSession { session in
                         while let pairs = batches.next() {
-                            batches.answer(Result { try Self.permissionSets(pairs, session: session, roles: roles) })
+                            batches.answer(
+                                Result {
+                                    try Self.permissionSets(
+                                        pairs, session: session, roles: roles, coupleRoles: coupleRoles)
+                                })
                             guard session.isSound else { return }
                         }
                     }
@@ -46,7 +51,8 @@ final class PermissionSetLoader: Sendable {
     /// function reads every pair's revision and role from one snapshot, with the policy revision, and the roles
     /// map to their permissions as `roles` knows them at that revision (read once per policy change).
     private static func permissionSets(
-        _ pairs: [CoupleUser], session: PostgresConnection.Session, roles: RolePermissions
+        _ pairs: [CoupleUser], session: PostgresConnection.Session, roles: RolePermissions,
+        coupleRoles: CoupleRolePermissions
     ) throws -> [PermissionSet] {
         let read: PostgresQuery = """
             SELECT revision, role, policy_revision, expires_at, couple_role_permissions
@@ -64,10 +70,14 @@ final class PermissionSetLoader: Sendable {
                 let members = try rows.map(Member.init)
                 let policyRevision: Int64 = try rows[0].decode("policy_revision")
                 guard members.contains(where: { $0.role != nil && $0.coupleRolePermissions == nil }) else {
-                    return members.map { $0.permissionSet(policyRevision: policyRevision, granted: [:]) }
+                    return members.map {
+                        $0.permissionSet(policyRevision: policyRevision, granted: [:], coupleRoles: coupleRoles)
+                    }
                 }
                 guard let granted = try roles.at(policyRevision: policyRevision, session: session) else { continue }
-                return members.map { $0.permissionSet(policyRevision: policyRevision, granted: granted) }
+                return members.map {
+                    $0.permissionSet(policyRevision: policyRevision, granted: granted, coupleRoles: coupleRoles)
+                }
             }
             throw CollaborationError(
                 .unavailable,
@@ -85,8 +95,9 @@ final class PermissionSetLoader: Sendable {
         let revision: Int64?
         let role: String?
         let expiresAt: Date?
-        /// For a role the couple defined, what it grants (read with the couple's revision); nil for the policy's.
-        let coupleRolePermissions: [String]?
+        /// For a role the couple defined, what it grants (read with the couple's revision), space-separated; nil
+        /// for the policy's.
+        let coupleRolePermissions: String?
 
         init(_ row: PostgresRow) throws {
             revision = try row.decode("revision")
@@ -96,10 +107,11 @@ final class PermissionSetLoader: Sendable {
         }
 
         /// `granted`: what each role of the policy grants at `policyRevision`.
-        func permissionSet(policyRevision: Int64, granted: [String: Set<Permission>]) -> PermissionSet {
+        func permissionSet(
+            policyRevision: Int64, granted: [String: Set<Permission>], coupleRoles: CoupleRolePermissions
+        ) -> PermissionSet {
             let permissions =
-                coupleRolePermissions.map { Set($0.compactMap(Permission.init(rawValue:))) }
-                ?? role.flatMap { granted[$0] } ?? []
+                coupleRolePermissions.map(coupleRoles.set) ?? role.flatMap { granted[$0] } ?? []
             return PermissionSet(
                 permissions: permissions, revision: revision, role: role, policyRevision: policyRevision,
                 expiresAt: expiresAt)
@@ -139,5 +151,24 @@ final class RolePermissions: Sendable {
             }
         }
         return read == policyRevision ? permissions : nil
+    }
+}
+
+/// One copy of each distinct permission set of couples' roles, by its text (`user_roles`): couples define
+/// roles alike, and a set is parsed once and shared by every cached entry that holds it rather than copied into
+/// each. At most `capacity` sets are kept; past it, all are dropped and parsed again as they come.
+final class CoupleRolePermissions: Sendable {
+    private let sets = Mutex<[String: Set<Permission>]>([:])
+    static let capacity = 4_096
+
+    /// The set `text` names (sorted names, space-separated).
+    func set(_ text: String) -> Set<Permission> {
+        if let known = sets.withLock({ $0[text] }) { return known }
+        let parsed = Set(text.split(separator: " ").compactMap { Permission(rawValue: String($0)) })
+        sets.withLock { sets in
+            if sets.count >= Self.capacity { sets.removeAll(keepingCapacity: true) }
+            sets[text] = parsed
+        }
+        return parsed
     }
 }

@@ -112,13 +112,15 @@ END $$;
 -- What permission caches load, for many (couple, user) pairs in one statement: each member's role, which they
 -- map through role_permission_sets themselves, once per policy revision (aggregating a role's permissions
 -- again for every pair cost several times as much); for a role the couple defined, its permissions, which
--- change with the couple's revision; and when the membership expires, after which the set must not be used.
+-- change with the couple's revision, as one sorted space-separated text (one value to read, and the key under
+-- which the server keeps one copy of each distinct set); and when the membership expires, after which the set
+-- must not be used.
 -- The n-th row answers the n-th pair; all rows come from one snapshot. revision is NULL for an unknown couple;
 -- role is NULL unless the membership is in force; policy_revision is the same in every row.
 DROP FUNCTION IF EXISTS public.user_roles(uuid[], uuid[]);
 CREATE OR REPLACE FUNCTION public.user_roles(p_couple_ids uuid[], p_user_ids uuid[])
 RETURNS TABLE (revision bigint, role text, policy_revision bigint, expires_at timestamptz,
-               couple_role_permissions text[])
+               couple_role_permissions text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
 -- One generic plan (index lookups per pair) for every length of the arrays. Left to choose, PostgreSQL plans
 -- afresh on every call, since a plan for the arrays at hand always looks cheaper than one that has to guess
@@ -132,8 +134,9 @@ BEGIN
     RETURN QUERY
     SELECT c.revision, m.role, (SELECT p.revision FROM policy_revision p), m.expires_at,
            CASE WHEN m.role IS NOT NULL AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.name = m.role)
-                THEN ARRAY(SELECT crp.permission FROM couple_role_permissions crp
-                           WHERE crp.couple_id = m.couple_id AND crp.role = m.role ORDER BY crp.permission) END
+                THEN coalesce((SELECT string_agg(crp.permission, ' ' ORDER BY crp.permission)
+                               FROM couple_role_permissions crp
+                               WHERE crp.couple_id = m.couple_id AND crp.role = m.role), '') END
     FROM unnest(p_couple_ids, p_user_ids) WITH ORDINALITY AS pair(couple_id, user_id, n)
     LEFT JOIN couples c ON c.id = pair.couple_id
     LEFT JOIN memberships m ON m.couple_id = pair.couple_id AND m.user_id = pair.user_id
