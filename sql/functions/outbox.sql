@@ -35,6 +35,15 @@ END $$;
 CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON memberships
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_membership();
 
+-- Erases the sealed token of invitation p_invitation_id from every message still holding it: once it is
+-- accepted, revoked or expired, no message may carry a usable link to it.
+CREATE OR REPLACE FUNCTION rbac.erase_sealed_token(p_invitation_id uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    UPDATE outbox SET token_box = NULL
+    WHERE token_box IS NOT NULL AND payload ->> 'invitation_id' = p_invitation_id::text;
+END $$;
+
 -- invitation.created, invitation.accepted, invitation.revoked; and for an invitation bound to an address, the
 -- email that carries its link. Once an invitation is accepted or revoked, its sealed token goes from every
 -- message still holding it.
@@ -54,8 +63,7 @@ BEGIN
         RETURN NULL;
     END IF;
     IF TG_OP = 'UPDATE' THEN
-        UPDATE outbox SET token_box = NULL
-        WHERE token_box IS NOT NULL AND payload ->> 'invitation_id' = NEW.id::text;
+        PERFORM rbac.erase_sealed_token(NEW.id);
     END IF;
     v_payload := jsonb_build_object(
         'couple_id', NEW.couple_id, 'invitation_id', NEW.id, 'role', NEW.role, 'email', NEW.email,

@@ -64,8 +64,7 @@ BEGIN
                                       'expires_at', v_invitation.expires_at);
         INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
         VALUES (v_invitation.couple_id, NULL, 'system:expiry', 'invitation.expired', NULL, v_after);
-        UPDATE outbox SET token_box = NULL
-        WHERE token_box IS NOT NULL AND payload ->> 'invitation_id' = v_invitation.id::text;
+        PERFORM rbac.erase_sealed_token(v_invitation.id);
         PERFORM rbac.enqueue_event('invitation.expired', v_invitation.couple_id, v_after);
         v_invitations := v_invitations + 1;
     END LOOP;
