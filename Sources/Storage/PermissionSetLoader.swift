@@ -96,7 +96,8 @@ final class PermissionSetLoader: Sendable {
         let role: String?
         let expiresAt: Date?
         /// For a role the couple defined, what it grants (read with the couple's revision), space-separated; nil
-        /// for the policy's.
+        /// for the policy's, and for a couple's role that grants nothing (which the policy's map has no entry
+        /// for, so it maps to nothing all the same).
         let coupleRolePermissions: String?
 
         init(_ row: PostgresRow) throws {

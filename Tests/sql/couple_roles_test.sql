@@ -48,6 +48,11 @@ SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'mom')).r
           'a partner (roles.assign, holding every permission of the role) grants it');
 SELECT ok(pg_temp.can('vera', 'guests.view') AND pg_temp.can('vera', 'budget.view'), 'the role grants its permissions');
 SELECT ok(NOT pg_temp.can('vera', 'budget.edit') AND NOT pg_temp.can('vera', 'expenses.view'), 'and nothing else');
+SELECT results_eq($$SELECT role, couple_role_permissions FROM user_roles(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('vera')])$$,
+                  $$VALUES ('mom'::text, 'budget.view guests.view'::text)$$,
+                  'what caches load carries the couple''s role with its permissions');
+SELECT is((SELECT couple_role_permissions FROM user_roles(ARRAY[pg_temp.id('Olivia & Paul')], ARRAY[pg_temp.id('paul')])),
+          NULL, 'and a policy role without them');
 SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('ivy'), 'heir')$$, 'RBESC', NULL,
                  'a partner cannot grant a role with a permission they lack');
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('heir'), 'heir')$$, 'RBESC', NULL,
