@@ -135,7 +135,7 @@ let package = Package(
             name: "StorageTests",
             dependencies: [
                 "Storage", "Budget", "Collaboration", "Delivery", "OutboundHTTP", "Postgres", "Secrets", "TestSupport",
-                "ChildProcess",
+                "ChildProcess", .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
     ]
 )

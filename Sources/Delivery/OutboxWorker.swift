@@ -78,7 +78,7 @@ public struct OutboxWorker: Sendable {
     public func runOnce(limit: Int = 8) async throws -> [Outcome] {
         let claimed = try await outbox.claim(
             limit: limit, lease: lease, channels: mail == nil ? ["webhook"] : PostgresOutbox.channels)
-        let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+        return try await withThrowingTaskGroup(of: Outcome.self) { group in
             for message in claimed {
                 group.addTask {
                     let outcome = try await message.channel == "email" ? email(message) : webhook(message)
@@ -94,6 +94,11 @@ public struct OutboxWorker: Sendable {
             for try await outcome in group { outcomes.append(outcome) }
             return outcomes
         }
+    }
+
+    /// Records the queue's depth and oldest age per channel (`/metrics`). `run` does it once a `gaugeInterval`,
+    /// not every round: counting a backlog of thousands after every eight messages made draining it quadratic.
+    func recordQueue() async throws {
         // An empty queue has no row: its channel reads 0, not the last depth seen.
         let queue = try await outbox.queue()
         for channel in PostgresOutbox.channels {
@@ -101,8 +106,10 @@ public struct OutboxWorker: Sendable {
             depth(channel).record(row?.depth ?? 0)
             oldest(channel).record(row?.oldest ?? 0)
         }
-        return outcomes
     }
+
+    /// How often `run` records the queue's gauges.
+    static let gaugeInterval: Duration = .seconds(1)
 
     /// Sends until cancelled, looking again `idle` after finding nothing due: what a commit adds waits at most
     /// that long (a look costs one indexed read of nothing). While the database cannot be reached it tries every
@@ -112,8 +119,13 @@ public struct OutboxWorker: Sendable {
         report: @escaping @Sendable (String) -> Void = { _ in }
     ) async {
         var paused = false
+        var gaugesDue = ContinuousClock.now
         while !Task.isCancelled {
             do {
+                if ContinuousClock.now >= gaugesDue {
+                    try await recordQueue()
+                    gaugesDue = ContinuousClock.now + Self.gaugeInterval
+                }
                 let outcomes = try await runOnce()
                 if paused {
                     report("outbox delivery resumed")

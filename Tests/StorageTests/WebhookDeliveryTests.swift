@@ -1,12 +1,14 @@
 import Collaboration
-import Delivery
 import Foundation
 import OutboundHTTP
 import Postgres
+import Prometheus
 import Secrets
 import Storage
 import TestSupport
 import Testing
+
+@testable import Delivery
 
 /// The outbox end to end: rows written by the database's triggers, sent by real workers over HTTPS to a receiver
 /// that verifies each delivery with the reference Standard Webhooks implementation.
@@ -189,6 +191,26 @@ struct WebhookDeliveryTests {
             #expect(Set(ids).count == 1000, "every event arrived")
             #expect(ids.count - Set(ids).count == 0, "duplicates: \(ids.count - Set(ids).count)")
             #expect(outcomes.allSatisfy { !$0.isEmpty }, "both workers sent some")
+        }
+    }
+
+    @Test("the queue's gauges count the messages waiting on each channel, and read 0 for an empty one")
+    func queueGauges() async throws {
+        try await Self.withReceiver { pool, peer, _, key, _ in
+            let owner = try await pool.newUser()
+            _ = try await pool.newCouple(members: [(owner, "owner"), (try await pool.newUser(), "viewer")])
+            let registry = PrometheusCollectorRegistry()
+            let worker = OutboxWorker(
+                outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(.init(caFile: peer.caFile)), key: key,
+                metrics: PrometheusMetricsFactory(registry: registry))
+            try await worker.recordQueue()
+            var text = registry.emitToString()
+            #expect(text.contains(#"rbac_outbox_queue_depth{channel="webhook"} 2"#), "\(text)")
+            #expect(text.contains(#"rbac_outbox_queue_depth{channel="email"} 0"#), "\(text)")
+            _ = try await Self.drain(worker)
+            try await worker.recordQueue()
+            text = registry.emitToString()
+            #expect(text.contains(#"rbac_outbox_queue_depth{channel="webhook"} 0"#), "\(text)")
         }
     }
 }
