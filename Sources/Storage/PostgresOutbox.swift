@@ -51,8 +51,7 @@ public struct PostgresOutbox: Sendable {
     ) {
         try Self.validate(url: url, eventTypes: eventTypes)
         let id = UUID()
-        let secret = Self.newSecret()
-        let box = Data(key.seal(Array(secret.utf8), for: Self.secretContext(id)))
+        let (secret, box) = Self.newSecret(for: id, key: key)
         let endpoint = try await run {
             try await $0.query(
                 """
@@ -81,8 +80,7 @@ public struct PostgresOutbox: Sendable {
 
     /// A new secret for the endpoint, shown once; the old one signs nothing more.
     public func rotateSecret(_ id: UUID, key: DeliveryKey) async throws -> (WebhookEndpoint, String) {
-        let secret = Self.newSecret()
-        let box = Data(key.seal(Array(secret.utf8), for: Self.secretContext(id)))
+        let (secret, box) = Self.newSecret(for: id, key: key)
         let rows = try await run {
             try await $0.query(
                 """
@@ -251,8 +249,12 @@ public struct PostgresOutbox: Sendable {
     /// What an outbox message's sealed token is bound to: its row.
     static func tokenContext(_ id: UUID) -> String { "outbox-token:\(id.uuidString.lowercased())" }
 
-    /// `whsec_` and 32 random bytes in base64, as Standard Webhooks writes secrets.
-    private static func newSecret() -> String { "whsec_" + Data(SecureRandom.bytes(count: 32)).base64EncodedString() }
+    /// A new secret for endpoint `id` (`whsec_` and 32 random bytes in base64, as Standard Webhooks writes
+    /// secrets), and the box it is stored in, sealed under `key` and bound to the endpoint.
+    private static func newSecret(for id: UUID, key: DeliveryKey) -> (secret: String, box: Data) {
+        let secret = "whsec_" + Data(SecureRandom.bytes(count: 32)).base64EncodedString()
+        return (secret, Data(key.seal(Array(secret.utf8), for: secretContext(id))))
+    }
 
     private static func validate(url: String, eventTypes: [String]) throws(CollaborationError) {
         guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "https", parsed.host != nil,
