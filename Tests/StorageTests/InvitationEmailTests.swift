@@ -39,11 +39,42 @@ struct InvitationEmailTests {
     struct Setup {
         let pool: PostgresConnectionPool
         let peer: HTTPSPeer
-        let worker: OutboxWorker
         let invitations: CollaborationInvitationService
         let couple: UUID
         let owner: UUID
         let key: DeliveryKey
+
+        /// The owner invites `email` as a viewer.
+        @discardableResult
+        func invite(_ email: String) async throws -> IssuedInvitation {
+            try await invitations.invite(
+                to: couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: email),
+                as: .user(owner))
+        }
+
+        /// A worker sending mail through the test server, from the couple's app.
+        var worker: OutboxWorker {
+            get throws { worker(try server(), from: "Wedding <no-reply@wedding.test>") }
+        }
+
+        /// A worker sending mail through `server`.
+        func worker(_ server: OutboundMail, from: String = "no-reply@wedding.test") -> OutboxWorker {
+            OutboxWorker(
+                outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(), key: key,
+                mail: OutboxWorker.Mail(server: server, from: from), links: URL(string: "https://rbac.test")!)
+        }
+
+        /// The test server at `peer`, with a login when given.
+        func server(user: String? = nil, password: String? = nil) throws -> OutboundMail {
+            try OutboundMail(
+                server: URL(string: "smtp://localhost:\(peer.baseURL.port!)")!, username: user, password: password,
+                caFile: peer.caFile)
+        }
+
+        /// The email message's last error.
+        func lastError() async throws -> String {
+            try await pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0].decode(column: 0)
+        }
     }
 
     static func withServer(_ body: (Setup) async throws -> Void) async throws {
@@ -55,16 +86,9 @@ struct InvitationEmailTests {
                     email: EmailAddress(rawValue: "olivia@example.com")!, displayName: "Olivia")
                 let couple = try await repository.createCouple(
                     name: "Zoë & Łukasz", owner: owner.id, as: .operator(label: "tests"))
-                let mail = OutboxWorker.Mail(
-                    server: try OutboundMail(
-                        server: URL(string: "smtp://localhost:\(peer.baseURL.port!)")!, caFile: peer.caFile),
-                    from: "Wedding <no-reply@wedding.test>")
-                let worker = OutboxWorker(
-                    outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(), key: key, mail: mail,
-                    links: URL(string: "https://rbac.test")!)
                 try await body(
                     Setup(
-                        pool: pool, peer: peer, worker: worker,
+                        pool: pool, peer: peer,
                         invitations: CollaborationInvitationService(
                             repository: repository, baseURL: URL(string: "https://rbac.test")!),
                         couple: couple.id, owner: owner.id, key: key))
@@ -103,9 +127,7 @@ struct InvitationEmailTests {
         try await Self.withServer { setup in
             try "450 mailbox busy\n550 no such user\n".write(
                 to: setup.peer.root.appendingPathComponent("replies"), atomically: true, encoding: .utf8)
-            _ = try await setup.invitations.invite(
-                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "a@example.com"),
-                as: .user(setup.owner))
+            try await setup.invite("a@example.com")
             #expect(try await setup.worker.runOnce() == [.retry])
             #expect(
                 try await setup.pool.count(
@@ -114,8 +136,7 @@ struct InvitationEmailTests {
                     == 1, "the sealed link waits with the message")
             _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now()")
             #expect(try await setup.worker.runOnce() == [.dead])
-            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
-                .decode(column: 0)
+            let error = try await setup.lastError()
             #expect(error.contains("550"), "\(error)")
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
 
@@ -132,26 +153,16 @@ struct InvitationEmailTests {
         try await Self.withServer { setup in
             try "rbac:s3cret\n".write(
                 to: setup.peer.root.appendingPathComponent("credentials"), atomically: true, encoding: .utf8)
-            _ = try await setup.invitations.invite(
-                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "a@example.com"),
-                as: .user(setup.owner))
-            func worker(_ user: String?, _ password: String?) throws -> OutboxWorker {
-                let server = try OutboundMail(
-                    server: URL(string: "smtp://localhost:\(setup.peer.baseURL.port!)")!, username: user,
-                    password: password, caFile: setup.peer.caFile)
-                return OutboxWorker(
-                    outbox: PostgresOutbox(pool: setup.pool), http: OutboundHTTP(), key: setup.key,
-                    mail: OutboxWorker.Mail(server: server, from: "no-reply@wedding.test"),
-                    links: URL(string: "https://rbac.test")!)
-            }
+            try await setup.invite("a@example.com")
             for (user, password) in [(nil, nil), ("rbac", "wrong")] as [(String?, String?)] {
-                #expect(try await worker(user, password).runOnce() == [.retry], "\(user ?? "no login")")
+                let worker = setup.worker(try setup.server(user: user, password: password))
+                #expect(try await worker.runOnce() == [.retry], "\(user ?? "no login")")
                 _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now()")
             }
-            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
-                .decode(column: 0)
+            let error = try await setup.lastError()
             #expect(!error.contains("wrong") && !error.contains("s3cret"), "no password in the error: \(error)")
-            #expect(try await worker("rbac", "s3cret").runOnce() == [.delivered])
+            #expect(
+                try await setup.worker(try setup.server(user: "rbac", password: "s3cret")).runOnce() == [.delivered])
             let mail = try #require(try Self.received(setup.peer).first)
             #expect(mail.authenticated && mail.tls, "logged in, over STARTTLS")
         }
@@ -160,21 +171,15 @@ struct InvitationEmailTests {
     @Test("a mail server that refuses connections gets the message again later, its sealed link kept")
     func unreachable() async throws {
         try await Self.withServer { setup in
-            _ = try await setup.invitations.invite(
-                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "c@example.com"),
-                as: .user(setup.owner))
+            try await setup.invite("c@example.com")
             let (socket, closed) = try listeningOnLoopback()
             close(socket)  // nothing listens there now
-            let outbox = PostgresOutbox(pool: setup.pool)
             for server in ["smtp://127.0.0.1:\(closed)", "smtp+insecure://127.0.0.1:\(closed)"] {
                 _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now(), attempts = 0")
-                let worker = OutboxWorker(
-                    outbox: outbox, http: OutboundHTTP(), key: setup.key,
-                    mail: .init(server: try OutboundMail(server: URL(string: server)!), from: "x@wedding.test"))
+                let worker = setup.worker(try OutboundMail(server: URL(string: server)!))
                 #expect(try await worker.runOnce() == [.retry], "\(server)")
             }
-            let error: String = try await setup.pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0]
-                .decode(column: 0)
+            let error = try await setup.lastError()
             #expect(error.contains("127.0.0.1"), "\(error)")
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
         }
@@ -183,9 +188,7 @@ struct InvitationEmailTests {
     @Test("accepting or revoking an invitation erases the sealed link of its unsent email")
     func erasedOnAcceptance() async throws {
         try await Self.withServer { setup in
-            let issued = try await setup.invitations.invite(
-                to: setup.couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "b@example.com"),
-                as: .user(setup.owner))
+            let issued = try await setup.invite("b@example.com")
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
             _ = try await setup.invitations.revoke(issued.invitation.id, in: setup.couple, as: .user(setup.owner))
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
