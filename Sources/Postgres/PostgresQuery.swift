@@ -74,6 +74,17 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             sql += fragment.description
         }
 
+        /// A string constant, for the few statements that take no parameters there, such as `SET LOCAL`.
+        /// Written as an escape string (`E'...'`, backslashes and quotes doubled), which reads the same whatever
+        /// `standard_conforming_strings` says. The text must hold no NUL, which no PostgreSQL text can.
+        public mutating func appendInterpolation(literal: String) {
+            precondition(!literal.contains("\u{0}"), "a PostgreSQL string cannot hold NUL")
+            sql +=
+                "E'"
+                + literal.replacingOccurrences(of: "\\", with: "\\\\")
+                .replacingOccurrences(of: "'", with: "''") + "'"
+        }
+
         /// A quoted identifier (a table, column or channel name), for the few statements that take no
         /// parameters there, such as `LISTEN`. Embedded quotes are doubled.
         public mutating func appendInterpolation(identifier: String) {

@@ -87,7 +87,7 @@ public struct AccessPolicy: Sendable {
             if !force, !tablesChanged, try applied?.decode("checksum", as: String.self) == checksum { return false }
             if try tablesChanged || applied?.decode("scripts_checksum", as: String.self) != scriptsChecksum {
                 for script in scripts {
-                    try await connection.runScript(PostgresQuery(unsafeSQL: script.sql))
+                    try await MigrationRunner.run(script.sql, on: connection)
                 }
             }
             try await connection.execute("SELECT apply_policy(\(PostgresJSON(text: policyJSON)))")

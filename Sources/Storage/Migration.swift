@@ -90,6 +90,8 @@ public enum MigrationError: Error, Equatable, CustomStringConvertible {
     case changedAfterApply(fileName: String, appliedChecksum: String, fileChecksum: String)
     /// The database has a migration this program does not know (it was migrated by a newer version).
     case unknownApplied(version: Int, name: String)
+    /// `rbac migrate --citus` without `sql/citus/distribute.sql` beside the migrations.
+    case noDistribution
 
     public var description: String {
         switch self {
@@ -107,6 +109,8 @@ public enum MigrationError: Error, Equatable, CustomStringConvertible {
         case .unknownApplied(let version, let name):
             "the database has migration \(String(format: "%04d", version))_\(name), which this rbac does not have; "
                 + "use the rbac version that applied it"
+        case .noDistribution:
+            "sql/\(MigrationRunner.distributionFileName) is missing, so this rbac cannot distribute a database"
         }
     }
 }

@@ -11,18 +11,26 @@ import Postgres
 public struct MigrationRunner: Sendable {
     public let migrations: [Migration]
     public let definitions: [Definition]
+    /// `citus/distribute.sql`: distributes the budget and the couple's audit log on a Citus coordinator.
+    public let distribution: String?
 
-    public init(migrations: [Migration], definitions: [Definition] = []) {
+    public init(migrations: [Migration], definitions: [Definition] = [], distribution: String? = nil) {
         self.migrations = migrations
         self.definitions = definitions
+        self.distribution = distribution
     }
 
-    /// The migrations of `directory` (`sql/`) and the definitions of its `functions/`.
+    /// The migrations of `directory` (`sql/`), the definitions of its `functions/` and the distribution step of
+    /// its `citus/`.
     public static func load(from directory: URL) throws -> MigrationRunner {
         MigrationRunner(
             migrations: try Migration.load(from: directory),
-            definitions: try Definition.load(from: directory.appendingPathComponent(Definition.directoryName)))
+            definitions: try Definition.load(from: directory.appendingPathComponent(Definition.directoryName)),
+            distribution: try? String(
+                contentsOf: directory.appendingPathComponent(Self.distributionFileName), encoding: .utf8))
     }
+
+    public static let distributionFileName = "citus/distribute.sql"
 
     public enum State: String, Sendable, Codable {
         case applied, pending
@@ -40,20 +48,27 @@ public struct MigrationRunner: Sendable {
     public struct Applied: Sendable, Equatable {
         public var migrations: [Migration] = []
         public var definitions: [Definition] = []
+        /// Whether the distribution step ran.
+        public var distributed = false
 
-        public var isEmpty: Bool { migrations.isEmpty && definitions.isEmpty }
-        public var fileNames: [String] { migrations.map(\.fileName) + definitions.map(\.fileName) }
+        public var isEmpty: Bool { migrations.isEmpty && definitions.isEmpty && !distributed }
+        public var fileNames: [String] {
+            migrations.map(\.fileName) + definitions.map(\.fileName) + (distributed ? [distributionFileName] : [])
+        }
     }
 
     /// The advisory lock key every runner takes (any constant shared by all runners works).
     static let lockKey: Int64 = 0x7262_6163_6d69_67  // "rbacmig"
 
-    /// Applies what is pending; `progress` is called with each file's name before it is applied.
+    /// Applies what is pending, then with `distribute` the distribution step (which changes nothing on a
+    /// database it already distributed), in the same transaction; `progress` is called with each file's name
+    /// before it is applied.
     @discardableResult
-    public func migrate(_ pool: PostgresConnectionPool, progress: @Sendable (String) -> Void = { _ in }) async throws
-        -> Applied
-    {
-        try await pool.withConnection { connection in
+    public func migrate(
+        _ pool: PostgresConnectionPool, distribute: Bool = false, progress: @Sendable (String) -> Void = { _ in }
+    ) async throws -> Applied {
+        guard !distribute || distribution != nil else { throw MigrationError.noDistribution }
+        return try await pool.withConnection { connection in
             try await withLock(connection) {
                 let applied = try await verifiedAppliedVersions(connection)
                 let definitionsApplied = try await appliedDefinitions(connection)
@@ -69,11 +84,11 @@ public struct MigrationRunner: Sendable {
                 run.definitions = definitions.filter {
                     changed.contains($0) || (!changed.isEmpty && $0.fileName == Definition.privilegesFileName)
                 }
-                if run.isEmpty { return run }
+                if run.isEmpty && !distribute { return run }
                 try await connection.withTransaction { connection in
                     for migration in run.migrations {
                         progress(migration.fileName)
-                        try await connection.runScript(PostgresQuery(unsafeSQL: migration.sql))
+                        try await Self.run(migration.sql, on: connection)
                         try await connection.execute(
                             """
                             INSERT INTO schema_migrations (version, name, checksum)
@@ -82,12 +97,17 @@ public struct MigrationRunner: Sendable {
                     }
                     for definition in run.definitions {
                         progress(definition.fileName)
-                        try await connection.runScript(PostgresQuery(unsafeSQL: definition.sql))
+                        try await Self.run(definition.sql, on: connection)
                         try await connection.execute(
                             """
                             INSERT INTO schema_definitions (file_name, checksum) VALUES (\(definition.fileName), \(definition.checksum))
                             ON CONFLICT (file_name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
                             """)
+                    }
+                    if distribute, let distribution {
+                        progress(Self.distributionFileName)
+                        try await Self.run(distribution, on: connection)
+                        run.distributed = true
                     }
                 }
                 return run
@@ -117,6 +137,13 @@ public struct MigrationRunner: Sendable {
                             appliedAt: record?.appliedAt)
                     }
             }
+        }
+    }
+
+    /// Runs a file's statements one at a time (see `SQLStatements`).
+    static func run(_ sql: String, on connection: PostgresConnection) async throws {
+        for statement in SQLStatements.split(sql) {
+            try await connection.runScript(PostgresQuery(unsafeSQL: statement))
         }
     }
 

@@ -477,11 +477,14 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let expenseIDs = allocations.map(\.expenseID)
             let itemIDs = allocations.map(\.budgetItemID)
             let amounts = allocations.map(\.amount.description)
+            // Selected through the scenario's row, so that Citus runs the insert on the couple's worker as one
+            // statement (rows it would copy there from the coordinator lose their errors' SQLSTATEs).
             try await connection.query(
                 """
                 INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
-                SELECT \(couple), \(scenario), e, i, a::numeric
-                FROM unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[], \(amounts)::text[]) AS t(e, i, a)
+                SELECT s.couple_id, s.id, e, i, a::numeric
+                FROM budget_scenarios s, unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[], \(amounts)::text[]) AS t(e, i, a)
+                WHERE s.couple_id = \(couple) AND s.id = \(scenario)
                 """)
         }
 

@@ -514,6 +514,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 }
             }
             // Newest first, so that only the last entries are read (LIMIT NULL reads them all); then in order.
+            // By time: on Citus the ids of entries written on different nodes come from different ranges.
             return try await connection.query(
                 """
                 SELECT * FROM (
@@ -521,8 +522,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                            a.before::text AS before, a.after::text AS after
                     FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
                     WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity')
-                    ORDER BY a.id DESC LIMIT \(last)
-                ) entries ORDER BY id
+                    ORDER BY a.at DESC, a.id DESC LIMIT \(last)
+                ) entries ORDER BY at, id
                 """
             ).map(Self.auditEntry)
         }

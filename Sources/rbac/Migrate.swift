@@ -14,11 +14,25 @@ extension RBAC {
                 migration whose file changed is refused (exit 4). Concurrent runs are safe: they wait for each \
                 other.
 
-                Example: rbac migrate --status
+                On a Citus coordinator (the citus extension on every node, the workers added), --citus then \
+                distributes the budget and each couple's audit log by couple (sql/citus/distribute.sql), in \
+                the same transaction; the rest stays on the coordinator. Give it again after later migrations; \
+                on a database already distributed it changes nothing. See docs/decisions/0009.
+
+                Examples:
+                  rbac migrate --status
+                  rbac migrate --citus
                 """)
 
         @Flag(help: "List each migration as applied or pending; change nothing.")
         var status = false
+
+        @Flag(help: "Then distribute the budget and the audit log by couple on this Citus coordinator.")
+        var citus = false
+
+        func validate() throws {
+            if status && citus { throw ValidationError("give --status or --citus, not both") }
+        }
 
         @OptionGroup var options: OperatorOptions
 
@@ -33,7 +47,7 @@ extension RBAC {
                 if status {
                     try printStatus(try await runner.status(pool))
                 } else {
-                    let applied = try await runner.migrate(pool) { fileName in
+                    let applied = try await runner.migrate(pool, distribute: citus) { fileName in
                         FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
                     }
                     let policyApplied = try await policy.apply(
@@ -66,11 +80,15 @@ extension RBAC {
             struct Report: Encodable {
                 let applied: [String]
                 let policyApplied: Bool
+                let distributed: Bool
                 let version: Int
             }
             let version = runner.migrations.last?.version ?? 0
             if options.output.json {
-                try printJSON(Report(applied: applied.fileNames, policyApplied: policyApplied, version: version))
+                try printJSON(
+                    Report(
+                        applied: applied.fileNames, policyApplied: policyApplied, distributed: applied.distributed,
+                        version: version))
             } else if applied.isEmpty && !policyApplied {
                 print("The database is up to date (version \(version)): \(database.redactedDescription)")
             } else {

@@ -462,6 +462,23 @@ struct CLITests {
         }
     }
 
+    @Test("migrate --citus on a database without Citus is refused, saying why, and applies nothing")
+    func migrateCitusWithoutCitus() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let refused = try await Self.rbac(["migrate", "--citus"], database: configuration.connectionString)
+            #expect(refused.status != 0 && refused.stderr.contains("this database has no citus extension"))
+            let connection = try await PostgresConnection.connect(configuration)
+            let tables = try await connection.query(
+                "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' AND tablename NOT IN ('schema_migrations', 'schema_definitions')"
+            )
+            await connection.close()
+            #expect(try tables[0].decode("n", as: Int.self) == 0, "the migrations rolled back with the distribution")
+            let both = try await Self.rbac(
+                ["migrate", "--citus", "--status"], database: configuration.connectionString)
+            #expect(both.status == 2 && both.stderr.contains("give --status or --citus, not both"))
+        }
+    }
+
     @Test("the operator's log: keys, limits, users, the policy, under the OS user or --actor-label; never a secret")
     func operatorAudit() async throws {
         try await TestDatabase.withFresh { configuration in

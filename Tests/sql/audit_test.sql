@@ -4,10 +4,10 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'guest']) AS name;
-SELECT set_config('rbac.actor_label', 'admin-alice', true);
+SET LOCAL rbac.actor_label = 'admin-alice';  -- as the CLI names its operator
 SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
 SELECT results_eq(
-    $$SELECT action, actor_id, actor_label, after ->> 'role' FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul')$$,
+    $$SELECT action, actor_id, actor_label, after ->> 'role' FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul'))$$,
     $$VALUES ('membership.insert', NULL::uuid, 'operator:admin-alice', 'owner')$$,
     'an operator''s change is recorded with the operator''s label');
 
@@ -16,7 +16,7 @@ SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'planner');
 SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'partner');
 SELECT results_eq(
     $$SELECT actor_id, before ->> 'role', after ->> 'role' FROM audit_log
-      WHERE couple_id = pg_temp.id('Olivia & Paul') AND action = 'membership.update'$$,
+      WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul')) AND action = 'membership.update'$$,
     $$VALUES (pg_temp.id('olivia'), 'planner', 'partner')$$,
     'a role change is recorded with the acting user, before and after');
 
@@ -24,7 +24,7 @@ SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_secret')
 SELECT pg_temp.act_as('guest');
 SELECT accept_invitation(pg_temp.hash('inv_secret'));
 SELECT results_eq(
-    $$SELECT action, actor_id FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul') AND action LIKE 'invitation.%' ORDER BY id$$,
+    $$SELECT action, actor_id FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul')) AND action LIKE 'invitation.%' ORDER BY id$$,
     $$VALUES ('invitation.insert', pg_temp.id('olivia')), ('invitation.update', pg_temp.id('guest'))$$,
     'creating and accepting an invitation are recorded');
 SELECT is_empty(
@@ -38,7 +38,7 @@ SELECT pg_temp.act_as('paul');
 SELECT remove_member(pg_temp.id('Olivia & Paul'), pg_temp.id('guest'));
 SELECT results_eq(
     $$SELECT actor_id, before ->> 'user_id', before ->> 'role', after FROM audit_log
-      WHERE couple_id = pg_temp.id('Olivia & Paul') AND action = 'membership.delete' ORDER BY id$$,
+      WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul')) AND action = 'membership.delete' ORDER BY id$$,
     $$VALUES (pg_temp.id('olivia'), pg_temp.id('olivia')::text, 'partner', NULL::jsonb),
              (pg_temp.id('paul'), pg_temp.id('guest')::text, 'viewer', NULL::jsonb)$$,
     'leaving and removal are recorded with the member as it was');
@@ -47,24 +47,24 @@ SELECT pg_temp.act_as_operator();
 SELECT throws_ok($$UPDATE audit_log SET action = 'nothing'$$, 'RBDEN', NULL, 'audit rows cannot be updated, even by a superuser');
 SELECT throws_ok($$DELETE FROM audit_log$$, 'RBDEN', NULL, 'audit rows cannot be deleted');
 SELECT throws_ok($$TRUNCATE audit_log$$, 'RBDEN', NULL, 'the audit log cannot be truncated');
-SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = pg_temp.id('Olivia & Paul')), 10, 'all ten rows are still there');
+SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul'))), 10, 'all ten rows are still there');
 
 -- Budget changes: one row per changed row, allocations included, with whoever the transaction names.
 SELECT pg_temp.new_couple('Budget', 'olivia');
 SELECT pg_temp.act_as('olivia');
 INSERT INTO budget_scenarios (couple_id, name) VALUES (pg_temp.id('Budget'), 'Main');
 INSERT INTO budget_items (couple_id, scenario_id, name, budgeted)
-    SELECT couple_id, id, 'Venue', 500 FROM budget_scenarios WHERE couple_id = pg_temp.id('Budget');
+    SELECT couple_id, id, 'Venue', 500 FROM budget_scenarios WHERE couple_id = (SELECT pg_temp.id('Budget'));
 INSERT INTO expenses (couple_id, name, amount) VALUES (pg_temp.id('Budget'), 'Deposit', 120);
 INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
     SELECT i.couple_id, i.scenario_id, e.id, i.id, 120
-    FROM budget_items i JOIN expenses e ON e.couple_id = i.couple_id WHERE i.couple_id = pg_temp.id('Budget');
-UPDATE budget_items SET budgeted = 600 WHERE couple_id = pg_temp.id('Budget');
+    FROM budget_items i JOIN expenses e ON e.couple_id = i.couple_id WHERE i.couple_id = (SELECT pg_temp.id('Budget'));
+UPDATE budget_items SET budgeted = 600 WHERE couple_id = (SELECT pg_temp.id('Budget'));
 SELECT pg_temp.act_as_operator();
-DELETE FROM expense_allocations WHERE couple_id = pg_temp.id('Budget');
+DELETE FROM expense_allocations WHERE couple_id = (SELECT pg_temp.id('Budget'));
 SELECT results_eq(
     $$SELECT action, actor_id, actor_label FROM audit_log
-      WHERE couple_id = pg_temp.id('Budget') AND action NOT LIKE 'membership.%' ORDER BY id$$,
+      WHERE couple_id = (SELECT pg_temp.id('Budget')) AND action NOT LIKE 'membership.%' ORDER BY id$$,
     $$VALUES ('budget_scenario.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
              ('budget_item.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
              ('expense.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
@@ -74,7 +74,7 @@ SELECT results_eq(
     'budget changes are recorded, each with who made it');
 SELECT results_eq(
     $$SELECT before ->> 'budgeted', after ->> 'budgeted' FROM audit_log
-      WHERE couple_id = pg_temp.id('Budget') AND action = 'budget_item.update'$$,
+      WHERE couple_id = (SELECT pg_temp.id('Budget')) AND action = 'budget_item.update'$$,
     $$VALUES ('500.00', '600.00')$$,
     'a budget change keeps the row before and after');
 

@@ -127,7 +127,7 @@ SELECT is((SELECT role FROM invitations WHERE token_hash = pg_temp.hash('mom')),
 SELECT ok(NOT EXISTS (SELECT 1 FROM couple_roles WHERE name = 'mom'), 'the role is gone');
 SELECT pg_temp.act_as_operator();
 SELECT ok(EXISTS (SELECT 1 FROM audit_log WHERE action = 'couple_role.delete'
-                  AND couple_id = pg_temp.id('Olivia & Paul')), 'the couple''s audit log records it');
+                  AND couple_id = (SELECT pg_temp.id('Olivia & Paul'))), 'the couple''s audit log records it');
 
 -- The policy cannot take a couple's role name.
 SELECT throws_ok($$SELECT apply_policy(jsonb_set(pg_temp.policy_in_force(), '{roles,usher}',

@@ -11,16 +11,23 @@ DECLARE
     v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'token_hash' - 'key_hash' - 'secret_box' END;
     v_couple_id uuid := coalesce(v_after ->> 'couple_id', v_before ->> 'couple_id')::uuid;
     v_action text := TG_ARGV[0] || '.' || lower(TG_OP);
+    -- Read here, where the trigger runs (a Citus worker for a budget row; SET LOCAL reaches it there).
+    v_actor_id uuid := rbac.jwt_user_id();
+    v_actor_label text := rbac.actor_label();
 BEGIN
     IF v_before = v_after THEN
         RETURN NULL;
     END IF;
     IF v_couple_id IS NULL THEN
-        INSERT INTO public.operator_audit_log (actor_label, action, before, after)
-        VALUES (rbac.actor_label(), v_action, v_before, v_after);
+        -- On Citus the row limits are a reference table, changed on a copy on every node; the coordinator's
+        -- copy records the change, and the workers have no operator's log.
+        IF to_regclass('public.operator_audit_log') IS NOT NULL THEN
+            INSERT INTO public.operator_audit_log (actor_label, action, before, after)
+            VALUES (v_actor_label, v_action, v_before, v_after);
+        END IF;
     ELSE
         INSERT INTO public.audit_log (couple_id, actor_id, actor_label, action, before, after)
-        VALUES (v_couple_id, rbac.jwt_user_id(), rbac.actor_label(), v_action, v_before, v_after);
+        VALUES (v_couple_id, v_actor_id, v_actor_label, v_action, v_before, v_after);
     END IF;
     RETURN NULL;
 END $$;

@@ -14,76 +14,102 @@ LANGUAGE sql IMMUTABLE AS $$
            ('gifts_and_owed', 'gift', 'gifts.view')
 $$;
 
--- Advances budget_revisions for each couple whose rows the statement changed.
+-- Advances the couple's budget revision, once per transaction: a transaction that adds a thousand rows moves it
+-- once, since a reader can only see all of them or none. The couple revised last in this transaction is
+-- remembered in a transaction-local setting (rolled back with a savepoint, like the revision itself), which
+-- catches the repeats of a statement's rows, all of one couple.
 CREATE OR REPLACE FUNCTION rbac.advance_budget_revision() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
 BEGIN
-    INSERT INTO budget_revisions AS r (couple_id, revision)
-    SELECT DISTINCT c.couple_id, 1 FROM changed c
-    WHERE EXISTS (SELECT 1 FROM couples WHERE id = c.couple_id)  -- not for a couple being deleted
-    ON CONFLICT (couple_id) DO UPDATE SET revision = r.revision + 1;
+    IF current_setting('rbac.budget_revised', true) IS DISTINCT FROM v_couple_id::text THEN
+        INSERT INTO budget_revisions AS r (couple_id, revision) VALUES (v_couple_id, 1)
+        ON CONFLICT (couple_id) DO UPDATE SET revision = r.revision + 1;
+        PERFORM set_config('rbac.budget_revised', v_couple_id::text, true);
+    END IF;
     RETURN NULL;
 END $$;
 
--- Keeps budget_row_counts and refuses (RBQTA) a statement that takes a couple past budget_row_limits.
+-- Keeps budget_row_counts for the table named by the trigger's argument (on a Citus shard TG_TABLE_NAME is
+-- the shard's name) and refuses (RBQTA) a row that takes a couple past budget_row_limits. Adding a row
+-- updates the couple's count row, which serialises concurrent additions for one couple: the second waits
+-- for the first to commit, then counts on from what it committed.
 CREATE OR REPLACE FUNCTION rbac.count_budget_rows() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    v_over record;
+    v_table text := TG_ARGV[0];
+    v_count integer;
+    v_limit record;
 BEGIN
     IF TG_OP = 'UPDATE' THEN
-        IF EXISTS (SELECT couple_id FROM added EXCEPT ALL SELECT couple_id FROM removed) THEN
+        IF NEW.couple_id <> OLD.couple_id THEN
             RAISE EXCEPTION 'a budget row cannot move to another couple' USING ERRCODE = 'RBINV';
         END IF;
     ELSIF TG_OP = 'DELETE' THEN
-        UPDATE budget_row_counts c SET row_count = c.row_count - d.n
-        FROM (SELECT couple_id, count(*) AS n FROM removed GROUP BY couple_id) d
-        WHERE c.couple_id = d.couple_id AND c.table_name = TG_TABLE_NAME;
+        UPDATE budget_row_counts SET row_count = row_count - 1
+        WHERE couple_id = OLD.couple_id AND table_name = v_table;
     ELSE
-        -- In couple order, so that two statements adding rows for the same couples lock them in one order.
-        WITH counted AS (
-            INSERT INTO budget_row_counts AS c (couple_id, table_name, row_count)
-            SELECT couple_id, TG_TABLE_NAME, count(*) FROM added GROUP BY couple_id ORDER BY couple_id
-            ON CONFLICT (couple_id, table_name) DO UPDATE SET row_count = c.row_count + excluded.row_count
-            RETURNING c.row_count
-        )
-        SELECT l.noun, l.max_rows INTO v_over
-        FROM counted JOIN budget_row_limits l ON l.table_name = TG_TABLE_NAME
-        WHERE counted.row_count > l.max_rows LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'this would pass the couple''s limit of % (%)', v_over.noun, v_over.max_rows
+        INSERT INTO budget_row_counts AS c (couple_id, table_name, row_count) VALUES (NEW.couple_id, v_table, 1)
+        ON CONFLICT (couple_id, table_name) DO UPDATE SET row_count = c.row_count + 1
+        RETURNING c.row_count INTO v_count;
+        SELECT noun, max_rows INTO v_limit FROM budget_row_limits WHERE table_name = v_table;
+        IF v_count > v_limit.max_rows THEN
+            RAISE EXCEPTION 'this would pass the couple''s limit of % (%)', v_limit.noun, v_limit.max_rows
                 USING ERRCODE = 'RBQTA', HINT = 'delete some first, or ask an operator to raise the limit';
         END IF;
     END IF;
     RETURN NULL;
 END $$;
 
--- Each budget table's triggers: statement-level ones for the revision and the row counts, a row-level one for
--- the couple's audit log (an explicit allocation is a person's act, and a recalculation shows what it moved).
+-- Deleting a folder leaves its items unfiled; deleting an item leaves its gifts unlinked. (Triggers, not
+-- ON DELETE SET NULL, which Citus refuses on a key that holds the distribution column.)
+CREATE OR REPLACE FUNCTION rbac.unfile_budget_items() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    UPDATE budget_items SET folder_id = NULL WHERE couple_id = OLD.couple_id AND folder_id = OLD.id;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER budget_folders_unfile_items BEFORE DELETE ON budget_folders
+    FOR EACH ROW EXECUTE FUNCTION rbac.unfile_budget_items();
+
+CREATE OR REPLACE FUNCTION rbac.unlink_gifts() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    UPDATE gifts_and_owed SET budget_item_id = NULL WHERE couple_id = OLD.couple_id AND budget_item_id = OLD.id;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER budget_items_unlink_gifts BEFORE DELETE ON budget_items
+    FOR EACH ROW EXECUTE FUNCTION rbac.unlink_gifts();
+
+-- Deleting a couple deletes its budget first, then the revision and counts its deletion advanced. On plain
+-- PostgreSQL the foreign keys to couples would cascade as well; on Citus the distributed budget tables have
+-- no key to the coordinator's couples, and this is what reaches them.
+CREATE OR REPLACE FUNCTION rbac.delete_couple_budget() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    DELETE FROM gifts_and_owed WHERE couple_id = OLD.id;
+    DELETE FROM expenses WHERE couple_id = OLD.id;
+    DELETE FROM budget_scenarios WHERE couple_id = OLD.id;
+    DELETE FROM budget_revisions WHERE couple_id = OLD.id;
+    DELETE FROM budget_row_counts WHERE couple_id = OLD.id;
+    RETURN OLD;
+END $$;
+CREATE OR REPLACE TRIGGER couples_delete_budget BEFORE DELETE ON couples
+    FOR EACH ROW EXECUTE FUNCTION rbac.delete_couple_budget();
+
+-- Each budget table's row-level triggers: the revision, the row counts, and the couple's audit log (an
+-- explicit allocation is a person's act, and a recalculation shows what it moved).
 DO $$
 DECLARE
     v_table text;
     v_audit_name text;
 BEGIN
     FOR v_table, v_audit_name IN SELECT table_name, audit_name FROM rbac.budget_tables() LOOP
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_revision_insert AFTER INSERT ON %1$I '
-                       'REFERENCING NEW TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_revision_update AFTER UPDATE ON %1$I '
-                       'REFERENCING NEW TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_revision_delete AFTER DELETE ON %1$I '
-                       'REFERENCING OLD TABLE AS changed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_count_insert AFTER INSERT ON %1$I '
-                       'REFERENCING NEW TABLE AS added '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.count_budget_rows()', v_table);
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_count_update AFTER UPDATE ON %1$I '
-                       'REFERENCING OLD TABLE AS removed NEW TABLE AS added '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.count_budget_rows()', v_table);
-        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_count_delete AFTER DELETE ON %1$I '
-                       'REFERENCING OLD TABLE AS removed '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.count_budget_rows()', v_table);
+        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_revision AFTER INSERT OR UPDATE OR DELETE ON %1$I '
+                       'FOR EACH ROW EXECUTE FUNCTION rbac.advance_budget_revision()', v_table);
+        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_count AFTER INSERT OR UPDATE OR DELETE ON %1$I '
+                       'FOR EACH ROW EXECUTE FUNCTION rbac.count_budget_rows(%1$L)', v_table);
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_audit_name);
     END LOOP;
