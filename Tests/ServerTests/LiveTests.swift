@@ -32,8 +32,11 @@ struct LiveTests {
     }
 
     static func migrate(_ pool: PostgresConnectionPool) async throws {
-        try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(pool)
-        try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+        try await TestDatabase.settingUp {
+            try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(
+                pool, distribute: !TestDatabase.citusWorkers.isEmpty)
+            try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+        }
     }
 
     /// A migrated database with one couple and its owner, the service on it, and the headers of a service key

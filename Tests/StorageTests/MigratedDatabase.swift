@@ -11,8 +11,11 @@ enum MigratedDatabase {
         -> T
     {
         try await TestDatabase.withFreshPool(maxConnections: maxConnections) { pool in
-            try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(pool)
-            try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+            try await TestDatabase.settingUp {
+                try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(
+                    pool, distribute: !TestDatabase.citusWorkers.isEmpty)
+                try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
+            }
             return try await body(pool)
         }
     }
@@ -36,7 +39,7 @@ extension PostgresConnectionPool {
     func acting<T: Sendable>(as user: UUID, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await withTransaction(maxAttempts: 1) { connection in
             let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])
-            try await connection.query("SELECT set_config('request.jwt.claims', \(claims.text), true)")
+            try await connection.runScript("SET LOCAL \"request.jwt.claims\" = \(literal: claims.text)")
             return try await body(connection)
         }
     }

@@ -16,12 +16,23 @@ public enum TestDatabase {
         return PostgresConfiguration(connectionString: "dbname=\(database)", applicationName: "rbac-tests")
     }
 
-    /// Runs `body` with the configuration of a new, empty database, and drops the database afterwards.
+    /// The workers' ports when the server is a Citus coordinator (`scripts/citus-cluster` sets
+    /// RBAC_CITUS_WORKERS); empty on plain PostgreSQL.
+    public static let citusWorkers: [Int] =
+        (ProcessInfo.processInfo.environment["RBAC_CITUS_WORKERS"] ?? "").split(separator: " ").compactMap {
+            Int($0)
+        }
+
+    /// Runs `body` with the configuration of a new, empty database, and drops the database afterwards. On a
+    /// Citus coordinator the database is a Citus database: the extension on every node, the workers added.
     public static func withFresh<T>(_ body: (PostgresConfiguration) async throws -> T) async throws -> T {
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let admin = try await PostgresConnection.connect(try server())
-        try await admin.execute("CREATE DATABASE \(identifier: name)")
         do {
+            try await admin.execute("CREATE DATABASE \(identifier: name)")
+            if !citusWorkers.isEmpty {
+                try await CitusDatabases.shared.serially { try await CitusDatabases.shared.create(name) }
+            }
             let value = try await body(try server(database: name))
             try await drop(name, using: admin)
             return value
@@ -29,6 +40,12 @@ public enum TestDatabase {
             try? await drop(name, using: admin)
             throw error
         }
+    }
+
+    /// Runs `setUp` (migrations, say) alone on Citus, where setting databases up at once fails; at once
+    /// elsewhere.
+    public static func settingUp<T: Sendable>(_ setUp: @Sendable () async throws -> T) async throws -> T {
+        citusWorkers.isEmpty ? try await setUp() : try await CitusDatabases.shared.serially(setUp)
     }
 
     /// Runs `body` with a pool on a new, empty database.
@@ -49,8 +66,66 @@ public enum TestDatabase {
     }
 
     private static func drop(_ name: String, using admin: PostgresConnection) async throws {
+        defer { Task { await admin.close() } }
         try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-        await admin.close()
+        if !citusWorkers.isEmpty { try await CitusDatabases.shared.drop(name) }
+    }
+}
+
+/// Makes and removes the Citus side of test databases. Tests set their databases up one at a time on Citus
+/// (`TestDatabase.settingUp`): registering the same workers, and creating the same roles on every node, from
+/// many databases at once fails there.
+actor CitusDatabases {
+    static let shared = CitusDatabases()
+    private var busy = false
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// Runs `body` when no other setup runs.
+    func serially<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        if busy {
+            await withCheckedContinuation { waiting.append($0) }
+        } else {
+            busy = true
+        }
+        defer {
+            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
+    }
+
+    private func worker(_ port: Int, database: String) -> PostgresConfiguration {
+        PostgresConfiguration(
+            connectionString: "host=127.0.0.1 port=\(port) user=postgres dbname=\(database)",
+            applicationName: "rbac-tests")
+    }
+
+    func create(_ name: String) async throws {
+        for port in TestDatabase.citusWorkers {
+            let admin = try await PostgresConnection.connect(worker(port, database: "postgres"))
+            try await admin.execute("CREATE DATABASE \(identifier: name)")
+            await admin.close()
+            let database = try await PostgresConnection.connect(worker(port, database: name))
+            try await database.execute("CREATE EXTENSION citus")
+            await database.close()
+        }
+        let coordinator = try await PostgresConnection.connect(try TestDatabase.server(database: name))
+        try await coordinator.execute("CREATE EXTENSION citus")
+        // Four shards a table instead of 32: distributing is then quick enough to do for each test.
+        try await coordinator.execute("ALTER DATABASE \(identifier: name) SET citus.shard_count = 4")
+        let port: Int = try await coordinator.query("SELECT current_setting('port')::int AS port")[0].decode("port")
+        try await coordinator.execute("SELECT citus_set_coordinator_host('127.0.0.1', \(Int32(port)))")
+        for port in TestDatabase.citusWorkers {
+            try await coordinator.execute("SELECT citus_add_node('127.0.0.1', \(Int32(port)))")
+        }
+        await coordinator.close()
+    }
+
+    func drop(_ name: String) async throws {
+        for port in TestDatabase.citusWorkers {
+            let admin = try await PostgresConnection.connect(worker(port, database: "postgres"))
+            try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+            await admin.close()
+        }
     }
 }
 
