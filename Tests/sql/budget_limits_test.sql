@@ -111,7 +111,14 @@ SELECT lives_ok($$UPDATE expenses SET vendor = 'Castle' WHERE name = 'Solo'$$, '
 
 -- Cascades: a folder's items stay (unfiled), a scenario takes its folders, items and allocations along, an
 -- item its gifts' link, an expense its payments.
+INSERT INTO gifts_and_owed (couple_id, from_name, amount, budget_item_id)
+    SELECT couple_id, 'Uncle Tom', 20, id FROM budget_items WHERE couple_id = (SELECT pg_temp.id('Olivia')) AND name = 'item 1';
 DELETE FROM budget_folders WHERE couple_id = (SELECT pg_temp.id('Olivia'));
+SELECT results_eq($$SELECT count(*)::int, count(folder_id)::int FROM budget_items WHERE couple_id = (SELECT pg_temp.id('Olivia'))$$,
+                  $$VALUES (3, 0)$$, 'a deleted folder leaves its items, unfiled');
+DELETE FROM budget_items WHERE couple_id = (SELECT pg_temp.id('Olivia')) AND name = 'item 1';
+SELECT results_eq($$SELECT budget_item_id FROM gifts_and_owed WHERE from_name = 'Uncle Tom'$$,
+                  $$VALUES (NULL::uuid)$$, 'a deleted item leaves its gifts, unlinked');
 DELETE FROM expenses WHERE couple_id = (SELECT pg_temp.id('Olivia')) AND name = 'Hall';
 SELECT is_empty($$SELECT * FROM pg_temp.miscounted()$$, 'every count matches after cascading deletes');
 DELETE FROM budget_scenarios WHERE couple_id = (SELECT pg_temp.id('Olivia'));

@@ -62,25 +62,20 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- Deleting a folder leaves its items unfiled; deleting an item leaves its gifts unlinked. (Triggers, not
--- ON DELETE SET NULL, which Citus refuses on a key that holds the distribution column.)
-CREATE OR REPLACE FUNCTION rbac.unfile_budget_items() RETURNS trigger
+-- ON DELETE SET NULL of one column, which Citus refuses on a key that holds the distribution column: the
+-- trigger's arguments name the referencing table and column. Deleting a folder leaves its items unfiled;
+-- deleting an item leaves its gifts unlinked.
+CREATE OR REPLACE FUNCTION rbac.set_null_on_delete() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
-    UPDATE budget_items SET folder_id = NULL WHERE couple_id = OLD.couple_id AND folder_id = OLD.id;
+    EXECUTE format('UPDATE %1$I SET %2$I = NULL WHERE couple_id = $1 AND %2$I = $2', TG_ARGV[0], TG_ARGV[1])
+        USING OLD.couple_id, OLD.id;
     RETURN OLD;
 END $$;
 CREATE OR REPLACE TRIGGER budget_folders_unfile_items BEFORE DELETE ON budget_folders
-    FOR EACH ROW EXECUTE FUNCTION rbac.unfile_budget_items();
-
-CREATE OR REPLACE FUNCTION rbac.unlink_gifts() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    UPDATE gifts_and_owed SET budget_item_id = NULL WHERE couple_id = OLD.couple_id AND budget_item_id = OLD.id;
-    RETURN OLD;
-END $$;
+    FOR EACH ROW EXECUTE FUNCTION rbac.set_null_on_delete('budget_items', 'folder_id');
 CREATE OR REPLACE TRIGGER budget_items_unlink_gifts BEFORE DELETE ON budget_items
-    FOR EACH ROW EXECUTE FUNCTION rbac.unlink_gifts();
+    FOR EACH ROW EXECUTE FUNCTION rbac.set_null_on_delete('gifts_and_owed', 'budget_item_id');
 
 -- Deleting a couple deletes its budget first, then the revision and counts its deletion advanced. On plain
 -- PostgreSQL the foreign keys to couples would cascade as well; on Citus the distributed budget tables have
