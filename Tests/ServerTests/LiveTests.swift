@@ -31,10 +31,14 @@ struct LiveTests {
         try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(name: "live").1
     }
 
-    static func migrate(_ pool: PostgresConnectionPool) async throws {
+    /// Migrates a test database, distributing it on Citus; `distribute: false` for a plain server of a test's
+    /// own.
+    static func migrate(_ pool: PostgresConnectionPool, distribute: Bool = !TestDatabase.citusWorkers.isEmpty)
+        async throws
+    {
         try await TestDatabase.settingUp {
             try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(
-                pool, distribute: !TestDatabase.citusWorkers.isEmpty)
+                pool, distribute: distribute)
             try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
         }
     }
@@ -133,7 +137,7 @@ struct LiveTests {
             let pool = PostgresConnectionPool(
                 configuration: PostgresConfiguration(connectionString: cluster.url, connectTimeout: 2),
                 maxConnections: 4, acquireTimeout: .seconds(2))
-            try await Self.migrate(pool)
+            try await Self.migrate(pool, distribute: false)
             let repository = PostgresCollaborationRepository(pool: pool)
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
