@@ -1,51 +1,27 @@
-// Checks at scale (issue 40), on a database seeded by scripts/bench-scale with many couples of three members:
+// Checks at scale, on databases seeded by scripts/bench-scale with many couples of three members:
 //
 // 1. The permission cache under cold traffic: for MINUTES minutes, checks of one member of a couple drawn
 //    uniformly from all of them, and one check in ten of a hot set of 1,000 couples, through the service's
-//    checker, cache (at its default capacity) and change feed. Each minute prints the rate, the hit rate and
-//    the hot set's hit rate; the figures of the last minute are compared with the first (goal: at least 0.9x).
+//    checker, cache (at its default capacity) and change feed. Each minute prints the rate, the hit rate, the
+//    hot set's hit rate and the process's resident memory; the last minute is compared with the first (goal:
+//    at least 0.9x). Before it, the memory one cached (couple, user) entry takes.
 // 2. Deploys under load: uncached checks, uniform over all couples, for 15 seconds alone, 15 seconds while
 //    `rbac migrate` runs again and again with nothing to apply, and 15 seconds while the policy keeps changing
 //    (a permission given to and taken from a role). Prints each window's p99 and slowest check, against the
 //    window alone.
 //
 //   ScaleBenchmark [MINUTES]        (default 10; connection from PGHOST, PGPORT, PGDATABASE, ...)
+//
+// `ScaleBenchmark rates BASELINE OTHER [SECONDS]` instead compares two databases (connection strings) in one
+// run: warm checks (answered from a cache warmed with 10,000 of the couples) and database-forced ones (uniform
+// over every couple), 32 tasks, SECONDS (default 10) each, three rounds alternating between the two; it prints
+// each median and OTHER against BASELINE.
 
 import Collaboration
 import Foundation
 import Postgres
 import Storage
 import Synchronization
-
-let minutes = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10
-guard minutes > 0 else {
-    FileHandle.standardError.write(Data("usage: ScaleBenchmark [MINUTES]\n".utf8))
-    exit(2)
-}
-
-let configuration = PostgresConfiguration(applicationName: "scale-benchmark")
-let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 8)
-let repository = PostgresCollaborationRepository(pool: pool)
-let edit = Permission(rawValue: "budget.edit")!
-
-/// One member of each couple (the planner), in couple id order: a check draws its pair from here.
-let pairs: [(couple: UUID, user: UUID)] = try await pool.query(
-    "SELECT couple_id, user_id FROM memberships WHERE role = 'planner' ORDER BY couple_id"
-).map { (try $0.decode("couple_id"), try $0.decode("user_id")) }
-let hotCount = 1_000
-guard pairs.count > 10 * hotCount else {
-    FileHandle.standardError.write(Data("the database holds \(pairs.count) couples; seed more\n".utf8))
-    exit(2)
-}
-FileHandle.standardError.write(Data("\(pairs.count) couples\n".utf8))
-
-/// Checks counted since the last report: all, answered from the cache, and the same for the hot set.
-struct Counts {
-    var checks = 0
-    var hits = 0
-    var hotChecks = 0
-    var hotHits = 0
-}
 
 /// A flag shared by tasks.
 final class Flag: Sendable {
@@ -66,17 +42,159 @@ func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable () async 
     }
 }
 
+/// Checks a second that `workers` tasks doing `check` make in `seconds`.
+func rate(workers: Int, seconds: Int, _ check: @escaping @Sendable () async throws -> Void) async throws -> Double {
+    let done = Atomic(0)
+    let stop = Flag()
+    let running = Task {
+        try await load(workers: workers, until: stop) {
+            try await check()
+            done.add(1, ordering: .relaxed)
+            // A cached check never suspends: without this the tasks would keep the threads from the timer.
+            await Task.yield()
+        }
+    }
+    try await Task.sleep(for: .seconds(seconds))
+    stop.set()
+    try await running.value
+    return Double(done.load(ordering: .relaxed)) / Double(seconds)
+}
+
+/// The process's resident memory in bytes (VmRSS).
+func residentBytes() -> Int {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+    return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+}
+
+let edit = Permission(rawValue: "budget.edit")!
+
+/// One member of each couple (the planner), in couple id order: a check draws its pair from here.
+func plannerPairs(_ pool: PostgresConnectionPool) async throws -> [(couple: UUID, user: UUID)] {
+    try await pool.query("SELECT couple_id, user_id FROM memberships WHERE role = 'planner' ORDER BY couple_id")
+        .map { (try $0.decode("couple_id"), try $0.decode("user_id")) }
+}
+
+if CommandLine.arguments.dropFirst().first == "rates" {
+    let arguments = Array(CommandLine.arguments.dropFirst(2))
+    guard arguments.count >= 2, let seconds = Int(arguments.count > 2 ? arguments[2] : "10"), seconds > 0 else {
+        FileHandle.standardError.write(Data("usage: ScaleBenchmark rates BASELINE OTHER [SECONDS]\n".utf8))
+        exit(2)
+    }
+    struct Target {
+        let pool: PostgresConnectionPool
+        let pairs: [(couple: UUID, user: UUID)]
+        let warm: PermissionChecker
+        let uncached: PermissionChecker
+    }
+    var targets: [Target] = []
+    for url in arguments.prefix(2) {
+        let pool = PostgresConnectionPool(
+            configuration: PostgresConfiguration(connectionString: url, applicationName: "scale-benchmark"),
+            maxConnections: 8)
+        let repository = PostgresCollaborationRepository(pool: pool)
+        let pairs = try await plannerPairs(pool)
+        // A cache that nothing invalidates for the run: the databases do not change while it lasts.
+        let warm = PermissionChecker(repository: repository, cache: PermissionCache(), isCacheTrusted: { true })
+        for pair in pairs.shuffled().prefix(10_000) {
+            _ = try await warm.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
+        }
+        targets.append(
+            Target(pool: pool, pairs: pairs, warm: warm, uncached: PermissionChecker(repository: repository)))
+        FileHandle.standardError.write(Data("\(pairs.count) couples in \(url)\n".utf8))
+    }
+    var warm: [[Double]] = [[], []]
+    var forced: [[Double]] = [[], []]
+    for _ in 0..<3 {
+        for (index, target) in targets.enumerated() {
+            let warmed = target.warm
+            let sample = Array(target.pairs.shuffled().prefix(10_000))
+            warm[index].append(
+                try await rate(workers: 32, seconds: seconds) {
+                    let pair = sample[Int.random(in: 0..<sample.count)]
+                    if warmed.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
+                        _ = try await warmed.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
+                    }
+                })
+            let pairs = target.pairs
+            let uncached = target.uncached
+            forced[index].append(
+                try await rate(workers: 32, seconds: seconds) {
+                    let pair = pairs[Int.random(in: 0..<pairs.count)]
+                    _ = try await uncached.check(couple: pair.couple, user: pair.user, permission: edit)
+                })
+        }
+    }
+    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    print("checks/s (median of 3)        baseline       other   other/baseline")
+    for (label, figures) in [("warm (cached)", warm), ("database-forced", forced)] {
+        print(
+            label.padding(toLength: 24, withPad: " ", startingAt: 0)
+                + String(
+                    format: "%14.0f %11.0f %10.2fx", median(figures[0]), median(figures[1]),
+                    median(figures[1]) / median(figures[0])))
+    }
+    for target in targets { await target.pool.close() }
+    exit(0)
+}
+
+let minutes = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 10
+guard minutes > 0 else {
+    FileHandle.standardError.write(
+        Data("usage: ScaleBenchmark [MINUTES] | ScaleBenchmark rates BASELINE OTHER [SECONDS]\n".utf8))
+    exit(2)
+}
+
+let configuration = PostgresConfiguration(applicationName: "scale-benchmark")
+let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 8)
+let repository = PostgresCollaborationRepository(pool: pool)
+let pairs = try await plannerPairs(pool)
+let hotCount = 1_000
+guard pairs.count > 10 * hotCount else {
+    FileHandle.standardError.write(Data("the database holds \(pairs.count) couples; seed more\n".utf8))
+    exit(2)
+}
+FileHandle.standardError.write(Data("\(pairs.count) couples\n".utf8))
+
+/// Checks counted since the last report: all, answered from the cache, and the same for the hot set.
+struct Counts {
+    var checks = 0
+    var hits = 0
+    var hotChecks = 0
+    var hotHits = 0
+}
+
 // MARK: 1. The cache under cold traffic
 
-let cache = PermissionCache()
+// The cache's capacity in couples: CACHE_CAPACITY, as `rbac serve --cache-capacity`, else the default.
+let cache =
+    ProcessInfo.processInfo.environment["CACHE_CAPACITY"].flatMap(Int.init).map { PermissionCache(capacity: $0) }
+    ?? PermissionCache()
 let feed = ChangeFeed(configuration: configuration, permissions: cache)
 let listening = Task { await feed.run() }
 while !feed.isTrusted() { try await Task.sleep(for: .milliseconds(10)) }
 let cached = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: feed.isTrusted)
+
+// The memory of a full cache: one (couple, user) entry per couple, filled from the database.
+let before = residentBytes()
+let filling = Array(pairs.prefix(cache.capacity))
+let next = Atomic(0)
+let filled = Flag()
+try await load(workers: 16, until: filled) {
+    let index = next.add(1, ordering: .relaxed).newValue - 1
+    guard index < filling.count else { return filled.set() }
+    _ = try await cached.checkKnown(couple: filling[index].couple, user: filling[index].user, permission: edit)
+}
+let perEntry = Double(residentBytes() - before) / Double(max(cache.count, 1))
+print(
+    String(
+        format: "0. A full cache: %d couples' entries, resident memory %.0f MB more, %.0f bytes an entry",
+        cache.count, Double(residentBytes() - before) / 1e6, perEntry))
+
 let counts = Mutex(Counts())
 let stopCache = Flag()
 print("1. Permission cache (capacity \(cache.capacity) couples), \(pairs.count) couples, one check in ten hot")
-print("minute   checks/s   hit rate   hot hit rate   cached couples   evictions")
+print("minute   checks/s   hit rate   hot hit rate   cached couples   evictions   resident MB")
 let cacheLoad = Task {
     try await load(workers: 64, until: stopCache) {
         let hot = Int.random(in: 0..<10) == 0
@@ -110,8 +228,8 @@ for minute in 1...minutes {
     perMinute.append((rate, hotHitRate))
     print(
         String(
-            format: "%6d %10.0f %9.1f%% %13.1f%% %16d %11d", minute, rate, 100 * hitRate, 100 * hotHitRate,
-            cache.count, cache.evictions))
+            format: "%6d %10.0f %9.1f%% %13.1f%% %16d %11d %13.0f", minute, rate, 100 * hitRate, 100 * hotHitRate,
+            cache.count, cache.evictions, Double(residentBytes()) / 1e6))
 }
 stopCache.set()
 try await cacheLoad.value
