@@ -85,7 +85,7 @@ extension CLITests {
     func sweep() async throws {
         try await TestDatabase.withFresh { configuration in
             let run = { try await Self.rbac($0, database: configuration.connectionString) }
-            #expect(try await run(["migrate"]).status == 0)
+            #expect(try await run(CLITests.migrate).status == 0)
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
             let grant = [

@@ -17,7 +17,7 @@ struct DeliveryCommandTests {
                     try await CLITests.rbac(arguments, database: configuration.connectionString)
                 }
                 let keyed = ["--delivery-key-file", keyFile.path]
-                #expect(try await run(["migrate"]).status == 0)
+                #expect(try await run(CLITests.migrate).status == 0)
                 let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
 
                 let noKey = try await run(["webhooks", "add", "--url", url])
@@ -71,7 +71,7 @@ struct DeliveryCommandTests {
                     try await CLITests.rbac(arguments, database: configuration.connectionString)
                 }
                 let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
-                #expect(try await run(["migrate"]).status == 0)
+                #expect(try await run(CLITests.migrate).status == 0)
                 let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
                 let added = try CLITests.json(
                     try await run(["webhooks", "add", "--url", url, "--json", "--delivery-key-file", keyFile.path]))

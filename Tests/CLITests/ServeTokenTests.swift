@@ -33,7 +33,7 @@ struct ServeTokenTests {
                 let run = { (arguments: [String]) in
                     try await CLITests.rbac(arguments, database: configuration.connectionString)
                 }
-                #expect(try await run(["migrate"]).status == 0)
+                #expect(try await run(CLITests.migrate).status == 0)
                 let couple = try await CLITests.createCouple(run)
                 var links: [String] = []
                 for _ in 0..<3 {
