@@ -84,6 +84,8 @@ if CommandLine.arguments.dropFirst().first == "rates" {
     struct Target {
         let pool: PostgresConnectionPool
         let pairs: [(couple: UUID, user: UUID)]
+        /// The 10,000 pairs the warm checks draw from, all cached before the first round.
+        let warmed: [(couple: UUID, user: UUID)]
         let warm: PermissionChecker
         let uncached: PermissionChecker
     }
@@ -96,24 +98,26 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         let pairs = try await plannerPairs(pool)
         // A cache that nothing invalidates for the run: the databases do not change while it lasts.
         let warm = PermissionChecker(repository: repository, cache: PermissionCache(), isCacheTrusted: { true })
-        for pair in pairs.shuffled().prefix(10_000) {
+        let warmed = Array(pairs.shuffled().prefix(10_000))
+        for pair in warmed {
             _ = try await warm.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
         }
         targets.append(
-            Target(pool: pool, pairs: pairs, warm: warm, uncached: PermissionChecker(repository: repository)))
+            Target(
+                pool: pool, pairs: pairs, warmed: warmed, warm: warm,
+                uncached: PermissionChecker(repository: repository)))
         FileHandle.standardError.write(Data("\(pairs.count) couples in \(url)\n".utf8))
     }
     var warm: [[Double]] = [[], []]
     var forced: [[Double]] = [[], []]
     for _ in 0..<3 {
         for (index, target) in targets.enumerated() {
-            let warmed = target.warm
-            let sample = Array(target.pairs.shuffled().prefix(10_000))
+            let (checker, sample) = (target.warm, target.warmed)
             warm[index].append(
                 try await rate(workers: 32, seconds: seconds) {
                     let pair = sample[Int.random(in: 0..<sample.count)]
-                    if warmed.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
-                        _ = try await warmed.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
+                    if checker.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
+                        _ = try await checker.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
                     }
                 })
             let pairs = target.pairs
