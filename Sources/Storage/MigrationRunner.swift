@@ -150,13 +150,8 @@ public struct MigrationRunner: Sendable {
     private func withLock<T: Sendable>(_ connection: PostgresConnection, _ body: () async throws -> T) async throws -> T
     {
         try await connection.execute("SELECT pg_advisory_lock(\(Self.lockKey))")
-        do {
-            let value = try await body()
+        return try await ensuring(body) {
             try await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))")
-            return value
-        } catch {
-            _ = try? await connection.execute("SELECT pg_advisory_unlock(\(Self.lockKey))")
-            throw error
         }
     }
 

@@ -43,16 +43,19 @@ extension RBAC {
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
                 let (pool, resolved) = try await options.database.pool(operatorLabel: options.label.recorded)
                 configuration = resolved
-                defer { Task { await pool.close() } }
-                if status {
-                    try printStatus(try await runner.status(pool))
-                } else {
-                    let applied = try await runner.migrate(pool, distribute: citus) { fileName in
-                        FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
+                try await ensuring {
+                    if status {
+                        try printStatus(try await runner.status(pool))
+                    } else {
+                        let applied = try await runner.migrate(pool, distribute: citus) { fileName in
+                            FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
+                        }
+                        let policyApplied = try await policy.apply(
+                            pool, force: false, tablesChanged: !applied.migrations.isEmpty)
+                        try printApplied(applied, policyApplied: policyApplied, runner: runner, database: resolved)
                     }
-                    let policyApplied = try await policy.apply(
-                        pool, force: false, tablesChanged: !applied.migrations.isEmpty)
-                    try printApplied(applied, policyApplied: policyApplied, runner: runner, database: resolved)
+                } finally: {
+                    await pool.close()
                 }
             } catch {
                 throw CommandFailure(error, database: configuration)

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
+import Postgres
 import Prometheus
 import Testing
 
@@ -75,13 +76,10 @@ struct CheckFastPathTests {
                     timings: RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: registry)),
                     logger: logger)
             }
-            do {
-                let result = try await body(connection)
+            return try await ensuring {
+                try await body(connection)
+            } finally: {
                 await connection.close()
-                return result
-            } catch {
-                await connection.close()
-                throw error
             }
         }
 

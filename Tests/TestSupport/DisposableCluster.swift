@@ -1,5 +1,6 @@
 import ChildProcess
 import Foundation
+import Postgres
 
 /// A PostgreSQL cluster of one test's own (scripts/pg-cluster), for tests that stop or restart the server and
 /// so must not share it with other tests.
@@ -10,13 +11,10 @@ public final class DisposableCluster: Sendable {
     /// Runs `body` with a new, started cluster, and deletes the cluster afterwards.
     public static func with<T>(_ body: (DisposableCluster) async throws -> T) async throws -> T {
         let cluster = try await DisposableCluster()
-        do {
-            let value = try await body(cluster)
+        return try await ensuring {
+            try await body(cluster)
+        } finally: {
             try await run("destroy", cluster.directory)
-            return value
-        } catch {
-            try? await run("destroy", cluster.directory)
-            throw error
         }
     }
 

@@ -1,5 +1,6 @@
 import ChildProcess
 import Foundation
+import Postgres
 
 /// A real HTTPS server on loopback (Tests/tools/https_server.py) with a certificate from a test CA
 /// (scripts/test-ca): what an identity provider's endpoints look like to rbac, files swappable while it runs.
@@ -37,13 +38,10 @@ public struct HTTPSPeer: Sendable {
         let peer = HTTPSPeer(
             baseURL: URL(string: "https://127.0.0.1:\(port)")!,
             caFile: directory.appendingPathComponent("ca.pem").path, root: root)
-        do {
-            let value = try await body(peer)
+        return try await ensuring {
+            try await body(peer)
+        } finally: {
             await server.stop()
-            return value
-        } catch {
-            await server.stop()
-            throw error
         }
     }
 

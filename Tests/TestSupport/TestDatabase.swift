@@ -54,13 +54,10 @@ public enum TestDatabase {
     ) async throws -> T {
         try await withFresh { configuration in
             let pool = PostgresConnectionPool(configuration: configuration, maxConnections: maxConnections)
-            do {
-                let value = try await body(pool)
+            return try await ensuring {
+                try await body(pool)
+            } finally: {
                 await pool.close()
-                return value
-            } catch {
-                await pool.close()
-                throw error
             }
         }
     }

@@ -100,13 +100,10 @@ struct CommandContext {
                 permissions: CollaborationPermissionService(repository: repository),
                 memberships: MembershipService(repository: repository),
                 invitations: CollaborationInvitationService(repository: repository, baseURL: publicBaseURL))
-            do {
-                let value = try await body(context)
+            return try await ensuring {
+                try await body(context)
+            } finally: {
                 await pool.close()
-                return value
-            } catch {
-                await pool.close()
-                throw error
             }
         } catch {
             throw CommandFailure(error, database: configuration)
