@@ -42,6 +42,35 @@ public protocol CodedError: Error {
     var message: String { get }
 }
 
+/// One domain's refusal codes, named as programs see them. Domains use the same name for the same refusal, so
+/// that the API and the CLI answer every domain alike.
+public protocol RefusalCode: RawRepresentable<String>, Sendable, Hashable, CaseIterable {
+    /// Where a refusal from elsewhere lands when this domain has no code of its name.
+    static var invalidInput: Self { get }
+}
+
+/// Every refusal of one domain's operations: a stable code for programs and a message for people.
+public struct DomainError<Codes: RefusalCode>: Error, Sendable, Equatable, CustomStringConvertible, CodedError {
+    public typealias Code = Codes
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// A refusal from elsewhere (another domain, the rules for text, the permission checker) under this domain's
+    /// code of the same name.
+    public init(_ refusal: any CodedError) {
+        self.init(Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message)
+    }
+
+    public var description: String { message }
+    public var codeName: String { code.rawValue }
+}
+
 /// Answers "may `user` do `permission` in `couple`?" for a domain that guards its operations with the
 /// collaboration core's permissions. Throws when it cannot tell: never a "yes" by default.
 public protocol PermissionChecking: Sendable {

@@ -9,16 +9,6 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-/// A domain's refusal: a code of the domain's own type, and a message.
-protocol Refusal: Error {
-    associatedtype Code: Equatable
-    var code: Code { get }
-    var message: String { get }
-}
-
-extension CollaborationError: Refusal {}
-extension BudgetError: Refusal {}
-
 /// Expects `body` to be refused with `code`; returns the refusal for further checks.
 @discardableResult
 func expectRefusal(
@@ -34,17 +24,17 @@ func expectBudgetRefusal(
     await expectRefused(code, body, sourceLocation)
 }
 
-private func expectRefused<E: Refusal>(
-    _ code: E.Code, _ body: () async throws -> Void, _ sourceLocation: SourceLocation
-) async -> E? {
+private func expectRefused<Code: RefusalCode>(
+    _ code: Code, _ body: () async throws -> Void, _ sourceLocation: SourceLocation
+) async -> DomainError<Code>? {
     do {
         try await body()
         Issue.record("expected a refusal with \(code), but it succeeded", sourceLocation: sourceLocation)
-    } catch let error as E {
+    } catch let error as DomainError<Code> {
         #expect(error.code == code, "\(error.message)", sourceLocation: sourceLocation)
         return error
     } catch {
-        Issue.record("expected a \(E.self) \(code), got \(error)", sourceLocation: sourceLocation)
+        Issue.record("expected a \(DomainError<Code>.self) \(code), got \(error)", sourceLocation: sourceLocation)
     }
     return nil
 }
