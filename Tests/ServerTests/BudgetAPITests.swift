@@ -13,11 +13,7 @@ struct BudgetAPITests {
     @Test("an owner builds a budget and reads the overview; a viewer reads but may not edit; bad input is 400")
     func budget() async throws {
         let fixture = try await Fixture()
-        let viewer = try await fixture.repository.addUser(
-            email: EmailAddress(rawValue: "vic@example.com")!, displayName: nil
-        ).id
-        _ = try await fixture.repository.grant(
-            couple: fixture.couple, user: viewer, role: RoleName(rawValue: "viewer")!, as: .operator(label: "t"))
+        let viewer = try await fixture.member("vic", "viewer").userID
         try await fixture.application().test(.router) { client in
             var owner = fixture.keyHeader
             owner[.init("X-Acting-User")!] = fixture.owner.uuidString

@@ -266,11 +266,7 @@ struct CheckFastPathTests {
         var body = warm.body(user: UUID())
         if what == "a revision newer than the cached one" {
             // A write the cache does not hear of.
-            let written = try await warm.fixture.repository.grant(
-                couple: warm.fixture.couple,
-                user: try await warm.fixture.repository.addUser(
-                    email: EmailAddress(rawValue: "vera@example.com")!, displayName: nil
-                ).id, role: RoleName(rawValue: "viewer")!, as: .operator(label: "tests"))
+            let written = try await warm.fixture.member("vera", "viewer")
             body = warm.body(minRevision: written.revision)
         }
         let (head, answered) = try #require(try await warm.answerHere(body))

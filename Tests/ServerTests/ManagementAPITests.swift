@@ -11,9 +11,7 @@ struct ManagementAPITests {
     @Test("acting for a user: their permissions decide, refusals have the documented statuses")
     func actingUser() async throws {
         let fixture = try await Fixture()
-        let planner = try await fixture.repository.addUser(
-            email: EmailAddress(rawValue: "pia@example.com")!, displayName: nil
-        ).id
+        let planner = try await fixture.user("pia")
         try await fixture.application().test(.router) { client in
             var headers = fixture.keyHeader
             let grant = ByteBuffer(string: #"{"user_id":"\#(planner)","role":"planner"}"#)
@@ -88,11 +86,7 @@ struct ManagementAPITests {
                 name: "Also \(index)", owner: fixture.owner, as: .operator(label: "t"))
         }
         for index in 1...4 {
-            let user = try await fixture.repository.addUser(
-                email: EmailAddress(rawValue: "guest\(index)@example.com")!, displayName: nil
-            ).id
-            _ = try await fixture.repository.grant(
-                couple: fixture.couple, user: user, role: RoleName(rawValue: "viewer")!, as: .user(fixture.owner))
+            try await fixture.member("guest\(index)", "viewer", as: .user(fixture.owner))
             _ = try await fixture.invitations.invite(
                 to: fixture.couple, role: RoleName(rawValue: "viewer")!, email: nil, as: .user(fixture.owner))
         }

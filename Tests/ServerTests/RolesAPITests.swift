@@ -12,9 +12,7 @@ struct RolesAPITests {
     @Test("roles: create, list, grant until an instant, refuse bad input with 400 and a held delete with 409")
     func roles() async throws {
         let fixture = try await Fixture()
-        let guest = try await fixture.repository.addUser(
-            email: EmailAddress(rawValue: "mom@example.com")!, displayName: "Mom"
-        ).id
+        let guest = try await fixture.user("mom", displayName: "Mom")
         var owner = fixture.keyHeader
         owner[.init("X-Acting-User")!] = fixture.owner.uuidString
         owner[.contentType] = "application/json"

@@ -76,6 +76,20 @@ struct Fixture {
     }
 
     var keyHeader: HTTPFields { [.authorization: "Bearer \(apiKey)"] }
+
+    /// A new user, `name@example.com`.
+    func user(_ name: String, displayName: String? = nil) async throws -> UUID {
+        try await repository.addUser(email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: displayName).id
+    }
+
+    /// A new user `name@example.com` made a member of the couple with `role`, as `actor`.
+    @discardableResult
+    func member(_ name: String, _ role: String, as actor: Actor = .operator(label: "tests")) async throws
+        -> Membership
+    {
+        try await repository.grant(
+            couple: couple, user: try await user(name), role: RoleName(rawValue: role)!, as: actor)
+    }
 }
 
 func text(_ response: TestResponse) -> String { String(buffer: response.body) }
@@ -161,11 +175,10 @@ struct RouterTests {
             }
             let second = try await fixture.invite("viewer")
             let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
-            let stranger = try await fixture.repository.addUser(
-                email: EmailAddress(rawValue: "sam@example.com")!, displayName: nil)
+            let stranger = try await fixture.user("sam")
             try await client.execute(
                 uri: "/invitations/\(second)/accept", method: .post, headers: form,
-                body: ByteBuffer(string: "access_token=\(fixture.jwt(for: stranger.id))")
+                body: ByteBuffer(string: "access_token=\(fixture.jwt(for: stranger))")
             ) { response in
                 #expect(response.status == .ok)
                 #expect(text(response).contains("Welcome to Olivia &amp; Paul &lt;3"))

@@ -153,18 +153,14 @@ struct BudgetBothRepositoriesTests {
             let undated = try await b.editExpense(hall.id, ExpenseEdit(dueDate: .some(nil)), as: admin)
             #expect(undated.dueDate == nil && undated.amount == 1200)
 
-            let before = try await b.expenses(as: admin)
-            for (id, edit, code) in [
-                (hall.id, ExpenseEdit(), BudgetError.Code.invalidInput),
-                (hall.id, ExpenseEdit(name: "  "), .invalidInput),
-                (hall.id, ExpenseEdit(vendor: String(repeating: "v", count: 201)), .invalidInput),
-                (UUID(), ExpenseEdit(name: "Other"), .notFound),
-            ] {
-                await expectBudgetRefusal(code) {
-                    _ = try await b.editExpense(id, edit, as: admin)
-                }
-            }
-            #expect(try await b.expenses(as: admin) == before)
+            try await expectRefusedEdits(
+                [
+                    (hall.id, ExpenseEdit(), .invalidInput),
+                    (hall.id, ExpenseEdit(name: "  "), .invalidInput),
+                    (hall.id, ExpenseEdit(vendor: String(repeating: "v", count: 201)), .invalidInput),
+                    (UUID(), ExpenseEdit(name: "Other"), .notFound),
+                ], edit: { _ = try await b.editExpense($0, $1, as: admin) },
+                listing: { try await b.expenses(as: admin) })
         }
     }
 
@@ -192,19 +188,14 @@ struct BudgetBothRepositoriesTests {
             let unlinked = try await b.editGift(owed.id, GiftEdit(from: "Aunt May", budgetItem: .some(nil)), as: admin)
             #expect(unlinked == Gift(id: owed.id, from: "Aunt May", amount: 120, received: true, budgetItemID: nil))
 
-            let before = try await b.gifts(as: admin)
-            for (id, edit, code) in [
-                (owed.id, GiftEdit(), BudgetError.Code.invalidInput),
-                (owed.id, GiftEdit(from: ""), .invalidInput),
-                (owed.id, GiftEdit(amount: -1), .invalidInput),
-                (owed.id, GiftEdit(budgetItem: .some(UUID())), .notFound),
-                (UUID(), GiftEdit(received: false), .notFound),
-            ] {
-                await expectBudgetRefusal(code) {
-                    _ = try await b.editGift(id, edit, as: admin)
-                }
-            }
-            #expect(try await b.gifts(as: admin) == before)
+            try await expectRefusedEdits(
+                [
+                    (owed.id, GiftEdit(), .invalidInput),
+                    (owed.id, GiftEdit(from: ""), .invalidInput),
+                    (owed.id, GiftEdit(amount: -1), .invalidInput),
+                    (owed.id, GiftEdit(budgetItem: .some(UUID())), .notFound),
+                    (UUID(), GiftEdit(received: false), .notFound),
+                ], edit: { _ = try await b.editGift($0, $1, as: admin) }, listing: { try await b.gifts(as: admin) })
         }
     }
 
@@ -237,19 +228,16 @@ struct BudgetBothRepositoriesTests {
                 try await b.eventCategories(scenario: main.id, as: admin)
                     == EventCategories(events: ["Reception"], categories: ["Food"]))
 
-            let before = try await b.items(scenario: main.id, as: admin)
-            for (id, edit, code) in [
-                (cake.id, ItemEdit(), BudgetError.Code.invalidInput),
-                (cake.id, ItemEdit(name: " "), .invalidInput),
-                (cake.id, ItemEdit(event: String(repeating: "e", count: 101)), .invalidInput),
-                (cake.id, ItemEdit(folder: .some(elsewhere.id)), .notFound),
-                (UUID(), ItemEdit(name: "Other"), .notFound),
-            ] {
-                await expectBudgetRefusal(code) {
-                    _ = try await b.editItem(id, edit, as: admin)
-                }
-            }
-            #expect(try await b.items(scenario: main.id, as: admin) == before)
+            try await expectRefusedEdits(
+                [
+                    (cake.id, ItemEdit(), .invalidInput),
+                    (cake.id, ItemEdit(name: " "), .invalidInput),
+                    (cake.id, ItemEdit(event: String(repeating: "e", count: 101)), .invalidInput),
+                    (cake.id, ItemEdit(folder: .some(elsewhere.id)), .notFound),
+                    (UUID(), ItemEdit(name: "Other"), .notFound),
+                ],
+                edit: { _ = try await b.editItem($0, $1, as: admin) },
+                listing: { try await b.items(scenario: main.id, as: admin) })
         }
     }
 
@@ -352,4 +340,17 @@ struct BudgetBothRepositoriesTests {
             #expect(paid.first { $0.expenseID == deposit.id }?.paid == 5, "a page's statuses count their payments")
         }
     }
+}
+
+/// Expects each edit of `edits` to be refused with its code, and `listing` to read the same afterwards: a refused
+/// edit changes nothing.
+private func expectRefusedEdits<Edit, Listing: Equatable>(
+    _ edits: [(UUID, Edit, BudgetError.Code)], edit: (UUID, Edit) async throws -> Void,
+    listing: () async throws -> Listing, sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    let before = try await listing()
+    for (id, change, code) in edits {
+        await expectBudgetRefusal(code, { try await edit(id, change) }, sourceLocation: sourceLocation)
+    }
+    #expect(try await listing() == before, "a refused edit changes nothing", sourceLocation: sourceLocation)
 }

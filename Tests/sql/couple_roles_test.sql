@@ -5,9 +5,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'ivy', 'xena']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner', 'pia:planner');
 SELECT pg_temp.new_couple('Xena & Co', 'xena');
 CREATE FUNCTION pg_temp.can(p_user text, p_permission text) RETURNS boolean LANGUAGE sql AS $$
     SELECT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id(p_user), p_permission)

@@ -6,8 +6,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'ivy']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner');
 INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://hooks.example.com/all', '\x00');
 
 -- Granting with an expiry.

@@ -4,9 +4,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'pia', 'vera', 'guest', 'second', 'bound']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
-SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'pia:planner', 'vera:viewer');
 
 -- Who may invite to what.
 SELECT pg_temp.act_as('pia');

@@ -4,9 +4,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'oscar']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner', 'pia:planner');
 
 SELECT throws_ok($$SELECT leave_couple(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'))$$, 'RBLST',
                  'couple "Olivia & Paul" must keep at least one owner', 'the sole owner cannot leave');

@@ -4,10 +4,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'newbie', 'other']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
-SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner', 'pia:planner', 'vera:viewer');
 
 -- The operator may do anything.
 SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')).role, 'viewer', 'the operator grants a role to a new member');

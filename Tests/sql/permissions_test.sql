@@ -4,11 +4,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'sam', 'xena']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
-SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
-SELECT pg_temp.add_member('Olivia & Paul', 'sam', 'planner');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner', 'pia:planner', 'vera:viewer', 'sam:planner');
 UPDATE memberships SET status = 'suspended' WHERE user_id = pg_temp.id('sam');
 SELECT pg_temp.new_couple('Xena & Co', 'xena');
 

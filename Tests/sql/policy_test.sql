@@ -31,8 +31,7 @@ SELECT throws_like($$SELECT apply_policy('{"roles": []}')$$, '%"permissions" and
 
 SELECT pg_temp.new_user('olivia');
 SELECT pg_temp.new_user('pia');
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'pia', 'planner');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'pia:planner');
 SELECT throws_like(
     $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,planner}' #- '{roles,partner,grants}' #- '{roles,owner,grants}')$$,
     '%role "planner" is held by 1 membership(s) or invitation(s) but is not in the policy%', 'a role still held cannot go');

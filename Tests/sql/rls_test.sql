@@ -4,9 +4,7 @@ BEGIN;
 SELECT no_plan();
 
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'vera', 'xena', 'sam']) AS name;
-SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
-SELECT pg_temp.add_member('Olivia & Paul', 'vera', 'viewer');
-SELECT pg_temp.add_member('Olivia & Paul', 'sam', 'viewer');
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'vera:viewer', 'sam:viewer');
 UPDATE memberships SET status = 'suspended' WHERE user_id = pg_temp.id('sam');
 SELECT pg_temp.new_couple('Xena & Co', 'xena');
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_1'), 'viewer');
