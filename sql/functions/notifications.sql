@@ -6,14 +6,18 @@
 --   keys                                a service key was revoked or deleted
 -- Notifications arrive in commit order, and a cache that hears one drops only what it names.
 
+-- The notice that couple p_couple_id changed and is now at p_revision (NULL: the couple is gone).
+CREATE OR REPLACE FUNCTION rbac.notify_couple_change(p_couple_id uuid, p_revision bigint) RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_notify('rbac_changes', concat_ws(' ', 'couple', p_couple_id::text, p_revision::text))
+$$;
+
 CREATE OR REPLACE FUNCTION rbac.notify_membership_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
-    v_revision bigint;
 BEGIN
-    SELECT revision INTO v_revision FROM public.couples WHERE id = v_couple_id;
-    PERFORM pg_notify('rbac_changes', concat_ws(' ', 'couple', v_couple_id::text, v_revision::text));
+    PERFORM rbac.notify_couple_change(v_couple_id, (SELECT revision FROM public.couples WHERE id = v_couple_id));
     RETURN NULL;
 END $$;
 

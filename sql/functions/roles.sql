@@ -66,7 +66,7 @@ BEGIN
     FOR v_couple_id IN SELECT DISTINCT couple_id FROM changed LOOP
         UPDATE couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING revision INTO v_revision;
         IF FOUND THEN
-            PERFORM pg_notify('rbac_changes', concat_ws(' ', 'couple', v_couple_id::text, v_revision::text));
+            PERFORM rbac.notify_couple_change(v_couple_id, v_revision);
         END IF;
     END LOOP;
     RETURN NULL;
