@@ -13,6 +13,10 @@ extension UUID: PostgresArrayElement {
     public static var postgresArrayType: PostgresDataType { .uuidArray }
 }
 
+extension Int64: PostgresArrayElement {
+    public static var postgresArrayType: PostgresDataType { .int8Array }
+}
+
 /// One-dimensional arrays in PostgreSQL's binary array format.
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public static var postgresType: PostgresDataType { Element.postgresArrayType }

@@ -26,7 +26,8 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
-    /// in parallel, and each is decoded as soon as it arrives.
+    /// in parallel, and each is decoded as it arrives, one row per item with its allocations as arrays
+    /// (decision 0005).
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
         async let lower = Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run)
         async let upper = Self.allocationCents(couple, scenario, items: Self.upperItems, on: run)
@@ -103,20 +104,26 @@ public struct PostgresBudgetRepository: BudgetRepository {
     private static func allocationCents(
         _ couple: UUID, _ scenario: UUID, items: ClosedRange<UUID>, on run: Statement
     ) async throws -> [AllocationCents] {
-        try await run(
+        var allocations: [AllocationCents] = []
+        for row in try await run(
             PostgresQuery(
                 """
-                SELECT expense_id, budget_item_id, amount FROM expense_allocations
-                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                  AND budget_item_id BETWEEN \(items.lowerBound) AND \(items.upperBound)
-                ORDER BY budget_item_id, expense_id
+                SELECT budget_item_id, array_agg(expense_id) AS expense_ids, array_agg(cents) AS cents
+                FROM (SELECT budget_item_id, expense_id, (amount * 100)::bigint AS cents FROM expense_allocations
+                      WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+                        AND budget_item_id BETWEEN \(items.lowerBound) AND \(items.upperBound)
+                      ORDER BY budget_item_id, expense_id) AS a
+                GROUP BY budget_item_id ORDER BY budget_item_id
                 """
-            ).prepared(as: "budget_allocation_cents")
-        ).map {
-            AllocationCents(
-                expenseID: try $0.decode("expense_id"), budgetItemID: try $0.decode("budget_item_id"),
-                cents: try $0.decode("amount", as: Hundredths.self).value)
+            ).prepared(as: "budget_allocation_cents"))
+        {
+            let item: UUID = try row.decode("budget_item_id")
+            let (expenses, cents): ([UUID], [Int64]) = (try row.decode("expense_ids"), try row.decode("cents"))
+            for (expense, cents) in zip(expenses, cents) {
+                allocations.append(AllocationCents(expenseID: expense, budgetItemID: item, cents: cents))
+            }
         }
+        return allocations
     }
 
     private static func expenseNames(_ couple: UUID, on run: Statement) async throws -> [UUID: String] {

@@ -143,7 +143,7 @@ struct DataTypeTests {
         }
     }
 
-    @Test("jsonb, text[] and uuid[]")
+    @Test("jsonb, text[], uuid[] and int8[]")
     func jsonAndArrays() async throws {
         try await withConnection { connection in
             let json = try PostgresJSON(encoding: ["name": "Zoë 💐", "quote": "'\"{}"])
@@ -160,6 +160,9 @@ struct DataTypeTests {
             let ids = [UUID(), UUID()]
             try await roundTrip(
                 ids, equals: "ARRAY['\(ids[0].uuidString)','\(ids[1].uuidString)']", type: "uuid[]", on: connection)
+            try await roundTrip(
+                [Int64.min, -1, 0, Int64.max], equals: "ARRAY[-9223372036854775808,-1,0,9223372036854775807]",
+                type: "int8[]", on: connection)
         }
     }
 
