@@ -104,6 +104,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
     private static func allocationCents(
         _ couple: UUID, _ scenario: UUID, items: ClosedRange<UUID>, on run: Statement
     ) async throws -> [AllocationCents] {
+        // Each item's arrays list its expenses in id order: array_agg takes the rows in the sub-select's order
+        // (PostgreSQL never merges a sub-select that has an ORDER BY into the outer query), which the covering
+        // index gives without a sort.
         var allocations: [AllocationCents] = []
         for row in try await run(
             PostgresQuery(
