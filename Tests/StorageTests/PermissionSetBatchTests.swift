@@ -93,7 +93,8 @@ struct BatchedLoaderTests {
             gate.open()
             for try await (key, value) in group { #expect(value == key) }
         }
-        #expect(drains.withLock { $0 } == [[0], Array(1..<20)])
+        // Child tasks reach the loader in no promised order; what matters is which drain took which keys.
+        #expect(drains.withLock { $0.map { $0.sorted() } } == [[0], Array(1..<20)])
         // The second drain stopped with nothing waiting: the next lookup starts a third at once.
         #expect(try await loader.value(for: 7) == 7)
         #expect(drains.withLock { $0.count } == 3)
