@@ -137,10 +137,11 @@ extension ChildProcess {
 
     /// Starts `executable` and returns once it has written a line of standard output that `ready` accepts (a
     /// server saying where it listens), or has exited. Its standard error is appended to `errorLog`; its output
-    /// after that line is read and dropped, so it never blocks on a full pipe.
+    /// after that line is read and dropped, so it never blocks on a full pipe, or with `hangingUp` not read at
+    /// all: the pipe is closed, as when whoever read a server's log has gone.
     public static func start(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, errorLog: String,
-        until ready: @escaping @Sendable (String) -> Bool = { _ in true }
+        hangingUp: Bool = false, until ready: @escaping @Sendable (String) -> Bool = { _ in true }
     ) async throws -> Running {
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
@@ -175,11 +176,13 @@ extension ChildProcess {
                     line = []
                     if ready(lines[lines.count - 1]) {
                         answered = true
+                        // Hung up before returning, so the caller's next step meets a closed pipe.
+                        if hangingUp { break }
                         continuation.resume(returning: (lines, true))
                     }
                 }
                 close(readEnd)
-                if !answered { continuation.resume(returning: (lines, false)) }
+                if !answered || hangingUp { continuation.resume(returning: (lines, answered)) }
             }
         }
         return Running(pid: pid, lines: lines, ready: found)

@@ -88,6 +88,10 @@ extension RBAC {
         }
 
         func run() async throws {
+            // A server outlives whoever reads its log: once that pipe closes, a log line fails with EPIPE and is
+            // dropped, instead of SIGPIPE ending the service. The event loops ignore SIGPIPE too, but only once
+            // they run; the lines written while serve starts came first.
+            signal(SIGPIPE, SIG_IGN)
             let environment = ProcessInfo.processInfo.environment
             let host = host ?? environment["RBAC_HOST"] ?? "127.0.0.1"
             guard let port = port ?? Int(environment["RBAC_PORT"] ?? "8080"), (1...65535).contains(port) else {

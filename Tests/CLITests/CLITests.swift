@@ -4,6 +4,10 @@ import Postgres
 import TestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// End-to-end: the built `rbac` binary against a fresh, migrated database on the disposable server.
 @Suite("The rbac command, end to end", .timeLimit(.minutes(2)))
 struct CLITests {
@@ -575,6 +579,46 @@ struct CLITests {
             #expect(
                 serve.stderr.hasSuffix("rbac: cannot listen on 127.0.0.1:\(port): address already in use\n"),
                 "\(serve.stderr)")
+        }
+    }
+
+    @Test("serve starts and answers when whoever read its log goes away while it starts")
+    func serveOutlivesItsLogReader() async throws {
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
+        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        try await TestDatabase.withFresh { configuration in
+            #expect(try await Self.rbac(Self.migrate, database: configuration.connectionString).status == 0)
+            let free = try await ChildProcess.run(repositoryRoot.appendingPathComponent("scripts/free-port").path, [])
+            let port = try #require(Int(free.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+            // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
+            // on starting, and one for every request (debug level), meet a closed pipe.
+            let serve = try await ChildProcess.start(
+                "/bin/sh",
+                [
+                    "-c", "exec \"$0\" serve --port \"$1\" --jwt-secret-file \"$2\" --log-level debug 2>&1",
+                    Self.executable.path, String(port), secret.path,
+                ],
+                environment: ProcessInfo.processInfo.environment.merging(
+                    ["DATABASE_URL": configuration.connectionString]
+                ) { $1 }, errorLog: "/dev/null", hangingUp: true)
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve wrote nothing")
+            let health = URL(string: "http://127.0.0.1:\(port)/health")!
+            let deadline = ContinuousClock.now + .seconds(10)
+            var answered = 0
+            while answered < 3 {
+                if let (_, response) = try? await URLSession.shared.data(from: health) {
+                    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+                    answered += 1
+                    continue
+                }
+                var status: Int32 = 0
+                try #require(waitpid(serve.pid, &status, WNOHANG) == 0, "serve exited, wait status \(status)")
+                try #require(ContinuousClock.now < deadline, "serve did not listen within 10 s")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            await serve.stop()
         }
     }
 
