@@ -500,8 +500,8 @@ struct CLITests {
     func operatorAudit() async throws {
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
-            func run(_ arguments: [String], user: String = "ops") async throws -> Result {
-                try await Self.rbac(arguments, database: database, environment: ["USER": user])
+            func run(_ arguments: [String], user: String = "ops", logname: String = "ops") async throws -> Result {
+                try await Self.rbac(arguments, database: database, environment: ["USER": user, "LOGNAME": logname])
             }
             #expect(try await run(Self.migrate).status == 0)
             let roles = try Self.jsonArray(try await run(["roles", "--json"])).count
@@ -563,6 +563,12 @@ struct CLITests {
             #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
             #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
             #expect(try await run(["audit", "--operator", "--json"]).stdout == log.stdout)
+
+            // Without USER and LOGNAME (cron, systemd), the user database names the OS user.
+            let account = try #require(getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) })
+            #expect(try await run(["users", "add", "--email", "tom@example.com"], user: "", logname: "").status == 0)
+            let latest = try Self.jsonArray(try await run(["audit", "--operator", "--tail", "1", "--json"]))
+            #expect(latest.map { "\($0["actor"] ?? "")" } == ["operator:\(account)"])
         }
     }
 

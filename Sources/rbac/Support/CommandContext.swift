@@ -123,10 +123,12 @@ struct CommandContext {
         return .operator(label: options.label.recorded)
     }
 
-    /// The OS user running the command.
+    /// The OS user running the command: as the login shell named it, else as the user database names the
+    /// process's user (cron, systemd units and containers often set neither variable), else by number.
     static func osUser() -> String {
         let environment = ProcessInfo.processInfo.environment
-        return environment["USER"] ?? environment["LOGNAME"] ?? "uid-\(getuid())"
+        let named = [environment["USER"], environment["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty }
+        return named ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "uid-\(getuid())"
     }
 
     func user(_ text: String) async throws -> User {
