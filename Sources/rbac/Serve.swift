@@ -89,8 +89,8 @@ extension RBAC {
 
         func run() async throws {
             // A server outlives whoever reads its log: once that pipe closes, a log line fails with EPIPE and is
-            // dropped, instead of SIGPIPE ending the service. The event loops ignore SIGPIPE too, but only once
-            // they run; the lines written while serve starts came first.
+            // dropped, instead of SIGPIPE ending the service. NIO ignores SIGPIPE too, but only from its first
+            // socket on; the lines serve writes while it starts come before that.
             signal(SIGPIPE, SIG_IGN)
             let environment = ProcessInfo.processInfo.environment
             let host = host ?? environment["RBAC_HOST"] ?? "127.0.0.1"
