@@ -564,11 +564,16 @@ struct CLITests {
             #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
             #expect(try await run(["audit", "--operator", "--json"]).stdout == log.stdout)
 
-            // Without USER and LOGNAME (cron, systemd), the user database names the OS user.
+            // Without USER and LOGNAME (cron, systemd), or with names --actor-label would refuse, the user
+            // database names the OS user.
             let account = try #require(getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) })
             #expect(try await run(["users", "add", "--email", "tom@example.com"], user: "", logname: "").status == 0)
-            let latest = try Self.jsonArray(try await run(["audit", "--operator", "--tail", "1", "--json"]))
-            #expect(latest.map { "\($0["actor"] ?? "")" } == ["operator:\(account)"])
+            let long = String(repeating: "x", count: 101)
+            let added = try await run(
+                ["users", "add", "--email", "ty@example.com"], user: "ops\u{1B}[2J", logname: long)
+            #expect(added.status == 0)
+            let latest = try Self.jsonArray(try await run(["audit", "--operator", "--tail", "2", "--json"]))
+            #expect(latest.map { "\($0["actor"] ?? "")" } == ["operator:\(account)", "operator:\(account)"])
         }
     }
 

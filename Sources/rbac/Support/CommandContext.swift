@@ -124,10 +124,13 @@ struct CommandContext {
     }
 
     /// The OS user running the command: as the login shell named it, else as the user database names the
-    /// process's user (cron, systemd units and containers often set neither variable), else by number.
+    /// process's user (cron, systemd units and containers often set neither variable), else by number. A name
+    /// from the environment that `--actor-label` would refuse is passed over.
     static func osUser() -> String {
         let environment = ProcessInfo.processInfo.environment
-        let named = [environment["USER"], environment["LOGNAME"]].compactMap { $0 }.first { !$0.isEmpty }
+        let named = [environment["USER"], environment["LOGNAME"]].compactMap { $0 }.first {
+            (1...OperatorLabelOptions.maxLength).contains($0.count) && !containsControlCharacter($0)
+        }
         return named ?? getpwuid(getuid()).map { String(cString: $0.pointee.pw_name) } ?? "uid-\(getuid())"
     }
 
