@@ -90,9 +90,7 @@ extension RBAC {
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let read = context.repository.couples(limit:after:)
-                    let couples = try await page.read(
-                        id: \.id, every: { try await everyPage(id: \.id, read) }, page: read)
+                    let couples = try await page.read(id: \.id, pages: context.repository.couples(limit:after:))
                     try output.print(
                         couples,
                         Table(

@@ -50,9 +50,7 @@ extension RBAC {
                 try await acting.run { context, actor in
                     let coupleID = try Parse.couple(couple)
                     let only = status.flatMap(InvitationStatus.init(rawValue:))
-                    let invitations = try await page.read(id: \.id) {
-                        try await context.invitations.invitations(of: coupleID, status: only, as: actor)
-                    } page: { limit, after in
+                    let invitations = try await page.read(id: \.id) { limit, after in
                         try await context.invitations.invitations(
                             of: coupleID, status: only, limit: limit, after: after, as: actor)
                     }

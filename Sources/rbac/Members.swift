@@ -14,9 +14,7 @@ extension RBAC {
         func run() async throws {
             try await acting.run { context, actor in
                 let coupleID = try Parse.couple(couple)
-                let members = try await page.read(id: \.user.id) {
-                    try await context.memberships.members(of: coupleID, as: actor)
-                } page: { limit, after in
+                let members = try await page.read(id: \.user.id) { limit, after in
                     try await context.memberships.members(of: coupleID, limit: limit, after: after, as: actor)
                 }
                 try acting.output.print(members, memberTable(members))

@@ -55,9 +55,7 @@ extension RBAC {
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let read = context.repository.users(limit:after:)
-                    let users = try await page.read(
-                        id: \.id, every: { try await everyPage(id: \.id, read) }, page: read)
+                    let users = try await page.read(id: \.id, pages: context.repository.users(limit:after:))
                     try output.print(
                         users,
                         Table(

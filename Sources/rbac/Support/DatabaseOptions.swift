@@ -94,13 +94,13 @@ struct PageOptions: ParsableArguments {
         return items
     }
 
-    /// Every entry, or with --limit one page of them (`page` takes the limit and the id to read after).
-    func read<Item>(
-        id: (Item) -> UUID, every: () async throws -> [Item],
-        page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
-    ) async throws -> [Item] {
+    /// Every entry, read a full page at a time, or with --limit one page of them (`page` takes the limit and the
+    /// id to read after).
+    func read<Item>(id: (Item) -> UUID, pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item])
+        async throws -> [Item]
+    {
         try await read(id: id) { request in
-            guard let request else { return try await every() }
+            guard let request else { return try await everyPage(id: id, page) }
             return try await page(request.limit, request.after)
         }
     }
