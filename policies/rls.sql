@@ -3,12 +3,16 @@
 -- rbac_app, the application role, has no BYPASSRLS: a connection acting for user U (request.jwt.claims
 -- `sub`) sees only rows of couples where U's membership is in force (active, not expired). Other roles
 -- without a policy see nothing.
--- The predicates are functions keyed by couple_id (sql/functions/access.sql), not sub-selects.
+-- Each policy compares the row's couple (or user) with an array of what the acting user may read, which a
+-- function of sql/functions/access.sql builds once per statement: the scalar sub-select around it makes it an
+-- InitPlan (and the comparison an index condition) rather than a call for every row; the cast keeps ANY from
+-- taking the sub-select for a set of rows.
 
 ALTER TABLE couples ENABLE ROW LEVEL SECURITY;
 ALTER TABLE couples FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS members_read ON couples;
-CREATE POLICY members_read ON couples FOR SELECT TO rbac_app USING (rbac.is_active_member(id));
+CREATE POLICY members_read ON couples FOR SELECT TO rbac_app
+    USING (id = ANY ((SELECT rbac.readable_couples())::uuid[]));
 
 -- Who belongs, and the couple's own roles (as the policy's roles are for everyone): for its members.
 DO $$
@@ -19,8 +23,8 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
         EXECUTE format('DROP POLICY IF EXISTS members_read ON %I', v_table);
-        EXECUTE format('CREATE POLICY members_read ON %I FOR SELECT TO rbac_app USING (rbac.is_active_member(couple_id))',
-                       v_table);
+        EXECUTE format('CREATE POLICY members_read ON %I FOR SELECT TO rbac_app '
+                       'USING (couple_id = ANY ((SELECT rbac.readable_couples())::uuid[]))', v_table);
     END LOOP;
 END $$;
 
@@ -28,7 +32,7 @@ ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
 ALTER TABLE invitations FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS inviters_read ON invitations;
 CREATE POLICY inviters_read ON invitations FOR SELECT TO rbac_app
-    USING (user_has_permission(couple_id, 'collaborators.invite'));
+    USING (couple_id = ANY ((SELECT rbac.readable_couples('collaborators.invite'))::uuid[]));
 
 -- The couple's log, like the budget, is distributed on Citus and then refused to rbac_app.
 ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
@@ -38,14 +42,15 @@ BEGIN
     IF NOT rbac.distributed('audit_log') THEN
         DROP POLICY IF EXISTS auditors_read ON audit_log;
         CREATE POLICY auditors_read ON audit_log FOR SELECT TO rbac_app
-            USING (user_has_permission(couple_id, 'audit.view'));
+            USING (couple_id = ANY ((SELECT rbac.readable_couples('audit.view'))::uuid[]));
     END IF;
 END $$;
 
 ALTER TABLE users ENABLE ROW LEVEL SECURITY;
 ALTER TABLE users FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS collaborators_read ON users;
-CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app USING (rbac.can_see_user(id));
+CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app
+    USING (id = ANY ((SELECT rbac.visible_users())::uuid[]));
 
 -- The budget: members read what their view permissions cover; writes go through the services. On Citus,
 -- where these tables are distributed, a policy could not read the coordinator's memberships from a worker:
@@ -63,12 +68,13 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
         EXECUTE format('DROP POLICY IF EXISTS viewers_read ON %I', v_table);
-        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app USING (user_has_permission(couple_id, %L))',
-                       v_table, v_permission);
+        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app '
+                       'USING (couple_id = ANY ((SELECT rbac.readable_couples(%L))::uuid[]))', v_table, v_permission);
     END LOOP;
 END $$;
 
--- How many rows of a budget table a couple holds: for those who may read that table.
+-- How many rows of a budget table a couple holds: for those who may read that table. The permission differs by
+-- row, so it is asked per row, of the few rows of the acting user's own couples only.
 ALTER TABLE budget_row_counts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE budget_row_counts FORCE ROW LEVEL SECURITY;
 DO $$
@@ -76,7 +82,11 @@ BEGIN
     IF NOT rbac.distributed('budget_row_counts') THEN
         DROP POLICY IF EXISTS viewers_read ON budget_row_counts;
         CREATE POLICY viewers_read ON budget_row_counts FOR SELECT TO rbac_app
-            USING (user_has_permission(couple_id, (SELECT t.view_permission FROM rbac.budget_tables() t
-                                        WHERE t.table_name = budget_row_counts.table_name)));
+            USING (couple_id = ANY ((SELECT rbac.readable_couples())::uuid[])
+                   AND user_has_permission(couple_id, (SELECT t.view_permission FROM rbac.budget_tables() t
+                                                       WHERE t.table_name = budget_row_counts.table_name)));
     END IF;
 END $$;
+
+-- The per-row predicates the policies above replaced; nothing else calls them.
+DROP FUNCTION IF EXISTS rbac.is_active_member(uuid), rbac.can_see_user(uuid);

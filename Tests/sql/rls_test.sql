@@ -13,6 +13,16 @@ INSERT INTO budget_scenarios (couple_id, name) VALUES (pg_temp.id('Olivia & Paul
 INSERT INTO expenses (couple_id, name, amount) VALUES (pg_temp.id('Olivia & Paul'), 'Olivia''s venue', 100),
                                                       (pg_temp.id('Xena & Co'), 'Xena''s venue', 200);
 
+-- How many times p_function ran while p_query ran: a policy asks once per statement, however many rows it reads.
+SET LOCAL track_functions = 'all';
+CREATE FUNCTION pg_temp.calls(p_function regprocedure, p_query text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_before bigint := coalesce(pg_stat_get_xact_function_calls(p_function), 0);
+BEGIN
+    EXECUTE p_query;
+    RETURN coalesce(pg_stat_get_xact_function_calls(p_function), 0) - v_before;
+END $$;
+
 SELECT ok(NOT rolbypassrls AND NOT rolsuper, 'rbac_app is neither superuser nor BYPASSRLS') FROM pg_roles WHERE rolname = 'rbac_app';
 SELECT ok(relrowsecurity AND relforcerowsecurity, relname || ': row-level security enabled and forced')
 FROM pg_class WHERE relname IN ('couples', 'users', 'memberships', 'invitations', 'audit_log') ORDER BY relname;
@@ -28,6 +38,12 @@ SELECT throws_ok($$SELECT 1 FROM audit_log$$, '42501', NULL, 'on Citus the coupl
 SELECT ok((SELECT count(*) FROM audit_log) > 0, 'and its audit log');
 \endif
 SELECT is((SELECT count(*)::int FROM users), 3, 'and the users they share a couple with');
+SELECT is(pg_temp.calls('rbac.readable_couples(text)', 'SELECT * FROM memberships'), 1::bigint,
+          'reading three memberships asks for the reader''s couples once');
+SELECT is(pg_temp.calls('rbac.visible_users()', 'SELECT * FROM users'), 1::bigint,
+          'reading three users asks for the people the reader sees once');
+SELECT is(pg_temp.calls('rbac.readable_couples(text)', 'SELECT * FROM users'), 1::bigint,
+          'and for the reader''s couples once');
 SELECT throws_ok($$SELECT token_hash FROM invitations$$, '42501', NULL, 'token hashes are not readable at all');
 
 SELECT pg_temp.act_as('vera');
@@ -57,6 +73,12 @@ FROM unnest(ARRAY['budget_scenarios', 'budget_folders', 'budget_items', 'expense
 SELECT results_eq($$SELECT name FROM budget_scenarios$$, $$VALUES ('Olivia''s plan')$$,
                   'a member reads their couple''s budget and no other''s');
 SELECT results_eq($$SELECT name FROM expenses$$, $$VALUES ('Olivia''s venue')$$, 'and its expenses');
+RESET ROLE;
+INSERT INTO expenses (couple_id, name, amount)
+SELECT pg_temp.id('Olivia & Paul'), 'expense ' || n, n FROM generate_series(1, 20) AS n;
+SET LOCAL ROLE rbac_app;
+SELECT is(pg_temp.calls('public.user_has_permission(uuid, uuid, text)', 'SELECT * FROM expenses'), 1::bigint,
+          'reading 21 expenses asks whether the reader may view them once, for their one couple');
 SELECT pg_temp.act_as('sam');
 SELECT is_empty($$SELECT 1 FROM budget_scenarios$$, 'a suspended member reads none of it');
 \endif

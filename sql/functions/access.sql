@@ -269,24 +269,33 @@ BEGIN
     END IF;
 END $$;
 
--- Row-level security predicates (policies/rls.sql), beside user_has_permission(couple, permission). Each takes
--- the couple first and reads only that couple's rows, which keeps tenant isolation in functions keyed by
--- couple_id.
-CREATE OR REPLACE FUNCTION rbac.is_active_member(p_couple_id uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-    RETURN EXISTS (
-        SELECT 1 FROM memberships m
-        WHERE m.couple_id = p_couple_id AND m.user_id = rbac.jwt_user_id() AND rbac.in_force(m.status, m.expires_at));
-END $$;
+-- Row-level security (policies/rls.sql): what the acting user may read, as arrays. A policy reads each once per
+-- statement, `couple_id = ANY ((SELECT rbac.readable_couples())::uuid[])`: the planner makes the scalar sub-select
+-- an InitPlan and the comparison an index condition. A predicate called per row would run a membership query
+-- for every row scanned, which costs many times the read itself (scripts/bench-rls).
 
--- A user sees their own row and the rows of people in the couples where their membership is in force.
-CREATE OR REPLACE FUNCTION rbac.can_see_user(p_user_id uuid) RETURNS boolean
+-- The couples where the acting user's membership is in force and, given p_permission, grants it (as
+-- user_has_permission decides).
+CREATE OR REPLACE FUNCTION rbac.readable_couples(p_permission text DEFAULT NULL) RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_me uuid := rbac.jwt_user_id();
 BEGIN
-    RETURN p_user_id = v_me OR EXISTS (
-        SELECT 1 FROM memberships mine JOIN memberships theirs ON theirs.couple_id = mine.couple_id
-        WHERE mine.user_id = v_me AND rbac.in_force(mine.status, mine.expires_at) AND theirs.user_id = p_user_id);
+    RETURN ARRAY(SELECT m.couple_id FROM memberships m
+                 WHERE m.user_id = v_me AND rbac.in_force(m.status, m.expires_at)
+                   AND (p_permission IS NULL OR public.user_has_permission(m.couple_id, v_me, p_permission)));
+END $$;
+
+-- The acting user and the people in the couples where their membership is in force.
+CREATE OR REPLACE FUNCTION rbac.visible_users() RETURNS uuid[]
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_me uuid := rbac.jwt_user_id();
+    v_couples uuid[] := rbac.readable_couples();
+BEGIN
+    IF v_me IS NULL THEN
+        RETURN '{}';
+    END IF;
+    RETURN v_me || ARRAY(SELECT DISTINCT m.user_id FROM memberships m
+                         WHERE m.couple_id = ANY (v_couples) AND m.user_id <> v_me);
 END $$;

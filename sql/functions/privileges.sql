@@ -43,8 +43,8 @@ GRANT EXECUTE ON FUNCTION
     public.create_couple_role(uuid, text, text, text[]),
     public.edit_couple_role(uuid, text, text, text[]),
     public.delete_couple_role(uuid, text, text),
-    rbac.is_active_member(uuid),
-    rbac.can_see_user(uuid),
+    rbac.readable_couples(text),
+    rbac.visible_users(),
     rbac.budget_tables(),
     rbac.jwt_user_id(),
     rbac.jwt_identity()
