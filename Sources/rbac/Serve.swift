@@ -193,8 +193,14 @@ extension RBAC {
                 let application = buildApplication(
                     dependencies, host: host, port: port, logger: logger,
                     shutdownGrace: min(.seconds(1), drainTimeout.duration))
-                try await serviceGroup(application, drainTimeout: drainTimeout.duration, logger: logger).run()
-                logger.info("rbac serve stopped")
+                // The background tasks end before serve does, also when it could not listen: otherwise one of
+                // them could still log after the error that ends the process.
+                var failure: (any Error)?
+                do {
+                    try await serviceGroup(application, drainTimeout: drainTimeout.duration, logger: logger).run()
+                } catch {
+                    failure = error
+                }
                 listener.cancel()
                 worker.cancel()
                 sweeper.cancel()
@@ -202,6 +208,8 @@ extension RBAC {
                 await worker.value
                 await sweeper.value
                 await pool.close()
+                if let failure { throw failure }
+                logger.info("rbac serve stopped")
             } catch let error as IOError {
                 // The only sockets NIO opens here are the server's: binding failed (port taken, say).
                 let reason = String(cString: strerror(error.errnoCode)).lowercased()
