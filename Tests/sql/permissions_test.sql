@@ -47,16 +47,29 @@ SELECT ok(NOT can_leave_collaboration(pg_temp.id('Olivia & Paul'), pg_temp.id('x
 -- Members see each other; outsiders see nothing.
 SELECT pg_temp.act_as('vera');
 SELECT is(user_role(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia')), 'owner', 'a member may ask another member''s role');
+SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'budget.edit'),
+          'and whether another member holds a permission');
 SELECT is((SELECT count(*)::int FROM couple_members(pg_temp.id('Olivia & Paul'))), 5, 'a viewer may list the members');
 SELECT pg_temp.act_as('xena');
 SELECT throws_ok($$SELECT user_permissions(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'))$$, 'RBDEN', NULL,
                  'an outsider may not ask a member''s permissions');
+SELECT throws_ok($$SELECT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), 'couple.delete')$$,
+                 'RBDEN', NULL, 'nor whether a member holds one');
+SELECT is(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('xena'), 'budget.view'), false,
+          'but may ask about themselves');
 SELECT throws_ok($$SELECT * FROM couple_members(pg_temp.id('Olivia & Paul'))$$, 'RBDEN', NULL, 'an outsider may not list the members');
 SELECT throws_ok($$SELECT * FROM user_couples(pg_temp.id('olivia'))$$, 'RBDEN', NULL, 'a user may not list another user''s couples');
 SELECT is((SELECT array_agg(couple_name) FROM user_couples(pg_temp.id('xena'))), ARRAY['Xena & Co'], 'a user lists their own couples');
 SELECT pg_temp.act_as_operator();
 SELECT set_config('request.jwt.claims', '{"role": "anon"}', true);
 SELECT throws_ok($$SELECT * FROM user_couples(pg_temp.id('olivia'))$$, 'RBAUT', NULL, 'claims without a sub are no acting user');
+SELECT throws_ok($$SELECT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), 'budget.view')$$,
+                 'RBAUT', NULL, 'and may not ask about anyone');
+SELECT pg_temp.act_as_operator();
+SET LOCAL ROLE rbac_app;
+SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'budget.edit'),
+          'a trusted backend (the application role, no claims) asks about anyone');
+RESET ROLE;
 SELECT pg_temp.act_as_operator();
 
 -- Pagination: pages of two, by member id, cover every member exactly once.

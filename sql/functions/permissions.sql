@@ -6,10 +6,16 @@
 -- session (a LANGUAGE sql function with this body is re-planned on every call); false, never NULL, for unknown
 -- couples, users and permissions, for suspended members and from the instant a membership expires. The two kinds
 -- of grant are one lateral UNION ALL with LIMIT 1: an OR of two EXISTS sub-plans cost a sixth more per call.
+-- End users (a session with claims) ask about themselves, or about the members of a couple they are in, as
+-- user_permissions lets them: one answer per permission would tell an outsider all user_permissions refuses.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
+    IF nullif(current_setting('request.jwt.claims', true), '') IS NOT NULL
+       AND rbac.jwt_user_id() IS DISTINCT FROM p_user_id THEN
+        PERFORM rbac.require_member_view(p_couple_id, p_user_id);
+    END IF;
     RETURN EXISTS (
         SELECT 1 FROM memberships m
         JOIN LATERAL (SELECT 1 FROM role_permissions rp WHERE rp.role = m.role AND rp.permission = p_permission
