@@ -26,6 +26,17 @@ END $$;
 SELECT ok(NOT rolbypassrls AND NOT rolsuper, 'rbac_app is neither superuser nor BYPASSRLS') FROM pg_roles WHERE rolname = 'rbac_app';
 SELECT ok(relrowsecurity AND relforcerowsecurity, relname || ': row-level security enabled and forced')
 FROM pg_class WHERE relname IN ('couples', 'users', 'memberships', 'invitations', 'audit_log') ORDER BY relname;
+-- Isolation by default, so that a table a later migration adds is not read past its couple: every table
+-- rbac_app may read has row-level security, enabled and forced, with a policy for rbac_app, but the policy's
+-- own tables, which hold nothing of any couple.
+SELECT is_empty($$
+    SELECT c.relname FROM pg_class c
+    WHERE c.relkind IN ('r', 'p') AND c.relnamespace = 'public'::regnamespace
+      AND has_any_column_privilege('rbac_app', c.oid, 'SELECT')
+      AND NOT (c.relrowsecurity AND c.relforcerowsecurity
+               AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid AND 'rbac_app'::regrole = ANY (p.polroles)))
+      AND c.relname NOT IN ('permissions', 'roles', 'role_permissions', 'role_grants', 'budget_row_limits')
+$$, 'every table rbac_app may read is under row-level security with a policy for it, but the policy''s own');
 
 SET LOCAL ROLE rbac_app;
 SELECT pg_temp.act_as('olivia');
