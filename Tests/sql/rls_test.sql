@@ -88,7 +88,7 @@ RESET ROLE;
 INSERT INTO expenses (couple_id, name, amount)
 SELECT pg_temp.id('Olivia & Paul'), 'expense ' || n, n FROM generate_series(1, 20) AS n;
 SET LOCAL ROLE rbac_app;
-SELECT is(pg_temp.calls('public.user_has_permission(uuid, uuid, text)', 'SELECT * FROM expenses'), 1::bigint,
+SELECT is(pg_temp.calls('rbac.holds_permission(uuid, uuid, text)', 'SELECT * FROM expenses'), 1::bigint,
           'reading 21 expenses asks whether the reader may view them once, for their one couple');
 SELECT pg_temp.act_as('sam');
 SELECT is_empty($$SELECT 1 FROM budget_scenarios$$, 'a suspended member reads none of it');

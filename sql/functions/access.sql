@@ -274,8 +274,7 @@ END $$;
 -- an InitPlan and the comparison an index condition. A predicate called per row would run a membership query
 -- for every row scanned, which costs many times the read itself (scripts/bench-rls).
 
--- The couples where the acting user's membership is in force and, given p_permission, grants it (as
--- user_has_permission decides).
+-- The couples where the acting user's membership is in force and, given p_permission, grants it.
 CREATE OR REPLACE FUNCTION rbac.readable_couples(p_permission text DEFAULT NULL) RETURNS uuid[]
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -283,7 +282,7 @@ DECLARE
 BEGIN
     RETURN ARRAY(SELECT m.couple_id FROM memberships m
                  WHERE m.user_id = v_me AND rbac.in_force(m.status, m.expires_at)
-                   AND (p_permission IS NULL OR public.user_has_permission(m.couple_id, v_me, p_permission)));
+                   AND (p_permission IS NULL OR rbac.holds_permission(m.couple_id, v_me, p_permission)));
 END $$;
 
 -- The acting user and the people in the couples where their membership is in force.

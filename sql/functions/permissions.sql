@@ -1,21 +1,18 @@
 -- Permission questions: may user U do P in couple C, what may they do, and what permission caches read.
 
--- For trusted backends that name the user: the hot path, and the one definition of "holds a permission": the
--- member's role grants it, be it a role of the policy or one the couple defined (their names never collide), and
--- the membership is in force (active and not past its expiry). plpgsql so that its query plan is cached per
--- session (a LANGUAGE sql function with this body is re-planned on every call); false, never NULL, for unknown
--- couples, users and permissions, for suspended members and from the instant a membership expires. The two kinds
--- of grant are one lateral UNION ALL with LIMIT 1: an OR of two EXISTS sub-plans cost a sixth more per call.
--- End users (a session with claims) ask about themselves, or about the members of a couple they are in, as
--- user_permissions lets them: one answer per permission would tell an outsider all user_permissions refuses.
-CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
+-- The one definition of "holds a permission": the member's role grants it, be it a role of the policy or one the
+-- couple defined (their names never collide), and the membership is in force (active and not past its expiry).
+-- plpgsql so that its query plan is cached per session (a LANGUAGE sql function with this body is re-planned on
+-- every call); false, never NULL, for unknown couples, users and permissions, for suspended members and from the
+-- instant a membership expires. The two kinds of grant are one lateral UNION ALL with LIMIT 1: an OR of two
+-- EXISTS sub-plans cost a sixth more per call. It does not ask who asks: the two user_has_permission do, and
+-- the two-argument form, which always asks about the caller, comes here directly (through the three-argument
+-- form it would read the claims twice, a sixth of its time). No pinned search_path: only functions that pin it call
+-- this (its EXECUTE is no one's), and pinning would cost every call a configuration change.
+CREATE OR REPLACE FUNCTION rbac.holds_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    IF nullif(current_setting('request.jwt.claims', true), '') IS NOT NULL
-       AND rbac.jwt_user_id() IS DISTINCT FROM p_user_id THEN
-        PERFORM rbac.require_member_view(p_couple_id, p_user_id);
-    END IF;
     RETURN EXISTS (
         SELECT 1 FROM memberships m
         JOIN LATERAL (SELECT 1 FROM role_permissions rp WHERE rp.role = m.role AND rp.permission = p_permission
@@ -26,11 +23,25 @@ BEGIN
         WHERE m.couple_id = p_couple_id AND m.user_id = p_user_id AND rbac.in_force(m.status, m.expires_at));
 END $$;
 
+-- For trusted backends that name the user: the hot path. End users (a session with claims) ask about themselves,
+-- or about the members of a couple they are in, as user_permissions lets them: one answer per permission would
+-- tell an outsider all user_permissions refuses.
+CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    IF nullif(current_setting('request.jwt.claims', true), '') IS NOT NULL
+       AND rbac.jwt_user_id() IS DISTINCT FROM p_user_id THEN
+        PERFORM rbac.require_member_view(p_couple_id, p_user_id);
+    END IF;
+    RETURN rbac.holds_permission(p_couple_id, p_user_id, p_permission);
+END $$;
+
 -- The caller is `sub` of request.jwt.claims, as Supabase / PostgREST set it.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_permission text) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
-    RETURN public.user_has_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
+    RETURN rbac.holds_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
 END $$;
 
 -- The permissions p_user_id holds in the couple, sorted; empty unless their membership is in force.
