@@ -38,6 +38,22 @@ struct CLITests {
         return Result(status: result.status, stdout: result.output, stderr: result.errorOutput)
     }
 
+    /// `rbac serve` on a free port against `database`, with `arguments` after `--port`, started as
+    /// `ChildProcess.start` starts a server (`hangingUp`, `until`); its log, standard error included, goes to
+    /// the pipe that reads its lines.
+    static func serve(
+        _ arguments: [String], database: String, errorLog: String, hangingUp: Bool = false,
+        until ready: @escaping @Sendable (String) -> Bool = { _ in true }
+    ) async throws -> (serve: ChildProcess.Running, port: Int) {
+        let free = try await ChildProcess.run(repositoryRoot.appendingPathComponent("scripts/free-port").path, [])
+        let port = try #require(Int(free.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let serve = try await ChildProcess.start(
+            "/bin/sh", ["-c", "exec \"$0\" serve --port \"$@\" 2>&1", executable.path, String(port)] + arguments,
+            environment: ProcessInfo.processInfo.environment.merging(["DATABASE_URL": database]) { $1 },
+            errorLog: errorLog, hangingUp: hangingUp, until: ready)
+        return (serve, port)
+    }
+
     /// `rbac migrate`, distributing the database when the tests run on Citus.
     static let migrate = TestDatabase.citusWorkers.isEmpty ? ["migrate"] : ["migrate", "--citus"]
 
@@ -600,19 +616,11 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(at: secret) }
         try await TestDatabase.withFresh { configuration in
             #expect(try await Self.rbac(Self.migrate, database: configuration.connectionString).status == 0)
-            let free = try await ChildProcess.run(repositoryRoot.appendingPathComponent("scripts/free-port").path, [])
-            let port = try #require(Int(free.output.trimmingCharacters(in: .whitespacesAndNewlines)))
             // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
             // on starting, and one for every request (debug level), meet a closed pipe.
-            let serve = try await ChildProcess.start(
-                "/bin/sh",
-                [
-                    "-c", "exec \"$0\" serve --port \"$1\" --jwt-secret-file \"$2\" --log-level debug 2>&1",
-                    Self.executable.path, String(port), secret.path,
-                ],
-                environment: ProcessInfo.processInfo.environment.merging(
-                    ["DATABASE_URL": configuration.connectionString]
-                ) { $1 }, errorLog: "/dev/null", hangingUp: true)
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret.path, "--log-level", "debug"], database: configuration.connectionString,
+                errorLog: "/dev/null", hangingUp: true)
             defer { Task { await serve.stop() } }
             try #require(serve.ready, "serve wrote nothing")
             let health = URL(string: "http://127.0.0.1:\(port)/health")!

@@ -40,21 +40,14 @@ struct ServeTokenTests {
                     let invited = try await run(["invite", "--couple", couple, "--role", "viewer", "--json"])
                     links.append(try #require(try CLITests.json(invited)["link"] as? String))
                 }
-                let free = try await ChildProcess.run(
-                    repositoryRoot.appendingPathComponent("scripts/free-port").path, [])
-                let port = try #require(Int(free.output.trimmingCharacters(in: .whitespacesAndNewlines)))
-                let log = tool.directory.appendingPathComponent("serve.log").path
-                // Its log goes to stdout here, so that the test can wait for the line that says it listens.
-                let serve = try await ChildProcess.start(
-                    "/bin/sh",
+                // Its log goes to the pipe here, so that the test can wait for the line that says it listens.
+                let (serve, port) = try await CLITests.serve(
                     [
-                        "-c", "exec \"$0\" serve --port \"$1\" --jwks-url \"$2\" --ca-file \"$3\" 2>&1",
-                        CLITests.executable.path, String(port),
-                        peer.baseURL.appendingPathComponent("jwks.json").absoluteString, peer.caFile,
-                    ],
-                    environment: ProcessInfo.processInfo.environment.merging(
-                        ["DATABASE_URL": configuration.connectionString]
-                    ) { $1 }, errorLog: log, until: { $0.contains("listening on") })
+                        "--jwks-url", peer.baseURL.appendingPathComponent("jwks.json").absoluteString,
+                        "--ca-file", peer.caFile,
+                    ], database: configuration.connectionString,
+                    errorLog: tool.directory.appendingPathComponent("serve.log").path,
+                    until: { $0.contains("listening on") })
                 defer { Task { await serve.stop() } }
                 try #require(serve.ready, "serve did not start: \(serve.lines)")
                 #expect(serve.lines.contains { $0.contains("set --jwt-issuer and --jwt-audience") })
