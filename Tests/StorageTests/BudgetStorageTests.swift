@@ -118,7 +118,8 @@ struct BudgetStorageTests {
             let rows = try await pool.query(
                 """
                 SELECT action, actor_label, before ->> 'amount' AS before, after ->> 'amount' AS after FROM audit_log
-                WHERE couple_id = \(world.couple) AND action NOT LIKE 'membership.%' ORDER BY id
+                WHERE couple_id = \(world.couple) AND action NOT LIKE 'membership.%' AND action <> 'couple.insert'
+                ORDER BY id
                 """
             ).map { row -> String in
                 let amounts = [try row.decode("before", as: String?.self), try row.decode("after", as: String?.self)]

@@ -7,9 +7,11 @@ SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'guest']) AS n
 SET LOCAL rbac.actor_label = 'admin-alice';  -- as the CLI names its operator
 SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
 SELECT results_eq(
-    $$SELECT action, actor_id, actor_label, after ->> 'role' FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul'))$$,
-    $$VALUES ('membership.insert', NULL::uuid, 'operator:admin-alice', 'owner')$$,
-    'an operator''s change is recorded with the operator''s label');
+    $$SELECT action, actor_id, actor_label, coalesce(after ->> 'role', after ->> 'name') FROM audit_log
+      WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul')) ORDER BY at, id$$,
+    $$VALUES ('couple.insert', NULL::uuid, 'operator:admin-alice', 'Olivia & Paul'),
+             ('membership.insert', NULL::uuid, 'operator:admin-alice', 'owner')$$,
+    'an operator''s changes are recorded with the operator''s label, the couple''s creation first');
 
 SELECT pg_temp.act_as('olivia');
 SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'planner');
@@ -47,7 +49,18 @@ SELECT pg_temp.act_as_operator();
 SELECT throws_ok($$UPDATE audit_log SET action = 'nothing'$$, 'RBDEN', NULL, 'audit rows cannot be updated, even by a superuser');
 SELECT throws_ok($$DELETE FROM audit_log$$, 'RBDEN', NULL, 'audit rows cannot be deleted');
 SELECT throws_ok($$TRUNCATE audit_log$$, 'RBDEN', NULL, 'the audit log cannot be truncated');
-SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul'))), 10, 'all ten rows are still there');
+SELECT is((SELECT count(*)::int FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul'))), 11, 'all eleven rows are still there');
+
+-- The couple's own row: its name and the domains it may invite, not the revision every membership write advances.
+SELECT set_invite_domains(pg_temp.id('Olivia & Paul'), ARRAY['example.com']);
+UPDATE couples SET name = 'Olivia & Paul Smith' WHERE id = pg_temp.id('Olivia & Paul');
+SELECT pg_temp.add_member('Olivia & Paul', 'olivia', 'viewer');
+SELECT results_eq(
+    $$SELECT before -> 'invite_domains', after -> 'invite_domains', before ->> 'name', after ->> 'name' FROM audit_log
+      WHERE couple_id = (SELECT pg_temp.id('Olivia & Paul')) AND action = 'couple.update' ORDER BY at, id$$,
+    $$VALUES ('[]'::jsonb, '["example.com"]'::jsonb, 'Olivia & Paul', 'Olivia & Paul'),
+             ('["example.com"]'::jsonb, '["example.com"]'::jsonb, 'Olivia & Paul', 'Olivia & Paul Smith')$$,
+    'the domains a couple may invite and its name are recorded when they change, and nothing else of its row');
 
 -- Budget changes: one row per changed row, allocations included, with whoever the transaction names.
 SELECT pg_temp.new_couple('Budget', 'olivia');
@@ -64,7 +77,8 @@ SELECT pg_temp.act_as_operator();
 DELETE FROM expense_allocations WHERE couple_id = (SELECT pg_temp.id('Budget'));
 SELECT results_eq(
     $$SELECT action, actor_id, actor_label FROM audit_log
-      WHERE couple_id = (SELECT pg_temp.id('Budget')) AND action NOT LIKE 'membership.%' ORDER BY id$$,
+      WHERE couple_id = (SELECT pg_temp.id('Budget')) AND action NOT LIKE 'membership.%' AND action <> 'couple.insert'
+      ORDER BY id$$,
     $$VALUES ('budget_scenario.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
              ('budget_item.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),
              ('expense.insert', pg_temp.id('olivia'), 'user:' || pg_temp.id('olivia')),

@@ -3,13 +3,16 @@
 -- service keys, row limits, users) reaches every couple at once and goes to the operator's log. Budget
 -- tables are audited in budget.sql, with the list of them.
 
+-- TG_ARGV: the table's name in the actions (membership.insert, ...), then the column that holds the couple's
+-- id when it is not couple_id (couples' own id).
 CREATE OR REPLACE FUNCTION rbac.audit_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     -- Hashes of tokens and keys, and sealed secrets, stay out of the logs.
     v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - 'token_hash' - 'key_hash' - 'secret_box' END;
     v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'token_hash' - 'key_hash' - 'secret_box' END;
-    v_couple_id uuid := coalesce(v_after ->> 'couple_id', v_before ->> 'couple_id')::uuid;
+    v_couple_column text := coalesce(TG_ARGV[1], 'couple_id');
+    v_couple_id uuid := coalesce(v_after ->> v_couple_column, v_before ->> v_couple_column)::uuid;
     v_action text := TG_ARGV[0] || '.' || lower(TG_OP);
     -- Read here, where the trigger runs (a Citus worker for a budget row; SET LOCAL reaches it there).
     v_actor_id uuid := rbac.jwt_user_id();
@@ -50,6 +53,11 @@ BEGIN
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);
     END LOOP;
 END $$;
+
+-- A couple's own row, in its log: its creation, its name and the domains it may invite (a refusal of
+-- invitations rests on them), and its deletion; not the revision, which every membership write advances.
+CREATE OR REPLACE TRIGGER couples_audit AFTER INSERT OR UPDATE OF name, invite_domains OR DELETE ON couples
+    FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('couple', 'id');
 
 -- Both logs are append-only, for everyone (superusers included).
 CREATE OR REPLACE FUNCTION rbac.audit_log_append_only() RETURNS trigger
