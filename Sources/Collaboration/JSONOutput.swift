@@ -13,3 +13,43 @@ extension JSONEncoder {
         return encoder
     }
 }
+
+/// A JSON value as it was read, written back as the same JSON: rows the audit logs recorded, which `--json`
+/// prints as objects rather than as strings of JSON.
+public enum JSONValue: Sendable, Hashable, Codable {
+    case null
+    case bool(Bool)
+    case number(Decimal)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let value = try decoder.singleValueContainer()
+        if value.decodeNil() {
+            self = .null
+        } else if let flag = try? value.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let number = try? value.decode(Decimal.self) {
+            self = .number(number)
+        } else if let text = try? value.decode(String.self) {
+            self = .string(text)
+        } else if let elements = try? value.decode([JSONValue].self) {
+            self = .array(elements)
+        } else {
+            self = .object(try value.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var value = encoder.singleValueContainer()
+        switch self {
+        case .null: try value.encodeNil()
+        case .bool(let flag): try value.encode(flag)
+        case .number(let number): try value.encode(number)
+        case .string(let text): try value.encode(text)
+        case .array(let elements): try value.encode(elements)
+        case .object(let fields): try value.encode(fields)
+        }
+    }
+}

@@ -221,10 +221,15 @@ public struct AuditEntry: Sendable, Hashable, Codable {
     public let at: Date
     public let actor: String
     public let action: String
-    public let before: String?
-    public let after: String?
+    /// The row as it was, by column; nil for an insert.
+    public let before: [String: JSONValue]?
+    /// The row as it became; nil for a delete.
+    public let after: [String: JSONValue]?
 
-    public init(id: Int64, at: Date, actor: String, action: String, before: String?, after: String?) {
+    public init(
+        id: Int64, at: Date, actor: String, action: String, before: [String: JSONValue]?,
+        after: [String: JSONValue]?
+    ) {
         self.id = id
         self.at = at
         self.actor = actor

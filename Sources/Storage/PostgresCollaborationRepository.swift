@@ -519,7 +519,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 """
                 SELECT * FROM (
                     SELECT a.id, a.at, coalesce(u.email, a.actor_label) AS actor, a.action,
-                           a.before::text AS before, a.after::text AS after
+                           a.before, a.after
                     FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
                     WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity')
                     ORDER BY a.at DESC, a.id DESC LIMIT \(last)
@@ -537,7 +537,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             try await connection.query(
                 """
                 SELECT * FROM (
-                    SELECT id, at, actor_label AS actor, action, before::text AS before, after::text AS after
+                    SELECT id, at, actor_label AS actor, action, before, after
                     FROM operator_audit_log WHERE at >= coalesce(\(since), '-infinity')
                     ORDER BY id DESC LIMIT \(last)
                 ) entries ORDER BY id
@@ -547,9 +547,12 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     private static func auditEntry(_ row: PostgresRow) throws -> AuditEntry {
-        AuditEntry(
+        func fields(_ column: String) throws -> [String: JSONValue]? {
+            try row.decode(column, as: PostgresJSON?.self)?.decode()
+        }
+        return AuditEntry(
             id: try row.decode("id"), at: try row.decode("at"), actor: try row.decode("actor"),
-            action: try row.decode("action"), before: try row.decode("before"), after: try row.decode("after"))
+            action: try row.decode("action"), before: try fields("before"), after: try fields("after"))
     }
 
     // MARK: Running as an actor

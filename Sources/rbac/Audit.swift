@@ -54,55 +54,58 @@ extension RBAC {
             }
         }
 
-        /// A one-line summary of what changed, over the fields people look for: each one's value in a row added
-        /// or removed; for an update, the fields that name the row, then the old and new values of those it
-        /// changed.
+        /// A one-line summary of what changed: each field of a row added or removed that holds a value; for an
+        /// update, the fields that name the row, then the old and new values of those it changed. Every column
+        /// shows but the bookkeeping ones (`hidden`), so that a column a release adds is not left out.
         static func change(_ entry: AuditEntry) -> String {
-            func fields(_ json: String?) -> [String: String]? {
-                guard let json, let row = try? JSONDecoder().decode([String: Scalar].self, from: Data(json.utf8))
-                else { return nil }
-                var fields = row.compactMapValues(\.text)
-                for key in ["amount", "budgeted"] {
-                    if let amount = fields[key].flatMap({ Decimal(string: $0) }) { fields[key] = Money.text(amount) }
-                }
-                return fields
-            }
-            let keys = [
-                "user_id", "role", "status", "email", "display_name", "accepted_by", "revoked_at", "name", "from_name",
-                "expense_id", "budget_item_id", "amount", "budgeted", "received", "paid_at", "is_primary", "permission",
-                "grantable_role", "rank", "table_name", "max_rows",
-            ]
-            switch (fields(entry.before), fields(entry.after)) {
+            switch (entry.before, entry.after) {
             case (let before?, let after?):
                 let naming = ["table_name", "name", "user_id"].compactMap { key in
-                    before[key].flatMap { $0 == after[key] ? "\(key)=\($0)" : nil }
+                    before[key].flatMap { $0 == after[key] ? "\(key)=\(text($0, key))" : nil }
                 }
-                let changed = keys.compactMap { key in
-                    before[key] == after[key] ? nil : "\(key) \(before[key] ?? "null")→\(after[key] ?? "null")"
+                let changed = shown(Set(before.keys).union(after.keys)).compactMap { key in
+                    before[key] == after[key]
+                        ? nil : "\(key) \(text(before[key] ?? .null, key))→\(text(after[key] ?? .null, key))"
                 }
                 return (naming + changed).joined(separator: " ")
             case (let row?, nil), (nil, let row?):
-                return keys.compactMap { key in row[key].map { "\(key)=\($0)" } }.joined(separator: " ")
+                return shown(Set(row.keys)).compactMap { key in
+                    guard let value = row[key], ![.null, .string(""), .array([])].contains(value) else { return nil }
+                    return "\(key)=\(text(value, key))"
+                }.joined(separator: " ")
             case (nil, nil):
                 return ""
             }
         }
 
-        /// A value of an audited row, as text (nil for null, or for an array or object).
-        private struct Scalar: Decodable {
-            let text: String?
+        /// What a row's id, couple and times say, the entry says already; a couple's revision moves with every
+        /// membership write; a budget limit's noun repeats its table.
+        static let hidden: Set<String> = [
+            "id", "couple_id", "created_at", "updated_at", "revision", "singleton", "noun", "invited_by",
+        ]
 
-            init(from decoder: any Decoder) throws {
-                let value = try decoder.singleValueContainer()
-                if value.decodeNil() {
-                    text = nil
-                } else if let flag = try? value.decode(Bool.self) {
-                    text = String(flag)
-                } else if let number = try? value.decode(Decimal.self) {
-                    text = "\(number)"
-                } else {
-                    text = try? value.decode(String.self)
-                }
+        /// The fields people look for first, in this order; the others follow by name.
+        static let first = [
+            "user_id", "role", "status", "email", "display_name", "issuer", "subject", "accepted_by", "revoked_at",
+            "name", "from_name", "expense_id", "budget_item_id", "amount", "budgeted", "received", "paid_at",
+            "is_primary", "permission", "grantable_role", "rank", "table_name", "max_rows", "expires_at",
+        ]
+
+        private static func shown(_ keys: Set<String>) -> [String] {
+            let rest = keys.subtracting(hidden).subtracting(first).sorted()
+            return first.filter(keys.contains) + rest
+        }
+
+        /// A value as text: amounts in whole cents, arrays as their elements with commas.
+        private static func text(_ value: JSONValue, _ key: String) -> String {
+            switch value {
+            case .null: "null"
+            case .bool(let flag): String(flag)
+            case .number(let number) where key == "amount" || key == "budgeted": Money.text(number)
+            case .number(let number): "\(number)"
+            case .string(let string): string
+            case .array(let elements): elements.map { text($0, key) }.joined(separator: ",")
+            case .object: "{…}"
             }
         }
     }

@@ -103,6 +103,9 @@ struct CLITests {
             let listed = try await run(["users", "list"])
             #expect(listed.stdout.contains("https://tenant.eu.auth0.com/ auth0|64f1c0ffee"), "\(listed.stdout)")
             #expect(!listed.stdout.contains("bob@example.com"), "the refused user was not added")
+            let audit = try await run(["audit", "--operator", "--tail", "1"]).stdout
+            #expect(audit.contains("identity.insert  user_id="), "\(audit)")
+            #expect(audit.contains(" issuer=https://tenant.eu.auth0.com/ subject=auth0|64f1c0ffee"), "who signs in")
         }
     }
 
@@ -113,6 +116,8 @@ struct CLITests {
             #expect(try Self.json(try await run(["invitations", "limit", "--json"]))["per_hour"] as? Int == 50)
             #expect(try await run(["invitations", "limit", "--per-hour", "2"]).status == 0)
             #expect(try await run(["invitations", "limit", "--per-hour", "0"]).status == 2)
+            let limited = try await run(["audit", "--operator", "--tail", "1"]).stdout
+            #expect(limited.contains("invitation_setting.update  per_couple_per_hour 50→2"), "\(limited)")
             for _ in 0..<2 { #expect(try await run(["invite", "--couple", couple, "--role", "viewer"]).status == 0) }
             let third = try await run(["invite", "--couple", couple, "--role", "viewer"])
             #expect(third.status == 4 && third.stderr.contains("invitations in the last hour"), "\(third.stderr)")
@@ -130,6 +135,9 @@ struct CLITests {
             let allowed = ["invite", "--couple", couple, "--role", "viewer", "--email", "a@example.com"]
             #expect(try await run(allowed).status == 0)
             #expect(try await run(["couples", "set", couple, "--invite-domains", "not a domain"]).status == 2)
+            let audit = try await run(["audit", "--couple", couple]).stdout
+            #expect(audit.contains("couple.insert "), "\(audit)")
+            #expect(audit.contains("couple.update      name=Olivia & Paul invite_domains →example.com,wedding.test\n"))
         }
     }
 

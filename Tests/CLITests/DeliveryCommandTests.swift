@@ -57,6 +57,9 @@ struct DeliveryCommandTests {
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
                 let log = try await run(["audit", "--operator", "--json"])
                 #expect(log.stdout.contains("webhook.insert") && !log.stdout.contains("secret_box"))
+                let table = try await run(["audit", "--operator"]).stdout
+                #expect(table.contains(" webhook.insert ") && table.contains(" url=\(url)"), "where messages go")
+                #expect(table.contains(" webhook.delete ") && !table.contains(secret))
             }
         }
     }
