@@ -18,6 +18,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let raiseException = SQLState("P0001")
     public static let invalidTextRepresentation = SQLState("22P02")
     public static let undefinedTable = SQLState("42P01")
+    public static let undefinedFunction = SQLState("42883")
     public static let insufficientPrivilege = SQLState("42501")
 
     /// The two-character class, e.g. `23` for integrity constraint violations.

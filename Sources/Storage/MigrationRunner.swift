@@ -140,6 +140,20 @@ public struct MigrationRunner: Sendable {
         }
     }
 
+    /// The migrations of these files that the database has not applied, read without a lock or a write: what a
+    /// server of this release checks before it serves. A database that a later release migrated further has
+    /// none pending, whatever else it holds.
+    public func pending(_ pool: PostgresConnectionPool) async throws -> [Migration] {
+        let applied = try await pool.withConnection { connection -> Set<Int> in
+            let present = try await connection.query(
+                "SELECT to_regclass('schema_migrations') IS NOT NULL AS present")[0]
+            guard try present.decode("present", as: Bool.self) else { return [] }
+            let versions = try await connection.query("SELECT version FROM schema_migrations")
+            return Set(try versions.map { try $0.decode("version") })
+        }
+        return migrations.filter { !applied.contains($0.version) }
+    }
+
     /// Runs a file's statements one at a time (see `SQLStatements`).
     static func run(_ sql: String, on connection: PostgresConnection) async throws {
         for statement in SQLStatements.split(sql) {

@@ -17,7 +17,8 @@ struct RBAC: AsyncParsableCommand {
               1  denied, or a negative answer
               2  usage error (bad arguments or input)
               3  not found
-              4  conflict (last owner, token already used, duplicate, changed migration)
+              4  conflict (last owner, token already used, duplicate, changed
+                 migration, a database not migrated yet, a budget limit reached)
               5  database unavailable
 
             Example: rbac grant --couple C --user pia@example.com --role planner

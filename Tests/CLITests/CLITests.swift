@@ -617,6 +617,48 @@ struct CLITests {
         }
     }
 
+    @Test(
+        "on a database this release has not migrated, commands and serve exit 4 saying to migrate; a later one serves")
+    func unmigratedDatabase() async throws {
+        // serve is pointed at a port another socket holds: past the schema check it exits 2, unable to listen.
+        let (holder, port) = try listeningOnLoopback(backlog: 1)
+        defer { close(holder) }
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
+        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        let serve = ["serve", "--port", "\(port)", "--jwt-secret-file", secret.path]
+        let migrations = try FileManager.default.contentsOfDirectory(
+            atPath: repositoryRoot.appendingPathComponent("sql").path
+        ).filter { $0.hasSuffix(".sql") }.sorted()
+        try await TestDatabase.withFresh { configuration in
+            let run = { try await Self.rbac($0, database: configuration.connectionString) }
+            let listed = try await run(["couples", "list"])
+            #expect(listed.status == 4, "\(listed.stderr)")
+            #expect(listed.stderr.contains("lacks part of rbac's schema (relation \"couples\" does not exist)"))
+            #expect(listed.stderr.hasSuffix("run `rbac migrate` (`rbac migrate --status` lists what is pending)\n"))
+            let empty = try await run(serve)
+            #expect(empty.status == 4, "\(empty.stderr)")
+            let lacking = "lacks \(migrations.count) migrations of this release, from \(migrations[0]) on"
+            #expect(empty.stderr.hasSuffix("\(lacking): run `rbac migrate` first\n"), "\(empty.stderr)")
+
+            #expect(try await run(Self.migrate).status == 0)
+            let connection = try await PostgresConnection.connect(configuration)
+            // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
+            let last = try #require(migrations.last)
+            let version = try #require(Int(last.prefix(4)))
+            try await connection.execute("DELETE FROM schema_migrations WHERE version = \(version)")
+            let behind = try await run(serve)
+            #expect(behind.status == 4 && behind.stderr.contains("lacks a migration of this release, from \(last) on"))
+            // Migrated by a later release: its own migrations are not this one's to judge.
+            try await connection.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(version), 'x', 'x'), (9999, 'y', 'y')"
+            )
+            let later = try await run(serve)
+            #expect(later.status == 2 && later.stderr.contains("cannot listen on 127.0.0.1:\(port)"), "\(later.stderr)")
+            await connection.close()
+        }
+    }
+
     @Test("serve starts and answers when whoever read its log goes away while it starts")
     func serveOutlivesItsLogReader() async throws {
         let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")

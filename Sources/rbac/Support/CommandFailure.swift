@@ -37,6 +37,14 @@ struct CommandFailure: Error {
             // Raised by the SQL functions: the message is written for people and carries no secrets.
             let mapped = domainError(error) as? CollaborationError
             self.init(mapped.map { Self.status(for: $0.code) } ?? .usage, mapped?.message ?? error.message)
+        case let error as PostgresError
+        where error.sqlState == .undefinedTable || error.sqlState == .undefinedFunction:
+            // The server's message names the missing table or function, never a value.
+            let target = database.map { " at \($0.redactedDescription)" } ?? ""
+            self.init(
+                .conflict,
+                "the database\(target) lacks part of rbac's schema (\(error.message)): run `rbac migrate` "
+                    + "(`rbac migrate --status` lists what is pending)")
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
