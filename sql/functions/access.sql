@@ -118,7 +118,7 @@ LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
-    IF v_actor IS NOT NULL AND NOT public.user_has_permission(p_couple_id, v_actor, p_permission) THEN
+    IF v_actor IS NOT NULL AND NOT rbac.holds_permission(p_couple_id, v_actor, p_permission) THEN
         RAISE EXCEPTION 'permission denied: % needs % in couple %', v_actor, p_permission, p_couple_id
             USING ERRCODE = 'RBDEN', HINT = 'an owner can grant a role that includes it';
     END IF;
@@ -236,7 +236,7 @@ BEGIN
     PERFORM 1 FROM public.couple_roles WHERE couple_id = p_couple_id AND name = p_role FOR KEY SHARE;
     v_permissions := rbac.couple_role_permissions(p_couple_id, p_role);
     IF v_permissions IS NOT NULL THEN
-        IF NOT public.user_has_permission(p_couple_id, p_actor, 'roles.assign') THEN
+        IF NOT rbac.holds_permission(p_couple_id, p_actor, 'roles.assign') THEN
             RAISE EXCEPTION 'giving the couple''s own role % needs roles.assign', p_role USING ERRCODE = 'RBESC';
         END IF;
         PERFORM rbac.require_holds_all(p_couple_id, p_actor, v_permissions, format('give the %s role', p_role));

@@ -6,9 +6,10 @@
 -- every call); false, never NULL, for unknown couples, users and permissions, for suspended members and from the
 -- instant a membership expires. The two kinds of grant are one lateral UNION ALL with LIMIT 1: an OR of two
 -- EXISTS sub-plans cost a sixth more per call. It does not ask who asks: the two user_has_permission do, and
--- the two-argument form, which always asks about the caller, comes here directly (through the three-argument
--- form it would read the claims twice, a sixth of its time). No pinned search_path: only functions that pin it call
--- this (its EXECUTE is no one's), and pinning would cost every call a configuration change.
+-- what asks about the caller comes here directly (the two-argument form, rbac.require_permission and the other
+-- checks of an acting user), since through the three-argument form it would read the claims twice, a sixth of
+-- its time. No pinned search_path: only functions that pin it call this (its EXECUTE is no one's), and pinning
+-- would cost every call a configuration change.
 CREATE OR REPLACE FUNCTION rbac.holds_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$

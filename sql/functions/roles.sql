@@ -196,7 +196,7 @@ BEGIN
         PERFORM rbac.require_holds_all(p_couple_id, v_actor, v_permissions, format('make %s grant that', p_name));
         IF v_actor IS NOT NULL
            AND EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = p_couple_id AND m.role = p_name)
-           AND NOT public.user_has_permission(p_couple_id, v_actor, 'roles.assign') THEN
+           AND NOT rbac.holds_permission(p_couple_id, v_actor, 'roles.assign') THEN
             RAISE EXCEPTION 'the % role is held; changing what it grants needs roles.assign', p_name
                 USING ERRCODE = 'RBESC';
         END IF;
