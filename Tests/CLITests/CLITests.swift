@@ -54,6 +54,24 @@ struct CLITests {
         return (serve, port)
     }
 
+    /// A file holding a JWT secret for `rbac serve --jwt-secret-file`, removed afterwards.
+    static func withJWTSecretFile(_ body: (String) async throws -> Void) async throws {
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
+        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        try await body(secret.path)
+    }
+
+    /// The arguments of `rbac serve` on a port another socket holds: a serve that gets past its checks exits 2,
+    /// unable to listen, rather than running on.
+    static func withServeOnTakenPort(_ body: ([String], UInt16) async throws -> Void) async throws {
+        let (holder, port) = try listeningOnLoopback(backlog: 1)
+        defer { close(holder) }
+        try await withJWTSecretFile { secret in
+            try await body(["serve", "--port", "\(port)", "--jwt-secret-file", secret], port)
+        }
+    }
+
     /// `rbac migrate`, distributing the database when the tests run on Citus.
     static let migrate = TestDatabase.citusWorkers.isEmpty ? ["migrate"] : ["migrate", "--citus"]
 
@@ -603,91 +621,85 @@ struct CLITests {
 
     @Test("serve on a port another socket holds exits 2, naming the address and the reason")
     func serveOnTakenPort() async throws {
-        let (holder, port) = try listeningOnLoopback(backlog: 1)
-        defer { close(holder) }
-        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
-        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: secret) }
-        try await Self.withDatabase { run in
-            let serve = try await run(["serve", "--port", "\(port)", "--jwt-secret-file", secret.path])
-            #expect(serve.status == 2)
-            #expect(
-                serve.stderr.hasSuffix("rbac: cannot listen on 127.0.0.1:\(port): address already in use\n"),
-                "\(serve.stderr)")
+        try await Self.withServeOnTakenPort { serveArguments, port in
+            try await Self.withDatabase { run in
+                let serve = try await run(serveArguments)
+                #expect(serve.status == 2)
+                #expect(
+                    serve.stderr.hasSuffix("rbac: cannot listen on 127.0.0.1:\(port): address already in use\n"),
+                    "\(serve.stderr)")
+            }
         }
     }
 
     @Test(
         "on a database this release has not migrated, commands and serve exit 4 saying to migrate; a later one serves")
     func unmigratedDatabase() async throws {
-        // serve is pointed at a port another socket holds: past the schema check it exits 2, unable to listen.
-        let (holder, port) = try listeningOnLoopback(backlog: 1)
-        defer { close(holder) }
-        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
-        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: secret) }
-        let serve = ["serve", "--port", "\(port)", "--jwt-secret-file", secret.path]
         let migrations = try FileManager.default.contentsOfDirectory(
             atPath: repositoryRoot.appendingPathComponent("sql").path
         ).filter { $0.hasSuffix(".sql") }.sorted()
-        try await TestDatabase.withFresh { configuration in
-            let run = { try await Self.rbac($0, database: configuration.connectionString) }
-            let listed = try await run(["couples", "list"])
-            #expect(listed.status == 4, "\(listed.stderr)")
-            #expect(listed.stderr.contains("lacks part of rbac's schema (relation \"couples\" does not exist)"))
-            #expect(listed.stderr.hasSuffix("run `rbac migrate` (`rbac migrate --status` lists what is pending)\n"))
-            let empty = try await run(serve)
-            #expect(empty.status == 4, "\(empty.stderr)")
-            let lacking = "lacks \(migrations.count) migrations of this release, from \(migrations[0]) on"
-            #expect(empty.stderr.hasSuffix("\(lacking): run `rbac migrate` first\n"), "\(empty.stderr)")
+        try await Self.withServeOnTakenPort { serve, port in
+            try await TestDatabase.withFresh { configuration in
+                let run = { try await Self.rbac($0, database: configuration.connectionString) }
+                let listed = try await run(["couples", "list"])
+                #expect(listed.status == 4, "\(listed.stderr)")
+                #expect(listed.stderr.contains("lacks part of rbac's schema (relation \"couples\" does not exist)"))
+                #expect(
+                    listed.stderr.hasSuffix("run `rbac migrate` (`rbac migrate --status` lists what is pending)\n"))
+                let empty = try await run(serve)
+                let lacking = "lacks \(migrations.count) migrations of this release, from \(migrations[0]) on"
+                #expect(empty.status == 4, "\(empty.stderr)")
+                #expect(empty.stderr.hasSuffix("\(lacking): run `rbac migrate` first\n"), "\(empty.stderr)")
 
-            #expect(try await run(Self.migrate).status == 0)
-            let connection = try await PostgresConnection.connect(configuration)
-            // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
-            let last = try #require(migrations.last)
-            let version = try #require(Int(last.prefix(4)))
-            try await connection.execute("DELETE FROM schema_migrations WHERE version = \(version)")
-            let behind = try await run(serve)
-            #expect(behind.status == 4 && behind.stderr.contains("lacks a migration of this release, from \(last) on"))
-            // Migrated by a later release: its own migrations are not this one's to judge.
-            try await connection.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(version), 'x', 'x'), (9999, 'y', 'y')"
-            )
-            let later = try await run(serve)
-            #expect(later.status == 2 && later.stderr.contains("cannot listen on 127.0.0.1:\(port)"), "\(later.stderr)")
-            await connection.close()
+                #expect(try await run(Self.migrate).status == 0)
+                let connection = try await PostgresConnection.connect(configuration)
+                // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
+                let last = try #require(migrations.last)
+                let version = try #require(Int(last.prefix(4)))
+                try await connection.execute("DELETE FROM schema_migrations WHERE version = \(version)")
+                let behind = try await run(serve)
+                #expect(behind.status == 4, "\(behind.stderr)")
+                #expect(behind.stderr.contains("lacks a migration of this release, from \(last) on"))
+                // Migrated by a later release: its own migrations are not this one's to judge. Past the check,
+                // serve cannot listen on the port held.
+                try await connection.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(version), 'x', 'x'), (9999, 'y', 'y')"
+                )
+                let later = try await run(serve)
+                #expect(later.status == 2 && later.stderr.contains("cannot listen on 127.0.0.1:\(port)"))
+                await connection.close()
+            }
         }
     }
 
     @Test("serve starts and answers when whoever read its log goes away while it starts")
     func serveOutlivesItsLogReader() async throws {
-        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("jwt-\(UUID())")
-        try String(repeating: "s", count: 40).write(to: secret, atomically: true, encoding: .utf8)
-        defer { try? FileManager.default.removeItem(at: secret) }
-        try await TestDatabase.withFresh { configuration in
-            #expect(try await Self.rbac(Self.migrate, database: configuration.connectionString).status == 0)
-            // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
-            // on starting, and one for every request (debug level), meet a closed pipe.
-            let (serve, port) = try await Self.serve(
-                ["--jwt-secret-file", secret.path, "--log-level", "debug"], database: configuration.connectionString,
-                errorLog: "/dev/null", hangingUp: true)
-            defer { Task { await serve.stop() } }
-            try #require(serve.ready, "serve wrote nothing")
-            let health = URL(string: "http://127.0.0.1:\(port)/health")!
-            let deadline = ContinuousClock.now + .seconds(10)
-            var answered = 0
-            while answered < 3 {
-                if let (_, response) = try? await URLSession.shared.data(from: health) {
-                    #expect((response as? HTTPURLResponse)?.statusCode == 200)
-                    answered += 1
-                    continue
+        try await Self.withJWTSecretFile { secret in
+            try await TestDatabase.withFresh { configuration in
+                #expect(try await Self.rbac(Self.migrate, database: configuration.connectionString).status == 0)
+                // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
+                // on starting, and one for every request (debug level), meet a closed pipe.
+                let (serve, port) = try await Self.serve(
+                    ["--jwt-secret-file", secret, "--log-level", "debug"], database: configuration.connectionString,
+                    errorLog: "/dev/null", hangingUp: true)
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve wrote nothing")
+                let health = URL(string: "http://127.0.0.1:\(port)/health")!
+                let deadline = ContinuousClock.now + .seconds(10)
+                var answered = 0
+                while answered < 3 {
+                    if let (_, response) = try? await URLSession.shared.data(from: health) {
+                        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+                        answered += 1
+                        continue
+                    }
+                    var status: Int32 = 0
+                    try #require(waitpid(serve.pid, &status, WNOHANG) == 0, "serve exited, wait status \(status)")
+                    try #require(ContinuousClock.now < deadline, "serve did not listen within 10 s")
+                    try await Task.sleep(for: .milliseconds(20))
                 }
-                var status: Int32 = 0
-                try #require(waitpid(serve.pid, &status, WNOHANG) == 0, "serve exited, wait status \(status)")
-                try #require(ContinuousClock.now < deadline, "serve did not listen within 10 s")
-                try await Task.sleep(for: .milliseconds(20))
+                await serve.stop()
             }
-            await serve.stop()
         }
     }
 
