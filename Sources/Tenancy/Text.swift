@@ -33,15 +33,24 @@ public func refuseControlCharacters(_ text: String, _ field: String) throws(Inva
 /// (`\u{1B}`) and the text is cut at 100 characters, so an echo can neither rewrite a terminal nor pass for
 /// more than one log line.
 public func quoted(_ text: some StringProtocol) -> String {
+    var shown = String.UnicodeScalarView()
+    shown.append(contentsOf: text.unicodeScalars.prefix(100))
+    return "\"" + visible(String(shown)) + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
+}
+
+/// `text` with its control characters shown escaped (`\u{1B}`): for printing what the database holds, which the
+/// rules keep free of them but raw SQL need not have.
+public func visible(_ text: some StringProtocol) -> String {
+    guard text.unicodeScalars.contains(where: isControl) else { return String(text) }
     var shown = ""
-    for scalar in text.unicodeScalars.prefix(100) {
+    for scalar in text.unicodeScalars {
         if isControl(scalar) {
             shown += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
         } else {
             shown.unicodeScalars.append(scalar)
         }
     }
-    return "\"" + shown + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
+    return shown
 }
 
 public func containsControlCharacter(_ text: String) -> Bool {

@@ -619,6 +619,23 @@ struct CLITests {
         }
     }
 
+    @Test("control characters raw SQL wrote are printed escaped, in tables and in the audit log's summary")
+    func controlCharactersEscaped() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let run = { try await Self.rbac($0, database: configuration.connectionString) }
+            #expect(try await run(Self.migrate).status == 0)
+            let connection = try await PostgresConnection.connect(configuration)
+            try await connection.execute(
+                "INSERT INTO users (email, display_name) VALUES ('eve@example.com', \("Eve\u{1B}[2J\u{7}\nrow"))")
+            await connection.close()
+            for arguments in [["users", "list"], ["audit", "--operator", "--tail", "1"]] {
+                let printed = try await run(arguments).stdout
+                #expect(printed.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "\(arguments): \(printed)")
+                #expect(!printed.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(arguments)")
+            }
+        }
+    }
+
     @Test("serve on a port another socket holds exits 2, naming the address and the reason")
     func serveOnTakenPort() async throws {
         try await Self.withServeOnTakenPort { serveArguments, port in

@@ -27,10 +27,16 @@ enum Listing<Row: Encodable>: Encodable {
     }
 }
 
-/// A plain-text table with left-aligned columns, for people.
+/// A plain-text table with left-aligned columns, for people. Control characters in a cell are shown escaped: a
+/// value written by raw SQL can neither rewrite the terminal nor pass for another row.
 struct Table {
     let headers: [String]
     let rows: [[String]]
+
+    init(headers: [String], rows: [[String]]) {
+        self.headers = headers
+        self.rows = rows.map { $0.map(visible) }
+    }
 
     var rendered: String {
         let widths = headers.indices.map { column in
