@@ -8,9 +8,14 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "Read a couple's audit log, or the operator's, oldest first.",
             discussion: """
-                A couple's log holds its membership, invitation and budget changes. The operator's log (--operator) \
-                holds the changes that belong to no couple: the access policy (roles, permissions, grants), service \
-                keys (never their hashes), budget row limits and users, each with the OS user or label that made it.
+                A couple's log holds its membership, invitation and budget changes, its own roles, and changes to \
+                the couple itself (its name, the domains it may invite). The operator's log (--operator) holds the \
+                changes that belong to no couple: the access policy (roles, permissions, grants), service keys \
+                (never their hashes), budget row limits, the invitation limit, users, identities and webhooks, each \
+                with the OS user or label that made it. Each line shows what changed; --json prints each row before \
+                and after whole.
+
+                Example: rbac audit --couple C --since 2026-11-22T10:00:00Z --tail 20
                 """)
         @Option(help: "The couple's id.") var couple: String?
         @Flag(help: "Read the operator's log instead of a couple's.") var `operator` = false
