@@ -259,10 +259,13 @@ struct InvitationController {
         return response
     }
 
+    /// No script, no resource from elsewhere, forms only to this service, and never inside another site's frame,
+    /// where a page could be laid over the accept button.
     static func html(_ status: HTTPResponse.Status, _ page: String) -> Response {
         var headers = privateHeaders
         headers[.contentType] = "text/html; charset=utf-8"
-        headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
+        headers[.contentSecurityPolicy] =
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
     }
 

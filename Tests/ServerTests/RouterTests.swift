@@ -107,6 +107,8 @@ struct RouterTests {
                     #expect(response.status == .ok)
                     #expect(response.headers[.cacheControl] == "no-store")
                     #expect(response.headers[.init("Referrer-Policy")!] == "no-referrer")
+                    let policy = response.headers[.contentSecurityPolicy] ?? ""
+                    #expect(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'"))
                     let page = text(response)
                     #expect(page.contains("Olivia &amp; Paul &lt;3"), "the couple's name, HTML-escaped")
                     #expect(page.contains(">partner<") && page.contains("Olivia"))
