@@ -94,11 +94,15 @@ struct DeliveryCommandTests {
                 worker.standardError = FileHandle.nullDevice
                 try worker.run()
                 let arrived = peer.root.appendingPathComponent("arrived")
+                // A whole line: the receiver creates the file before the line reaches it.
+                func arrivedLines() -> String? {
+                    (try? String(contentsOf: arrived, encoding: .utf8)).flatMap { $0.hasSuffix("\n") ? $0 : nil }
+                }
                 let deadline = ContinuousClock.now + .seconds(30)
-                while (try? String(contentsOf: arrived, encoding: .utf8)) == nil, ContinuousClock.now < deadline {
+                while arrivedLines() == nil, ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(20))
                 }
-                let first = try String(contentsOf: arrived, encoding: .utf8)
+                let first = try #require(arrivedLines(), "no delivery arrived within 30 s")
                 kill(worker.processIdentifier, SIGKILL)
                 worker.waitUntilExit()
                 #expect(worker.terminationReason == .uncaughtSignal)
