@@ -619,20 +619,32 @@ struct CLITests {
         }
     }
 
-    @Test("control characters raw SQL wrote are printed escaped, in tables and in the audit log's summary")
+    @Test("control characters raw SQL wrote are printed escaped, in tables, the audit log and messages")
     func controlCharactersEscaped() async throws {
         try await TestDatabase.withFresh { configuration in
             let run = { try await Self.rbac($0, database: configuration.connectionString) }
             #expect(try await run(Self.migrate).status == 0)
+            let couple = try await Self.createCouple(run)
+            let eve = UUID().uuidString.lowercased()
             let connection = try await PostgresConnection.connect(configuration)
             try await connection.execute(
-                "INSERT INTO users (email, display_name) VALUES ('eve@example.com', \("Eve\u{1B}[2J\u{7}\nrow"))")
+                """
+                INSERT INTO users (id, email, display_name)
+                VALUES (\(eve)::uuid, \("eve\u{1B}[2J@example.com"), \("Eve\u{1B}[2J\u{7}\nrow"))
+                """)
             await connection.close()
-            for arguments in [["users", "list"], ["audit", "--operator", "--tail", "1"]] {
-                let printed = try await run(arguments).stdout
-                #expect(printed.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "\(arguments): \(printed)")
-                #expect(!printed.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(arguments)")
+            var printed: [([String], String)] = []
+            for arguments in [
+                ["users", "list"], ["audit", "--operator", "--tail", "1"],
+                ["grant", "--couple", couple, "--user", eve, "--role", "viewer"],
+            ] {
+                printed.append((arguments, try await run(arguments).stdout))
             }
+            for (arguments, text) in printed {
+                #expect(text.contains(#"eve\u{1B}[2J@example.com"#), "\(arguments): \(text)")
+                #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(arguments)")
+            }
+            #expect(printed[0].1.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "a cell keeps to its row")
         }
     }
 

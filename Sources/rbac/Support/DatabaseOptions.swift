@@ -55,9 +55,15 @@ struct OutputOptions: ParsableArguments {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
-    /// Prints `value` as JSON with --json, else `text`, for people.
+    /// Prints `value` as JSON with --json, else `text`, for people: its lines as they are, but for control
+    /// characters a value raw SQL wrote may hold, shown escaped (`visible`).
     func print(_ value: some Encodable, _ text: @autoclosure () -> String) throws {
-        if json { try printJSON(value) } else { Swift.print(text()) }
+        if json {
+            try printJSON(value)
+        } else {
+            Swift.print(
+                text().split(separator: "\n", omittingEmptySubsequences: false).map(visible).joined(separator: "\n"))
+        }
     }
 }
 
