@@ -7,7 +7,7 @@ import Testing
 extension CLITests {
     @Test("grant --until and --expires: the expiry is listed; both at once, a past one, or an owner's exit 2")
     func expiringGrant() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
             let pia = ["--couple", couple, "--user", "pia@example.com"]
@@ -48,7 +48,7 @@ extension CLITests {
 
     @Test("roles create, list, grant, edit, delete --reassign: a couple's own role end to end")
     func coupleRoles() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "mom@example.com"]).status == 0)
             let created = try await run([
@@ -91,9 +91,7 @@ extension CLITests {
 
     @Test("sweep records each expiry once, and says how many")
     func sweep() async throws {
-        try await TestDatabase.withFresh { configuration in
-            let run = { try await Self.rbac($0, database: configuration.connectionString) }
-            #expect(try await run(CLITests.migrate).status == 0)
+        try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
             let grant = [

@@ -75,13 +75,16 @@ struct CLITests {
     /// `rbac migrate`, distributing the database when the tests run on Citus.
     static let migrate = TestDatabase.citusWorkers.isEmpty ? ["migrate"] : ["migrate", "--citus"]
 
-    /// A migrated database and a `rbac` runner bound to it.
-    static func withDatabase(_ body: (@escaping ([String]) async throws -> Result) async throws -> Void) async throws {
+    /// A migrated database, a `rbac` runner bound to it, and its configuration for tests that also reach it
+    /// directly.
+    static func withDatabase(
+        _ body: (@escaping ([String]) async throws -> Result, PostgresConfiguration) async throws -> Void
+    ) async throws {
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
             let migrate = try await rbac(Self.migrate, database: database)
             #expect(migrate.status == 0, "\(migrate.stderr)")
-            try await body { try await rbac($0, database: database) }
+            try await body({ try await rbac($0, database: database) }, configuration)
         }
     }
 
@@ -108,7 +111,7 @@ struct CLITests {
 
     @Test("users add --identity makes the user with an identity; users list shows it; a taken one adds nothing")
     func identities() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let auth0 = ["--identity", "https://tenant.eu.auth0.com/", "auth0|64f1c0ffee"]
             let added = try await run(["users", "add", "--email", "ann@example.com", "--json"] + auth0)
             #expect(added.status == 0, "\(added.stderr)")
@@ -129,7 +132,7 @@ struct CLITests {
 
     @Test("invitations limit and couples set --invite-domains: past them inviting exits 4 or 2 and writes nothing")
     func invitationLimits() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try Self.json(try await run(["invitations", "limit", "--json"]))["per_hour"] as? Int == 50)
             #expect(try await run(["invitations", "limit", "--per-hour", "2"]).status == 0)
@@ -161,7 +164,7 @@ struct CLITests {
 
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
     func grantCheckRevoke() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com", "--name", "Pia"]).status == 0)
             let grant = try await run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"])
@@ -190,7 +193,7 @@ struct CLITests {
         "members, invitations, users and couples list one page at a time with --limit and --after; bad page options exit 2"
     )
     func pages() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             for name in ["pia", "Paul", "vera", "sam"] {
                 let created = try await run([
@@ -269,7 +272,7 @@ struct CLITests {
 
     @Test("the sole owner leaving exits 4 with the last-owner message and changes nothing")
     func soleOwnerLeaving() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             let before = try await run(["members", "--couple", couple, "--json"])
             let leave = try await run(["leave", "--couple", couple, "--user", "olivia@example.com"])
@@ -282,7 +285,7 @@ struct CLITests {
 
     @Test("budget limits set: all or none; a write past one exits 4, naming it, and adds nothing")
     func budgetLimits() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             let (list, set) = (["budget", "limits", "list"], ["budget", "limits", "set"])
             let refused = try await run(set + ["budget_scenarios=1", "scenarios=5"])
@@ -317,7 +320,7 @@ struct CLITests {
 
     @Test("budget: a scenario, items, an expense split to the cent, the overview; a viewer's edit is denied (exit 1)")
     func budget() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             let base = ["--couple", couple]
             func budget(_ noun: String, _ verb: String, _ arguments: [String] = []) async throws -> Result {
@@ -488,7 +491,7 @@ struct CLITests {
 
     @Test("invite, redeem: the user is a member with the invited role; redeeming again exits 4")
     func inviteAndRedeem() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "paul@example.com"]).status == 0)
             let invite = try await run(["invite", "--couple", couple, "--role", "partner", "--json"])
@@ -621,9 +624,7 @@ struct CLITests {
 
     @Test("control characters raw SQL wrote are printed escaped, in tables, the audit log and messages")
     func controlCharactersEscaped() async throws {
-        try await TestDatabase.withFresh { configuration in
-            let run = { try await Self.rbac($0, database: configuration.connectionString) }
-            #expect(try await run(Self.migrate).status == 0)
+        try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
             let eve = UUID().uuidString.lowercased()
             let connection = try await PostgresConnection.connect(configuration)
@@ -651,7 +652,7 @@ struct CLITests {
     @Test("serve on a port another socket holds exits 2, naming the address and the reason")
     func serveOnTakenPort() async throws {
         try await Self.withServeOnTakenPort { serveArguments, port in
-            try await Self.withDatabase { run in
+            try await Self.withDatabase { run, _ in
                 let serve = try await run(serveArguments)
                 #expect(serve.status == 2)
                 #expect(
@@ -704,8 +705,7 @@ struct CLITests {
     @Test("serve starts and answers when whoever read its log goes away while it starts")
     func serveOutlivesItsLogReader() async throws {
         try await Self.withJWTSecretFile { secret in
-            try await TestDatabase.withFresh { configuration in
-                #expect(try await Self.rbac(Self.migrate, database: configuration.connectionString).status == 0)
+            try await Self.withDatabase { _, configuration in
                 // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
                 // on starting, and one for every request (debug level), meet a closed pipe.
                 let (serve, port) = try await Self.serve(
@@ -734,7 +734,7 @@ struct CLITests {
 
     @Test("an unknown role exits 2 with a message naming the valid roles")
     func unknownRole() async throws {
-        try await Self.withDatabase { run in
+        try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             let grant = try await run([
                 "grant", "--couple", couple, "--user", "olivia@example.com", "--role", "overlord",

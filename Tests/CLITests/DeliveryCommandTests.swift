@@ -10,14 +10,10 @@ struct DeliveryCommandTests {
     @Test("add an endpoint (secret once), deliver what a grant wrote, rotate, retry, remove; bad input exits 2")
     func lifecycle() async throws {
         try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
-            try await TestDatabase.withFresh { configuration in
+            try await CLITests.withDatabase { run, _ in
                 let keyFile = peer.root.appendingPathComponent("delivery.key")
                 try Data("\(String(repeating: "ab", count: 32))\n".utf8).write(to: keyFile)
-                let run = { (arguments: [String]) in
-                    try await CLITests.rbac(arguments, database: configuration.connectionString)
-                }
                 let keyed = ["--delivery-key-file", keyFile.path]
-                #expect(try await run(CLITests.migrate).status == 0)
                 let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
 
                 let noKey = try await run(["webhooks", "add", "--url", url])
@@ -67,14 +63,10 @@ struct DeliveryCommandTests {
     @Test("a worker killed with SIGKILL mid-delivery: after restart the message is delivered, with the same id")
     func killedMidDelivery() async throws {
         try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
-            try await TestDatabase.withFresh { configuration in
+            try await CLITests.withDatabase { run, configuration in
                 let keyFile = peer.root.appendingPathComponent("delivery.key")
                 try Data("\(String(repeating: "cd", count: 32))\n".utf8).write(to: keyFile)
-                let run = { (arguments: [String]) in
-                    try await CLITests.rbac(arguments, database: configuration.connectionString)
-                }
                 let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
-                #expect(try await run(CLITests.migrate).status == 0)
                 let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
                 let added = try CLITests.json(
                     try await run(["webhooks", "add", "--url", url, "--json", "--delivery-key-file", keyFile.path]))

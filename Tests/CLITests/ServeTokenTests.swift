@@ -29,11 +29,7 @@ struct ServeTokenTests {
         let new = try await tool.key("new", "EdDSA")
         try await HTTPSPeer.with { peer in
             try peer.serve("jwks.json", try TokenTool.jwks([old]), headers: ["Cache-Control": "max-age=3600"])
-            try await TestDatabase.withFresh { configuration in
-                let run = { (arguments: [String]) in
-                    try await CLITests.rbac(arguments, database: configuration.connectionString)
-                }
-                #expect(try await run(CLITests.migrate).status == 0)
+            try await CLITests.withDatabase { run, configuration in
                 let couple = try await CLITests.createCouple(run)
                 var links: [String] = []
                 for _ in 0..<3 {
