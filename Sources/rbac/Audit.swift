@@ -101,13 +101,16 @@ extension RBAC {
             return first.filter(keys.contains) + rest
         }
 
-        /// A value as text: amounts in whole cents, arrays as their elements with commas.
+        /// A value as text: amounts in whole cents, instants as the other commands print them (PostgreSQL
+        /// writes a row's `2099-09-30T18:00:00.5+00:00`), arrays as their elements with commas.
         private static func text(_ value: JSONValue, _ key: String) -> String {
             switch value {
             case .null: "null"
             case .bool(let flag): String(flag)
             case .number(let number) where key == "amount" || key == "budgeted": Money.text(number)
             case .number(let number): "\(number)"
+            case .string(let string) where key.hasSuffix("_at"):
+                (try? Date(string, strategy: .iso8601))?.iso8601 ?? string
             case .string(let string): string
             case .array(let elements): elements.map { text($0, key) }.joined(separator: ",")
             case .object: "{…}"

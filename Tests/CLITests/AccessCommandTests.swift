@@ -38,7 +38,7 @@ extension CLITests {
             // The audit log says until when: in the summary, and in the rows --json prints as objects.
             let audit = try await run(["audit", "--couple", couple, "--tail", "1"])
             #expect(audit.stdout.contains(" membership.update  user_id="), "\(audit.stdout)")
-            #expect(audit.stdout.contains(" expires_at 2099-09-30T18:00:00+00:00→"), "\(audit.stdout)")
+            #expect(audit.stdout.contains(" expires_at 2099-09-30T18:00:00Z→"), "as members prints it: \(audit.stdout)")
             let entry = try #require(try Self.jsonArray(try await run(["audit", "--couple", couple, "--json"])).last)
             let before = try #require(entry["before"] as? [String: Any], "an object, not a string of JSON")
             #expect(before["expires_at"] as? String == "2099-09-30T18:00:00+00:00")
