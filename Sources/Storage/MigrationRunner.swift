@@ -60,9 +60,9 @@ public struct MigrationRunner: Sendable {
     /// The advisory lock key every runner takes (any constant shared by all runners works).
     static let lockKey: Int64 = 0x7262_6163_6d69_67  // "rbacmig"
 
-    /// Applies what is pending, then with `distribute` the distribution step (which changes nothing on a
-    /// database it already distributed), in the same transaction; `progress` is called with each file's name
-    /// before it is applied.
+    /// Applies what is pending, then with `distribute`, or after new migrations on a database distributed
+    /// before, the distribution step (which changes nothing on a database it already distributed), in the same
+    /// transaction; `progress` is called with each file's name before it is applied.
     @discardableResult
     public func migrate(
         _ pool: PostgresConnectionPool, distribute: Bool = false, progress: @Sendable (String) -> Void = { _ in }
@@ -104,7 +104,14 @@ public struct MigrationRunner: Sendable {
                             ON CONFLICT (file_name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
                             """)
                     }
-                    if distribute, let distribution {
+                    // A release's migration may add a budget table: on a database already distributed,
+                    // distributing again places it beside the others, so upgrading needs no flag.
+                    var distributing = distribute
+                    if distribution != nil && !distribute && !run.migrations.isEmpty {
+                        distributing = try await connection.query(
+                            "SELECT rbac.distributed('audit_log') AS distributed")[0].decode("distributed")
+                    }
+                    if distributing, let distribution {
                         progress(Self.distributionFileName)
                         try await Self.run(distribution, on: connection)
                         run.distributed = true

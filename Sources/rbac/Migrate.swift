@@ -16,8 +16,9 @@ extension RBAC {
 
                 On a Citus coordinator (the citus extension on every node, the workers added), --citus then \
                 distributes the budget and each couple's audit log by couple (sql/citus/distribute.sql), in \
-                the same transaction; the rest stays on the coordinator. Give it again after later migrations; \
-                on a database already distributed it changes nothing. See docs/decisions/0009.
+                the same transaction; the rest stays on the coordinator. On a database distributed before, a \
+                plain rbac migrate distributes what new migrations add (a budget table a release adds), and \
+                --citus again changes nothing. See docs/decisions/0009.
 
                 Examples:
                   rbac migrate --status

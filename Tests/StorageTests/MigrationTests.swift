@@ -250,4 +250,75 @@ struct MigrationTests {
             #expect(try await MigrationRunner.load(from: root).status(pool).allSatisfy { $0.state == .applied })
         }
     }
+
+    @Test("a release's new budget table: plain migrate distributes it where the budget is distributed, only there")
+    func newBudgetTableDistributed() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-sql-\(UUID().uuidString)")
+        try FileManager.default.copyItem(at: repositoryRoot.appendingPathComponent("sql"), to: root)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let citus = !TestDatabase.citusWorkers.isEmpty
+        try await TestDatabase.withFreshPool { pool in
+            // Each run on connections of its own, as each `rbac migrate` has: the settings distributing sets for
+            // the database reach only sessions begun after it.
+            func migrate(distribute: Bool) async throws -> MigrationRunner.Applied {
+                let own = PostgresConnectionPool(configuration: pool.configuration, maxConnections: 1)
+                return try await ensuring {
+                    try await TestDatabase.settingUp {
+                        try await MigrationRunner.load(from: root).migrate(own, distribute: distribute)
+                    }
+                } finally: {
+                    await own.close()
+                }
+            }
+            _ = try await migrate(distribute: citus)
+
+            // The next release adds a table of notes on scenarios to the budget.
+            try Data(
+                """
+                CREATE TABLE budget_notes (
+                    couple_id uuid NOT NULL REFERENCES couples (id) ON DELETE CASCADE,
+                    id uuid NOT NULL DEFAULT gen_random_uuid(),
+                    scenario_id uuid NOT NULL,
+                    note text NOT NULL,
+                    PRIMARY KEY (couple_id, id),
+                    FOREIGN KEY (couple_id, scenario_id) REFERENCES budget_scenarios (couple_id, id) ON DELETE CASCADE
+                );
+                GRANT SELECT ON budget_notes TO rbac_app;
+                """.utf8
+            ).write(to: root.appendingPathComponent("0999_budget_notes.sql"))
+            let budget = root.appendingPathComponent("functions/budget.sql")
+            let listed = "('gifts_and_owed', 'gift', 'gifts.view')"
+            let definitions = try String(contentsOf: budget, encoding: .utf8)
+            #expect(definitions.contains(listed))
+            try definitions.replacingOccurrences(
+                of: listed, with: listed + ",\n           ('budget_notes', 'budget_note', 'budget.view')"
+            ).write(to: budget, atomically: true, encoding: .utf8)
+
+            let upgraded = try await migrate(distribute: false)
+            #expect(upgraded.migrations.map(\.fileName) == ["0999_budget_notes.sql"])
+            #expect(upgraded.distributed == citus, "distributed again only where it was before")
+            let placed = try await pool.query(
+                """
+                SELECT rbac.distributed('budget_notes') AS distributed,
+                       has_table_privilege('rbac_app', 'budget_notes', 'SELECT') AS readable
+                """)[0]
+            #expect(try placed.decode("distributed", as: Bool.self) == citus)
+            #expect(try placed.decode("readable", as: Bool.self) == !citus, "refused to rbac_app beside the budget")
+
+            // Its rows advance the couple's budget revision, as the other budget tables' do, and go with their
+            // scenario (on Citus, on the shards colocated with the note's).
+            let couple: UUID = try await pool.query("INSERT INTO couples (name) VALUES ('Notes') RETURNING id")[0]
+                .decode("id")
+            let scenario: UUID = try await pool.query(
+                "INSERT INTO budget_scenarios (couple_id, name) VALUES (\(couple), 'Main') RETURNING id")[0].decode(
+                    "id")
+            _ = try await pool.query(
+                "INSERT INTO budget_notes (couple_id, scenario_id, note) VALUES (\(couple), \(scenario), 'florist')")
+            let revision = try await pool.query("SELECT revision FROM budget_revisions WHERE couple_id = \(couple)")
+            #expect(try revision.map { try $0.decode("revision", as: Int64.self) } == [2], "the scenario's, the note's")
+            _ = try await pool.query("DELETE FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(scenario)")
+            let notes = try await pool.query("SELECT count(*) AS n FROM budget_notes WHERE couple_id = \(couple)")
+            #expect(try notes[0].decode("n", as: Int64.self) == 0)
+        }
+    }
 }
