@@ -63,7 +63,7 @@ struct ConnectionTests {
             let rows = try await pool.query("SELECT count(*) AS n FROM items")
             #expect(try rows[0].decode("n", as: Int.self) == 0)
             // The pool is still usable afterwards.
-            try await pool.withTransaction { try await $0.query("INSERT INTO items VALUES (2)") }
+            try await pool.withTransaction { _ = try await $0.query("INSERT INTO items VALUES (2)") }
             #expect(try await pool.query("SELECT count(*) AS n FROM items")[0].decode("n", as: Int.self) == 1)
         }
     }
