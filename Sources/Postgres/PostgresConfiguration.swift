@@ -45,6 +45,19 @@ public struct PostgresConfiguration: Sendable {
             .replacing(/(?i)(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)/) { "\($0.output.1)[redacted]" }
     }
 
+    /// The same connection (user, database, password, TLS, settings) to another server: a Citus worker, say.
+    public func reaching(host: String, port: Int) -> PostgresConfiguration {
+        // Rebuilt as key=value without the string's own host, hostaddr and port: appended fields would override
+        // host and port, but not a hostaddr, which libpq connects to instead of the host.
+        let kept = Self.fields(of: connectionString).filter { !["host", "hostaddr", "port"].contains($0.key) }
+        var moved = self
+        moved.connectionString =
+            (kept.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + [("host", host), ("port", String(port))])
+            .map { "\($0)='\($1.replacing("\\", with: "\\\\").replacing("'", with: "\\'"))'" }
+            .joined(separator: " ")
+        return moved
+    }
+
     /// Host, port, database and user as libpq will resolve them; never the password.
     public var redactedDescription: String {
         let fields = resolvedFields
@@ -60,9 +73,16 @@ public struct PostgresConfiguration: Sendable {
     private var resolvedFields: [String: String] {
         var fields: [String: String] = [:]
         if let defaults = PQconndefaults() {
-            collect(defaults, into: &fields)
+            Self.collect(defaults, into: &fields)
             PQconninfoFree(defaults)
         }
+        fields.merge(Self.fields(of: connectionString)) { _, given in given }
+        return fields
+    }
+
+    /// The fields a connection string gives (none for an empty or malformed one).
+    static func fields(of connectionString: String) -> [String: String] {
+        var fields: [String: String] = [:]
         if !connectionString.isEmpty, let options = PQconninfoParse(connectionString, nil) {
             collect(options, into: &fields)
             PQconninfoFree(options)
@@ -70,7 +90,8 @@ public struct PostgresConfiguration: Sendable {
         return fields
     }
 
-    private func collect(_ options: UnsafeMutablePointer<PQconninfoOption>, into fields: inout [String: String]) {
+    private static func collect(_ options: UnsafeMutablePointer<PQconninfoOption>, into fields: inout [String: String])
+    {
         var option = options
         while let keyword = option.pointee.keyword {
             if let value = option.pointee.val, value.pointee != 0 {

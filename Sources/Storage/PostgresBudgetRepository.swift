@@ -8,20 +8,24 @@ import Postgres
 /// a transaction that names the actor, which the audit triggers (sql/functions/budget.sql) record.
 public struct PostgresBudgetRepository: BudgetRepository {
     private let pool: PostgresConnectionPool
+    private let reads: BudgetReadPools?
 
-    public init(pool: PostgresConnectionPool) {
+    /// Writes go through `pool`; so do reads, unless `reads` sends each couple's elsewhere (on Citus, to the
+    /// worker that holds its budget).
+    public init(pool: PostgresConnectionPool, reads: BudgetReadPools? = nil) {
         self.pool = pool
+        self.reads = reads
     }
 
     // MARK: The overview's reads
 
     public func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
-        try await Self.revision(couple, scenario, on: run)
+        try await Self.revision(couple, scenario, on: reader(couple))
     }
 
     public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
         try await listing(.item, couple: couple, after: page?.after) {
-            try await Self.items(couple, scenario, page: page, on: run)
+            try await Self.items(couple, scenario, page: page, on: reader(couple))
         }
     }
 
@@ -29,33 +33,35 @@ public struct PostgresBudgetRepository: BudgetRepository {
     /// in parallel, and each is decoded as it arrives, one row per item with its allocations as arrays
     /// (decision 0005).
     public func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
-        async let lower = Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run)
-        async let upper = Self.allocationCents(couple, scenario, items: Self.upperItems, on: run)
+        async let lower = Self.allocationCents(couple, scenario, items: Self.lowerItems, on: reader(couple))
+        async let upper = Self.allocationCents(couple, scenario, items: Self.upperItems, on: reader(couple))
         return try await [lower, upper]
     }
 
     public func expenseNames(couple: UUID) async throws -> [UUID: String] {
-        try await Self.expenseNames(couple, on: run)
+        try await Self.expenseNames(couple, on: reader(couple))
     }
 
     public func linkedGifts(couple: UUID, scenario: UUID) async throws -> [Gift] {
-        try await Self.linkedGifts(couple, scenario, on: run)
+        try await Self.linkedGifts(couple, scenario, on: reader(couple))
     }
 
     /// The same statements, one after another in one REPEATABLE READ transaction: one snapshot.
     public func overviewSnapshot(couple: UUID, scenario: UUID) async throws -> OverviewSnapshot {
-        try await transaction(couple, isolation: .repeatableRead) { connection in
-            let run: Statement = { try await connection.query($0) }
-            let (revision, exists) = try await Self.revision(couple, scenario, on: run)
-            let items = try await Self.items(couple, scenario, page: nil, on: run)
-            let allocations = [
-                try await Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run),
-                try await Self.allocationCents(couple, scenario, items: Self.upperItems, on: run),
-            ]
-            return OverviewSnapshot(
-                revision: revision, scenarioExists: exists, items: items, allocations: allocations,
-                expenseNames: try await Self.expenseNames(couple, on: run),
-                gifts: try await Self.linkedGifts(couple, scenario, on: run))
+        try await reading(couple) { pool in
+            try await pool.withTransaction(isolation: .repeatableRead) { connection in
+                let run: Statement = { try await connection.query($0) }
+                let (revision, exists) = try await Self.revision(couple, scenario, on: run)
+                let items = try await Self.items(couple, scenario, page: nil, on: run)
+                let allocations = [
+                    try await Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run),
+                    try await Self.allocationCents(couple, scenario, items: Self.upperItems, on: run),
+                ]
+                return OverviewSnapshot(
+                    revision: revision, scenarioExists: exists, items: items, allocations: allocations,
+                    expenseNames: try await Self.expenseNames(couple, on: run),
+                    gifts: try await Self.linkedGifts(couple, scenario, on: run))
+            }
         }
     }
 
@@ -162,7 +168,8 @@ public struct PostgresBudgetRepository: BudgetRepository {
         let rows = try await read()
         guard let after, rows.isEmpty else { return rows }
         let found = try await run(
-            "SELECT EXISTS (SELECT 1 FROM \(identifier: Transaction.table(record)) WHERE couple_id = \(couple) AND id = \(after)) AS found"
+            "SELECT EXISTS (SELECT 1 FROM \(identifier: Transaction.table(record)) WHERE couple_id = \(couple) AND id = \(after)) AS found",
+            couple: couple
         )
         guard try found[0].decode("found", as: Bool.self) else {
             throw BudgetError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
@@ -179,7 +186,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                   AND (\(page?.after)::uuid IS NULL OR (created_at, id) > (
                        SELECT created_at, id FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(page?.after)))
                 ORDER BY created_at, id LIMIT \(page?.limit)
-                """
+                """, couple: couple
             ).map(Self.scenario)
         }
     }
@@ -248,7 +255,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                   AND (\(page?.after)::uuid IS NULL OR (name, id) > (
                        SELECT name, id FROM budget_folders WHERE couple_id = \(couple) AND id = \(page?.after)))
                 ORDER BY name, id LIMIT \(page?.limit)
-                """
+                """, couple: couple
             ).map(Self.folder)
         }
     }
@@ -297,7 +304,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                        SELECT coalesce(due_date, 'infinity'), name, id FROM expenses
                        WHERE couple_id = \(couple) AND id = \(page?.after)))
                 ORDER BY coalesce(due_date, 'infinity'), name, id LIMIT \(page?.limit)
-                """
+                """, couple: couple
             ).map(Self.expense)
         }
     }
@@ -326,7 +333,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 ORDER BY p.paid_at, p.id LIMIT \(page?.limit)
             ) p ON true
             WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
-            """)
+            """, couple: couple)
         guard !rows.isEmpty else { return nil }
         let payments = try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
         return try await listing(.payment, couple: couple, after: page?.after) { payments }
@@ -338,7 +345,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             SELECT \(sql: Self.paymentColumns) FROM expense_payments
             WHERE couple_id = \(couple) AND (\(expenses)::uuid[] IS NULL OR expense_id = ANY(\(expenses)))
             ORDER BY paid_at, id
-            """
+            """, couple: couple
         ).map(Self.payment)
     }
 
@@ -360,7 +367,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
                   AND (\(page?.after)::uuid IS NULL OR (from_name, id) > (
                        SELECT from_name, id FROM gifts_and_owed WHERE couple_id = \(couple) AND id = \(page?.after)))
                 ORDER BY from_name, id LIMIT \(page?.limit)
-                """
+                """, couple: couple
             ).map(Self.gift)
         }
     }
@@ -534,7 +541,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             FROM budget_row_limits l
             LEFT JOIN budget_row_counts c ON c.couple_id = \(couple) AND c.table_name = l.table_name
             ORDER BY l.table_name
-            """)
+            """, couple: nil)
         if let couple, let first = rows.first, !(try first.decode("couple_found", as: Bool.self)) {
             throw BudgetError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist")
         }
@@ -627,10 +634,22 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await transaction(couple, as: actor) { connection in _ = try await connection.query(query) }
     }
 
-    @discardableResult
-    private func run(_ query: PostgresQuery) async throws -> PostgresRows {
+    /// Runs a read: of `couple`'s budget where `reads` sends it, else (nil: not one couple's) through `pool`.
+    private func run(_ query: PostgresQuery, couple: UUID?) async throws -> PostgresRows {
+        try await reading(couple) { try await $0.query(query) }
+    }
+
+    /// `run` for one couple, as the overview's reads take it.
+    private func reader(_ couple: UUID) -> Statement {
+        { try await run($0, couple: couple) }
+    }
+
+    private func reading<T: Sendable>(_ couple: UUID?, _ body: (PostgresConnectionPool) async throws -> T)
+        async throws -> T
+    {
         do {
-            return try await pool.query(query)
+            guard let couple, let reads else { return try await body(pool) }
+            return try await body(try await reads.pool(for: couple))
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

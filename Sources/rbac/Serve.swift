@@ -62,6 +62,13 @@ extension RBAC {
                 sweep): 1s to 3600s. Expiry itself does not wait for it.
                 """, valueName: "duration"))
         var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
+        @Flag(
+            help: ArgumentHelp(
+                """
+                On a Citus cluster, read each couple's budget on the worker that holds it, not through the \
+                coordinator: this server must reach the workers as the coordinator names them (pg_dist_node).
+                """))
+        var budgetReadsOnWorkers = false
         @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
         var logLevel: String = "info"
         @OptionGroup var tokens: TokenOptions
@@ -128,6 +135,7 @@ extension RBAC {
                 let deliveryKey = try delivery.key(environment)
                 let repository = PostgresCollaborationRepository(
                     pool: pool, invalidating: permissionCache, deliveryKey: deliveryKey)
+                let budgetReads = budgetReadsOnWorkers ? BudgetReadPools(coordinator: pool) : nil
                 let dependencies = ServerDependencies(
                     repository: repository,
                     keys: ServiceKeyService(
@@ -139,7 +147,7 @@ extension RBAC {
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,
                         isCacheTrusted: feed.isTrusted, metrics: metrics),
-                    budgets: PostgresBudgetRepository(pool: pool),
+                    budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry,
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
@@ -208,6 +216,7 @@ extension RBAC {
                 await listener.value
                 await worker.value
                 await sweeper.value
+                await budgetReads?.close()
                 await pool.close()
                 if let failure { throw failure }
                 logger.info("rbac serve stopped")

@@ -732,6 +732,75 @@ struct CLITests {
         }
     }
 
+    @Test("serve --budget-reads-on-workers answers the overview the CLI prints (on Citus, read on the worker)")
+    func serveBudgetReadsOnWorkers() async throws {
+        try await Self.withJWTSecretFile { secret in
+            try await Self.withDatabase { run, configuration in
+                let created = try await run([
+                    "couples", "create", "--name", "A & B", "--owner-email", "ann@example.com", "--json",
+                ])
+                let couple = try #require((try Self.json(created)["couple"] as? [String: Any])?["id"] as? String)
+                let owner = try #require((try Self.json(created)["owner"] as? [String: Any])?["id"] as? String)
+                @discardableResult
+                func budget(_ arguments: [String]) async throws -> [String: Any]? {
+                    let result = try await run(["budget"] + arguments + ["--couple", couple, "--json"])
+                    #expect(result.status == 0, "\(result.stderr)")
+                    return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+                }
+                let scenario = try #require(try await budget(["scenarios", "add", "Main"])?["id"] as? String)
+                var items: [String] = []
+                for name in ["Venue", "Food"] {
+                    let item = try await budget(["items", "add", name, "--scenario", scenario, "--budgeted", "800"])
+                    items.append(try #require(item?["id"] as? String))
+                }
+                let expense = try #require(
+                    try await budget(["expenses", "add", "Deposit", "--amount", "99.99"])?["id"])
+                try await budget(
+                    ["expenses", "allocate", "\(expense)", "--scenario", scenario] + items.flatMap { ["--item", $0] })
+                let printed = try #require(try await budget(["overview", "--scenario", scenario]))
+                let key = try #require(
+                    try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"])
+
+                let (serve, port) = try await Self.serve(
+                    ["--jwt-secret-file", secret, "--budget-reads-on-workers"],
+                    database: configuration.connectionString,
+                    errorLog: "/dev/null", until: { $0.contains("listening on") })
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve did not start: \(serve.lines)")
+                var request = URLRequest(
+                    url: URL(
+                        string: "http://127.0.0.1:\(port)/v1/couples/\(couple)/budget/scenarios/\(scenario)/overview")!)
+                request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+                request.setValue(owner, forHTTPHeaderField: "X-Acting-User")
+                let (body, response) = try await URLSession.shared.data(for: request)
+                #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: body, as: UTF8.self))")
+                let answered = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+                for overview in [printed, answered] {
+                    let totals = try #require(overview["totals"] as? [String: Any])
+                    #expect((totals["spent"] as? NSNumber)?.decimalValue == Decimal(string: "99.99"), "\(overview)")
+                    #expect((overview["items"] as? [Any])?.count == 2)
+                }
+                // On Citus, serve holds a connection to the worker it read from (Citus's own are citus_internal).
+                var onWorkers = 0
+                for port in TestDatabase.citusWorkers {
+                    let worker = try await PostgresConnection.connect(
+                        PostgresConfiguration(
+                            connectionString:
+                                "host=127.0.0.1 port=\(port) user=postgres \(configuration.connectionString)",
+                            applicationName: "rbac-tests"))
+                    onWorkers += try await worker.query(
+                        """
+                        SELECT count(*)::int AS n FROM pg_stat_activity
+                        WHERE datname = current_database() AND application_name = 'rbac'
+                        """)[0].decode("n", as: Int.self)
+                    await worker.close()
+                }
+                #expect(TestDatabase.citusWorkers.isEmpty || onWorkers > 0)
+                await serve.stop()
+            }
+        }
+    }
+
     @Test("an unknown role exits 2 with a message naming the valid roles")
     func unknownRole() async throws {
         try await Self.withDatabase { run, _ in

@@ -33,3 +33,23 @@ struct ConfigurationTests {
         }
     }
 }
+
+@Suite("Another server, the same connection")
+struct ReachingTests {
+    @Test(
+        "only the host and port change",
+        arguments: [
+            "postgres://bob:S3cret%27Pw@db.internal:6432/app?sslmode=require&hostaddr=10.0.0.9",
+            "host=db.internal hostaddr=10.0.0.9 port=6432 user=bob password='S3cret\\'Pw' dbname=app sslmode=require",
+        ])
+    func reaching(connectionString: String) {
+        let worker = PostgresConfiguration(connectionString: connectionString, applicationName: "app")
+            .reaching(host: "worker-2", port: 5433)
+        #expect(
+            PostgresConfiguration.fields(of: worker.connectionString) == [
+                "host": "worker-2", "port": "5433", "user": "bob", "password": "S3cret'Pw", "dbname": "app",
+                "sslmode": "require",
+            ])
+        #expect(worker.applicationName == "app")
+    }
+}

@@ -211,6 +211,68 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("each couple's budget is read where it is stored: on Citus on the worker holding it, else the one server")
+    func readsWhereStored() async throws {
+        try await MigratedDatabase.withPool { pool in
+            let reads = BudgetReadPools(coordinator: pool)
+            try await ensuring {
+                let admin = Actor.operator(label: "t")
+                let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
+                let coordinatorRead = PostgresBudgetRepository(pool: pool)
+                let storedRead = PostgresBudgetRepository(pool: pool, reads: reads)
+                var ports: Set<Int> = []
+                // On Citus, couples until both workers have held one (a couple's shard lands on either).
+                for _ in 0..<40 where ports.count < max(TestDatabase.citusWorkers.count, 1) {
+                    let couple = try await pool.newCouple(members: [])
+                    let scenario = try await CoupleBudget(couple: couple, repository: coordinatorRead, checker: checker)
+                        .createScenario(named: "Main", as: admin)
+                    try await Self.seed(pool, couple: couple, scenario: scenario.id, items: 20)
+                    let reader = try await reads.pool(for: couple)
+                    let port: Int = try await reader.query("SELECT current_setting('port')::int AS port")[0]
+                        .decode("port")
+                    ports.insert(port)
+                    if TestDatabase.citusWorkers.isEmpty {
+                        #expect(reader === pool)
+                    } else {
+                        let holder: Int = try await pool.query(
+                            """
+                            SELECT nodeport FROM citus_shards
+                            WHERE table_name = 'expense_allocations'::regclass
+                              AND shardid = get_shard_id_for_distribution_column('expense_allocations', \(couple))
+                            """)[0].decode("nodeport")
+                        #expect(port == holder)
+                    }
+                    // The node is remembered: the overview's seven statements all go to it.
+                    let before = (coordinator: pool.statementsSent, reader: reader.statementsSent)
+                    let stored = try await CoupleBudget(couple: couple, repository: storedRead, checker: checker)
+                        .overview(scenario: scenario.id, as: admin)
+                    #expect(reader.statementsSent - before.reader == 7)
+                    #expect(pool.statementsSent - before.coordinator == (reader === pool ? 7 : 0))
+                    let relayed = try await CoupleBudget(couple: couple, repository: coordinatorRead, checker: checker)
+                        .overview(scenario: scenario.id, as: admin)
+                    #expect(stored == relayed && stored.items.count == 20)
+                    // And the fallback's snapshot, one transaction there.
+                    let coordinatorStatements = pool.statementsSent
+                    let snapshot = try await storedRead.overviewSnapshot(couple: couple, scenario: scenario.id)
+                    #expect(pool.statementsSent - coordinatorStatements == 0 || reader === pool)
+                    let relayedSnapshot = try await coordinatorRead.overviewSnapshot(
+                        couple: couple, scenario: scenario.id)
+                    #expect(
+                        (snapshot.revision, snapshot.items, snapshot.allocations, snapshot.expenseNames, snapshot.gifts)
+                            == (
+                                relayedSnapshot.revision, relayedSnapshot.items, relayedSnapshot.allocations,
+                                relayedSnapshot.expenseNames, relayedSnapshot.gifts
+                            ))
+                }
+                // Every worker, and only workers; on plain PostgreSQL, the one server.
+                #expect(ports.count == max(TestDatabase.citusWorkers.count, 1))
+                #expect(TestDatabase.citusWorkers.isEmpty || ports == Set(TestDatabase.citusWorkers))
+            } finally: {
+                await reads.close()
+            }
+        }
+    }
+
     /// `items` items of 100.00, each with two expenses of 10.00 allocated to it, and a received gift.
     static func seed(_ pool: PostgresConnectionPool, couple: UUID, scenario: UUID, items: Int) async throws {
         try await pool.query(
