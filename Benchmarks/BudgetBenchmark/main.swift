@@ -6,8 +6,9 @@
 //   BudgetBenchmark [ROUNDS]        (default 20; connection from PGHOST, PGPORT, PGDATABASE, ...)
 //   BudgetBenchmark overview [ROUNDS]
 //
-// `overview` seeds the 1x couple alone and times only the service's overview (scripts/bench-scale compares a
-// Citus cluster with plain PostgreSQL with it).
+// `overview` seeds the 1x couple alone and times only the service's overview, read where the couple's budget is
+// stored and, alternating, through the server connected to (scripts/bench-scale compares a Citus cluster with
+// plain PostgreSQL with it).
 
 import Budget
 import Collaboration
@@ -24,7 +25,11 @@ guard rounds > 0 else {
 
 let pool = PostgresConnectionPool(
     configuration: PostgresConfiguration(applicationName: "budget-benchmark"), maxConnections: 8)
-let repository = PostgresBudgetRepository(pool: pool)
+// Each couple's budget read where it is stored, as `rbac serve --budget-reads-on-workers` does: on a Citus
+// worker, or (plain PostgreSQL) the one server; `relaying` reads through the pool's server (on Citus, the
+// coordinator).
+let repository = PostgresBudgetRepository(pool: pool, reads: BudgetReadPools(coordinator: pool))
+let relaying = PostgresBudgetRepository(pool: pool)
 let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
 let admin = Actor.operator(label: "benchmark")
 
@@ -98,7 +103,9 @@ func settle() async throws {
 
 /// The service's overview, from an actor with no cached overview: the revision, the permission check (the
 /// operator's is free) and four reads in parallel.
-func overview(_ couple: UUID, _ scenario: UUID) async throws -> BudgetOverview {
+func overview(_ couple: UUID, _ scenario: UUID, from repository: PostgresBudgetRepository = repository)
+    async throws -> BudgetOverview
+{
     try await CoupleBudget(couple: couple, repository: repository, checker: checker)
         .overview(scenario: scenario, as: admin)
 }
@@ -182,12 +189,17 @@ if overviewOnly {
             FileHandle.standardError.write(Data("BudgetBenchmark: the overview is not the seeded budget\n".utf8))
             exit(1)
         }
-        var times: [Double] = []
+        var (times, relayed): ([Double], [Double]) = ([], [])
         for _ in 0..<rounds {
             times.append(try await milliseconds { try await overview(small.couple, small.scenario) })
+            relayed.append(
+                try await milliseconds { try await overview(small.couple, small.scenario, from: relaying) })
         }
         print(
-            String(format: "overview 1x: %.2f ms (median of %d rounds, min %.2f)", median(times), rounds, times.min()!))
+            String(
+                format:
+                    "overview 1x: %.2f ms (median of %d rounds, min %.2f); read through the server connected to: %.2f ms",
+                median(times), rounds, times.min()!, median(relayed)))
         await pool.close()
         exit(0)
     } catch {
