@@ -784,10 +784,7 @@ struct CLITests {
                 var onWorkers = 0
                 for port in TestDatabase.citusWorkers {
                     let worker = try await PostgresConnection.connect(
-                        PostgresConfiguration(
-                            connectionString:
-                                "host=127.0.0.1 port=\(port) user=postgres \(configuration.connectionString)",
-                            applicationName: "rbac-tests"))
+                        configuration.reaching(host: "127.0.0.1", port: port))
                     onWorkers += try await worker.query(
                         """
                         SELECT count(*)::int AS n FROM pg_stat_activity
