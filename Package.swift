@@ -112,7 +112,7 @@ let package = Package(
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
         .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess", "Secrets"], path: "Tests/TestSupport"),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(
             name: "IdentityTests", dependencies: ["Identity", "OutboundHTTP", "Secrets", "TestSupport", "ChildProcess"]),

@@ -48,11 +48,13 @@ public struct PostgresConfiguration: Sendable {
     /// The same connection (user, database, password, TLS, settings) to another server: a Citus worker, say.
     public func reaching(host: String, port: Int) -> PostgresConfiguration {
         // Rebuilt as key=value without the string's own host, hostaddr and port: appended fields would override
-        // host and port, but not a hostaddr, which libpq connects to instead of the host.
+        // host and port, but not a hostaddr, which libpq connects to instead of the host. An empty hostaddr
+        // keeps PGHOSTADDR from standing in for it: libpq takes a variable only for a field the string omits.
         let kept = Self.fields(of: connectionString).filter { !["host", "hostaddr", "port"].contains($0.key) }
         var moved = self
         moved.connectionString =
-            (kept.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + [("host", host), ("port", String(port))])
+            (kept.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            + [("host", host), ("hostaddr", ""), ("port", String(port))])
             .map { "\($0)='\($1.replacing("\\", with: "\\\\").replacing("'", with: "\\'"))'" }
             .joined(separator: " ")
         return moved

@@ -9,17 +9,21 @@ import Synchronization
 public final class BudgetReadPools: Sendable {
     private let coordinator: PostgresConnectionPool
     private let maxConnectionsPerWorker: Int
+    private let unreachable: @Sendable (String) -> Void
     private let state = Mutex(State())
 
-    private struct Node: Hashable, Sendable {
+    private struct Node: Hashable, Sendable, CustomStringConvertible {
         let host: String
         let port: Int
+        var description: String { "\(host):\(port)" }
     }
 
     private struct State {
         var workers: [Node: PostgresConnectionPool] = [:]
         /// Each couple's node as last looked up (nil: the coordinator), and when.
         var nodes: [UUID: (node: Node?, at: ContinuousClock.Instant)] = [:]
+        /// Workers this service could not reach, and until when their couples are read through the coordinator.
+        var setAside: [Node: ContinuousClock.Instant] = [:]
     }
 
     /// How long a couple's node is taken as known. A read sent to a node that no longer holds the shard (after
@@ -27,17 +31,45 @@ public final class BudgetReadPools: Sendable {
     static let lookupLifetime: Duration = .seconds(60)
     /// At most this many couples' nodes are remembered; past it, the list starts again.
     static let remembered = 100_000
+    /// How long a worker this service could not reach is left alone before it is tried again.
+    static let setAsideFor: Duration = .seconds(30)
+    /// Seconds to wait for a worker's connection before reading through the coordinator instead: libpq's
+    /// shortest, as the coordinator answers the same read, only slower.
+    static let workerConnectTimeout = 2
 
-    public init(coordinator: PostgresConnectionPool, maxConnectionsPerWorker: Int = 8) {
+    /// `unreachable` hears, once each time it happens, that a worker is set aside and why.
+    public init(
+        coordinator: PostgresConnectionPool, maxConnectionsPerWorker: Int = 8,
+        unreachable: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.coordinator = coordinator
         self.maxConnectionsPerWorker = maxConnectionsPerWorker
+        self.unreachable = unreachable
     }
 
-    /// The pool that reads `couple`'s budget: looked up on the coordinator at most once a minute per couple.
-    public func pool(for couple: UUID) async throws -> PostgresConnectionPool {
+    /// Runs `body`, a read of `couple`'s budget, with the pool where that budget is stored. A worker this
+    /// service cannot reach (refused, silent, or its connection lost) is set aside for `setAsideFor`, and its
+    /// couples are read through the coordinator meanwhile, which reaches the worker on its own network: the
+    /// read is slower, and still answered. Reads only: running one again changes nothing.
+    public func read<T: Sendable>(_ couple: UUID, _ body: (PostgresConnectionPool) async throws -> T) async throws
+        -> T
+    {
+        guard let node = try await node(of: couple), let worker = worker(node) else {
+            return try await body(coordinator)
+        }
+        do {
+            return try await body(worker)
+        } catch let error as PostgresError where error.kind == .connection {
+            setAside(node, because: error)
+            return try await body(coordinator)
+        }
+    }
+
+    /// `couple`'s node (nil: the coordinator), looked up on the coordinator at most once a minute per couple.
+    private func node(of couple: UUID) async throws -> Node? {
         let now = ContinuousClock.now
         if let known = state.withLock({ $0.nodes[couple] }), now - known.at < Self.lookupLifetime {
-            return pool(known.node)
+            return known.node
         }
         let node = try await coordinator.query(
             PostgresQuery("SELECT host, port FROM rbac.budget_node(\(couple))").prepared(as: "budget_node")
@@ -46,19 +78,35 @@ public final class BudgetReadPools: Sendable {
             if state.nodes.count >= Self.remembered { state.nodes.removeAll(keepingCapacity: true) }
             state.nodes[couple] = (node, now)
         }
-        return pool(node)
+        return node
     }
 
-    private func pool(_ node: Node?) -> PostgresConnectionPool {
-        guard let node else { return coordinator }
-        return state.withLock { state in
+    /// The pool of `node`, or nil while it is set aside.
+    private func worker(_ node: Node) -> PostgresConnectionPool? {
+        state.withLock { state in
+            if let until = state.setAside[node] {
+                guard ContinuousClock.now >= until else { return nil }
+                state.setAside[node] = nil
+            }
             if let pool = state.workers[node] { return pool }
+            var configuration = coordinator.configuration.reaching(host: node.host, port: node.port)
+            configuration.connectTimeout = min(configuration.connectTimeout, Self.workerConnectTimeout)
             let pool = PostgresConnectionPool(
-                configuration: coordinator.configuration.reaching(host: node.host, port: node.port),
-                maxConnections: maxConnectionsPerWorker, acquireTimeout: coordinator.acquireTimeout)
+                configuration: configuration, maxConnections: maxConnectionsPerWorker,
+                acquireTimeout: coordinator.acquireTimeout)
             state.workers[node] = pool
             return pool
         }
+    }
+
+    private func setAside(_ node: Node, because error: PostgresError) {
+        let isNew = state.withLock { state in
+            defer { state.setAside[node] = ContinuousClock.now + Self.setAsideFor }
+            return state.setAside[node] == nil
+        }
+        guard isNew else { return }
+        unreachable(
+            "budget reads of worker \(node) go through the coordinator for \(Self.setAsideFor): \(error)")
     }
 
     /// Closes the workers' pools; the coordinator's is its owner's to close.

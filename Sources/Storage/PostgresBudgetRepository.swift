@@ -649,7 +649,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     {
         do {
             guard let couple, let reads else { return try await body(pool) }
-            return try await body(try await reads.pool(for: couple))
+            return try await reads.read(couple, body)
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

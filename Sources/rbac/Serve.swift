@@ -66,7 +66,8 @@ extension RBAC {
             help: ArgumentHelp(
                 """
                 On a Citus cluster, read each couple's budget on the worker that holds it, not through the \
-                coordinator: this server must reach the workers as the coordinator names them (pg_dist_node).
+                coordinator: this server must reach the workers as the coordinator names them (pg_dist_node); \
+                the couples of a worker it cannot reach are read through the coordinator, with a warning.
                 """))
         var budgetReadsOnWorkers = false
         @Option(help: "Log level: trace, debug (one line per request), info, notice, warning, error, critical.")
@@ -135,7 +136,9 @@ extension RBAC {
                 let deliveryKey = try delivery.key(environment)
                 let repository = PostgresCollaborationRepository(
                     pool: pool, invalidating: permissionCache, deliveryKey: deliveryKey)
-                let budgetReads = budgetReadsOnWorkers ? BudgetReadPools(coordinator: pool) : nil
+                let budgetReads =
+                    budgetReadsOnWorkers
+                    ? BudgetReadPools(coordinator: pool) { [logger] in logger.warning("\($0)") } : nil
                 let dependencies = ServerDependencies(
                     repository: repository,
                     keys: ServiceKeyService(

@@ -1,3 +1,6 @@
+import ChildProcess
+import Foundation
+import TestSupport
 import Testing
 
 @testable import Postgres
@@ -51,5 +54,21 @@ struct ReachingTests {
                 "sslmode": "require",
             ])
         #expect(worker.applicationName == "app")
+    }
+
+    @Test("PGHOSTADDR does not send it elsewhere")
+    func hostAddressVariable() async throws {
+        // psql, with libpq's own resolution of the variables: the disposable server listens on 127.0.0.1 only,
+        // so a connection that takes PGHOSTADDR's 127.0.0.2 is refused.
+        let port = try #require(ProcessInfo.processInfo.environment["PGPORT"].flatMap { Int($0) })
+        let environment = ProcessInfo.processInfo.environment.merging(["PGHOSTADDR": "127.0.0.2"]) { $1 }
+        func connects(_ connectionString: String) async throws -> Bool {
+            let result = try await ChildProcess.run(
+                "/usr/bin/env", ["psql", "-X", "-At", "-c", "SELECT 1", connectionString], environment: environment)
+            return result.status == 0 && result.output == "1\n"
+        }
+        let server = try TestDatabase.server()
+        #expect(try await !connects("host=127.0.0.1 port=\(port) dbname=postgres"))
+        #expect(try await connects(server.reaching(host: "127.0.0.1", port: port).connectionString))
     }
 }

@@ -227,7 +227,7 @@ struct BudgetStorageTests {
                     let scenario = try await CoupleBudget(couple: couple, repository: coordinatorRead, checker: checker)
                         .createScenario(named: "Main", as: admin)
                     try await Self.seed(pool, couple: couple, scenario: scenario.id, items: 20)
-                    let reader = try await reads.pool(for: couple)
+                    let reader = try await reads.read(couple) { $0 }
                     let port: Int = try await reader.query("SELECT current_setting('port')::int AS port")[0]
                         .decode("port")
                     ports.insert(port)
@@ -267,6 +267,60 @@ struct BudgetStorageTests {
                 // Every worker, and only workers; on plain PostgreSQL, the one server.
                 #expect(ports.count == max(TestDatabase.citusWorkers.count, 1))
                 #expect(TestDatabase.citusWorkers.isEmpty || ports == Set(TestDatabase.citusWorkers))
+            } finally: {
+                await reads.close()
+            }
+        }
+    }
+
+    @Test(
+        "a worker this service cannot reach is set aside, and its couples are read through the coordinator",
+        arguments: [false, true])
+    func unreachableWorker(silent: Bool) async throws {
+        // The placement lookup names a node on 127.0.0.1 that refuses connections (a port no longer listened
+        // on) or accepts them and never answers (a socket listening that nothing reads).
+        let listener = try listeningOnLoopback()
+        if !silent { close(listener.socket) }
+        defer { if silent { close(listener.socket) } }
+        try await MigratedDatabase.withPool { pool in
+            try await pool.query(
+                """
+                CREATE OR REPLACE FUNCTION rbac.budget_node(p_couple uuid, OUT host text, OUT port integer)
+                RETURNS SETOF record LANGUAGE sql AS $$ SELECT '127.0.0.1', \(literal: String(listener.port))::int $$
+                """)
+            let reports = Mutex<[String]>([])
+            let reads = BudgetReadPools(coordinator: pool) { report in reports.withLock { $0.append(report) } }
+            try await ensuring {
+                let admin = Actor.operator(label: "t")
+                let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
+                let coordinatorRead = PostgresBudgetRepository(pool: pool)
+                let storedRead = PostgresBudgetRepository(pool: pool, reads: reads)
+                var overviews: [(stored: BudgetOverview, relayed: BudgetOverview)] = []
+                for round in 0..<2 {
+                    let couple = try await pool.newCouple(members: [])
+                    let scenario = try await CoupleBudget(couple: couple, repository: coordinatorRead, checker: checker)
+                        .createScenario(named: "Main", as: admin)
+                    try await Self.seed(pool, couple: couple, scenario: scenario.id, items: 20)
+                    let before = pool.statementsSent
+                    let start = ContinuousClock.now
+                    let stored = try await CoupleBudget(couple: couple, repository: storedRead, checker: checker)
+                        .overview(scenario: scenario.id, as: admin)
+                    // The lookup and the overview's seven statements, all on the coordinator: the first after
+                    // the worker failed it, the others (and the next couple's) without trying the worker.
+                    #expect(pool.statementsSent - before == 8)
+                    if silent && round == 0 {
+                        // Given up on well before the coordinator's own connect timeout.
+                        #expect(ContinuousClock.now - start < .seconds(pool.configuration.connectTimeout))
+                    }
+                    let relayed = try await CoupleBudget(couple: couple, repository: coordinatorRead, checker: checker)
+                        .overview(scenario: scenario.id, as: admin)
+                    overviews.append((stored, relayed))
+                }
+                #expect(overviews.allSatisfy { $0.stored == $0.relayed && $0.stored.items.count == 20 })
+                // Said once, with the worker it is about.
+                let said = reports.withLock { $0 }
+                #expect(said.count == 1)
+                #expect(said.allSatisfy { $0.contains("worker 127.0.0.1:\(listener.port) go through the coordinator") })
             } finally: {
                 await reads.close()
             }
