@@ -5,7 +5,7 @@
 ARG SWIFT_IMAGE=swift:6.3-bookworm
 
 FROM ${SWIFT_IMAGE} AS build
-# The same system packages as scripts/install-deps.
+# The build packages of scripts/install-deps (not its server, nor jq for the README).
 RUN apt-get update && apt-get install -y --no-install-recommends pkg-config libpq-dev libssl-dev libcurl4-openssl-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
