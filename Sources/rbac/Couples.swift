@@ -71,13 +71,10 @@ extension RBAC {
                     }
                     let couple = try await context.repository.createCouple(
                         name: name, owner: owner.id, as: try await context.actor(acting.actor))
-                    if acting.output.json {
-                        try printJSON(CoupleReport(couple: couple, owner: owner))
-                    } else {
-                        print(
-                            "Created couple \"\(couple.name)\" \(couple.id.uuidString.lowercased()) owned by \(owner.email)"
-                        )
-                    }
+                    try acting.output.print(
+                        CoupleReport(couple: couple, owner: owner),
+                        "Created couple \"\(couple.name)\" \(couple.id.uuidString.lowercased()) owned by \(owner.email)"
+                    )
                 }
             }
         }

@@ -34,7 +34,8 @@ extension RBAC {
                         return try printJSON(Created(key: key, secret: secret.rawValue))
                     }
                     print(
-                        "Key \(key.id.uuidString.lowercased()) \"\(key.name)\" (shown once; only its hash is stored):")
+                        "Key \(key.id.uuidString.lowercased()) \"\(visible(key.name))\" (shown once; only its hash is stored):"
+                    )
                     print(secret.rawValue)
                 }
             }

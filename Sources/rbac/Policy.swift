@@ -78,7 +78,9 @@ extension RBAC {
                     }
                     try printJSON(results.map { Result(description: $0.0.description, passed: $0.1) })
                 } else {
-                    for (test, passed) in results { print("\(passed ? "ok" : "not ok") - \(test.description)") }
+                    for (test, passed) in results {
+                        print("\(passed ? "ok" : "not ok") - \(visible(test.description))")
+                    }
                     print("\(results.count - failed) passed, \(failed) failed")
                 }
                 if failed > 0 { throw ExitCode(ExitStatus.denied.rawValue) }

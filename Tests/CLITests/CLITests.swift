@@ -871,11 +871,13 @@ struct CLITests {
             contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json"), encoding: .utf8)
         try policy.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
         try
-            #"[{"description": "a viewer may edit the budget", "role": "viewer", "permission": "budget.edit", "allowed": true}]"#
+            #"[{"description": "a viewer may edit the budget\u001b[2J", "role": "viewer", "permission": "budget.edit", "allowed": true}]"#
             .write(to: directory.appendingPathComponent("tests.json"), atomically: true, encoding: .utf8)
         let failing = try await Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
         #expect(failing.status == 1)
-        #expect(failing.stdout.contains("not ok - a viewer may edit the budget"))
+        // A description's escape is shown, not sent to the terminal.
+        #expect(failing.stdout.contains(#"not ok - a viewer may edit the budget\u{1B}[2J"#))
+        #expect(!failing.stdout.contains("\u{1B}"))
 
         try policy.replacingOccurrences(
             of: "\"budget.edit\", \"expenses.edit\"", with: "\"budget.edt\", \"expenses.edit\""
