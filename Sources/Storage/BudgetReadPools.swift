@@ -100,9 +100,8 @@ public final class BudgetReadPools: Sendable {
     }
 
     private func setAside(_ node: Node, because error: PostgresError) {
-        let isNew = state.withLock { state in
-            defer { state.setAside[node] = ContinuousClock.now + Self.setAsideFor }
-            return state.setAside[node] == nil
+        let isNew = state.withLock {
+            $0.setAside.updateValue(ContinuousClock.now + Self.setAsideFor, forKey: node) == nil
         }
         guard isNew else { return }
         unreachable(
