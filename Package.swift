@@ -111,7 +111,9 @@ let package = Package(
             path: "Benchmarks/ScaleBenchmark"),
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
-        .target(name: "TestSupport", dependencies: ["Postgres", "ChildProcess", "Secrets"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["Postgres", "Storage", "ChildProcess", "Secrets"],
+            path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(

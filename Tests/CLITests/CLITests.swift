@@ -11,7 +11,7 @@ import Testing
 /// End-to-end: the built `rbac` binary against a fresh, migrated database on the disposable server.
 @Suite("The rbac command, end to end", .timeLimit(.minutes(2)))
 struct CLITests {
-    struct Result {
+    struct Result: Sendable {
         let status: Int32
         let stdout: String
         let stderr: String
@@ -80,10 +80,8 @@ struct CLITests {
     static func withDatabase(
         _ body: (@escaping ([String]) async throws -> Result, PostgresConfiguration) async throws -> Void
     ) async throws {
-        try await TestDatabase.withFresh { configuration in
+        try await TestDatabase.withFresh(from: .migrated) { configuration in
             let database = configuration.connectionString
-            let migrate = try await rbac(Self.migrate, database: database)
-            #expect(migrate.status == 0, "\(migrate.stderr)")
             try await body({ try await rbac($0, database: database) }, configuration)
         }
     }
@@ -517,7 +515,11 @@ struct CLITests {
     @Test("migrate --citus distributes on Citus; elsewhere it is refused, saying why, and applies nothing")
     func migrateCitus() async throws {
         try await TestDatabase.withFresh { configuration in
-            let migrated = try await Self.rbac(["migrate", "--citus"], database: configuration.connectionString)
+            let database = configuration.connectionString
+            // Alone, as every set-up on Citus (TestDatabase.settingUp).
+            let migrated = try await TestDatabase.settingUp {
+                try await Self.rbac(["migrate", "--citus"], database: database)
+            }
             let connection = try await PostgresConnection.connect(configuration)
             if TestDatabase.citusWorkers.isEmpty {
                 #expect(migrated.status != 0 && migrated.stderr.contains("this database has no citus extension"))
@@ -548,7 +550,10 @@ struct CLITests {
             func run(_ arguments: [String], user: String = "ops", logname: String = "ops") async throws -> Result {
                 try await Self.rbac(arguments, database: database, environment: ["USER": user, "LOGNAME": logname])
             }
-            #expect(try await run(Self.migrate).status == 0)
+            let migrated = try await TestDatabase.settingUp {
+                try await Self.rbac(Self.migrate, database: database, environment: ["USER": "ops", "LOGNAME": "ops"])
+            }
+            #expect(migrated.status == 0, "\(migrated.stderr)")
             let roles = try Self.jsonArray(try await run(["roles", "--json"])).count
             #expect(try Self.json(try await run(["policy", "apply", "--json"]))["roles"] as? Int == roles && roles > 0)
             let created = try await run(["keys", "create", "--name", "billing", "--json"], user: "ops lead\\x")
@@ -681,7 +686,11 @@ struct CLITests {
                 #expect(empty.status == 4, "\(empty.stderr)")
                 #expect(empty.stderr.hasSuffix("\(lacking): run `rbac migrate` first\n"), "\(empty.stderr)")
 
-                #expect(try await run(Self.migrate).status == 0)
+                let database = configuration.connectionString
+                let migrated = try await TestDatabase.settingUp {
+                    try await Self.rbac(Self.migrate, database: database)
+                }
+                #expect(migrated.status == 0, "\(migrated.stderr)")
                 let connection = try await PostgresConnection.connect(configuration)
                 // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
                 let last = try #require(migrations.last)

@@ -60,7 +60,9 @@ struct ReadmeTests {
             try await TestDatabase.withFresh { configuration in
                 let database = configuration.connectionString
                 // serve needs a migrated database; the walkthrough's own `rbac migrate` then has nothing to do.
-                let migrated = try await CLITests.rbac(["migrate"], database: database)
+                let migrated = try await TestDatabase.settingUp {
+                    try await CLITests.rbac(["migrate"], database: database)
+                }
                 try #require(migrated.status == 0, "\(migrated.stderr)")
                 let (serve, port) = try await CLITests.serve(
                     ["--jwt-secret-file", secret], database: database, errorLog: "/dev/null",

@@ -138,9 +138,8 @@ struct CacheTests {
     }
 
     static func withMigratedDatabase(_ body: (PostgresConfiguration, World) async throws -> Void) async throws {
-        try await TestDatabase.withFresh { configuration in
+        try await TestDatabase.withFresh(from: .migrated) { configuration in
             let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
-            try await LiveTests.migrate(pool)
             let world = try await World(pool)
             await pool.close()
             try await body(configuration, world)

@@ -31,18 +31,6 @@ struct LiveTests {
         try await ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool)).create(name: "live").1
     }
 
-    /// Migrates a test database, distributing it on Citus; `distribute: false` for a plain server of a test's
-    /// own.
-    static func migrate(_ pool: PostgresConnectionPool, distribute: Bool = !TestDatabase.citusWorkers.isEmpty)
-        async throws
-    {
-        try await TestDatabase.settingUp {
-            try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(
-                pool, distribute: distribute)
-            try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
-        }
-    }
-
     /// A migrated database with one couple and its owner, the service on it, and the headers of a service key
     /// acting for the owner.
     struct OwnedCouple {
@@ -60,8 +48,7 @@ struct LiveTests {
     }
 
     static func withOwnedCouple(_ body: (OwnedCouple) async throws -> Void) async throws {
-        try await TestDatabase.withFreshPool { pool in
-            try await migrate(pool)
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
@@ -76,8 +63,7 @@ struct LiveTests {
 
     @Test("invite, open the page, accept with a JWT, and the check answers true")
     func invitationFlow() async throws {
-        try await TestDatabase.withFreshPool { pool in
-            try await Self.migrate(pool)
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let admin = Actor.operator(label: "tests")
             let owner = try await repository.addUser(
@@ -137,7 +123,7 @@ struct LiveTests {
             let pool = PostgresConnectionPool(
                 configuration: PostgresConfiguration(connectionString: cluster.url, connectTimeout: 2),
                 maxConnections: 4, acquireTimeout: .seconds(2))
-            try await Self.migrate(pool, distribute: false)
+            try await DatabaseTemplate.migrate(pool, distribute: false)
             let repository = PostgresCollaborationRepository(pool: pool)
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)

@@ -20,7 +20,7 @@ struct BudgetBothRepositoriesTests {
             let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles))
             try await body(CoupleBudget(couple: UUID(), repository: InMemoryBudgetRepository(), checker: checker))
         case .postgres:
-            try await MigratedDatabase.withPool { pool in
+            try await TestDatabase.withFreshPool(from: .migrated) { pool in
                 let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
                 let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
                 try await body(

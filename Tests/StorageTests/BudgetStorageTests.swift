@@ -65,7 +65,7 @@ private struct BudgetWorld {
 struct BudgetStorageTests {
     @Test("scenarios, items, expenses, allocation, gifts, payments and the overview, end to end")
     func endToEnd() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let b = world.budget()
             let scenario = try await b.createScenario(named: "Main", primary: true, as: world.owner)
@@ -109,7 +109,7 @@ struct BudgetStorageTests {
 
     @Test("budget writes are in the audit log, each with the member or operator who made it")
     func audited() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let (b, scenario, item, expense) = try await world.smallBudget()
             _ = try await b.allocate(expense: expense.id, scenario: scenario.id, items: [item.id], as: world.owner)
@@ -138,7 +138,7 @@ struct BudgetStorageTests {
 
     @Test("a viewer's edits and a stranger's reads are refused, and the database is exactly as before")
     func refusals() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let (b, scenario, item, expense) = try await world.smallBudget()
             let before = try await world.dump()
@@ -194,7 +194,7 @@ struct BudgetStorageTests {
 
     @Test("an overview costs the same number of statements at 10 and at 1,000 items", arguments: [10, 1_000])
     func statementCount(items: Int) async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let scenario = try await world.budget().createScenario(named: "Main", as: .operator(label: "t"))
             try await Self.seed(pool, couple: world.couple, scenario: scenario.id, items: items)
@@ -213,7 +213,7 @@ struct BudgetStorageTests {
 
     @Test("each couple's budget is read where it is stored: on Citus on the worker holding it, else the one server")
     func readsWhereStored() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let reads = BudgetReadPools(coordinator: pool)
             try await ensuring {
                 let admin = Actor.operator(label: "t")
@@ -282,7 +282,7 @@ struct BudgetStorageTests {
         let listener = try listeningOnLoopback()
         if !silent { close(listener.socket) }
         defer { if silent { close(listener.socket) } }
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             try await pool.query(
                 """
                 CREATE OR REPLACE FUNCTION rbac.budget_node(p_couple uuid, OUT host text, OUT port integer)
@@ -352,7 +352,7 @@ struct BudgetStorageTests {
 
     @Test("concurrent recalculations for one couple, from separate actors, end as if run one by one", arguments: 0..<10)
     func concurrentRecalculations(round: Int) async throws {
-        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
             let world = try await BudgetWorld(pool)
             let setup = world.budget()
             let admin = Actor.operator(label: "t")
@@ -402,7 +402,7 @@ struct BudgetStorageTests {
 
     @Test("two edits of different fields of one expense, at once from separate actors, both land", arguments: 0..<10)
     func concurrentEdits(round: Int) async throws {
-        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
             let world = try await BudgetWorld(pool)
             let admin = Actor.operator(label: "t")
             let expense = try await world.budget().createExpense(named: "Hall", amount: 100, as: admin)
@@ -428,7 +428,7 @@ struct BudgetStorageTests {
 
     @Test("two items added at once, from separate actors, with room for one: one lands, the other is refused")
     func itemLimitRace() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
             let world = try await BudgetWorld(pool)
             let admin = Actor.operator(label: "t")
             let scenario = try await world.budget().createScenario(named: "Main", as: admin)
@@ -458,7 +458,7 @@ struct BudgetStorageTests {
 
     @Test("clones and deletes for one couple at once, from separate actors, all land, none deadlocked, counts exact")
     func cloneWhileDeleting() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let admin = Actor.operator(label: "t")
             let scenario = try await world.budget().createScenario(named: "Main", as: admin)
@@ -507,7 +507,7 @@ struct BudgetStorageTests {
 
     @Test("a page of any listing holds the couple's own rows only; a page after another couple's row is refused")
     func pagesStayInTheCouple() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let admin = Actor.operator(label: "t")
             let other = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
@@ -556,7 +556,7 @@ struct BudgetStorageTests {
 
     @Test("an overview snapshot holds what the five reads return, from one REPEATABLE READ transaction")
     func overviewSnapshot() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let scenario = try await world.budget().createScenario(named: "Main", as: Actor.operator(label: "t"))
             try await Self.seed(pool, couple: world.couple, scenario: scenario.id, items: 10)
@@ -589,7 +589,7 @@ struct BudgetStorageTests {
 
     @Test("overviews taken while writes keep landing all answer, each with one state: names and allocations agree")
     func overviewDuringWrites() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
             let world = try await BudgetWorld(pool)
             let admin = Actor.operator(label: "t")
             let scenario = try await world.budget().createScenario(named: "Main", as: admin)

@@ -12,7 +12,7 @@ struct CollaborationRaceTests {
 
     @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
     func bothOwnersLeave() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             for _ in 0..<Self.rounds {
                 let (first, second) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
@@ -36,7 +36,7 @@ struct CollaborationRaceTests {
 
     @Test("one owner demotes the other while the other leaves: an owner always remains")
     func demoteWhileLeaving() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             var seen = Set<[Outcome]>()
             for _ in 0..<Self.rounds {
                 let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
@@ -66,7 +66,7 @@ struct CollaborationRaceTests {
 
     @Test("20 users accept one invitation at once: exactly one membership")
     func twentyAcceptOneInvitation() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 21) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 21) { pool in
             for _ in 0..<Self.rounds {
                 let owner = try await pool.newUser()
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
@@ -94,7 +94,7 @@ struct CollaborationRaceTests {
 
     @Test("first sign-ins race: one identity makes one user; two with one verified address share it")
     func firstSignInsRace() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 9) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 9) { pool in
             for round in 0..<Self.rounds / 2 {
                 let email = "new-\(round)-\(UUID().uuidString.lowercased())@example.com"
                 let results = try await race(8) { index, go in
@@ -120,7 +120,7 @@ struct CollaborationRaceTests {
 
     @Test("accepting races revoking: exactly one of the two happens")
     func acceptRacesRevoke() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             var winners = Set<String>()
             for _ in 0..<Self.rounds {
                 let (owner, invitee) = (try await pool.newUser(), try await pool.newUser())
@@ -162,7 +162,7 @@ struct CollaborationRaceTests {
 
     @Test("two resends of one invitation at once: one new token, the other refused, one invitation pending")
     func resendRacesResend() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             for _ in 0..<Self.rounds {
                 let owner = try await pool.newUser()
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
@@ -192,7 +192,7 @@ struct CollaborationRaceTests {
 
     @Test("a couple's role deleted while it is granted: one of the two is refused, no one holds a deleted role")
     func deleteRoleWhileGranting() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             for _ in 0..<Self.rounds {
                 let (owner, guest) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
@@ -226,7 +226,7 @@ struct CollaborationRaceTests {
 
     @Test("a couple's role widened while someone lacking the new permission grants it: never both")
     func widenRoleWhileGranting() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 3) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             for _ in 0..<Self.rounds {
                 let (owner, partner, author, guest) = (
                     try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),

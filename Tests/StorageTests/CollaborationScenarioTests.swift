@@ -51,7 +51,7 @@ struct CollaborationScenarioTests {
                 .flattened()
             try await body(World(InMemoryCollaborationRepository(roles: roles)))
         case .postgres:
-            try await MigratedDatabase.withPool { pool in
+            try await TestDatabase.withFreshPool(from: .migrated) { pool in
                 try await body(World(PostgresCollaborationRepository(pool: pool)))
             }
         }

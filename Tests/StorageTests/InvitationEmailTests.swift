@@ -79,7 +79,7 @@ struct InvitationEmailTests {
 
     static func withServer(_ body: (Setup) async throws -> Void) async throws {
         try await HTTPSPeer.with(script: "smtp_server.py") { peer in
-            try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+            try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
                 let key = try DeliveryKey(hex: DeliveryKey.generateHex())
                 let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
                 let owner = try await repository.addUser(

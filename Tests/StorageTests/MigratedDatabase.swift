@@ -5,22 +5,6 @@ import Postgres
 import Storage
 import TestSupport
 
-/// A fresh database with the project's migrations and access policy applied.
-enum MigratedDatabase {
-    static func withPool<T>(maxConnections: Int = 4, _ body: (PostgresConnectionPool) async throws -> T) async throws
-        -> T
-    {
-        try await TestDatabase.withFreshPool(maxConnections: maxConnections) { pool in
-            try await TestDatabase.settingUp {
-                try await MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql")).migrate(
-                    pool, distribute: !TestDatabase.citusWorkers.isEmpty)
-                try await AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).apply(pool)
-            }
-            return try await body(pool)
-        }
-    }
-}
-
 extension PostgresConnectionPool {
     /// The database's data as `pg_dump --data-only` writes it: what a stolen backup holds.
     func dump() async throws -> String {

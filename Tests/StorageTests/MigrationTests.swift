@@ -113,7 +113,7 @@ struct MigrationTests {
     func projectMigrations() async throws {
         let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         try await TestDatabase.withFreshPool { pool in
-            let first = try await runner.migrate(pool)
+            let first = try await TestDatabase.settingUp { try await runner.migrate(pool) }
             let second = try await runner.migrate(pool)
             #expect(first.migrations.count == runner.migrations.count)
             #expect(first.definitions.count == runner.definitions.count)
@@ -140,7 +140,7 @@ struct MigrationTests {
         let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         let policy = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies"))
         try await TestDatabase.withFreshPool { pool in
-            try await runner.migrate(pool)
+            try await TestDatabase.settingUp { try await runner.migrate(pool) }
             #expect(try await policy.apply(pool, force: false), "a new database gets the policy")
             let couple: UUID = try await pool.query("INSERT INTO couples (name) VALUES ('C') RETURNING id")[0]
                 .decode("id")
@@ -213,7 +213,7 @@ struct MigrationTests {
         defer { try? FileManager.default.removeItem(at: root) }
         try await TestDatabase.withFreshPool { pool in
             let runner = try MigrationRunner.load(from: root)
-            let first = try await runner.migrate(pool)
+            let first = try await TestDatabase.settingUp { try await runner.migrate(pool) }
             #expect(!first.migrations.isEmpty && first.definitions.count == runner.definitions.count)
 
             let defined = try await pool.query(

@@ -141,7 +141,7 @@ extension Result where Failure == any Error {
 struct PermissionSetBatchTests {
     @Test("checks that arrive together are read by fewer statements, and each gets its own pair's set")
     func concurrentChecks() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 6) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let (owner, viewer, outsider) = (
                 try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
@@ -182,7 +182,7 @@ struct PermissionSetBatchTests {
         "without a cache, an allowed check is one statement once the roles' permissions are known; only a denial reads the policy, to refuse a typo"
     )
     func uncachedCheckStatements() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
             let (owner, viewer) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])
@@ -208,7 +208,7 @@ struct PermissionSetBatchTests {
 
     @Test("while other checks keep every load busy, a suspended member's next check finds no permissions")
     func revokeAmidChecks() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let (owner, planner) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (planner, "planner")])
@@ -241,7 +241,7 @@ struct PermissionSetBatchTests {
 
     @Test("when the server drops the connection that loads keep using, checks go on over another")
     func drainConnectionKilled() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 4) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let owner = try await pool.newUser()
             let couple = try await pool.newCouple(members: [(owner, "owner")])
@@ -295,7 +295,7 @@ struct PermissionSetBatchTests {
 
     @Test("while what a role grants keeps changing, every set read matches the policy at its revision")
     func policyChangesAmidChecks() async throws {
-        try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
             let (owner, viewer) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (viewer, "viewer")])

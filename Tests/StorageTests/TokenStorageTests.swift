@@ -9,7 +9,7 @@ import Testing
 struct TokenStorageTests {
     @Test("the raw token never reaches the database: a full dump holds its hash, never the token")
     func rawTokenNeverStored() async throws {
-        try await MigratedDatabase.withPool { pool in
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let owner = try await pool.newUser()
             let couple = try await pool.newCouple(members: [(owner, "owner")])
             let token = SecretToken.generate(.invitation)

@@ -28,7 +28,7 @@ struct WebhookDeliveryTests {
         _ body: (PostgresConnectionPool, HTTPSPeer, OutboxWorker, DeliveryKey, WebhookEndpoint) async throws -> Void
     ) async throws {
         try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
-            try await MigratedDatabase.withPool(maxConnections: 8) { pool in
+            try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
                 let key = try DeliveryKey(hex: DeliveryKey.generateHex())
                 let (endpoint, secret) = try await PostgresOutbox(pool: pool).addWebhook(
                     url: peer.baseURL.appendingPathComponent("hooks").absoluteString, eventTypes: events, key: key)

@@ -23,21 +23,32 @@ public enum TestDatabase {
             Int($0)
         }
 
-    /// Runs `body` with the configuration of a new, empty database, and drops the database afterwards. On a
-    /// Citus coordinator the database is a Citus database: the extension on every node, the workers added.
-    public static func withFresh<T>(_ body: (PostgresConfiguration) async throws -> T) async throws -> T {
+    /// Runs `body` with the configuration of a new database, and drops the database afterwards: an empty one,
+    /// or a copy of `template`. On a Citus coordinator the database is a Citus database: the extension on every
+    /// node, the workers added.
+    public static func withFresh<T>(
+        from template: DatabaseTemplate? = nil, _ body: (PostgresConfiguration) async throws -> T
+    ) async throws -> T {
         let name = "test_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-        let admin = try await PostgresConnection.connect(try server())
         do {
-            try await admin.execute("CREATE DATABASE \(identifier: name)")
-            if !citusWorkers.isEmpty {
-                try await CitusDatabases.shared.serially { try await CitusDatabases.shared.create(name) }
+            if let template {
+                try await DatabaseTemplates.shared.copy(template, to: name)
+            } else {
+                let admin = try await PostgresConnection.connect(try server())
+                try await ensuring {
+                    try await admin.execute("CREATE DATABASE \(identifier: name)")
+                } finally: {
+                    await admin.close()
+                }
+                if !citusWorkers.isEmpty {
+                    try await CitusDatabases.shared.serially { try await CitusDatabases.shared.create(name) }
+                }
             }
             let value = try await body(try server(database: name))
-            try await drop(name, using: admin)
+            try await drop(name)
             return value
         } catch {
-            try? await drop(name, using: admin)
+            try? await drop(name)
             throw error
         }
     }
@@ -48,11 +59,12 @@ public enum TestDatabase {
         citusWorkers.isEmpty ? try await setUp() : try await CitusDatabases.shared.serially(setUp)
     }
 
-    /// Runs `body` with a pool on a new, empty database.
+    /// Runs `body` with a pool on a new database: an empty one, or a copy of `template`.
     public static func withFreshPool<T>(
-        maxConnections: Int = 4, _ body: (PostgresConnectionPool) async throws -> T
+        from template: DatabaseTemplate? = nil, maxConnections: Int = 4,
+        _ body: (PostgresConnectionPool) async throws -> T
     ) async throws -> T {
-        try await withFresh { configuration in
+        try await withFresh(from: template) { configuration in
             let pool = PostgresConnectionPool(configuration: configuration, maxConnections: maxConnections)
             return try await ensuring {
                 try await body(pool)
@@ -62,10 +74,30 @@ public enum TestDatabase {
         }
     }
 
-    private static func drop(_ name: String, using admin: PostgresConnection) async throws {
-        defer { Task { await admin.close() } }
-        try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-        if !citusWorkers.isEmpty { try await CitusDatabases.shared.drop(name) }
+    /// Runs `body` on the disposable server and then, on Citus, on each worker, connected as the administrator
+    /// to its `postgres` database.
+    static func onEachNode(_ body: (PostgresConnection) async throws -> Void) async throws {
+        for node in [try server()] + citusWorkers.map({ CitusDatabases.worker($0, database: "postgres") }) {
+            let admin = try await PostgresConnection.connect(node)
+            try await ensuring {
+                try await body(admin)
+            } finally: {
+                await admin.close()
+            }
+        }
+    }
+
+    /// Drops `name` on every node. A Citus maintenance daemon that starts as its database is dropped (a moment
+    /// after the database's first session) escapes FORCE; the next attempt ends it.
+    private static func drop(_ name: String) async throws {
+        try await onEachNode { admin in
+            for attempt in 1...3 {
+                do {
+                    try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+                    return
+                } catch let error as PostgresError where error.sqlState == SQLState("55006") && attempt < 3 {}
+            }
+        }
     }
 }
 
@@ -90,7 +122,7 @@ actor CitusDatabases {
         return try await body()
     }
 
-    private func worker(_ port: Int, database: String) -> PostgresConfiguration {
+    static func worker(_ port: Int, database: String) -> PostgresConfiguration {
         PostgresConfiguration(
             connectionString: "host=127.0.0.1 port=\(port) user=postgres dbname=\(database)",
             applicationName: "rbac-tests")
@@ -98,10 +130,10 @@ actor CitusDatabases {
 
     func create(_ name: String) async throws {
         for port in TestDatabase.citusWorkers {
-            let admin = try await PostgresConnection.connect(worker(port, database: "postgres"))
+            let admin = try await PostgresConnection.connect(Self.worker(port, database: "postgres"))
             try await admin.execute("CREATE DATABASE \(identifier: name)")
             await admin.close()
-            let database = try await PostgresConnection.connect(worker(port, database: name))
+            let database = try await PostgresConnection.connect(Self.worker(port, database: name))
             try await database.execute("CREATE EXTENSION citus")
             await database.close()
         }
@@ -115,14 +147,6 @@ actor CitusDatabases {
             try await coordinator.execute("SELECT citus_add_node('127.0.0.1', \(Int32(port)))")
         }
         await coordinator.close()
-    }
-
-    func drop(_ name: String) async throws {
-        for port in TestDatabase.citusWorkers {
-            let admin = try await PostgresConnection.connect(worker(port, database: "postgres"))
-            try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-            await admin.close()
-        }
     }
 }
 
