@@ -9,6 +9,7 @@ import Synchronization
 public final class BudgetReadPools: Sendable {
     private let coordinator: PostgresConnectionPool
     private let maxConnectionsPerWorker: Int
+    private let idleWorkerLifetime: Duration
     private let unreachable: @Sendable (String) -> Void
     private let state = Mutex(State())
 
@@ -18,8 +19,15 @@ public final class BudgetReadPools: Sendable {
         var description: String { "\(host):\(port)" }
     }
 
+    private struct Worker {
+        let pool: PostgresConnectionPool
+        var used: ContinuousClock.Instant
+    }
+
     private struct State {
-        var workers: [Node: PostgresConnectionPool] = [:]
+        var workers: [Node: Worker] = [:]
+        /// When workers' pools were last looked over for idle ones.
+        var sweptAt = ContinuousClock.now
         /// Each couple's node as last looked up (nil: the coordinator), and when.
         var nodes: [UUID: (node: Node?, at: ContinuousClock.Instant)] = [:]
         /// Workers this service could not reach, and until when their couples are read through the coordinator.
@@ -37,13 +45,17 @@ public final class BudgetReadPools: Sendable {
     /// shortest, as the coordinator answers the same read, only slower.
     static let workerConnectTimeout = 2
 
-    /// `unreachable` hears, once each time it happens, that a worker is set aside and why.
+    /// `unreachable` hears, once each time it happens, that a worker is set aside and why. A worker's pool
+    /// that no read has used for `idleWorkerLifetime` is closed, so that a node that no longer holds any
+    /// couple's budget (after a rebalance, or taken out of the cluster) is left no connections; the next read
+    /// sent there opens it again.
     public init(
         coordinator: PostgresConnectionPool, maxConnectionsPerWorker: Int = 8,
-        unreachable: @escaping @Sendable (String) -> Void = { _ in }
+        idleWorkerLifetime: Duration = .seconds(300), unreachable: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.coordinator = coordinator
         self.maxConnectionsPerWorker = maxConnectionsPerWorker
+        self.idleWorkerLifetime = idleWorkerLifetime
         self.unreachable = unreachable
     }
 
@@ -54,6 +66,7 @@ public final class BudgetReadPools: Sendable {
     public func read<T: Sendable>(_ couple: UUID, _ body: (PostgresConnectionPool) async throws -> T) async throws
         -> T
     {
+        await closeIdleWorkers()
         guard let node = try await node(of: couple), let worker = worker(node) else {
             return try await body(coordinator)
         }
@@ -83,20 +96,38 @@ public final class BudgetReadPools: Sendable {
 
     /// The pool of `node`, or nil while it is set aside.
     private func worker(_ node: Node) -> PostgresConnectionPool? {
-        state.withLock { state in
+        let now = ContinuousClock.now
+        return state.withLock { state in
             if let until = state.setAside[node] {
-                guard ContinuousClock.now >= until else { return nil }
+                guard now >= until else { return nil }
                 state.setAside[node] = nil
             }
-            if let pool = state.workers[node] { return pool }
+            if let pool = state.workers[node]?.pool {
+                state.workers[node]?.used = now
+                return pool
+            }
             var configuration = coordinator.configuration.reaching(host: node.host, port: node.port)
             configuration.connectTimeout = min(configuration.connectTimeout, Self.workerConnectTimeout)
             let pool = PostgresConnectionPool(
                 configuration: configuration, maxConnections: maxConnectionsPerWorker,
                 acquireTimeout: coordinator.acquireTimeout)
-            state.workers[node] = pool
+            state.workers[node] = Worker(pool: pool, used: now)
             return pool
         }
+    }
+
+    /// Closes the pools no read has used for `idleWorkerLifetime`, looking at most once in that time. A read
+    /// holds its pool for far less, so none is closed under one.
+    private func closeIdleWorkers() async {
+        let now = ContinuousClock.now
+        let idle = state.withLock { state -> [PostgresConnectionPool] in
+            guard now - state.sweptAt >= idleWorkerLifetime else { return [] }
+            state.sweptAt = now
+            let idle = state.workers.filter { now - $0.value.used >= idleWorkerLifetime }
+            for node in idle.keys { state.workers[node] = nil }
+            return idle.values.map(\.pool)
+        }
+        for pool in idle { await pool.close() }
     }
 
     private func setAside(_ node: Node, because error: PostgresError) {
@@ -112,7 +143,7 @@ public final class BudgetReadPools: Sendable {
     public func close() async {
         let workers = state.withLock { state in
             defer { state.workers = [:] }
-            return Array(state.workers.values)
+            return state.workers.values.map(\.pool)
         }
         for pool in workers { await pool.close() }
     }

@@ -327,6 +327,53 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("a worker's pool no read has used for a while is closed, and opened again by the next read sent there")
+    func idleWorkerClosed() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let stored = try await pool.newCouple(members: [])
+            let other = try await pool.newCouple(members: [])
+            // One couple's budget is placed on a "worker" that is this server over TCP; the other's on the
+            // coordinator.
+            try await pool.query(
+                """
+                CREATE OR REPLACE FUNCTION rbac.budget_node(p_couple uuid, OUT host text, OUT port integer)
+                RETURNS SETOF record LANGUAGE sql
+                AS $$ SELECT '127.0.0.1', current_setting('port')::int WHERE p_couple = \(literal: "\(stored)") $$
+                """)
+            let lifetime = Duration.seconds(2)
+            let reads = BudgetReadPools(coordinator: pool, idleWorkerLifetime: lifetime)
+            try await ensuring {
+                let started = ContinuousClock.now
+                let worker = try await reads.read(stored) { $0 }
+                let used = ContinuousClock.now
+                #expect(worker !== pool)
+                let session: Int32 = try await worker.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
+                func open() async throws -> Bool {
+                    try await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(session)").count == 1
+                }
+                // Read within the lifetime: the worker's pool stays open.
+                #expect(try await reads.read(other) { $0 } === pool)
+                if ContinuousClock.now - started < lifetime { #expect(try await open()) }
+
+                try await Task.sleep(until: used + lifetime, clock: .continuous)
+                // The next read, of any couple, closes the idle pool; its session ends.
+                #expect(try await reads.read(other) { $0 } === pool)
+                await #expect(throws: PostgresError.self) { try await worker.query("SELECT 1") }
+                let deadline = ContinuousClock.now + .seconds(10)
+                while try await open() && ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                #expect(try await !open())
+
+                let again = try await reads.read(stored) { $0 }
+                #expect(again !== worker && again !== pool)
+                #expect(try await again.query("SELECT 1 AS one")[0].decode("one", as: Int32.self) == 1)
+            } finally: {
+                await reads.close()
+            }
+        }
+    }
+
     /// `items` items of 100.00, each with two expenses of 10.00 allocated to it, and a received gift.
     static func seed(_ pool: PostgresConnectionPool, couple: UUID, scenario: UUID, items: Int) async throws {
         try await pool.query(
