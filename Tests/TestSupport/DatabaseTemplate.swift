@@ -78,19 +78,8 @@ actor DatabaseTemplates {
                 await pool.close()
             }
         }
-        // A database is copied only while no one is connected to it. Citus's maintenance daemons are, on every
-        // node; ended, they start again only when a session opens on the database, and none will.
-        try await TestDatabase.onEachNode { admin in
-            let deadline = ContinuousClock.now + .seconds(10)
-            while try await admin.query(
-                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = \(name)"
-            )[0].decode("n", as: Int.self) > 0 {
-                guard ContinuousClock.now < deadline else {
-                    throw TestSetupError("sessions on the template database \(name) did not end")
-                }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
+        // A database is copied only while no one is connected to it.
+        try await TestDatabase.closeToSessions(name)
         return name
     }
 }

@@ -87,17 +87,31 @@ public enum TestDatabase {
         }
     }
 
-    /// Drops `name` on every node. A Citus maintenance daemon that starts as its database is dropped (a moment
-    /// after the database's first session) escapes FORCE; the next attempt ends it.
-    private static func drop(_ name: String) async throws {
+    /// Ends every session on `name`, on every node, and lets no new one in. On Citus each node's maintenance
+    /// daemon connects to the database on every node, and starts again on a node as soon as a session there
+    /// loads Citus: sessions ended one node at a time come back.
+    static func closeToSessions(_ name: String) async throws {
         try await onEachNode { admin in
-            for attempt in 1...3 {
-                do {
-                    try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
-                    return
-                } catch let error as PostgresError where error.sqlState == SQLState("55006") && attempt < 3 {}
+            if try await admin.query("SELECT 1 FROM pg_database WHERE datname = \(name)").count == 1 {
+                try await admin.execute("ALTER DATABASE \(identifier: name) ALLOW_CONNECTIONS false")
             }
         }
+        try await onEachNode { admin in
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await admin.query(
+                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = \(name)"
+            )[0].decode("n", as: Int.self) > 0 {
+                guard ContinuousClock.now < deadline else {
+                    throw TestSetupError("sessions on the database \(name) did not end")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+    }
+
+    private static func drop(_ name: String) async throws {
+        try await closeToSessions(name)
+        try await onEachNode { try await $0.execute("DROP DATABASE IF EXISTS \(identifier: name)") }
     }
 }
 
