@@ -5,6 +5,8 @@ import Postgres
 import Storage
 import TestSupport
 
+/// What the storage tests do to a test database besides the repositories' own calls: dump it, act as an end
+/// user, add users and couples directly, count rows.
 extension PostgresConnectionPool {
     /// The database's data as `pg_dump --data-only` writes it: what a stolen backup holds.
     func dump() async throws -> String {
