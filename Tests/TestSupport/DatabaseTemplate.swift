@@ -66,11 +66,8 @@ actor DatabaseTemplates {
 
     private static func make(_ template: DatabaseTemplate) async throws -> String {
         let name = "template_\(template.label)_" + UUID().uuidString.lowercased().prefix(8)
-        let admin = try await PostgresConnection.connect(try TestDatabase.server())
-        try await admin.execute("CREATE DATABASE \(identifier: name)")
-        await admin.close()
         try await TestDatabase.settingUp {
-            if !TestDatabase.citusWorkers.isEmpty { try await CitusDatabases.shared.create(name) }
+            try await TestDatabase.createEmpty(name)
             let pool = PostgresConnectionPool(configuration: try TestDatabase.server(database: name), maxConnections: 2)
             try await ensuring {
                 try await template.setUp(pool)

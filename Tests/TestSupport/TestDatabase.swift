@@ -34,15 +34,7 @@ public enum TestDatabase {
             if let template {
                 try await DatabaseTemplates.shared.copy(template, to: name)
             } else {
-                let admin = try await PostgresConnection.connect(try server())
-                try await ensuring {
-                    try await admin.execute("CREATE DATABASE \(identifier: name)")
-                } finally: {
-                    await admin.close()
-                }
-                if !citusWorkers.isEmpty {
-                    try await CitusDatabases.shared.serially { try await CitusDatabases.shared.create(name) }
-                }
+                try await settingUp { try await createEmpty(name) }
             }
             let value = try await body(try server(database: name))
             try await drop(name)
@@ -72,6 +64,18 @@ public enum TestDatabase {
                 await pool.close()
             }
         }
+    }
+
+    /// Creates the empty database `name`; on a Citus coordinator a Citus database: the extension on every node,
+    /// the workers added. Callers run it inside `settingUp`.
+    static func createEmpty(_ name: String) async throws {
+        let admin = try await PostgresConnection.connect(try server())
+        try await ensuring {
+            try await admin.execute("CREATE DATABASE \(identifier: name)")
+        } finally: {
+            await admin.close()
+        }
+        if !citusWorkers.isEmpty { try await CitusDatabases.shared.create(name) }
     }
 
     /// Runs `body` on the disposable server and then, on Citus, on each worker, connected as the administrator
