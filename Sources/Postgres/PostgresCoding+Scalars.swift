@@ -14,52 +14,43 @@ extension Bool: PostgresEncodable, PostgresDecodable {
     }
 }
 
-/// Integers decode from any integer column whose value fits.
-private func decodeInteger<T: FixedWidthInteger>(_ bytes: PostgresBytes, cell: PostgresCell) throws -> T {
-    var bytes = bytes
-    let wide: Int64?
-    switch cell.type {
-    case .int2: wide = bytes.read(Int16.self).map(Int64.init)
-    case .int4: wide = bytes.read(Int32.self).map(Int64.init)
-    case .int8: wide = bytes.read(Int64.self)
-    case .oid: wide = bytes.read(UInt32.self).map(Int64.init)
-    default: throw cell.typeMismatch(T.self)
+/// An integer parameter goes as its own width; an integer decodes from any integer column whose value fits.
+public protocol PostgresInteger: FixedWidthInteger, PostgresEncodable, PostgresDecodable {}
+
+extension PostgresInteger {
+    public func encode(into buffer: inout [UInt8]) { buffer.appendBigEndian(self) }
+
+    public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> Self {
+        var bytes = bytes
+        let wide: Int64?
+        switch cell.type {
+        case .int2: wide = bytes.read(Int16.self).map(Int64.init)
+        case .int4: wide = bytes.read(Int32.self).map(Int64.init)
+        case .int8: wide = bytes.read(Int64.self)
+        case .oid: wide = bytes.read(UInt32.self).map(Int64.init)
+        default: throw cell.typeMismatch(Self.self)
+        }
+        guard let wide, bytes.remaining == 0 else { throw cell.error("has a malformed integer value") }
+        guard let value = Self(exactly: wide) else { throw cell.error("does not fit in \(Self.self)") }
+        return value
     }
-    guard let wide, bytes.remaining == 0 else { throw cell.error("has a malformed integer value") }
-    guard let value = T(exactly: wide) else { throw cell.error("does not fit in \(T.self)") }
-    return value
 }
 
-extension Int16: PostgresEncodable, PostgresDecodable {
+extension Int16: PostgresInteger {
     public static var postgresType: PostgresDataType { .int2 }
-    public func encode(into buffer: inout [UInt8]) { buffer.appendBigEndian(self) }
-    public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> Int16 {
-        try decodeInteger(bytes, cell: cell)
-    }
 }
 
-extension Int32: PostgresEncodable, PostgresDecodable {
+extension Int32: PostgresInteger {
     public static var postgresType: PostgresDataType { .int4 }
-    public func encode(into buffer: inout [UInt8]) { buffer.appendBigEndian(self) }
-    public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> Int32 {
-        try decodeInteger(bytes, cell: cell)
-    }
 }
 
-extension Int64: PostgresEncodable, PostgresDecodable {
+extension Int64: PostgresInteger {
     public static var postgresType: PostgresDataType { .int8 }
-    public func encode(into buffer: inout [UInt8]) { buffer.appendBigEndian(self) }
-    public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> Int64 {
-        try decodeInteger(bytes, cell: cell)
-    }
 }
 
-extension Int: PostgresEncodable, PostgresDecodable {
+extension Int: PostgresInteger {
     public static var postgresType: PostgresDataType { .int8 }
     public func encode(into buffer: inout [UInt8]) { buffer.appendBigEndian(Int64(self)) }
-    public static func decode(from bytes: PostgresBytes, cell: PostgresCell) throws -> Int {
-        try decodeInteger(bytes, cell: cell)
-    }
 }
 
 extension String: PostgresEncodable, PostgresDecodable {

@@ -42,6 +42,24 @@ struct DataTypeTests {
         }
     }
 
+    @Test("an integer decodes from any integer column whose value fits, and from nothing else")
+    func integerWidths() async throws {
+        try await withConnection { connection in
+            let rows = try await connection.query(
+                "SELECT 7::int2 AS small, 40000::int8 AS wide, 4000000000::oid AS oid, '7' AS text")
+            #expect(try rows[0].decode("small", as: Int64.self) == 7)
+            #expect(try rows[0].decode("small", as: Int.self) == 7)
+            #expect(try rows[0].decode("wide", as: Int32.self) == 40000)
+            #expect(try rows[0].decode("oid", as: Int64.self) == 4_000_000_000)
+            let tooWide = #expect(throws: PostgresError.self) { try rows[0].decode("wide", as: Int16.self) }
+            #expect(tooWide?.message.contains("does not fit in Int16") == true)
+            let oidTooWide = #expect(throws: PostgresError.self) { try rows[0].decode("oid", as: Int32.self) }
+            #expect(oidTooWide?.message.contains("does not fit in Int32") == true)
+            let text = #expect(throws: PostgresError.self) { try rows[0].decode("text", as: Int.self) }
+            #expect(text?.message.contains("cannot be decoded as Int") == true)
+        }
+    }
+
     @Test("numeric is exact: 20 digits, tiny fractions, negatives")
     func numeric() async throws {
         try await withConnection { connection in
