@@ -10,15 +10,17 @@ extension RBAC {
         @Option(help: "The user who accepts (id or email).") var user: String
         @OptionGroup var options: OperatorOptions
 
-        func validate() throws { try Parse.user(user) }
+        func validate() throws {
+            _ = try Parse.invitationToken(token)
+            try Parse.user(user)
+        }
 
         func run() async throws {
             try await options.run { context in
                 let accepter = try await context.user(user)
-                // A pasted link works too: the token is its last path component.
-                let text = token.split(separator: "/").last.map(String.init) ?? token
                 let membership = try await context.invitations.accept(
-                    token: text, user: accepter.id, as: .operator(label: options.label.recorded))
+                    token: try Parse.invitationToken(token).rawValue, user: accepter.id,
+                    as: .operator(label: options.label.recorded))
                 try options.output.print(
                     membership,
                     "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"

@@ -487,7 +487,7 @@ struct CLITests {
         }
     }
 
-    @Test("invite, redeem: the user is a member with the invited role; redeeming again exits 4")
+    @Test("invite, redeem: the user is a member with the invited role; a malformed token exits 2, again 4")
     func inviteAndRedeem() async throws {
         try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
@@ -496,6 +496,14 @@ struct CLITests {
             #expect(invite.status == 0, "\(invite.stderr)")
             let link = try #require(try Self.json(invite)["link"] as? String)
             #expect(link.hasPrefix("https://rbac.test/invitations/inv_"))
+            // A link cut short, or something that is no token at all: a usage error that repeats none of it.
+            let token = String(link.split(separator: "/").last!)
+            for malformed in [String(link.dropLast()), String(token.dropLast()), "inv_", "", "https://rbac.test/"] {
+                let refused = try await run(["redeem", malformed, "--user", "paul@example.com"])
+                #expect(refused.status == 2, "\(malformed): \(refused.stderr)")
+                #expect(refused.stderr.contains("not an invitation token"), "\(refused.stderr)")
+                #expect(!refused.stderr.contains(token.dropFirst(4).prefix(12)), "no part of the token is echoed")
+            }
             let redeem = try await run(["redeem", link, "--user", "paul@example.com"])
             #expect(redeem.status == 0, "\(redeem.stderr)")
             let check = try await run([

@@ -2,6 +2,7 @@ import ArgumentParser
 import Collaboration
 import Foundation
 import Postgres
+import Secrets
 import Storage
 
 /// Who acts: by default the operator running the CLI (full rights, recorded under the OS user or
@@ -164,6 +165,18 @@ enum Parse {
         } catch {
             throw ValidationError(error.message)
         }
+    }
+
+    /// An invitation token, or a link whose last path component is one. The error never repeats the text: a
+    /// token cut short in pasting is still most of a secret.
+    static func invitationToken(_ text: String) throws -> SecretToken {
+        let last = text.split(separator: "/").last.map(String.init) ?? text
+        guard let token = SecretToken(parsing: last, as: .invitation) else {
+            throw ValidationError(
+                "that is not an invitation token (inv_ and \(SecretToken.encodedLength) characters) or a link ending in one"
+            )
+        }
+        return token
     }
 
     static func role(_ text: String) throws {
