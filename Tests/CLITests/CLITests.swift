@@ -487,9 +487,9 @@ struct CLITests {
         }
     }
 
-    @Test("invite, redeem: the user is a member with the invited role; a malformed token exits 2, again 4")
+    @Test("invite, redeem (the link as an argument or on stdin): a member with the role; malformed exits 2, again 4")
     func inviteAndRedeem() async throws {
-        try await Self.withDatabase { run, _ in
+        try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "paul@example.com"]).status == 0)
             let invite = try await run(["invite", "--couple", couple, "--role", "partner", "--json"])
@@ -510,10 +510,18 @@ struct CLITests {
                 "check", "--couple", couple, "--user", "paul@example.com", "--permission", "audit.view",
             ])
             #expect(check.status == 0)
-            let again = try await run(["redeem", link, "--user", "paul@example.com"])
-            #expect(again.status == 4)
-            #expect(again.stderr.contains("already accepted"))
-            #expect(!again.stderr.contains(link.split(separator: "/").last!), "the token never appears in an error")
+            // Again, the link read from standard input (`-`): found, and already accepted.
+            let again = try await ChildProcess.run(
+                "/bin/sh",
+                [
+                    "-c", #"printf '%s\n' "$1" | exec "$0" redeem - --user paul@example.com"#, Self.executable.path,
+                    link,
+                ],
+                environment: ProcessInfo.processInfo.environment.merging(
+                    ["DATABASE_URL": configuration.connectionString]) { $1 })
+            #expect(again.status == 4, "\(again.errorOutput)")
+            #expect(again.errorOutput.contains("already accepted"))
+            #expect(!again.errorOutput.contains(token), "the token never appears in an error")
             let audit = try await run(["audit", "--couple", couple])
             #expect(audit.status == 0)
             #expect(audit.stdout.contains("invitation.update") && audit.stdout.contains("membership.insert"))
