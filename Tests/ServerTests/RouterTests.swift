@@ -315,6 +315,18 @@ struct RouterTests {
                 #expect(response.status == .ok)
                 #expect(text(response) == #"{"allowed":true,"revision":1}"#)
             }
+            // The scheme's name in any case; anything else before the key is no bearer credential.
+            for (scheme, status) in [
+                ("bearer ", HTTPResponse.Status.ok), ("BEARER ", .ok), ("Bearer  ", .unauthorized),
+                ("Bearer", .unauthorized), ("Basic ", .unauthorized), ("Bearers ", .unauthorized),
+                ("Bearer\t", .unauthorized),
+            ] {
+                try await client.execute(
+                    uri: "/v1/check", method: .post, headers: [.authorization: scheme + fixture.apiKey], body: body
+                ) {
+                    #expect($0.status == status, "\(scheme.debugDescription)")
+                }
+            }
             let cross = ByteBuffer(
                 string: #"{"couple_id":"\#(other)","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#)
             try await client.execute(uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: cross) {
