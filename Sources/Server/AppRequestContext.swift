@@ -25,4 +25,6 @@ public struct AppRequestContext: RequestContext {
 
     /// Request bodies above 64 KiB are refused with 413 (a batch of 100 checks is about 15 KiB).
     public var maxUploadSize: Int { 64 * 1024 }
+
+    public var requestDecoder: StrictJSONDecoder { StrictJSONDecoder() }
 }

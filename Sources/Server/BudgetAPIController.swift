@@ -308,6 +308,7 @@ struct BudgetAPIController {
         -> T
     {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        try RepeatedJSONKeys.refuse(buffer)
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .convertFromSnakeCase
         do {

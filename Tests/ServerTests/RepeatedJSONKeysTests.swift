@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import Server
+
+@Suite("JSON bodies that repeat a key")
+struct RepeatedJSONKeysTests {
+    static func repeated(_ json: String) -> String? {
+        Array(json.utf8).withUnsafeBytes { RepeatedJSONKeys.firstRepeatedKey(in: $0) }
+    }
+
+    @Test("a key named twice in one object is found as a decoder reads it; alike keys elsewhere are not")
+    func scanner() {
+        #expect(Self.repeated(#"{"permission":"a","permission":"b"}"#) == "permission")
+        #expect(Self.repeated(#"{"permission":"a","\u0070ermission":"b"}"#) == "permission", "escapes resolved")
+        #expect(Self.repeated(#"{ "a" : 1 , "b" : {"a": 2, "c": [ {"a":3}, {"a":4, "a":5} ] } }"#) == "a")
+        #expect(Self.repeated(#"{"checks":[{"a":1,"b":2},{"a":1,"b":2}],"b":{"b":{"b":1}}}"#) == nil)
+        #expect(Self.repeated(#"{"a":"a","b":"a","c":["a","a"],"d":{}}"#) == nil, "values and arrays may repeat")
+        #expect(Self.repeated(#"{"a\"{":"}\",\"a\\\"{\":","x":1}"#) == nil, "quotes and braces inside strings")
+        #expect(Self.repeated(#"{"a\"{":1,"a\"{":2}"#) == #"a"{"#)
+        #expect(Self.repeated(#"{"\\":1,"\u005c":2}"#) == "\\")
+        for malformed in [#"{"a":1,"b""#, "}}", #"{"a":"#, "", #"{"\ud800":1,"\ud800":2}"#] {
+            #expect(Self.repeated(malformed) == nil, "left to the decoder: \(malformed)")
+        }
+        let many = (0..<5_000).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+        #expect(Self.repeated("{\(many)}") == nil)
+        #expect(Self.repeated("{\(many),\"k4999\":0}") == "k4999")
+    }
+
+    @Test("every JSON route refuses such a body with a 400 that names the key, and does nothing")
+    func routes() async throws {
+        let fixture = try await Fixture()
+        let planner = try await fixture.member("pia", "planner").userID
+        try await fixture.application().test(.router) { client in
+            var acting = fixture.keyHeader
+            acting[.init("X-Acting-User")!] = fixture.owner.uuidString
+            let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(planner)","permission":"couple.delete""#
+            for (method, uri, body) in [
+                (HTTPRequest.Method.post, "/v1/check", check + #","permission":"budget.edit"}"#),
+                (.post, "/v1/check/batch", #"{"checks":[\#(check)}],"checks":[]}"#),
+                (
+                    .post, "/v1/couples/\(fixture.couple)/members",
+                    #"{"user_id":"\#(planner)","role":"owner","role":"viewer"}"#
+                ),
+                (.post, "/v1/couples/\(fixture.couple)/budget/scenarios", #"{"name":"Main","name":"Other"}"#),
+            ] {
+                try await client.execute(uri: uri, method: method, headers: acting, body: ByteBuffer(string: body)) {
+                    #expect($0.status == .badRequest, "\(uri)")
+                    #expect(text($0).contains(#"more than once in one object"#), "\(uri): \(text($0))")
+                }
+            }
+            // Nothing was done: the planner is still a planner, and the couple has no scenario.
+            let members = try await fixture.repository.members(
+                couple: fixture.couple, limit: 10, after: nil, as: .operator(label: "tests"))
+            #expect(members.first { $0.user.id == planner }?.role.rawValue == "planner")
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)/budget/scenarios", method: .get, headers: acting
+            ) {
+                #expect($0.status == .ok)
+                #expect(text($0) == "[]", "\(text($0))")
+            }
+        }
+    }
+}
