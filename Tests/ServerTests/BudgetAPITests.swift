@@ -15,10 +15,8 @@ struct BudgetAPITests {
         let fixture = try await Fixture()
         let viewer = try await fixture.member("vic", "viewer").userID
         try await fixture.application().test(.router) { client in
-            var owner = fixture.keyHeader
-            owner[.init("X-Acting-User")!] = fixture.owner.uuidString
-            var asViewer = fixture.keyHeader
-            asViewer[.init("X-Acting-User")!] = viewer.uuidString
+            let owner = fixture.keyHeader(actingAs: fixture.owner)
+            let asViewer = fixture.keyHeader(actingAs: viewer)
             let base = "/v1/couples/\(fixture.couple)/budget"
 
             func post(_ path: String, _ json: String, _ headers: HTTPFields) async throws -> (
@@ -206,8 +204,7 @@ struct BudgetAPITests {
     func paging() async throws {
         let fixture = try await Fixture()
         try await fixture.application().test(.router) { client in
-            var owner = fixture.keyHeader
-            owner[.init("X-Acting-User")!] = fixture.owner.uuidString
+            let owner = fixture.keyHeader(actingAs: fixture.owner)
             let expenses = "/v1/couples/\(fixture.couple)/budget/expenses"
             var ids: [String] = []
             for name in ["Hall", "Band", "Cake"] {

@@ -32,8 +32,7 @@ struct ManagementAPITests {
                 #expect(response.status == .conflict)
                 #expect(String(buffer: response.body).contains("\"code\":\"last_owner\""))
             }
-            var asPlanner = fixture.keyHeader
-            asPlanner[.init("X-Acting-User")!] = planner.uuidString
+            let asPlanner = fixture.keyHeader(actingAs: planner)
             let escalate = ByteBuffer(string: #"{"user_id":"\#(planner)","role":"owner"}"#)
             try await client.execute(
                 uri: "/v1/couples/\(fixture.couple)/members", method: .post, headers: asPlanner, body: escalate
@@ -90,9 +89,7 @@ struct ManagementAPITests {
             _ = try await fixture.invitations.invite(
                 to: fixture.couple, role: RoleName(rawValue: "viewer")!, email: nil, as: .user(fixture.owner))
         }
-        var asOwner = fixture.keyHeader
-        asOwner[.init("X-Acting-User")!] = fixture.owner.uuidString
-        let headers = asOwner
+        let headers = fixture.keyHeader(actingAs: fixture.owner)
         try await fixture.application().test(.router) { client in
             // Every listing, walked two at a time: (ids in order, pages taken).
             func walk(_ path: String, _ key: String) async throws -> (ids: [String], pages: Int) {

@@ -32,11 +32,10 @@ struct RepeatedJSONKeysTests {
     @Test("every JSON route refuses such a body with a 400 that names the key, and does nothing")
     func routes() async throws {
         let fixture = try await Fixture()
+        let acting = fixture.keyHeader(actingAs: fixture.owner)
         let planner = try await fixture.member("pia", "planner").userID
+        let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(planner)","permission":"couple.delete""#
         try await fixture.application().test(.router) { client in
-            var acting = fixture.keyHeader
-            acting[.init("X-Acting-User")!] = fixture.owner.uuidString
-            let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(planner)","permission":"couple.delete""#
             for (method, uri, body) in [
                 (HTTPRequest.Method.post, "/v1/check", check + #","permission":"budget.edit"}"#),
                 (.post, "/v1/check/batch", #"{"checks":[\#(check)}],"checks":[]}"#),

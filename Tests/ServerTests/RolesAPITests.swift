@@ -13,8 +13,7 @@ struct RolesAPITests {
     func roles() async throws {
         let fixture = try await Fixture()
         let guest = try await fixture.user("mom", displayName: "Mom")
-        var owner = fixture.keyHeader
-        owner[.init("X-Acting-User")!] = fixture.owner.uuidString
+        var owner = fixture.keyHeader(actingAs: fixture.owner)
         owner[.contentType] = "application/json"
         let headers = owner
         let roles = "/v1/couples/\(fixture.couple)/roles"

@@ -77,6 +77,11 @@ struct Fixture {
 
     var keyHeader: HTTPFields { [.authorization: "Bearer \(apiKey)"] }
 
+    /// The key, for a request a backend makes for `user` (`X-Acting-User`).
+    func keyHeader(actingAs user: UUID) -> HTTPFields {
+        [.authorization: "Bearer \(apiKey)", .init("X-Acting-User")!: user.uuidString]
+    }
+
     /// A new user, `name@example.com`.
     func user(_ name: String, displayName: String? = nil) async throws -> UUID {
         try await repository.addUser(email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: displayName).id
