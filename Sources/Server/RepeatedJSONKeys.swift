@@ -72,13 +72,16 @@ enum RepeatedJSONKeys {
     }
 }
 
-/// JSONDecoder, after refusing a body whose objects repeat a key (`RepeatedJSONKeys`).
+/// Hummingbird's default request decoder (JSONDecoder reading dates as ISO 8601), after refusing a body whose
+/// objects repeat a key (`RepeatedJSONKeys`).
 public struct StrictJSONDecoder: RequestDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext)
         async throws -> T
     {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
         try RepeatedJSONKeys.refuse(buffer)
-        return try JSONDecoder().decode(T.self, from: buffer)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(T.self, from: buffer)
     }
 }
