@@ -310,7 +310,7 @@ struct BudgetAPIController {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
         try RepeatedJSONKeys.refuse(buffer)
         let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        decoder.keyDecodingStrategy = .documentedSnakeCase
         do {
             return try decoder.decode(T.self, from: Data(buffer.readableBytesView))
         } catch let DecodingError.keyNotFound(key, _) {
@@ -341,6 +341,31 @@ extension BudgetAPIController {
         case is String.Type: "a string"
         default: "JSON of another type"
         }
+    }
+}
+
+extension JSONDecoder.KeyDecodingStrategy {
+    /// A body's keys in the spelling the API documents (`folder_id` read as `folderId`) and no other.
+    /// `.convertFromSnakeCase` also reads `folderId`, `FOLDER_ID` and `folder__id` as that field, first one
+    /// winning, so a gateway that checks `folder_id` could pass a body this service reads another value from;
+    /// here any other spelling names no field and is ignored like any key a body does not take.
+    fileprivate static let documentedSnakeCase = Self.custom { path in
+        let key = path.last?.stringValue ?? ""
+        let words = key.split(separator: "_", omittingEmptySubsequences: false)
+        let documented = words.allSatisfy { word in
+            !word.isEmpty && word.allSatisfy { $0.isASCII && ($0.isLowercase || $0.isNumber) }
+        }
+        guard documented else { return BodyKey(stringValue: " " + key) }
+        return BodyKey(
+            stringValue: words[0] + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined())
+    }
+
+    /// A key the custom strategy hands back; a space, which no Swift name has, keeps an undocumented one unread.
+    private struct BodyKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 }
 

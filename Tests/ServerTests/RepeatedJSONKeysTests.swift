@@ -62,4 +62,35 @@ struct RepeatedJSONKeysTests {
             }
         }
     }
+
+    @Test("a budget body's keys are read only as documented; other spellings of a key set nothing")
+    func otherSpellings() async throws {
+        let fixture = try await Fixture()
+        let acting = fixture.keyHeader(actingAs: fixture.owner)
+        let base = "/v1/couples/\(fixture.couple)/budget"
+        try await fixture.application().test(.router) { client in
+            func post(_ path: String, _ json: String) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(
+                    uri: base + path, method: .post, headers: acting, body: ByteBuffer(string: json)
+                ) { ($0.status, text($0)) }
+            }
+            func id(_ answer: (HTTPResponse.Status, String)) throws -> String {
+                let object = try JSONSerialization.jsonObject(with: Data(answer.1.utf8)) as? [String: Any]
+                return try #require(object?["id"] as? String, "\(answer)")
+            }
+            let scenario = try id(try await post("/scenarios", #"{"name":"Main"}"#))
+            let folder = try id(try await post("/scenarios/\(scenario)/folders", #"{"name":"Party"}"#))
+            // Another spelling first, which `.convertFromSnakeCase` would have read: the documented key counts.
+            let (created, item) = try await post(
+                "/scenarios/\(scenario)/items",
+                #"{"name":"Cake","budgeted":1,"folderId":"\#(UUID())","folder_id":"\#(folder)"}"#)
+            #expect(created == .created && item.contains(#""folder_id":"\#(folder)""#), "\(created) \(item)")
+            let expense = try id(try await post("/expenses", #"{"name":"Deposit","amount":10}"#))
+            for spelling in ["scenarioId", "SCENARIO_ID", "scenario__id", "Scenario_Id"] {
+                let (status, body) = try await post(
+                    "/expenses/\(expense)/allocations", #"{"\#(spelling)":"\#(scenario)","items":[]}"#)
+                #expect(status == .badRequest && body.contains(#"lacks \"scenario_id\""#), "\(spelling): \(body)")
+            }
+        }
+    }
 }
