@@ -168,9 +168,7 @@ struct InvitationController {
     /// Counts a token that did not work against the client; nil, or 429 when the client has used up its failures.
     private func refusalOfFailure(_ request: Request, _ context: AppRequestContext, json: Bool) async -> Response? {
         let client = context.clientAddress(request, trusting: proxies)
-        if await limiter.isBlocked(client) { return Self.tooManyAttempts(json: json) }
-        await limiter.recordFailure(client)
-        return nil
+        return await limiter.countFailure(client) ? nil : Self.tooManyAttempts(json: json)
     }
 
     @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {

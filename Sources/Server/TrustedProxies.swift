@@ -99,7 +99,7 @@ public struct TrustedProxies: Sendable {
         return bytes
     }
 
-    private static func text(of bytes: [UInt8]) -> String {
+    static func text(of bytes: [UInt8]) -> String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         let family = bytes.count == 4 ? AF_INET : AF_INET6
         return bytes.withUnsafeBytes { raw in
