@@ -27,7 +27,7 @@ extension RBAC {
                 let worker = OutboxWorker(
                     outbox: PostgresOutbox(pool: context.pool),
                     http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,
-                    mail: try mail.mail(caFile: caFile), links: CommandContext.publicBaseURL)
+                    mail: try mail.mail(caFile: caFile), links: try CommandContext.publicBaseURL())
                 if once {
                     var outcomes: [String: Int] = [:]
                     while true {

@@ -105,9 +105,8 @@ extension RBAC {
             guard let port = port ?? Int(environment["RBAC_PORT"] ?? "8080"), (1...65535).contains(port) else {
                 throw CommandFailure(.usage, "the port must be a number from 1 to 65535")
             }
-            guard let baseURL = URL(string: publicURL ?? environment["RBAC_PUBLIC_URL"] ?? "http://\(host):\(port)"),
-                baseURL.scheme != nil, baseURL.host != nil
-            else { throw CommandFailure(.usage, "the public URL must be an absolute http(s) URL") }
+            let baseURL = try CommandContext.publicBaseURL(
+                publicURL, fallback: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
 
             var configuration: PostgresConfiguration?
             do {

@@ -492,6 +492,16 @@ struct CLITests {
         try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "paul@example.com"]).status == 0)
+            // A base URL links could not open from: a usage error, and no invitation is made.
+            for base in ["rbac.test", "ftp://rbac.test", "https://rbac.test/?via=mail", "https://"] {
+                let refused = try await Self.rbac(
+                    ["invite", "--couple", couple, "--role", "partner"], database: configuration.connectionString,
+                    environment: ["RBAC_PUBLIC_URL": base])
+                #expect(refused.status == 2, "\(base): \(refused.stderr)")
+                #expect(refused.stderr.contains("RBAC_PUBLIC_URL must be an absolute http(s) URL"), "\(refused.stderr)")
+            }
+            let none = try await run(["invitations", "list", "--couple", couple, "--json"])
+            #expect(try Self.jsonArray(none).isEmpty, "\(none.stdout) \(none.stderr)")
             let invite = try await run(["invite", "--couple", couple, "--role", "partner", "--json"])
             #expect(invite.status == 0, "\(invite.stderr)")
             let link = try #require(try Self.json(invite)["link"] as? String)
@@ -667,6 +677,20 @@ struct CLITests {
                 #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(arguments)")
             }
             #expect(printed[0].1.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "a cell keeps to its row")
+        }
+    }
+
+    @Test("serve refuses a public URL that links could not open from with exit 2, before it starts")
+    func servePublicURL() async throws {
+        try await Self.withDatabase { run, _ in
+            for url in ["ftp://rbac.test", "rbac.test", "https://rbac.test/#top"] {
+                // No way to verify tokens is given: were the URL taken, serve would stop there, saying so.
+                let serve = try await run(["serve", "--port", "1", "--public-url", url])
+                #expect(serve.status == 2, "\(url): \(serve.stderr)")
+                #expect(
+                    serve.stderr.contains("--public-url must be an absolute http(s) URL") && serve.stderr.contains(url),
+                    "\(serve.stderr)")
+            }
         }
     }
 

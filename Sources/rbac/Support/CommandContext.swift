@@ -82,7 +82,10 @@ struct CommandContext {
     let pool: PostgresConnectionPool
     let permissions: CollaborationPermissionService
     let memberships: MembershipService
-    let invitations: CollaborationInvitationService
+    /// Read when a command needs it, so that only invitation commands fail on a bad public URL.
+    var invitations: CollaborationInvitationService {
+        get throws { CollaborationInvitationService(repository: repository, baseURL: try Self.publicBaseURL()) }
+    }
 
     /// Runs `body` with a context on the configured database, turning every failure into a `CommandFailure`.
     /// Changes made as the operator are recorded under `operatorLabel`.
@@ -99,8 +102,7 @@ struct CommandContext {
             let context = CommandContext(
                 repository: repository, pool: pool,
                 permissions: CollaborationPermissionService(repository: repository),
-                memberships: MembershipService(repository: repository),
-                invitations: CollaborationInvitationService(repository: repository, baseURL: publicBaseURL))
+                memberships: MembershipService(repository: repository))
             return try await ensuring {
                 try await body(context)
             } finally: {
@@ -111,10 +113,20 @@ struct CommandContext {
         }
     }
 
-    /// Base URL of invitation links: $RBAC_PUBLIC_URL, else the local server's default address.
-    static var publicBaseURL: URL {
+    /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything
+    /// but an absolute http(s) URL without query or fragment is a usage error: a link made from it would not open.
+    static func publicBaseURL(_ option: String? = nil, fallback: String = "http://localhost:8080") throws -> URL {
         let configured = ProcessInfo.processInfo.environment["RBAC_PUBLIC_URL"].flatMap { $0.isEmpty ? nil : $0 }
-        return URL(string: configured ?? "http://localhost:8080") ?? URL(string: "http://localhost:8080")!
+        let text = option ?? configured ?? fallback
+        guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased()),
+            url.host?.isEmpty == false, url.query == nil, url.fragment == nil
+        else {
+            let source = option != nil ? "--public-url" : configured != nil ? "RBAC_PUBLIC_URL" : "the public URL"
+            throw CommandFailure(
+                .usage,
+                "\(source) must be an absolute http(s) URL such as https://rbac.example.com, not \(quoted(text))")
+        }
+        return url
     }
 
     func actor(_ options: ActorOptions) async throws -> Actor {
