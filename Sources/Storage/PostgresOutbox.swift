@@ -257,9 +257,22 @@ public struct PostgresOutbox: Sendable {
     }
 
     private static func validate(url: String, eventTypes: [String]) throws(CollaborationError) {
-        guard let parsed = URL(string: url), parsed.scheme?.lowercased() == "https", parsed.host != nil,
-            url.count <= 2000, !url.contains(where: { $0.isWhitespace })
-        else { throw CollaborationError(.invalidInput, "a webhook URL must be an https URL, not \(quoted(url))") }
+        guard url.count <= 2000 else {
+            throw CollaborationError(.invalidInput, "a webhook URL must be at most 2000 characters, not \(url.count)")
+        }
+        let parsed = URL(string: url)
+        // Named before anything is quoted: the URL holds a password. The endpoint's URL is listed and written to
+        // the audit log as it is; deliveries prove themselves by their signature instead.
+        guard parsed?.user == nil, parsed?.password == nil else {
+            throw CollaborationError(
+                .invalidInput, "a webhook URL must not carry a user or password: it is listed and audited as it is")
+        }
+        guard let parsed, parsed.scheme?.lowercased() == "https", parsed.host?.isEmpty == false,
+            parsed.fragment == nil, !url.contains(where: { $0.isWhitespace })
+        else {
+            throw CollaborationError(
+                .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(url))")
+        }
         for type in eventTypes where !eventTypes.isEmpty && !Self.eventTypes.contains(type) {
             throw CollaborationError(
                 .invalidInput, "unknown event \(quoted(type)); valid: \(Self.eventTypes.joined(separator: ", "))")

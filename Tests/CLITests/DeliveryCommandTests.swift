@@ -20,6 +20,14 @@ struct DeliveryCommandTests {
                 #expect(noKey.status == 2 && noKey.stderr.contains("no delivery key"), "\(noKey.stderr)")
                 let plain = try await run(["webhooks", "add", "--url", "http://example.com/hooks"] + keyed)
                 #expect(plain.status == 2 && plain.stderr.contains("must be an https URL"), "\(plain.stderr)")
+                for refused in ["https://example.com/hooks#top", "https://", "https://hooks:pa55word@example.com/"] {
+                    let result = try await run(["webhooks", "add", "--url", refused] + keyed)
+                    #expect(result.status == 2 && result.stderr.contains("a webhook URL must"), "\(result.stderr)")
+                    #expect(!result.stderr.contains("pa55word"), "a password in a URL is never repeated")
+                }
+                let long = try await run(
+                    ["webhooks", "add", "--url", url + String(repeating: "a", count: 2000)] + keyed)
+                #expect(long.status == 2 && long.stderr.contains("at most 2000 characters"), "\(long.stderr)")
                 let typo = try await run(["webhooks", "add", "--url", url, "--event", "member.created"] + keyed)
                 #expect(typo.status == 2 && typo.stderr.contains("unknown event"), "\(typo.stderr)")
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
