@@ -25,6 +25,12 @@ struct DeliveryCommandTests {
                     #expect(result.status == 2 && result.stderr.contains("a webhook URL must"), "\(result.stderr)")
                     #expect(!result.stderr.contains("pa55word"), "a password in a URL is never repeated")
                 }
+                let mailed = ["deliver", "--once", "--mail-from", "rbac@example.com", "--smtp-url"]
+                for smtp in ["smtp://rbac:pa55word@mail.example.com:587", "smtp://rbac:pa55word@"] {
+                    let result = try await run(mailed + [smtp] + keyed)
+                    #expect(result.status == 2 && result.stderr.contains("--smtp-url"), "\(result.stderr)")
+                    #expect(!result.stderr.contains("pa55word"), "a password in a URL is never repeated")
+                }
                 let long = try await run(
                     ["webhooks", "add", "--url", url + String(repeating: "a", count: 2000)] + keyed)
                 #expect(long.status == 2 && long.stderr.contains("at most 2000 characters"), "\(long.stderr)")

@@ -42,8 +42,15 @@ struct MailOptions: ParsableArguments {
     }
 
     private func server(_ text: String, caFile: String?) throws(OutboundMail.Failure) -> OutboundMail {
+        // Neither refusal repeats the text: it may hold a password.
         guard let url = URL(string: text) else {
-            throw OutboundMail.Failure(code: nil, description: "--smtp-url \(quoted(text)) is not a URL")
+            throw OutboundMail.Failure(code: nil, description: "--smtp-url is not a URL such as smtp://user@host:587")
+        }
+        guard url.password == nil else {
+            throw OutboundMail.Failure(
+                code: nil,
+                description: "--smtp-url must not carry a password, which the process list shows: "
+                    + "put it in a file named by --smtp-password-file")
         }
         var password: String?
         if let smtpPasswordFile {
