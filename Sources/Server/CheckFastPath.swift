@@ -90,11 +90,25 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let part = Self.closeSpelledAsRead(unwrapInboundIn(data))
         if answering {
-            waiting.append(unwrapInboundIn(data))
+            waiting.append(part)
         } else {
-            read(unwrapInboundIn(data), context: context)
+            read(part, context: context)
         }
+    }
+
+    /// A request whose `Connection` field asks to close in another spelling (`Close`, `keep-alive, close`: its
+    /// options are case-insensitive) with the field Hummingbird closes the connection after the answer on, as
+    /// RFC 9112 asks: exactly `close`.
+    private static func closeSpelledAsRead(_ part: HTTPRequestPart) -> HTTPRequestPart {
+        guard case .head(var head) = part, let field = head.headerFields[.connection], field != "close",
+            field.split(separator: ",").contains(where: {
+                $0.trimmingCharacters(in: .whitespaces).lowercased() == "close"
+            })
+        else { return part }
+        head.headerFields[.connection] = "close"
+        return .head(head)
     }
 
     private func read(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
