@@ -15,8 +15,14 @@ public struct PolicyDocument: Sendable, Decodable {
     public let permissions: [String: String]
     public let roles: [String: Role]
 
+    /// The document in `url`; one whose objects name a key twice is refused, since the database, applying it,
+    /// would take the last of the values where this reading takes the first.
     public static func load(from url: URL) throws -> PolicyDocument {
-        try JSONDecoder().decode(PolicyDocument.self, from: Data(contentsOf: url))
+        let data = try Data(contentsOf: url)
+        if let key = RepeatedJSONKeys.first(in: data) {
+            throw CollaborationError(.invalidPolicy, "invalid policy: an object names \(quoted(key)) twice")
+        }
+        return try JSONDecoder().decode(PolicyDocument.self, from: data)
     }
 
     /// Each role with its effective permissions (its own and its ancestors'). Throws `invalidPolicy` naming

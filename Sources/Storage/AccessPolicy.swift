@@ -1,3 +1,4 @@
+import Collaboration
 import Foundation
 import Postgres
 import Secrets
@@ -20,6 +21,10 @@ public struct AccessPolicy: Sendable {
         let parsed = try? JSONSerialization.jsonObject(with: Data(policyJSON.utf8))
         guard parsed is [String: Any] else {
             throw AccessPolicyError.notJSON(Self.policyFileName)
+        }
+        // PostgreSQL applies the last of a repeated key's values, `rbac policy test` checks the first.
+        if let key = RepeatedJSONKeys.first(in: Data(policyJSON.utf8)) {
+            throw AccessPolicyError.repeatedKey(Self.policyFileName, key)
         }
         self.scripts = scripts
         self.policyJSON = policyJSON
@@ -105,11 +110,14 @@ public struct AccessPolicy: Sendable {
 public enum AccessPolicyError: Error, Equatable, CustomStringConvertible {
     case missing(String)
     case notJSON(String)
+    /// A file, and the key one of its objects names twice.
+    case repeatedKey(String, String)
 
     public var description: String {
         switch self {
         case .missing(let path): "the access policy \(path) is missing"
         case .notJSON(let name): "\(name) is not a JSON object"
+        case .repeatedKey(let name, let key): "\(name) names \(quoted(key)) twice in one object"
         }
     }
 }

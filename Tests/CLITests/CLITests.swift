@@ -935,5 +935,16 @@ struct CLITests {
         let invalid = try await Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
         #expect(invalid.status == 2)
         #expect(invalid.stderr.contains("unknown permission \"budget.edt\""))
+
+        // A role defined twice: refused, naming it, before a database is asked (it would apply the second).
+        try policy.replacingOccurrences(
+            of: #""roles": {"#, with: #""roles": {"viewer": {"rank": 4, "description": "x", "permissions": []},"#
+        )
+        .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        for command in ["validate", "apply"] {
+            let twice = try await Self.rbac(["policy", command, "--dir", directory.path], database: offline)
+            #expect(twice.status == 2, "\(command): \(twice.stderr)")
+            #expect(twice.stderr.contains(#"names "viewer" twice"#), "\(twice.stderr)")
+        }
     }
 }

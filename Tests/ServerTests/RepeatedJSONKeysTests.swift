@@ -7,28 +7,6 @@ import Testing
 
 @Suite("JSON bodies that repeat a key")
 struct RepeatedJSONKeysTests {
-    static func repeated(_ json: String) -> String? {
-        Array(json.utf8).withUnsafeBytes { RepeatedJSONKeys.firstRepeatedKey(in: $0) }
-    }
-
-    @Test("a key named twice in one object is found as a decoder reads it; alike keys elsewhere are not")
-    func scanner() {
-        #expect(Self.repeated(#"{"permission":"a","permission":"b"}"#) == "permission")
-        #expect(Self.repeated(#"{"permission":"a","\u0070ermission":"b"}"#) == "permission", "escapes resolved")
-        #expect(Self.repeated(#"{ "a" : 1 , "b" : {"a": 2, "c": [ {"a":3}, {"a":4, "a":5} ] } }"#) == "a")
-        #expect(Self.repeated(#"{"checks":[{"a":1,"b":2},{"a":1,"b":2}],"b":{"b":{"b":1}}}"#) == nil)
-        #expect(Self.repeated(#"{"a":"a","b":"a","c":["a","a"],"d":{}}"#) == nil, "values and arrays may repeat")
-        #expect(Self.repeated(#"{"a\"{":"}\",\"a\\\"{\":","x":1}"#) == nil, "quotes and braces inside strings")
-        #expect(Self.repeated(#"{"a\"{":1,"a\"{":2}"#) == #"a"{"#)
-        #expect(Self.repeated(#"{"\\":1,"\u005c":2}"#) == "\\")
-        for malformed in [#"{"a":1,"b""#, "}}", #"{"a":"#, "", #"{"\ud800":1,"\ud800":2}"#] {
-            #expect(Self.repeated(malformed) == nil, "left to the decoder: \(malformed)")
-        }
-        let many = (0..<5_000).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
-        #expect(Self.repeated("{\(many)}") == nil)
-        #expect(Self.repeated("{\(many),\"k4999\":0}") == "k4999")
-    }
-
     @Test("every JSON route refuses such a body with a 400 that names the key, and does nothing")
     func routes() async throws {
         let fixture = try await Fixture()

@@ -135,6 +135,16 @@ struct MigrationTests {
         }
     }
 
+    @Test("a policy.json that names a key twice is refused before it reaches the database")
+    func policyRepeatingAKey() throws {
+        let shipped = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).policyJSON
+        let twice = shipped.replacingOccurrences(of: #""roles": {"#, with: #""roles": {"owner": {},"#)
+        #expect(twice != shipped)
+        #expect(throws: AccessPolicyError.repeatedKey("policy.json", "owner")) {
+            try AccessPolicy(scripts: [], policyJSON: twice)
+        }
+    }
+
     @Test("a no-op migrate and a change to what roles grant wait for no lock on couples or memberships")
     func policyWithoutHotLocks() async throws {
         let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
