@@ -56,7 +56,11 @@ private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
 public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
 
+    /// Kept in Unicode's composed form (NFC): PostgreSQL compares bytes where Swift takes canonically equivalent
+    /// text as equal, so `zoë` typed with a combining diaeresis would otherwise be another address there.
     public init?(rawValue: String) {
+        let rawValue =
+            rawValue.utf8.allSatisfy { $0 < 0x80 } ? rawValue : rawValue.precomposedStringWithCanonicalMapping
         guard rawValue.count <= 320, !containsControlCharacter(rawValue),
             rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/) != nil
         else { return nil }

@@ -125,6 +125,10 @@ struct CLITests {
             let audit = try await run(["audit", "--operator", "--tail", "1"]).stdout
             #expect(audit.contains("identity.insert  user_id="), "\(audit)")
             #expect(audit.contains(" issuer=https://tenant.eu.auth0.com/ subject=auth0|64f1c0ffee"), "who signs in")
+            // One address, its ë composed or as e and a combining diaeresis: PostgreSQL compares the bytes.
+            #expect(try await run(["users", "add", "--email", "zo\u{EB}@example.com"]).status == 0)
+            let again = try await run(["users", "add", "--email", "zoe\u{308}@example.com"])
+            #expect(again.status == 4, "\(again.stderr)")
         }
     }
 

@@ -43,6 +43,11 @@ struct NamesTests {
         let id = UUID()
         #expect(try UserReference(parsing: id.uuidString) == .id(id))
         #expect(try UserReference(parsing: "pia@example.com") == .email(EmailAddress(rawValue: "pia@example.com")!))
+        // Composed and decomposed, an address is stored as the same bytes.
+        let composed = "zo\u{EB}@example.com"
+        #expect(
+            EmailAddress(rawValue: "zoe\u{308}@example.com").map { Array($0.rawValue.utf8) } == Array(composed.utf8))
+        #expect(EmailAddress(rawValue: composed).map { Array($0.rawValue.utf8) } == Array(composed.utf8))
         #expect(throws: CollaborationError(.invalidInput, "\"pia\" is neither a user id (UUID) nor an email address")) {
             try UserReference(parsing: "pia")
         }
