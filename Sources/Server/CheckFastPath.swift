@@ -98,9 +98,9 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// A request whose `Connection` field asks to close in another spelling (`Close`, `keep-alive, close`: its
-    /// options are case-insensitive) with the field Hummingbird closes the connection after the answer on, as
-    /// RFC 9112 asks: exactly `close`.
+    /// `part`; for a request whose `Connection` field asks to close in another spelling (`Close`, `keep-alive,
+    /// close`: its options are case-insensitive), with the field set to exactly `close`, the one value on which
+    /// Hummingbird closes the connection after the answer, as RFC 9112 asks for every spelling.
     private static func closeSpelledAsRead(_ part: HTTPRequestPart) -> HTTPRequestPart {
         guard case .head(var head) = part, let field = head.headerFields[.connection], field != "close",
             field.split(separator: ",").contains(where: {
