@@ -190,6 +190,18 @@ struct RouterTests {
                 #expect(response.status == .ok)
                 #expect(text(response).contains("Welcome to Olivia &amp; Paul &lt;3"))
             }
+            // The media type in another case, with a parameter: still the form; a longer name is not.
+            let third = try await fixture.invite("viewer")
+            let tia = try await fixture.user("tia")
+            for (type, status) in [
+                ("application/x-www-form-urlencodedx", HTTPResponse.Status.unauthorized),
+                ("Application/X-WWW-Form-URLEncoded; charset=UTF-8", .ok),
+            ] {
+                try await client.execute(
+                    uri: "/invitations/\(third)/accept", method: .post, headers: [.contentType: type],
+                    body: ByteBuffer(string: "access_token=\(fixture.jwt(for: tia))")
+                ) { #expect($0.status == status, "\(type)") }
+            }
         }
         #expect(
             try await fixture.repository.role(couple: fixture.couple, user: fixture.invitee, as: .operator(label: "t"))
