@@ -235,9 +235,9 @@ struct InvitationController {
     /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`.
     private static func bearerToken(_ request: inout Request, context: AppRequestContext) async throws -> String? {
         if let credential = request.headers.bearerCredential { return credential }
-        // A media type's name is case-insensitive, and parameters (`; charset=UTF-8`) may follow it.
-        let media = request.headers[.contentType]?.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces)
-        guard media?.lowercased() == "application/x-www-form-urlencoded" else { return nil }
+        guard request.headers[.contentType].map(HTTPFields.mediaType) == "application/x-www-form-urlencoded" else {
+            return nil
+        }
         struct Form: Decodable {
             let accessToken: String?
             enum CodingKeys: String, CodingKey { case accessToken = "access_token" }

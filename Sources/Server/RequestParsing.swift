@@ -43,12 +43,18 @@ extension HTTPFields {
         for field in self where field.name == .contentType {
             let type = field.value
             if type == "application/json" || type.utf8.starts(with: "application/json;".utf8) { continue }
-            let media = type.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
+            let media = Self.mediaType(type)
             guard media == "application/json" || (media.hasPrefix("application/") && media.hasSuffix("+json")) else {
                 return false
             }
         }
         return true
+    }
+
+    /// The media type of a `Content-Type` value, without its parameters (`; charset=UTF-8`) and in lower case,
+    /// as its name is case-insensitive.
+    static func mediaType(_ contentType: String) -> String {
+        contentType.prefix { $0 != ";" }.trimmingCharacters(in: .whitespaces).lowercased()
     }
 }
 
