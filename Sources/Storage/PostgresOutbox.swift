@@ -260,14 +260,17 @@ public struct PostgresOutbox: Sendable {
         guard url.count <= 2000 else {
             throw CollaborationError(.invalidInput, "a webhook URL must be at most 2000 characters, not \(url.count)")
         }
-        let parsed = URL(string: url)
-        // Named before anything is quoted: the URL holds a password. The endpoint's URL is listed and written to
-        // the audit log as it is; deliveries prove themselves by their signature instead.
-        guard parsed?.user == nil, parsed?.password == nil else {
+        // Text that is no URL is not quoted back, nor one that holds a password: either may hold one. The
+        // endpoint's URL is listed and written to the audit log as it is; deliveries prove themselves by their
+        // signature instead.
+        guard let parsed = URL(string: url) else {
+            throw CollaborationError(.invalidInput, "a webhook URL must be an https URL; this text is not a URL")
+        }
+        guard parsed.user == nil, parsed.password == nil else {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must not carry a user or password: it is listed and audited as it is")
         }
-        guard let parsed, parsed.scheme?.lowercased() == "https", parsed.host?.isEmpty == false,
+        guard parsed.scheme?.lowercased() == "https", parsed.host?.isEmpty == false,
             parsed.fragment == nil, !url.contains(where: { $0.isWhitespace })
         else {
             throw CollaborationError(

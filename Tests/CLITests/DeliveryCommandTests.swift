@@ -20,7 +20,10 @@ struct DeliveryCommandTests {
                 #expect(noKey.status == 2 && noKey.stderr.contains("no delivery key"), "\(noKey.stderr)")
                 let plain = try await run(["webhooks", "add", "--url", "http://example.com/hooks"] + keyed)
                 #expect(plain.status == 2 && plain.stderr.contains("must be an https URL"), "\(plain.stderr)")
-                for refused in ["https://example.com/hooks#top", "https://", "https://hooks:pa55word@example.com/"] {
+                for refused in [
+                    "https://example.com/hooks#top", "https://", "https://hooks:pa55word@example.com/",
+                    "https://hooks:pa55word@exa mple.com/",
+                ] {
                     let result = try await run(["webhooks", "add", "--url", refused] + keyed)
                     #expect(result.status == 2 && result.stderr.contains("a webhook URL must"), "\(result.stderr)")
                     #expect(!result.stderr.contains("pa55word"), "a password in a URL is never repeated")
