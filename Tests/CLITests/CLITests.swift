@@ -687,13 +687,12 @@ struct CLITests {
     @Test("serve refuses a public URL that links could not open from with exit 2, before it starts")
     func servePublicURL() async throws {
         try await Self.withDatabase { run, _ in
-            for url in ["ftp://rbac.test", "rbac.test", "https://rbac.test/#top"] {
+            for url in ["ftp://rbac.test", "rbac.test", "https://rbac.test/#top", "https://rbac:pa55word@rbac.test/"] {
                 // No way to verify tokens is given: were the URL taken, serve would stop there, saying so.
                 let serve = try await run(["serve", "--port", "1", "--public-url", url])
                 #expect(serve.status == 2, "\(url): \(serve.stderr)")
-                #expect(
-                    serve.stderr.contains("--public-url must be an absolute http(s) URL") && serve.stderr.contains(url),
-                    "\(serve.stderr)")
+                #expect(serve.stderr.contains("--public-url must be an absolute http(s) URL"), "\(serve.stderr)")
+                #expect(serve.stderr.contains(url) != url.contains("pa55word"), "named, unless it holds a password")
             }
         }
     }

@@ -114,17 +114,19 @@ struct CommandContext {
     }
 
     /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything
-    /// but an absolute http(s) URL without query or fragment is a usage error: a link made from it would not open.
+    /// but an absolute http(s) URL without credentials, query or fragment is a usage error: a link made from it
+    /// would not open, or would hand the credentials to every invitee.
     static func publicBaseURL(_ option: String? = nil, fallback: String = "http://localhost:8080") throws -> URL {
         let configured = ProcessInfo.processInfo.environment["RBAC_PUBLIC_URL"].flatMap { $0.isEmpty ? nil : $0 }
         let text = option ?? configured ?? fallback
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased()),
-            url.host?.isEmpty == false, url.query == nil, url.fragment == nil
+            url.host?.isEmpty == false, url.user == nil, url.password == nil, url.query == nil, url.fragment == nil
         else {
             let source = option != nil ? "--public-url" : configured != nil ? "RBAC_PUBLIC_URL" : "the public URL"
+            // Text with an @ may hold a password: it is not repeated.
+            let shown = text.contains("@") ? "" : ", not \(quoted(text))"
             throw CommandFailure(
-                .usage,
-                "\(source) must be an absolute http(s) URL such as https://rbac.example.com, not \(quoted(text))")
+                .usage, "\(source) must be an absolute http(s) URL such as https://rbac.example.com\(shown)")
         }
         return url
     }
