@@ -121,6 +121,50 @@ struct MigrationTests {
         }
     }
 
+    @Test("addresses stored decomposed before sql/0011 come out of it composed, and later writes stay composed")
+    func composedAddresses() async throws {
+        let all = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
+        let before = MigrationRunner(
+            migrations: all.migrations.filter { $0.version < 11 }, definitions: all.definitions,
+            distribution: all.distribution)
+        let composed = "zo\u{EB}@example.com"
+        try await TestDatabase.withFreshPool { pool in
+            try await TestDatabase.settingUp { try await before.migrate(pool) }
+            _ = try await pool.query("INSERT INTO users (email) VALUES (\("zoe\u{308}@example.com"))")
+            #expect(try await all.migrate(pool).migrations.map(\.version) == [11])
+            let stored: String = try await pool.query("SELECT email FROM users")[0].decode("email")
+            #expect(Array(stored.utf8) == Array(composed.utf8))
+            let refused = await #expect(throws: PostgresError.self) {
+                _ = try await pool.query("INSERT INTO users (email) VALUES (\("zoe\u{308}@example.org"))")
+            }
+            #expect(refused?.constraint == "users_email_composed")
+        }
+    }
+
+    @Test("a database not encoded in UTF8 is refused, naming its encoding, and nothing is applied")
+    func notUTF8() async throws {
+        let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
+        let name = "test_ascii_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try await PostgresConnection.connect(try TestDatabase.server())
+        try await ensuring {
+            try await admin.execute(
+                "CREATE DATABASE \(identifier: name) ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+            )
+            let pool = PostgresConnectionPool(configuration: try TestDatabase.server(database: name), maxConnections: 1)
+            let (error, applied) = try await ensuring {
+                let error = await #expect(throws: PostgresError.self) { try await runner.migrate(pool) }
+                return (error, try await count(pool, "schema_migrations"))
+            } finally: {
+                await pool.close()
+            }
+            #expect(error?.message == "rbac needs a database encoded in UTF8; this one is SQL_ASCII")
+            #expect(applied == 0)
+        } finally: {
+            try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name)")
+            await admin.close()
+        }
+    }
+
     /// `body`'s result, or nil when it is still waiting after 20 seconds (for a lock, in these tests).
     private func withinTwentySeconds<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await withThrowingTaskGroup(of: T?.self) { tasks in

@@ -86,5 +86,14 @@ SELECT set_config('request.jwt.claims', '{"iss": "https://clerk.test", "sub": "u
 SELECT is((SELECT role FROM accept_invitation(pg_temp.hash('inv_bound'))), 'planner',
           'a verified one does, whatever its case');
 
+-- A provider's address in decomposed form (ë as e and a combining diaeresis) is the composed user's.
+SELECT pg_temp.act_as_operator();
+SELECT pg_temp.new_user(U&'zo\00EB');
+SELECT is((SELECT row(s.user_id, s.created)::text
+           FROM sign_in('https://clerk.test', 'user_zoe', U&'zoe\0308@example.com', true, NULL) s),
+          row(pg_temp.id(U&'zo\00EB'), false)::text, 'a decomposed verified address links to the composed user');
+SELECT is((SELECT email FROM user_identities WHERE subject = 'user_zoe'), U&'zo\00EB@example.com',
+          'and the identity keeps it composed');
+
 SELECT * FROM finish();
 ROLLBACK;

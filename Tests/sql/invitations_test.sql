@@ -141,5 +141,18 @@ SELECT pg_temp.act_as('vera');
 SELECT throws_ok($$SELECT * FROM couple_invitation(pg_temp.id('Olivia & Paul'), gen_random_uuid())$$, 'RBDEN', NULL,
                  'a viewer cannot read invitations');
 
+-- An address is kept composed however a caller spells it: ë written as e and a combining diaeresis is still
+-- zoë's address, not a second one.
+SELECT pg_temp.new_user(U&'zo\00EB');
+SELECT pg_temp.act_as('olivia');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_decomposed'), 'viewer',
+                         U&'zoe\0308@example.com');
+SELECT is((SELECT email FROM invitations WHERE token_hash = pg_temp.hash('inv_decomposed')),
+          U&'zo\00EB@example.com', 'a bound address is stored composed');
+SELECT pg_temp.act_as(U&'zo\00EB');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_decomposed'))$$, 'so its user accepts the invitation');
+SELECT throws_ok($$INSERT INTO users (email) VALUES (U&'zoe\0308@example.org')$$, '23514', NULL,
+                 'and no address is stored decomposed');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -15,7 +15,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_user uuid;
     v_created boolean;
-    v_email text := nullif(btrim(p_email), '');
+    v_email text := normalize(nullif(btrim(p_email), ''), NFC);
     v_name text := CASE WHEN p_name !~ '[[:cntrl:]]' AND length(btrim(p_name)) BETWEEN 1 AND 200
                         THEN btrim(p_name) END;
     v_development boolean := p_issuer = ''

@@ -36,7 +36,7 @@ BEGIN
 END $$;
 
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
--- the role. p_email, when set, binds the invitation to that address.
+-- the role. p_email, when set, binds the invitation to that address (in its composed form, sql/0011).
 -- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
 -- invitation must then name an address there), and its invitations of the last hour (RBRAT past the setting).
 -- Holds the couple's row until the transaction ends, so that concurrent invitations are counted one by one.
@@ -97,6 +97,7 @@ BEGIN
     IF p_expires_in IS NULL OR p_expires_in < interval '1 minute' OR p_expires_in > interval '365 days' THEN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
     END IF;
+    p_email := normalize(p_email, NFC);
     IF p_email IS NOT NULL AND (p_email !~ '^[^@\s]+@[^@\s]+$' OR length(p_email) > 320) THEN
         RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
     END IF;
