@@ -3,6 +3,7 @@ import Collaboration
 import CoreMetrics
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Identity
 import Logging
 import Prometheus
@@ -157,6 +158,7 @@ let serverName = "rbac"
 /// The application: the router on `host:port`. `onServerRunning` is told the address the server listens on (port
 /// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
 /// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`CheckFastPath`).
+/// A connection closes after the answer to a request that does not keep it alive (`HTTP1ClosingChannel`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
     shutdownGrace: Duration = .seconds(1),
@@ -165,13 +167,17 @@ public func buildApplication(
     let timings = RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: dependencies.metrics))
     return Application(
         router: buildRouter(dependencies),
-        server: .http1(
-            configuration: .init(
-                additionalChannelHandlers: [
-                    CheckFastPath(
-                        keys: dependencies.keys, checker: dependencies.checker, timings: timings, logger: logger,
-                        shutdownGrace: shutdownGrace)
-                ])),
+        server: HTTPServerBuilder { responder in
+            HTTP1ClosingChannel(
+                base: HTTP1Channel(
+                    responder: responder,
+                    configuration: .init(
+                        additionalChannelHandlers: [
+                            CheckFastPath(
+                                keys: dependencies.keys, checker: dependencies.checker, timings: timings,
+                                logger: logger, shutdownGrace: shutdownGrace)
+                        ])))
+        },
         configuration: .init(address: .hostname(host, port: port), serverName: serverName),
         services: [BudgetSweeper(registry: dependencies.budgets)],
         onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },

@@ -19,8 +19,9 @@ import NIOHTTPTypes
 /// and every error. A check the repository fails to answer goes on too, to be asked again there. A check is
 /// answered here only when
 /// - no request handed on earlier is still unanswered, so answers never overtake one another;
-/// - it does not ask to close the connection (Hummingbird closes it after the answer), has no trailers, and its
-///   body is at most `maxBody` bytes;
+/// - it does not ask to close the connection (Hummingbird closes it after the answer; `HTTP1ClosingChannel` has
+///   made every such request say `Connection: close`), has no trailers, and its body is at most `maxBody`
+///   bytes;
 /// - the server is not shutting down.
 ///
 /// An answer here writes what the route's answer writes: the same header fields and body, the request's log
@@ -90,25 +91,12 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let part = Self.closeSpelledAsRead(unwrapInboundIn(data))
+        let part = unwrapInboundIn(data)
         if answering {
             waiting.append(part)
         } else {
             read(part, context: context)
         }
-    }
-
-    /// `part`; for a request whose `Connection` field asks to close in another spelling (`Close`, `keep-alive,
-    /// close`: its options are case-insensitive), with the field set to exactly `close`, the one value on which
-    /// Hummingbird closes the connection after the answer, as RFC 9112 asks for every spelling.
-    private static func closeSpelledAsRead(_ part: HTTPRequestPart) -> HTTPRequestPart {
-        guard case .head(var head) = part, let field = head.headerFields[.connection], field != "close",
-            field.split(separator: ",").contains(where: {
-                $0.trimmingCharacters(in: .whitespaces).lowercased() == "close"
-            })
-        else { return part }
-        head.headerFields[.connection] = "close"
-        return .head(head)
     }
 
     private func read(_ part: HTTPRequestPart, context: ChannelHandlerContext) {

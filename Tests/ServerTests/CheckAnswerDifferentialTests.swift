@@ -25,8 +25,9 @@ struct CheckAnswerDifferentialTests {
         }
     }
 
-    /// Sends `request` on a new connection and reads `count` responses from it.
-    static func exchange(port: Int, _ request: [UInt8], responses count: Int) async throws -> [RawResponse] {
+    /// Sends `request` on a new connection and reads `count` responses from it; with `count` nil, every response
+    /// until the server closes the connection (a connection still open after 10 seconds of silence throws).
+    static func exchange(port: Int, _ request: [UInt8], responses count: Int?) async throws -> [RawResponse] {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async {
                 continuation.resume(with: Result { try blockingExchange(port: port, request, responses: count) })
@@ -34,7 +35,7 @@ struct CheckAnswerDifferentialTests {
         }
     }
 
-    private static func blockingExchange(port: Int, _ request: [UInt8], responses count: Int) throws -> [RawResponse] {
+    private static func blockingExchange(port: Int, _ request: [UInt8], responses count: Int?) throws -> [RawResponse] {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -59,15 +60,20 @@ struct CheckAnswerDifferentialTests {
         var received: [UInt8] = []
         var responses: [RawResponse] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while responses.count < count {
+        while responses.count < count ?? .max {
             if let (response, used) = parse(received) {
                 responses.append(response)
                 received.removeFirst(used)
                 continue
             }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0, count == nil, received.isEmpty { return responses }
             guard n > 0 else {
-                throw TestSetupError("the connection ended after \(responses.count) of \(count) responses")
+                throw TestSetupError(
+                    n == 0
+                        ? "the connection ended after \(responses.count) of \(count.map(String.init) ?? "all") responses"
+                        : "no end of the connection after \(responses.count) responses: \(String(cString: strerror(errno)))"
+                )
             }
             received += buffer[..<n]
         }
@@ -117,11 +123,18 @@ struct CheckAnswerDifferentialTests {
         }
     }
 
-    @Test("a few hundred random checks, pipelined too, give the same status, fields and body on both paths")
-    func sameAnswers() async throws {
-        let fixture = try await Fixture()
+    /// Two servers' dependencies over one repository and one service key: `fast` trusts its caches, so that
+    /// `CheckFastPath` answers what it can; `route` does not, so that the route answers everything.
+    struct Servers {
+        let fixture: Fixture
         let keyRepository = InMemoryServiceKeyRepository()
-        let key = try await ServiceKeyService(repository: keyRepository).create(name: "differential").1.rawValue
+        let key: String
+
+        init() async throws {
+            fixture = try await Fixture()
+            key = try await ServiceKeyService(repository: keyRepository).create(name: "differential").1.rawValue
+        }
+
         func dependencies(trusted: Bool) -> ServerDependencies {
             ServerDependencies(
                 repository: fixture.repository,
@@ -133,9 +146,22 @@ struct CheckAnswerDifferentialTests {
                 isReady: { true })
         }
 
-        func request(_ body: String, key: String = key, contentType: String = "application/json") -> String {
-            "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(key)\r\n"
+        func request(
+            _ body: String, key: String? = nil, contentType: String = "application/json", version: String = "HTTP/1.1",
+            connection: String? = nil
+        ) -> String {
+            "POST /v1/check \(version)\r\nHost: rbac.test\r\nAuthorization: Bearer \(key ?? self.key)\r\n"
+                + (connection.map { "Connection: \($0)\r\n" } ?? "")
                 + "Content-Type: \(contentType)\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        }
+    }
+
+    @Test("a few hundred random checks, pipelined too, give the same status, fields and body on both paths")
+    func sameAnswers() async throws {
+        let servers = try await Servers()
+        let fixture = servers.fixture
+        func request(_ body: String, key: String? = nil, contentType: String = "application/json") -> String {
+            servers.request(body, key: key, contentType: contentType)
         }
         func check(user: UUID, _ permission: String = "budget.edit", couple: String? = nil, extra: String = "")
             -> String
@@ -176,13 +202,35 @@ struct CheckAnswerDifferentialTests {
             }
             return answers
         }
-        let fast = try await Self.serving(dependencies(trusted: true)) { try await run($0) }
-        let route = try await Self.serving(dependencies(trusted: false)) { try await run($0) }
+        let fast = try await Self.serving(servers.dependencies(trusted: true)) { try await run($0) }
+        let route = try await Self.serving(servers.dependencies(trusted: false)) { try await run($0) }
         var statuses: Set<String> = []
         for (index, (fastAnswers, routeAnswers)) in zip(fast, route).enumerated() {
             #expect(fastAnswers == routeAnswers, "round \(index), requests \(plan[index])")
             for answer in fastAnswers { statuses.insert(answer.statusLine) }
         }
         #expect(statuses.count >= 5, "the plan reached allowed, denied and error answers: \(statuses.sorted())")
+    }
+
+    @Test(
+        "both paths close the connection after an answer exactly when the request does not keep it alive",
+        arguments: [
+            ("HTTP/1.1", nil, false), ("HTTP/1.1", "Close", true), ("HTTP/1.1", "keep-alive, CLOSE", true),
+            ("HTTP/1.1", "te,close", true), ("HTTP/1.0", nil, true), ("HTTP/1.0", "Keep-Alive", false),
+        ] as [(String, String?, Bool)])
+    func connectionClose(version: String, connection: String?, closes: Bool) async throws {
+        let servers = try await Servers()
+        let check = servers.request(
+            #"{"couple_id":"\#(servers.fixture.couple)","user_id":"\#(servers.fixture.owner)","permission":"budget.edit"}"#,
+            version: version, connection: connection)
+        // Two checks in one write: a connection kept alive answers both; one that closes answers the first and
+        // ends, so the second is never answered.
+        let twice = Array((check + check).utf8)
+        for trusted in [true, false] {
+            let answers = try await Self.serving(servers.dependencies(trusted: trusted)) { port in
+                try await Self.exchange(port: port, twice, responses: closes ? nil : 2)
+            }
+            #expect(answers.map(\.statusLine) == Array(repeating: "HTTP/1.1 200 OK", count: closes ? 1 : 2))
+        }
     }
 }

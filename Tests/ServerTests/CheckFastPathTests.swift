@@ -314,22 +314,6 @@ struct CheckFastPathTests {
         }
     }
 
-    @Test(
-        "a request that asks to close in another spelling is handed on asking as Hummingbird reads it",
-        arguments: ["Close", "keep-alive, CLOSE", "te,close"])
-    func closeSpelledOtherwise(_ field: String) async throws {
-        let warm = try await Warm()
-        var head = warm.head()
-        head.headerFields[.connection] = field
-        var asRead = head
-        asRead.headerFields[.connection] = "close"
-        try await warm.withConnection { connection in
-            try await connection.read([.head(head), .body(warm.body()), .end(nil)])
-            #expect(await connection.next(3) == Self.handedOn([.head(asRead), .body(warm.body()), .end(nil)]))
-            #expect(try await connection.nothingMore())
-        }
-    }
-
     @Test("a check that comes in several reads is answered once whole")
     func severalReads() async throws {
         let warm = try await Warm()
