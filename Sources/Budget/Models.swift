@@ -294,15 +294,15 @@ public enum Money {
         return amount
     }
 
-    /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents and commas.
+    /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents, commas and a
+    /// second decimal point (`Decimal(string:)` would read `1.2.3` as 1.2).
     public static func parse(_ text: String, _ field: String) throws(BudgetError) -> Decimal {
         if text.hasPrefix("-"), (try? parse(String(text.dropFirst()), field)) != nil {
             throw BudgetError(.invalidInput, "\(field) must not be negative (\(text))")
         }
-        let shape = text.utf8.allSatisfy {
-            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".")
-        }
-        guard shape, !text.isEmpty, text.utf8.count <= 16, let amount = Decimal(string: text) else {
+        guard text.utf8.count <= 16, text.wholeMatch(of: /[0-9]+(\.[0-9]*)?|\.[0-9]+/) != nil,
+            let amount = Decimal(string: text)
+        else {
             throw BudgetError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")
         }
         return try validated(amount, field)

@@ -77,7 +77,11 @@ struct BudgetRulesTests {
     func amounts() throws {
         #expect(try Money.parse("1250", "amount") == 1250)
         #expect(try Money.parse("99.90", "amount") == money("99.90"))
-        for bad in ["-1", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses"] {
+        #expect(try Money.parse(".5", "amount") == money("0.50"))
+        for bad in [
+            "-1", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses", "1.2.3", ".", "1..2",
+            "12.34.", "١٢", "1\u{301}",
+        ] {
             #expect(throws: BudgetError.self) { try Money.parse(bad, "amount") }
         }
         #expect(throws: BudgetError.self) { try Money.validated(money("-0.01"), "amount") }
