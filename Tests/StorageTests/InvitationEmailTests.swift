@@ -17,7 +17,9 @@ struct InvitationEmailTests {
             let type: String
             let text: String
         }
+        let mailOptions: [String]
         let rcptTos: [String]
+        let to: String
         let tls: Bool
         let subject: String
         let messageId: String
@@ -105,7 +107,8 @@ struct InvitationEmailTests {
                 as: .user(setup.owner))
             #expect(try await setup.worker.runOnce() == [.delivered])
             let mail = try #require(try Self.received(setup.peer).first)
-            #expect(mail.tls && mail.rcptTos == ["pia@example.com"])
+            #expect(mail.tls && mail.rcptTos == ["pia@example.com"] && mail.to == "pia@example.com")
+            #expect(!mail.mailOptions.contains("SMTPUTF8"))
             #expect(mail.subject == "You're invited to join Zoë & Łukasz")
             #expect(
                 mail.contentType == "multipart/alternative" && mail.parts.map(\.type) == ["text/plain", "text/html"])
@@ -119,6 +122,17 @@ struct InvitationEmailTests {
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
             let dump = try await setup.pool.dump()
             #expect(!dump.contains(issued.token.rawValue) && !dump.contains(String(issued.token.rawValue.dropFirst(4))))
+        }
+    }
+
+    @Test("an invitation to an address that is not ASCII is sent with SMTPUTF8, to that address")
+    func internationalAddress() async throws {
+        try await Self.withServer { setup in
+            try await setup.invite("zo\u{EB}@example.com")
+            #expect(try await setup.worker.runOnce() == [.delivered])
+            let mail = try #require(try Self.received(setup.peer).first)
+            #expect(mail.mailOptions.contains("SMTPUTF8"))
+            #expect(mail.rcptTos == ["zo\u{EB}@example.com"] && mail.to == "zo\u{EB}@example.com")
         }
     }
 

@@ -8,7 +8,8 @@ present, lists replies to give RCPT TO instead of accepting (one per line, from 
 ROOT/credentials, when present ("user:password"), makes it require AUTH (offered after STARTTLS only) before
 MAIL FROM.
 Each message received is parsed with Python's email package, and what it says is appended to
-ROOT/received.jsonl: envelope, headers as decoded, whether TLS carried it, and each part's type and text.
+ROOT/received.jsonl: envelope (with MAIL FROM's options: SMTPUTF8, which it offers), headers as decoded,
+whether TLS carried it, and each part's type and text.
 """
 import email
 import json
@@ -48,7 +49,8 @@ class Handler:
         parts = [{"type": part.get_content_type(), "text": part.get_content()}
                  for part in message.walk() if not part.is_multipart()]
         record = {
-            "mail_from": envelope.mail_from, "rcpt_tos": envelope.rcpt_tos, "tls": session.ssl is not None,
+            "mail_from": envelope.mail_from, "mail_options": envelope.mail_options, "rcpt_tos": envelope.rcpt_tos,
+            "tls": session.ssl is not None,
             "from": str(message["From"]), "to": str(message["To"]), "subject": str(message["Subject"]),
             "message_id": str(message["Message-ID"]), "auto_submitted": str(message["Auto-Submitted"]),
             "content_type": message.get_content_type(), "parts": parts,
@@ -84,7 +86,8 @@ def main():
         port = probe.getsockname()[1]
     controller = Controller(Handler(Path(root)), hostname="127.0.0.1", port=port, tls_context=context,
                             require_starttls=True, server_hostname="localhost",
-                            authenticator=Authenticator(Path(root)), auth_require_tls=True)
+                            authenticator=Authenticator(Path(root)), auth_require_tls=True,
+                            enable_SMTPUTF8=True)
     controller.start()
     print(port, flush=True)
     threading.Event().wait()
