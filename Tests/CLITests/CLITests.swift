@@ -662,25 +662,30 @@ struct CLITests {
         try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
             let eve = UUID().uuidString.lowercased()
+            // An email address cannot hold one (the database refuses it); a name can.
             let connection = try await PostgresConnection.connect(configuration)
             try await connection.execute(
                 """
                 INSERT INTO users (id, email, display_name)
-                VALUES (\(eve)::uuid, \("eve\u{1B}[2J@example.com"), \("Eve\u{1B}[2J\u{7}\nrow"))
+                VALUES (\(eve)::uuid, 'eve@example.com', \("Eve\u{1B}[2J\u{7}\nrow"))
                 """)
+            try await connection.execute(
+                "UPDATE couples SET name = \("Ours\u{1B}]0;pwned\u{7}") WHERE id = \(couple)::uuid")
             await connection.close()
             var printed: [([String], String)] = []
             for arguments in [
                 ["users", "list"], ["audit", "--operator", "--tail", "1"],
-                ["grant", "--couple", couple, "--user", eve, "--role", "viewer"],
+                ["grant", "--couple", couple, "--user", eve, "--role", "viewer"], ["couples", "show", couple],
             ] {
                 printed.append((arguments, try await run(arguments).stdout))
             }
             for (arguments, text) in printed {
-                #expect(text.contains(#"eve\u{1B}[2J@example.com"#), "\(arguments): \(text)")
                 #expect(!text.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(arguments)")
             }
             #expect(printed[0].1.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "a cell keeps to its row")
+            #expect(printed[1].1.contains(#"Eve\u{1B}[2J\u{7}\u{A}row"#), "\(printed[1].1)")
+            #expect(printed[3].1.contains(#"Ours\u{1B}]0;pwned\u{7}"#), "\(printed[3].1)")
+            #expect(printed[3].1.contains(#"Eve\u{1B}[2J"#), "\(printed[3].1)")
         }
     }
 

@@ -95,5 +95,25 @@ SELECT is((SELECT row(s.user_id, s.created)::text
 SELECT is((SELECT email FROM user_identities WHERE subject = 'user_zoe'), U&'zo\00EB@example.com',
           'and the identity keeps it composed');
 
+-- One rule for an address, the Swift side's: a dot in the domain, no whitespace or control characters.
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'ann@localhost', true, NULL)$$, 'RBINV',
+                 'the identity provider gave no usable email address, which a new user needs');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', U&'ann\0007@example.com', true, NULL)$$,
+                 'RBINV', 'the identity provider gave no usable email address, which a new user needs');
+SELECT is(array_agg(rbac.is_email_address(a) ORDER BY n),
+          ARRAY[true, true, true, false, false, false, false, false, false, false, false],
+          'rbac.is_email_address takes what EmailAddress takes')
+FROM unnest(ARRAY['a@b.c', U&'zo\00EB@example.com', 'a.b+c@d.e.f', 'a@b', 'a@.', '@b.c', 'a@b.c@d.e', U&'a\00A0b@c.d',
+                  U&'a\0085@b.c', U&'a@b\3000.c', 'a@b.c' || repeat('c', 316)]) WITH ORDINALITY AS t(a, n);
+SELECT throws_ok($$INSERT INTO users (email) VALUES ('ann@localhost')$$, '23514',
+                 'new row for relation "users" violates check constraint "users_email_check"',
+                 'a direct write is held to the same rule');
+SELECT throws_ok($$INSERT INTO users (email) VALUES (U&'ann\001B]0;x\0007@example.com')$$, '23514',
+                 'new row for relation "users" violates check constraint "users_email_check"',
+                 'control characters included');
+SELECT throws_ok($$UPDATE user_identities SET email = 'ann@localhost' WHERE subject = 'user_zoe'$$, '23514',
+                 'new row for relation "user_identities" violates check constraint "user_identities_email_check"',
+                 'an identity''s address too');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -24,6 +24,11 @@ SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), decode(
                  'a token hash must be 32 bytes');
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', 'not an email')$$,
                  'RBINV', NULL, 'a bound email must look like one');
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', 'ann@localhost')$$,
+                 'RBINV', 'not an email address: "ann@localhost"', 'with a dot in its domain');
+SELECT throws_ok($$UPDATE invitations SET email = 'ann@localhost'$$, '23514',
+                 'new row for relation "invitations" violates check constraint "invitations_email_check"',
+                 'as a direct write must');
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', NULL, interval '0')$$,
                  'RBINV', NULL, 'an invitation must not expire at once');
 SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_partner'), 'partner')$$,

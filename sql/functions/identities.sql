@@ -1,5 +1,14 @@
 -- Signing in: the user of a verified token's identity, made on its first sign-in.
 
+-- Whether p_email is an email address as rbac stores one: the rule of the checks on every email column
+-- (sql/0011) and of Swift's `EmailAddress`. Composed form is not part of it: the callers normalize first.
+CREATE OR REPLACE FUNCTION rbac.is_email_address(p_email text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT p_email ~ '^[^@]+@[^@]+\.[^@]+$'
+       AND p_email !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]'
+       AND length(p_email) <= 320
+$$;
+
 -- The user of identity (p_issuer, p_subject), and whether this call created it. The operator alone calls it,
 -- with what a token it verified says: the address, whether the provider verified it, a display name.
 --   * a known identity: its user; the address and its verification are updated to the token's.
@@ -28,7 +37,7 @@ BEGIN
         RAISE EXCEPTION 'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)'
             USING ERRCODE = 'RBINV';
     END IF;
-    IF v_email !~ '^[^@\s]+@[^@\s]+$' OR length(v_email) > 320 THEN
+    IF v_email IS NOT NULL AND NOT rbac.is_email_address(v_email) THEN
         v_email := NULL;
     END IF;
     FOR v_attempt IN 1..3 LOOP

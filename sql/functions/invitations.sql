@@ -98,7 +98,7 @@ BEGIN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
     END IF;
     p_email := normalize(p_email, NFC);
-    IF p_email IS NOT NULL AND (p_email !~ '^[^@\s]+@[^@\s]+$' OR length(p_email) > 320) THEN
+    IF p_email IS NOT NULL AND NOT rbac.is_email_address(p_email) THEN
         RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
     END IF;
     PERFORM rbac.require_invitation_allowed(p_couple_id, p_email);
