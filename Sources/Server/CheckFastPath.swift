@@ -66,6 +66,9 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private var answering = false
     private var waiting = CircularBuffer<HTTPRequestPart>()
     private var readWanted = false
+    /// An error read meanwhile (a request after the check did not parse), passed on after what waited, so that
+    /// Hummingbird's 400 and close follow the answers owed before it.
+    private var waitingError: (any Error)?
     /// Runs the tasks that answer from the repository; made for the first.
     private var executor: EventLoopTaskExecutor?
     /// Shutting down: everything goes on to Hummingbird.
@@ -170,7 +173,10 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// the shutdown event put off meanwhile.
     private func answered(_ result: Result<PermissionCheck, any Error>, _ held: Held, context: ChannelHandlerContext) {
         answering = false
-        guard context.channel.isActive else { return waiting.removeAll() }
+        guard context.channel.isActive else {
+            waitingError = nil
+            return waiting.removeAll()
+        }
         switch result {
         case .success(let answer):
             writeAnswer(answer, since: held.since, context: context)
@@ -179,6 +185,10 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelRead(wrapInboundOut(.end(nil)))
         }
         while !answering, let part = waiting.popFirst() { read(part, context: context) }
+        if !answering, let error = waitingError {
+            waitingError = nil
+            context.fireErrorCaught(error)
+        }
         channelReadComplete(context: context)
         guard !answering else { return }
         if readWanted {
@@ -186,6 +196,10 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             context.read()
         }
         if quiescing { context.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if answering { waitingError = error } else { context.fireErrorCaught(error) }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

@@ -241,4 +241,51 @@ struct LiveTests {
             #expect(try await rows() == before, "nothing was written")
         }
     }
+
+    @Test("a request that does not parse, pipelined behind a check waiting for the database, is answered 400 after it")
+    func brokenRequestBehindDatabaseCheck() async throws {
+        try await Self.withOwnedCouple { fixture in
+            // Trusted caches, cold: once it knows the key, the fast path answers the owner's check from the database.
+            let keyRepository = InMemoryServiceKeyRepository()
+            let key = try await ServiceKeyService(repository: keyRepository).create(name: "live").1.rawValue
+            let dependencies = ServerDependencies(
+                repository: fixture.repository,
+                keys: ServiceKeyService(repository: keyRepository, cache: ServiceKeyCache(), isCacheTrusted: { true }),
+                tokens: TokenVerifier(secret: .hmac(secret: Array(Self.secret.utf8))),
+                publicBaseURL: URL(string: "https://rbac.test")!,
+                checker: PermissionChecker(
+                    repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { true }),
+                isReady: { true })
+            func check(_ user: UUID) -> String {
+                let body = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user)","permission":"budget.edit"}"#
+                return "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(key)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            }
+            let bytes = Array((check(fixture.owner) + "GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n").utf8)
+            let answers = try await CheckAnswerDifferentialTests.serving(dependencies) { port in
+                // The route answers the first check with a key, and caches the key for the fast path.
+                let first = try await CheckAnswerDifferentialTests.exchange(
+                    port: port, Array(check(UUID()).utf8), responses: 1)
+                #expect(first.map(\.statusLine) == ["HTTP/1.1 200 OK"])
+                // The check's statement waits for a lock on memberships until it is certain to be waiting: the
+                // request behind it has been read by then.
+                let exchange = try await fixture.pool.withTransaction { locker in
+                    _ = try await locker.query("LOCK TABLE memberships IN ACCESS EXCLUSIVE MODE")
+                    let exchange = Task {
+                        try await CheckAnswerDifferentialTests.exchange(port: port, bytes, responses: nil)
+                    }
+                    while try await fixture.pool.query(
+                        "SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'memberships'::regclass"
+                    )[0].decode("n", as: Int.self) == 0 {
+                        try await Task.sleep(for: .milliseconds(5))
+                    }
+                    return exchange
+                }
+                return try await exchange.value
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"])
+            #expect(
+                answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
+        }
+    }
 }
