@@ -158,7 +158,8 @@ let serverName = "rbac"
 /// The application: the router on `host:port`. `onServerRunning` is told the address the server listens on (port
 /// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
 /// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`CheckFastPath`).
-/// A connection closes after the answer to a request that does not keep it alive (`HTTP1ClosingChannel`).
+/// A connection closes after the answer to a request that does not keep it alive, and a request without one
+/// `Host` is refused (`StrictHTTP1Channel`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
     shutdownGrace: Duration = .seconds(1),
@@ -168,7 +169,7 @@ public func buildApplication(
     return Application(
         router: buildRouter(dependencies),
         server: HTTPServerBuilder { responder in
-            HTTP1ClosingChannel(
+            StrictHTTP1Channel(
                 base: HTTP1Channel(
                     responder: responder,
                     configuration: .init(

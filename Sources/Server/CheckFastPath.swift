@@ -19,7 +19,7 @@ import NIOHTTPTypes
 /// and every error. A check the repository fails to answer goes on too, to be asked again there. A check is
 /// answered here only when
 /// - no request handed on earlier is still unanswered, so answers never overtake one another;
-/// - it does not ask to close the connection (Hummingbird closes it after the answer; `HTTP1ClosingChannel` has
+/// - it does not ask to close the connection (Hummingbird closes it after the answer; `StrictHTTP1Channel` has
 ///   made every such request say `Connection: close`), has no trailers, and its body is at most `maxBody`
 ///   bytes;
 /// - the server is not shutting down.

@@ -233,4 +233,32 @@ struct CheckAnswerDifferentialTests {
             #expect(answers.map(\.statusLine) == Array(repeating: "HTTP/1.1 200 OK", count: closes ? 1 : 2))
         }
     }
+
+    @Test(
+        "a request that breaks HTTP/1.1's rules is answered 400 after the answers owed before it, and the connection closes",
+        arguments: [
+            ("GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n", 400),
+            ("GET /health HTTP/1.1\r\n\r\n", 400),
+            ("GET /health HTTP/1.1\r\nHost: a.test\r\nhost: b.test\r\n\r\n", 400),
+            ("GET /health HTTP/1.0\r\n\r\n", 200),
+        ] as [(String, Int)])
+    func brokenRequest(_ second: String, status: Int) async throws {
+        let servers = try await Servers()
+        let check = servers.request(
+            #"{"couple_id":"\#(servers.fixture.couple)","user_id":"\#(servers.fixture.owner)","permission":"budget.edit"}"#
+        )
+        // The check after the second request is never answered: the connection closes after the 400, and after the
+        // answer to an HTTP/1.0 request.
+        let bytes = Array((check + second + check).utf8)
+        for trusted in [true, false] {
+            let answers = try await Self.serving(servers.dependencies(trusted: trusted)) { port in
+                try await Self.exchange(port: port, bytes, responses: nil)
+            }
+            #expect(
+                answers.map(\.statusLine) == [
+                    "HTTP/1.1 200 OK", status == 200 ? "HTTP/1.1 200 OK" : "HTTP/1.1 400 Bad Request",
+                ],
+                "trusted: \(trusted)")
+        }
+    }
 }

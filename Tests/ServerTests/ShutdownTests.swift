@@ -51,7 +51,9 @@ struct ShutdownTests {
         try await Self.serving(keys: ServiceKeyService(repository: GatedKeys(gate: gate))) { client, port, group in
             // Held inside the key lookup until the gate opens.
             let inFlight = Task {
-                try await client.get("/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(Self.key)"])
+                try await client.get(
+                    "/v1/users/\(UUID())/couples", authority: "rbac.test",
+                    headers: [.authorization: "Bearer rbk_\(Self.key)"])
             }
             await gate.waitUntilEntered()
 
@@ -69,15 +71,17 @@ struct ShutdownTests {
     func answersRequestOnIdleConnection() async throws {
         // A grace far longer than the test needs: the request is sent well within it.
         try await Self.serving(shutdownGrace: .seconds(30)) { client, port, group in
-            #expect(try await client.get("/health").status == .ok, "the connection is now idle, kept alive")
+            #expect(
+                try await client.get("/health", authority: "rbac.test").status == .ok,
+                "the connection is now idle, kept alive")
 
             await group.triggerGracefulShutdown()
             while await Self.canConnect(port: port) { await Task.yield() }
 
-            let late = try await client.get("/health")
+            let late = try await client.get("/health", authority: "rbac.test")
             #expect(late.status == .ok, "answered, on the connection that was idle when shutdown began")
             await #expect(throws: (any Error).self, "the connection closed after that answer") {
-                _ = try await client.get("/health")
+                _ = try await client.get("/health", authority: "rbac.test")
             }
         }
     }
@@ -97,7 +101,8 @@ struct ShutdownTests {
             stuck.withLock {
                 $0 = Task {
                     try await client.get(
-                        "/v1/users/\(UUID())/couples", headers: [.authorization: "Bearer rbk_\(Self.key)"])
+                        "/v1/users/\(UUID())/couples", authority: "rbac.test",
+                        headers: [.authorization: "Bearer rbk_\(Self.key)"])
                 }
             }
             await gate.waitUntilEntered()
@@ -167,5 +172,13 @@ private struct GatedKeys: ServiceKeyRepository {
             await gate.enter()
         }
         return nil
+    }
+}
+
+extension TestClient {
+    /// `get` with the `Host` field an HTTP/1.1 request must carry, which `get` leaves out and `StrictHTTP1Channel`
+    /// refuses a request without.
+    fileprivate func get(_ uri: String, authority: String, headers: HTTPFields = [:]) async throws -> Response {
+        try await execute(.init(uri, method: .get, authority: authority, headers: headers))
     }
 }
