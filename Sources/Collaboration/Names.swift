@@ -52,7 +52,7 @@ private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
     return bytes.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") }
 }
 
-/// An email address, checked for shape only: something@domain.tld, at most 320 characters, no whitespace or
+/// An email address, checked for shape only: something@domain.tld, at most 320 code points, no whitespace or
 /// control characters. The database holds every stored address to the same rule (`rbac.is_email_address` and the
 /// checks of sql/0011); `EmailAddressRuleTests` keeps the two in step.
 public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
@@ -63,8 +63,10 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     public init?(rawValue: String) {
         let rawValue =
             rawValue.utf8.allSatisfy { $0 < 0x80 } ? rawValue : rawValue.precomposedStringWithCanonicalMapping
-        guard rawValue.count <= 320, !containsControlCharacter(rawValue),
-            rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/) != nil
+        // Read as code points, as PostgreSQL reads text: an `@` or a dot that a combining mark follows is one
+        // character to Swift, and a character may be more than one code point to `length`.
+        guard rawValue.unicodeScalars.count <= 320, !containsControlCharacter(rawValue),
+            rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/.matchingSemantics(.unicodeScalar)) != nil
         else { return nil }
         self.rawValue = rawValue
     }
