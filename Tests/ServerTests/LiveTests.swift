@@ -248,18 +248,12 @@ struct LiveTests {
             // Trusted caches, cold: once it knows the key, the fast path answers the owner's check from the database.
             let keyRepository = InMemoryServiceKeyRepository()
             let key = try await ServiceKeyService(repository: keyRepository).create(name: "live").1.rawValue
-            let dependencies = ServerDependencies(
-                repository: fixture.repository,
-                keys: ServiceKeyService(repository: keyRepository, cache: ServiceKeyCache(), isCacheTrusted: { true }),
-                tokens: TokenVerifier(secret: .hmac(secret: Array(Self.secret.utf8))),
-                publicBaseURL: URL(string: "https://rbac.test")!,
-                checker: PermissionChecker(
-                    repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { true }),
-                isReady: { true })
+            let dependencies = CheckAnswerDifferentialTests.Servers.dependencies(
+                repository: fixture.repository, keys: keyRepository,
+                tokens: TokenVerifier(secret: .hmac(secret: Array(Self.secret.utf8))), trusted: true)
             func check(_ user: UUID) -> String {
-                let body = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user)","permission":"budget.edit"}"#
-                return "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(key)\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+                CheckAnswerDifferentialTests.Servers.request(
+                    #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user)","permission":"budget.edit"}"#, key: key)
             }
             let bytes = Array((check(fixture.owner) + "GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n").utf8)
             let answers = try await CheckAnswerDifferentialTests.serving(dependencies) { port in
