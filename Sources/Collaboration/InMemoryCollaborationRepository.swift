@@ -243,8 +243,13 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             guard permissions(of: reassign, in: couple) != nil else {
                 throw CollaborationError(.invalidInput, "unknown role \"\(reassign)\"; valid roles: \(validRoles)")
             }
-            guard reassign != name, reassign != .owner else {
-                throw CollaborationError(.invalidInput, "members of \(name) cannot move to \(reassign)")
+            guard reassign != name else {
+                throw CollaborationError(
+                    .invalidInput, "members of \(name) cannot move to the role being deleted; name another role")
+            }
+            guard reassign != .owner else {
+                throw CollaborationError(
+                    .invalidInput, "members of \(name) cannot move to owner; ownership moves with transfer_ownership")
             }
             try requireGrantable(couple, acting, name)
             try requireGrantable(couple, acting, reassign)

@@ -126,6 +126,12 @@ extension CollaborationScenarioTests {
             await expectRefusal(.roleInUse) {
                 try await world.permissions.deleteRole(mom, in: couple, reassign: nil, as: .user(partner))
             }
+            for (target, says) in [(mom, "cannot move to the role being deleted"), (.owner, "transfer_ownership")] {
+                let refused = await expectRefusal(.invalidInput) {
+                    try await world.permissions.deleteRole(mom, in: couple, reassign: target, as: .user(partner))
+                }
+                #expect(refused?.message.contains(says) == true, "\(refused?.message ?? "")")
+            }
             try await world.permissions.deleteRole(
                 mom, in: couple, reassign: RoleName(rawValue: "viewer")!, as: .user(partner))
             #expect(try await world.repository.role(couple: couple, user: guest, as: world.admin)?.rawValue == "viewer")

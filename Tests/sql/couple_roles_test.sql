@@ -118,6 +118,8 @@ SELECT throws_ok($$SELECT delete_couple_role(pg_temp.id('Olivia & Paul'), 'mom')
                  'a held role is not deleted');
 SELECT throws_ok($$SELECT delete_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'owner')$$, 'RBINV', NULL,
                  'its members do not move to owner');
+SELECT throws_ok($$SELECT delete_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'mom')$$, 'RBINV',
+                 'members of mom cannot move to the role being deleted', 'nor to the role being deleted');
 SELECT lives_ok($$SELECT delete_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'viewer')$$,
                 'with --reassign, its members move in the same transaction');
 SELECT is((SELECT role FROM memberships WHERE user_id = pg_temp.id('vera')), 'viewer', 'the member holds the new role');

@@ -220,8 +220,11 @@ BEGIN
     PERFORM rbac.lock_couple_role(p_couple_id, p_name);
     IF p_reassign IS NOT NULL THEN
         PERFORM rbac.require_role(p_couple_id, p_reassign);
-        IF p_reassign = p_name OR p_reassign = 'owner' THEN
-            RAISE EXCEPTION 'members of % cannot move to %', p_name, p_reassign USING ERRCODE = 'RBINV',
+        IF p_reassign = p_name THEN
+            RAISE EXCEPTION 'members of % cannot move to the role being deleted', p_name USING ERRCODE = 'RBINV',
+                HINT = 'name another role to move them to';
+        ELSIF p_reassign = 'owner' THEN
+            RAISE EXCEPTION 'members of % cannot move to owner', p_name USING ERRCODE = 'RBINV',
                 HINT = 'ownership moves with transfer_ownership';
         END IF;
         PERFORM rbac.require_grantable(p_couple_id, v_actor, p_name);
