@@ -279,8 +279,7 @@ struct BudgetAPIController {
         _ name: String, _ request: Request, _ context: AppRequestContext, id: (Row) -> UUID,
         _ body: @Sendable (CoupleBudget, Actor, PageRequest?) async throws -> [Row]
     ) async throws -> Response {
-        let query = request.uri.queryParameters
-        guard query["limit"] != nil || query["after"] != nil else {
+        guard try request.queryParameter("limit") != nil || request.queryParameter("after") != nil else {
             return try await run(request, context) { try await body($0, $1, nil) }
         }
         let (limit, after) = try PermissionAPIController.page(request)

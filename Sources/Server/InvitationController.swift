@@ -97,30 +97,33 @@ struct InvitationController {
     /// once. A callback that is replayed, tampered with or late is refused and changes nothing.
     @Sendable func finishSignIn(_ request: Request, context: AppRequestContext) async throws -> Response {
         guard let signIn else { return Self.signInNotConfigured }
-        let query = request.uri.queryParameters
         var response: Response
-        if let error = query["error"].map(String.init) {
-            context.logger.notice("sign-in not completed", metadata: ["error": "\(error.prefix(64))"])
-            response = Self.html(.badRequest, InvitationPage.problem("You did not sign in, so nothing was accepted."))
-        } else {
-            do {
+        do {
+            if let error = try request.queryParameter("error") {
+                context.logger.notice("sign-in not completed", metadata: ["error": "\(error.prefix(64))"])
+                response = Self.html(
+                    .badRequest, InvitationPage.problem("You did not sign in, so nothing was accepted."))
+            } else {
                 let (verified, tokenHash) = try await signIn.finish(
-                    code: query["code"].map(String.init), state: query["state"].map(String.init),
+                    code: try request.queryParameter("code"), state: try request.queryParameter("state"),
                     cookie: Self.cookie(OpenIDSignIn.cookieName, in: request.headers))
                 let signedIn = try await repository.signIn(externalIdentity(verified))
                 let membership = try await invitations.accept(tokenHash: tokenHash, signedIn: signedIn)
                 let name = (try? await invitations.preview(tokenHash: tokenHash))??.coupleName ?? "the couple"
                 response = Self.html(.ok, InvitationPage.accepted(membership, coupleName: name, appURL: signIn.appURL))
-            } catch let refusal as OpenIDSignIn.Refusal {
-                context.logger.notice("sign-in refused", metadata: ["reason": "\(refusal.message)"])
-                response = Self.html(.badRequest, InvitationPage.problem(refusal.message))
-            } catch let error as CollaborationError {
-                switch error.code {
-                case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
-                    response = Self.html(.notFound, InvitationPage.unusable)
-                default:
-                    response = Self.html(APIError(error).status, InvitationPage.problem(error.message))
-                }
+            }
+        } catch let refusal as OpenIDSignIn.Refusal {
+            context.logger.notice("sign-in refused", metadata: ["reason": "\(refusal.message)"])
+            response = Self.html(.badRequest, InvitationPage.problem(refusal.message))
+        } catch let error as APIError {
+            response = Self.html(
+                error.status, InvitationPage.problem("This sign-in address is not valid: \(error.message)."))
+        } catch let error as CollaborationError {
+            switch error.code {
+            case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
+                response = Self.html(.notFound, InvitationPage.unusable)
+            default:
+                response = Self.html(APIError(error).status, InvitationPage.problem(error.message))
             }
         }
         // Whatever happened, the flow is over: a reload of this address finds no flow to finish.

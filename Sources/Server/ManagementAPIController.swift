@@ -75,8 +75,8 @@ struct ManagementAPIController {
     }
 
     @Sendable func listInvitations(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let status = try request.uri.queryParameters["status"].map { text -> InvitationStatus in
-            guard let status = InvitationStatus(rawValue: String(text)) else {
+        let status = try request.queryParameter("status").map { text -> InvitationStatus in
+            guard let status = InvitationStatus(rawValue: text) else {
                 throw APIError.badRequest("status must be pending, accepted, revoked or expired")
             }
             return status
@@ -160,7 +160,7 @@ struct ManagementAPIController {
 
     /// `?reassign=ROLE` moves the role's members and pending invitations to ROLE first.
     @Sendable func deleteRole(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let reassign = try request.uri.queryParameters["reassign"].map { try RoleName(validating: String($0)) }
+        let reassign = try request.queryParameter("reassign").map { try RoleName(validating: $0) }
         try await permissions.deleteRole(
             try role(context), in: try couple(context), reassign: reassign, as: try request.actingUser())
         return Response(status: .noContent)

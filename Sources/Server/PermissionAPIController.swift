@@ -135,15 +135,15 @@ struct PermissionAPIController {
 
     /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`).
     static func page(_ request: Request) throws -> (limit: Int, after: UUID?) {
-        let query = request.uri.queryParameters
         let limit =
-            try query["limit"].map { text -> Int in
-                guard let value = Int(String(text)), (1...1000).contains(value) else {
-                    throw APIError.badRequest("limit must be a number from 1 to 1000")
-                }
+            try request.queryParameter("limit").map { text -> Int in
+                // Digits only: `Int` would also take a sign.
+                guard text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                    let value = Int(text), (1...1000).contains(value)
+                else { throw APIError.badRequest("limit must be a number from 1 to 1000") }
                 return value
             } ?? 100
-        let after = try query["after"].map { try APIError.uuid(String($0), "after") }
+        let after = try request.queryParameter("after").map { try APIError.uuid($0, "after") }
         return (limit, after)
     }
 

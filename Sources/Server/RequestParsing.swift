@@ -26,6 +26,14 @@ extension HTTPFields {
 }
 
 extension Request {
+    /// Query parameter `name`, percent-decoded, or nil when absent. One given twice is a 400, never one of its
+    /// values: a proxy or cache ahead of this service may have read the other (as with a JSON key named twice).
+    func queryParameter(_ name: Substring) throws -> String? {
+        let values = uri.queryParameters[values: name]
+        guard values.count < 2 else { throw APIError.badRequest("\(name) is given more than once in the query") }
+        return values.first.map(String.init)
+    }
+
     /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
     func actingUser() throws -> Actor {
         guard let header = headers[.init("X-Acting-User")!] else {

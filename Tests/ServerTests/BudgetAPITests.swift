@@ -233,7 +233,9 @@ struct BudgetAPITests {
             #expect(last["next_after"] == nil, "a short page is the last")
             let gone = try await get("?limit=2&after=\(UUID())")
             #expect(gone.0 == .notFound, "a page after a row the couple does not have is refused")
-            for bad in ["?limit=0", "?limit=1001", "?limit=two", "?after=nope"] {
+            for bad in [
+                "?limit=0", "?limit=1001", "?limit=two", "?after=nope", "?limit=+2", "?after=\(ids[0])&after=\(ids[1])",
+            ] {
                 #expect(try await get(bad).0 == .badRequest, "\(bad)")
             }
         }

@@ -102,4 +102,19 @@ struct InvitationSignInTests {
         #expect(await refusal(cookie, state: (state ?? "") + "x", at: now)?.contains("does not match") == true)
         #expect(await refusal(cookie, state: nil, at: now)?.contains("does not match") == true)
     }
+
+    @Test("a callback naming its state, code or error twice is refused as a page, and ends the flow")
+    func repeatedCallbackParameters() async throws {
+        let fixture = try await Fixture()
+        try await fixture.application(signIn: Self.signIn()).test(.router) { client in
+            for query in ["code=c&state=a&state=b", "code=c&code=d&state=a", "error=a&error=b"] {
+                try await client.execute(uri: "/oidc/callback?\(query)", method: .get) { response in
+                    #expect(response.status == .badRequest, "\(query)")
+                    #expect(response.headers[.contentType]?.hasPrefix("text/html") == true, "\(query)")
+                    #expect(text(response).contains("given more than once"), "\(query)")
+                    #expect(response.headers[.setCookie]?.contains("Max-Age=0") == true, "\(query)")
+                }
+            }
+        }
+    }
 }

@@ -52,6 +52,10 @@ struct RolesAPITests {
 
             let held = try await send("\(roles)/mom", .delete)
             #expect(held.0 == .conflict && held.1.contains("role_in_use"), "\(held.1)")
+            let twice = try await send("\(roles)/mom?reassign=viewer&reassign=planner", .delete)
+            #expect(twice.0 == .badRequest && twice.1.contains("reassign is given more than once"), "\(twice.1)")
+            let onto = try await send("\(roles)/mom?reassign=mom", .delete)
+            #expect(onto.0 == .badRequest && onto.1.contains("the role being deleted"), "\(onto.1)")
             #expect(try await send("\(roles)/mom?reassign=viewer", .delete).0 == .noContent)
             #expect(try await send("\(roles)/mom", .delete).0 == .notFound)
         }

@@ -55,10 +55,12 @@ struct Fixture {
         return url
     }()
 
-    func application(limiter: FailedAttemptLimiter = FailedAttemptLimiter()) -> some ApplicationProtocol {
+    func application(limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil)
+        -> some ApplicationProtocol
+    {
         let dependencies = ServerDependencies(
-            repository: repository, keys: keys, tokens: tokens, publicBaseURL: URL(string: "https://rbac.test")!,
-            limiter: limiter, isReady: { true })
+            repository: repository, keys: keys, tokens: tokens, signIn: signIn,
+            publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter, isReady: { true })
         return Application(router: buildRouter(dependencies))
     }
 
