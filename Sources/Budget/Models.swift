@@ -300,7 +300,9 @@ public enum Money {
         if text.hasPrefix("-"), (try? parse(String(text.dropFirst()), field)) != nil {
             throw BudgetError(.invalidInput, "\(field) must not be negative (\(text))")
         }
-        guard text.utf8.count <= 16, text.wholeMatch(of: /[0-9]+(\.[0-9]*)?|\.[0-9]+/) != nil,
+        // 32 digits and a point are read exactly (`Decimal` keeps 38), so an amount too large or too fine is
+        // refused as such, not as something that is no amount.
+        guard text.utf8.count <= 33, text.wholeMatch(of: /[0-9]+(\.[0-9]*)?|\.[0-9]+/) != nil,
             let amount = Decimal(string: text)
         else {
             throw BudgetError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")

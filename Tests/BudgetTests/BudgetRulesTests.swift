@@ -88,6 +88,13 @@ struct BudgetRulesTests {
         #expect(throws: BudgetError(.invalidInput, "--amount must not be negative (-5)")) {
             try Money.parse("-5", "--amount")
         }
+        #expect(throws: BudgetError(.invalidInput, "amount must be at most 9999999999.99 (99999999999999999999)")) {
+            try Money.parse("99999999999999999999", "amount")
+        }
+        #expect(throws: BudgetError(.invalidInput, "amount must be in whole cents (0.0000000000000000000000000000001)"))
+        {
+            try Money.parse("0.0000000000000000000000000000001", "amount")
+        }
         #expect(CalendarDay("2026-02-29") == nil)
         #expect(CalendarDay("2028-02-29") != nil)
         #expect(CalendarDay("2026-13-01") == nil)
