@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdCore
 import Identity
 import Logging
+import NIOCore
 import Prometheus
 import ServiceLifecycle
 
@@ -158,11 +159,11 @@ let serverName = "rbac"
 /// The application: the router on `host:port`. `onServerRunning` is told the address the server listens on (port
 /// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
 /// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`CheckFastPath`).
-/// A connection closes after the answer to a request that does not keep it alive, and a request without one
-/// `Host` is refused (`StrictHTTP1Channel`).
+/// A connection closes after the answer to a request that does not keep it alive, or after `idleTimeout` with
+/// nothing to do, and a request without one `Host` is refused (`StrictHTTP1Channel`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
-    shutdownGrace: Duration = .seconds(1),
+    shutdownGrace: Duration = .seconds(1), idleTimeout: Duration = .seconds(60),
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let timings = RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: dependencies.metrics))
@@ -177,7 +178,8 @@ public func buildApplication(
                             CheckFastPath(
                                 keys: dependencies.keys, checker: dependencies.checker, timings: timings,
                                 logger: logger, shutdownGrace: shutdownGrace)
-                        ])))
+                        ])),
+                idleTimeout: TimeAmount(idleTimeout))
         },
         configuration: .init(address: .hostname(host, port: port), serverName: serverName),
         services: [BudgetSweeper(registry: dependencies.budgets)],

@@ -13,14 +13,21 @@ import NIOHTTP1
 /// - An HTTP/1.1 request with no `Host` field, or more than one, is answered 400 and the connection closed, as
 ///   for a request that does not parse, after the answers owed before it (section 3.2). Two `Host` fields are
 ///   a way to make a proxy in front and this server disagree on where a request goes.
+///
+/// And it closes a connection left idle for `idleTimeout` (section 9.8), so that connections nobody uses, or
+/// that send a request a byte at a time, do not pile up until the process runs out of file descriptors.
+/// Hummingbird's own idle timeout cannot serve: it sits behind `CheckFastPath`, never sees the checks answered
+/// there, and would close a connection busy with them.
 struct StrictHTTP1Channel: ServerChildChannel {
     let base: HTTP1Channel
+    let idleTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
         base.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let decoder = try channel.pipeline.syncOperations.context(
                 handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try channel.pipeline.syncOperations.addHandler(RequestHeadRules(), position: .after(decoder.handler))
+            try channel.pipeline.syncOperations.addHandlers(
+                [IdleConnectionCloser(timeout: idleTimeout), RequestHeadRules()], position: .after(decoder.handler))
             return value
         }
     }
@@ -48,5 +55,86 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
         guard !head.isKeepAlive, head.headers["connection"] != ["close"] else { return context.fireChannelRead(data) }
         head.headers.replaceOrAdd(name: "connection", value: "close")
         context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+}
+
+/// Closes the connection once `timeout` has passed with no answer owed and nothing read, or with a request's
+/// head or body arriving no faster than that. While the service works on a request it has read, nothing is
+/// closed, however long that takes. It sees every request and answer, the fast path's included: it sits where
+/// requests leave the decoder and answers reach the encoder.
+private final class IdleConnectionCloser: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let timeout: TimeAmount
+    /// Requests whose head was read and whose answer has not ended yet.
+    private var unanswered = 0
+    /// A request's head was read and its end not yet.
+    private var reading = false
+    /// When a request part was last read or an answer last ended.
+    private var lastActivity = NIODeadline.now()
+    /// One scheduled look at the connection at a time; activity only moves `lastActivity`, so the timer is not
+    /// rescheduled for every request.
+    private var scheduled: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { schedule(context, at: lastActivity + timeout) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        lastActivity = .now()
+        if scheduled == nil { schedule(context, at: lastActivity + timeout) }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancel()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { cancel() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            unanswered += 1
+            reading = true
+        case .body: break
+        case .end: reading = false
+        }
+        lastActivity = .now()
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            // A 400 for bytes that never made a request is an answer to nothing read here.
+            unanswered = max(0, unanswered - 1)
+            lastActivity = .now()
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            scheduled = nil
+            if unanswered > 0, !reading {
+                // The service's turn: the time starts again when its last answer ends.
+                schedule(context, at: .now() + timeout)
+            } else if lastActivity + timeout <= .now() {
+                context.close(promise: nil)
+            } else {
+                schedule(context, at: lastActivity + timeout)
+            }
+        }
+    }
+
+    private func cancel() {
+        scheduled?.cancel()
+        scheduled = nil
     }
 }

@@ -58,6 +58,13 @@ extension RBAC {
         @Option(
             help: ArgumentHelp(
                 """
+                Close a connection after this long with no answer owed and nothing sent, or with a request \
+                arriving slower than that: 1s to 3600s. The service's own work on a request is not limited.
+                """, valueName: "duration"))
+        var idleTimeout: ShortDuration = ShortDuration(argument: "60s")!
+        @Option(
+            help: ArgumentHelp(
+                """
                 How often to record expired memberships and invitations in the audit logs and the outbox (rbac \
                 sweep): 1s to 3600s. Expiry itself does not wait for it.
                 """, valueName: "duration"))
@@ -85,6 +92,9 @@ extension RBAC {
             do { _ = try TrustedProxies(parsing: trustedProxy) } catch { throw ValidationError(error.description) }
             guard (.seconds(1)...Duration.seconds(300)).contains(drainTimeout.duration) else {
                 throw ValidationError("--drain-timeout must be from 1s to 300s")
+            }
+            guard (.seconds(1)...Duration.seconds(3600)).contains(idleTimeout.duration) else {
+                throw ValidationError("--idle-timeout must be from 1s to 3600s")
             }
             guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
             guard (.seconds(1)...Duration.seconds(3600)).contains(sweepInterval.duration) else {
@@ -203,7 +213,7 @@ extension RBAC {
                 }
                 let application = buildApplication(
                     dependencies, host: host, port: port, logger: logger,
-                    shutdownGrace: min(.seconds(1), drainTimeout.duration))
+                    shutdownGrace: min(.seconds(1), drainTimeout.duration), idleTimeout: idleTimeout.duration)
                 // The background tasks end before serve does, also when it could not listen: otherwise one of
                 // them could still log after the error that ends the process.
                 var failure: (any Error)?

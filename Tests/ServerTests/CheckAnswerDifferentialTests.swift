@@ -28,60 +28,36 @@ struct CheckAnswerDifferentialTests {
     /// Sends `request` on a new connection and reads `count` responses from it; with `count` nil, every response
     /// until the server closes the connection (a connection still open after 10 seconds of silence throws).
     static func exchange(port: Int, _ request: [UInt8], responses count: Int?) async throws -> [RawResponse] {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try blockingExchange(port: port, request, responses: count) })
-            }
-        }
+        try await onOwnThread { try blockingExchange(port: port, request, responses: count) }
     }
 
     private static func blockingExchange(port: Int, _ request: [UInt8], responses count: Int?) throws -> [RawResponse] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSetupError("socket: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw TestSetupError("connect: \(String(cString: strerror(errno)))") }
-        var sent = 0
-        while sent < request.count {
-            let n = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { throw TestSetupError("send: \(String(cString: strerror(errno)))") }
-            sent += n
-        }
+        let connection = try LoopbackConnection(port: port)
+        try connection.send(request)
         var received: [UInt8] = []
         var responses: [RawResponse] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
         while responses.count < count ?? .max {
             if let (response, used) = parse(received) {
                 responses.append(response)
                 received.removeFirst(used)
                 continue
             }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n == 0, count == nil, received.isEmpty { return responses }
-            guard n > 0 else {
-                throw TestSetupError(
-                    n == 0
-                        ? "the connection ended after \(responses.count) of \(count.map(String.init) ?? "all") responses"
-                        : "no end of the connection after \(responses.count) responses: \(String(cString: strerror(errno)))"
-                )
+            let chunk: [UInt8]
+            do { chunk = try connection.receive() } catch {
+                throw TestSetupError("no end of the connection after \(responses.count) responses: \(error)")
             }
-            received += buffer[..<n]
+            if chunk.isEmpty, count == nil, received.isEmpty { return responses }
+            guard !chunk.isEmpty else {
+                throw TestSetupError(
+                    "the connection ended after \(responses.count) of \(count.map(String.init) ?? "all") responses")
+            }
+            received += chunk
         }
         return responses
     }
 
     /// The first whole response in `bytes`, and how many bytes it took.
-    private static func parse(_ bytes: [UInt8]) -> (RawResponse, Int)? {
+    static func parse(_ bytes: [UInt8]) -> (RawResponse, Int)? {
         let separator: [UInt8] = Array("\r\n\r\n".utf8)
         guard let end = (0..<max(0, bytes.count - 3)).first(where: { Array(bytes[$0..<$0 + 4]) == separator })
         else { return nil }
@@ -98,16 +74,17 @@ struct CheckAnswerDifferentialTests {
         return (RawResponse(statusLine: lines[0], headers: headers, body: Array(bytes[(end + 4)..<total])), total)
     }
 
-    /// Runs the application on a free port until `body` returns.
+    /// Runs the application on a free port until `body` returns, closing connections idle for `idleTimeout`.
     static func serving<T: Sendable>(
-        _ dependencies: ServerDependencies, _ body: (_ port: Int) async throws -> T
+        _ dependencies: ServerDependencies, idleTimeout: Duration = .seconds(60),
+        _ body: (_ port: Int) async throws -> T
     ) async throws -> T {
         let listening = AsyncStream.makeStream(of: Int.self)
         let group = ServiceGroup(
             services: [
                 buildApplication(
                     dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "differential-test"),
-                    onServerRunning: { listening.continuation.yield($0) })
+                    idleTimeout: idleTimeout, onServerRunning: { listening.continuation.yield($0) })
             ], logger: Logger(label: "differential-test"))
         return try await withThrowingTaskGroup(of: T?.self) { tasks in
             tasks.addTask {

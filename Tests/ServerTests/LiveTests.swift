@@ -242,42 +242,69 @@ struct LiveTests {
         }
     }
 
+    /// Serves `fixture` with trusted, cold caches and a known key, and sends `bytes` (starting with the owner's
+    /// check, made by `check`) on a new connection while memberships is locked. Once the check's statement waits
+    /// for the lock, `whileHeld` runs; then the lock goes. Returns the answers until `count` (nil: the server
+    /// closes the connection).
+    static func exchangeHeld(
+        _ fixture: OwnedCouple, idleTimeout: Duration = .seconds(60), responses count: Int?,
+        _ bytes: (_ check: (UUID) -> String) -> String, whileHeld: @Sendable () async throws -> Void = {}
+    ) async throws -> [CheckAnswerDifferentialTests.RawResponse] {
+        let keyRepository = InMemoryServiceKeyRepository()
+        let key = try await ServiceKeyService(repository: keyRepository).create(name: "live").1.rawValue
+        let dependencies = CheckAnswerDifferentialTests.Servers.dependencies(
+            repository: fixture.repository, keys: keyRepository,
+            tokens: TokenVerifier(secret: .hmac(secret: Array(Self.secret.utf8))), trusted: true)
+        func check(_ user: UUID) -> String {
+            CheckAnswerDifferentialTests.Servers.request(
+                #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user)","permission":"budget.edit"}"#, key: key)
+        }
+        let request = Array(bytes(check).utf8)
+        return try await CheckAnswerDifferentialTests.serving(dependencies, idleTimeout: idleTimeout) { port in
+            // The route answers the first check with a key, and caches the key for the fast path, which then
+            // answers the owner's check from the database.
+            let first = try await CheckAnswerDifferentialTests.exchange(
+                port: port, Array(check(UUID()).utf8), responses: 1)
+            #expect(first.map(\.statusLine) == ["HTTP/1.1 200 OK"])
+            let exchange = try await fixture.pool.withTransaction { locker in
+                _ = try await locker.query("LOCK TABLE memberships IN ACCESS EXCLUSIVE MODE")
+                let exchange = Task {
+                    try await CheckAnswerDifferentialTests.exchange(port: port, request, responses: count)
+                }
+                while try await fixture.pool.query(
+                    "SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'memberships'::regclass"
+                )[0].decode("n", as: Int.self) == 0 {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                try await whileHeld()
+                return exchange
+            }
+            return try await exchange.value
+        }
+    }
+
     @Test("a request that does not parse, pipelined behind a check waiting for the database, is answered 400 after it")
     func brokenRequestBehindDatabaseCheck() async throws {
         try await Self.withOwnedCouple { fixture in
-            // Trusted caches, cold: once it knows the key, the fast path answers the owner's check from the database.
-            let keyRepository = InMemoryServiceKeyRepository()
-            let key = try await ServiceKeyService(repository: keyRepository).create(name: "live").1.rawValue
-            let dependencies = CheckAnswerDifferentialTests.Servers.dependencies(
-                repository: fixture.repository, keys: keyRepository,
-                tokens: TokenVerifier(secret: .hmac(secret: Array(Self.secret.utf8))), trusted: true)
-            func check(_ user: UUID) -> String {
-                CheckAnswerDifferentialTests.Servers.request(
-                    #"{"couple_id":"\#(fixture.couple)","user_id":"\#(user)","permission":"budget.edit"}"#, key: key)
-            }
-            let bytes = Array((check(fixture.owner) + "GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n").utf8)
-            let answers = try await CheckAnswerDifferentialTests.serving(dependencies) { port in
-                // The route answers the first check with a key, and caches the key for the fast path.
-                let first = try await CheckAnswerDifferentialTests.exchange(
-                    port: port, Array(check(UUID()).utf8), responses: 1)
-                #expect(first.map(\.statusLine) == ["HTTP/1.1 200 OK"])
-                // The check's statement waits for a lock on memberships until it is certain to be waiting: the
-                // request behind it has been read by then.
-                let exchange = try await fixture.pool.withTransaction { locker in
-                    _ = try await locker.query("LOCK TABLE memberships IN ACCESS EXCLUSIVE MODE")
-                    let exchange = Task {
-                        try await CheckAnswerDifferentialTests.exchange(port: port, bytes, responses: nil)
-                    }
-                    while try await fixture.pool.query(
-                        "SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'memberships'::regclass"
-                    )[0].decode("n", as: Int.self) == 0 {
-                        try await Task.sleep(for: .milliseconds(5))
-                    }
-                    return exchange
-                }
-                return try await exchange.value
+            // By the time the check's statement waits, the request behind it has been read.
+            let answers = try await Self.exchangeHeld(fixture, responses: nil) { check in
+                check(fixture.owner) + "GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n"
             }
             #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK", "HTTP/1.1 400 Bad Request"])
+            #expect(
+                answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
+        }
+    }
+
+    @Test("a check the database holds for longer than the idle timeout is still answered")
+    func slowCheckOutlastsIdleTimeout() async throws {
+        try await Self.withOwnedCouple { fixture in
+            let answers = try await Self.exchangeHeld(fixture, idleTimeout: .seconds(1), responses: 1) { check in
+                check(fixture.owner)
+            } whileHeld: {
+                try await Task.sleep(for: .milliseconds(1500))
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"])
             #expect(
                 answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
         }

@@ -1,0 +1,103 @@
+import Foundation
+import TestSupport
+import Testing
+
+@testable import Server
+
+/// Connections left idle are closed after the idle timeout (1 second here), over real sockets; connections in
+/// use, the fast path's included, are not.
+@Suite("Idle connections", .timeLimit(.minutes(1)))
+struct IdleConnectionTests {
+    static let timeout = Duration.seconds(1)
+
+    /// Reads from `connection` until the server closes it, and says how long after `since` that was. The server
+    /// starts its clock a little before a client sees an answer end, so "after the timeout" reads as 0.9 s.
+    static func secondsUntilClosed(_ connection: LoopbackConnection, since: ContinuousClock.Instant) throws -> Double {
+        while try !connection.receive().isEmpty {}
+        let elapsed = ContinuousClock.now - since
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    /// The status line of the next answer on `connection` (each fits one read here), or nil when the server
+    /// closes the connection first.
+    static func statusLine(_ connection: LoopbackConnection) throws -> String? {
+        var received: [UInt8] = []
+        while CheckAnswerDifferentialTests.parse(received) == nil {
+            let chunk = try connection.receive()
+            guard !chunk.isEmpty else { return nil }
+            received += chunk
+        }
+        return CheckAnswerDifferentialTests.parse(received)?.0.statusLine
+    }
+
+    @Test("a connection that sends nothing, or nothing after its answer, is closed once the timeout has passed")
+    func closesIdle() async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true), idleTimeout: Self.timeout) {
+            port in
+            let silent = try await onOwnThread {
+                let opened = ContinuousClock.now
+                return try Self.secondsUntilClosed(try LoopbackConnection(port: port), since: opened)
+            }
+            #expect(silent >= 0.9, "closed after \(silent) s")
+            let afterAnswer = try await onOwnThread {
+                let connection = try LoopbackConnection(port: port)
+                try connection.send(Array("GET /health HTTP/1.1\r\nHost: rbac.test\r\n\r\n".utf8))
+                let answer = try Self.statusLine(connection)
+                let answered = ContinuousClock.now
+                return (answer, try Self.secondsUntilClosed(connection, since: answered))
+            }
+            #expect(afterAnswer.0 == "HTTP/1.1 200 OK")
+            #expect(afterAnswer.1 >= 0.9, "closed \(afterAnswer.1) s after the answer")
+        }
+    }
+
+    @Test("a request whose head comes a line at a time, slower than the timeout allows in all, is cut off")
+    func closesSlowHead() async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true), idleTimeout: Self.timeout) {
+            port in
+            let (lines, seconds) = try await onOwnThread {
+                let connection = try LoopbackConnection(port: port)
+                let opened = ContinuousClock.now
+                try connection.send(Array("GET /health HTTP/1.1\r\nHost: rbac.test\r\n".utf8))
+                // One header line every 100 ms, for up to 8 s: never a whole head, so never a request part.
+                var lines = 0
+                while lines < 80, !connection.isClosedByPeer {
+                    try? connection.send(Array("X-Slow: \(lines)\r\n".utf8))
+                    lines += 1
+                    Thread.sleep(forTimeInterval: 0.1)
+                }
+                return (lines, try Self.secondsUntilClosed(connection, since: opened))
+            }
+            #expect(lines < 80, "still open after 8 s of header lines")
+            #expect(seconds >= 0.9, "closed after \(seconds) s")
+        }
+    }
+
+    @Test("a connection sending checks that the fast path answers, more often than the timeout, stays open")
+    func keepsBusyFastPath() async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        let check = servers.request(
+            #"{"couple_id":"\#(servers.fixture.couple)","user_id":"\#(servers.fixture.owner)","permission":"budget.edit"}"#
+        )
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true), idleTimeout: Self.timeout) {
+            port in
+            // The route answers the first check and caches the key; the fast path answers the rest.
+            _ = try await CheckAnswerDifferentialTests.exchange(port: port, Array(check.utf8), responses: 1)
+            let statuses = try await onOwnThread {
+                let connection = try LoopbackConnection(port: port)
+                var statuses: [String] = []
+                let started = ContinuousClock.now
+                // Three timeouts' worth of checks, one every 200 ms.
+                while ContinuousClock.now - started < .seconds(3) {
+                    try connection.send(Array(check.utf8))
+                    statuses.append(try Self.statusLine(connection) ?? "closed")
+                    Thread.sleep(forTimeInterval: 0.2)
+                }
+                return statuses
+            }
+            #expect(statuses.count >= 10 && statuses.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(statuses)")
+        }
+    }
+}
