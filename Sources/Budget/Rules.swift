@@ -1,4 +1,5 @@
 import Foundation
+import Tenancy
 
 /// The budget's arithmetic, free of storage: what the services and the in-memory tests share.
 public enum BudgetRules {

@@ -88,11 +88,15 @@ public func escape(_ text: String) -> String {
 }
 
 /// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
-/// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC). Nil for anything else.
+/// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC). Nil for anything else, and for
+/// a date or time that does not exist (`2026-02-30`, `24:00`), which the formatter would roll over.
 public func instant(parsing text: String) -> Date? {
     guard
         let match = text.wholeMatch(
-            of: /(\d{4}-\d{2}-\d{2})(?:T(\d{2}:\d{2})(:\d{2})?(?:\.\d{1,9})?(Z|[+-]\d{2}:\d{2}))?/)
+            of:
+                /(\d{4}-\d{2}-\d{2})(?:T((?:[01]\d|2[0-3]):[0-5]\d)(:[0-5]\d)?(?:\.\d{1,9})?(Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?/
+        ),
+        CalendarDay(String(match.1)) != nil
     else { return nil }
     let normalized: String
     if let time = match.2, let zone = match.4 {

@@ -39,6 +39,7 @@ struct RolesAPITests {
             for bad in [
                 #"{"user_id":"\#(guest)","role":"mom","expires_at":"tomorrow"}"#,
                 #"{"user_id":"\#(guest)","role":"mom","expires_at":"2001-01-01T00:00Z"}"#,
+                #"{"user_id":"\#(guest)","role":"mom","expires_at":"2099-02-30T00:00Z"}"#,
                 #"{"user_id":"\#(fixture.owner)","role":"owner","expires_at":"\#(until)"}"#,
             ] {
                 let refused = try await send(members, .post, bad)

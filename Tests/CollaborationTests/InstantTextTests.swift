@@ -1,0 +1,29 @@
+import Collaboration
+import Foundation
+import Testing
+
+@Suite("Instants as text")
+struct InstantTextTests {
+    @Test("ISO 8601 with a zone, or a date alone, is read as that instant")
+    func reads() {
+        let cases: [(String, TimeInterval)] = [
+            ("2030-01-01", 1_893_456_000), ("2030-01-01T00:00Z", 1_893_456_000),
+            ("2030-01-01T00:00:00.123Z", 1_893_456_000), ("2030-01-01T01:30:00+01:30", 1_893_456_000),
+            ("2028-02-29T23:59:59-00:00", 1_835_481_599),
+        ]
+        for (text, seconds) in cases {
+            #expect(instant(parsing: text)?.timeIntervalSince1970 == seconds, "\(text)")
+        }
+    }
+
+    @Test("a date or time that does not exist is refused, not rolled over into the next")
+    func refusesWhatDoesNotExist() {
+        for text in [
+            "2030-02-30T00:00:00Z", "2030-02-29", "2030-04-31T12:00Z", "2030-13-01T00:00Z", "2030-00-10",
+            "2030-01-01T24:00:00Z", "2030-01-01T23:60Z", "2030-01-01T23:59:60Z", "2030-01-01T12:00+24:00",
+            "2030-01-01T12:00+01:60", "2030-01-01T00:00:00", "2030-01-01 00:00Z", "tomorrow",
+        ] {
+            #expect(instant(parsing: text) == nil, "\(text)")
+        }
+    }
+}
