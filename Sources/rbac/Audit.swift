@@ -19,7 +19,11 @@ extension RBAC {
                 """)
         @Option(help: "The couple's id.") var couple: String?
         @Flag(help: "Read the operator's log instead of a couple's.") var `operator` = false
-        @Option(help: "Only entries at or after this time (ISO 8601, e.g. 2026-11-22T10:00:00Z).") var since: String?
+        @Option(
+            help: ArgumentHelp(
+                "Only entries at or after this instant: 2026-11-22T10:00:00Z, or a date (midnight UTC).",
+                valueName: "instant"))
+        var since: Instant?
         @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
         @OptionGroup var actor: ActorOptions
         @OptionGroup var database: DatabaseOptions
@@ -33,15 +37,12 @@ extension RBAC {
             case (_?, true): throw ValidationError("give --couple or --operator, not both")
             case (nil, false): throw ValidationError("give --couple C for a couple's log, or --operator")
             }
-            if let since, (try? Date(since, strategy: .iso8601)) == nil {
-                throw ValidationError("\(quoted(since)) is not an ISO 8601 time such as 2026-11-22T10:00:00Z")
-            }
             if let tail, tail < 1 { throw ValidationError("--tail must be at least 1, not \(tail)") }
         }
 
         func run() async throws {
             try await CommandContext.run(database) { context in
-                let since = try since.map { try Date($0, strategy: .iso8601) }
+                let since = since?.date
                 let entries =
                     if let couple {
                         try await context.repository.audit(

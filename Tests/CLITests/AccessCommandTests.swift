@@ -43,6 +43,15 @@ extension CLITests {
             let before = try #require(entry["before"] as? [String: Any], "an object, not a string of JSON")
             #expect(before["expires_at"] as? String == "2099-09-30T18:00:00+00:00")
             #expect((entry["after"] as? [String: Any])?["role"] as? String == "planner")
+            // --since reads instants as --until does: a date alone is midnight UTC; one that does not exist is refused.
+            let all = try Self.jsonArray(
+                try await run(["audit", "--couple", couple, "--since", "2001-01-01", "--json"]))
+            #expect(all.count >= 2 && all.last?["id"] as? Int == entry["id"] as? Int)
+            let none = try Self.jsonArray(
+                try await run(["audit", "--couple", couple, "--since", "2099-01-01T00:00Z", "--json"]))
+            #expect(none.isEmpty)
+            let unreal = try await run(["audit", "--couple", couple, "--since", "2026-02-30T00:00:00Z"])
+            #expect(unreal.status == 2 && unreal.stderr.contains("--since <instant>"), "\(unreal.stderr)")
         }
     }
 
