@@ -99,6 +99,8 @@ struct BudgetRulesTests {
         #expect(CalendarDay("2028-02-29") != nil)
         #expect(CalendarDay("2026-13-01") == nil)
         #expect(CalendarDay("2026-1-01") == nil)
+        #expect(
+            CalendarDay("2026-+2-01") == nil && CalendarDay("+202-01-01") == nil && CalendarDay("2026-02-+1") == nil)
     }
 
     @Test("whole cents convert exactly; finer amounts round half away from zero; beyond Int64, held to its bounds")
