@@ -201,7 +201,7 @@ public func serviceGroup(_ application: some ApplicationProtocol, drainTimeout: 
 
 /// One log line per request, at debug level (`rbac serve --log-level debug`: under load, info-level access
 /// lines would be most of what the service writes), with Hummingbird's request id; invitation tokens in paths
-/// are redacted.
+/// are redacted (`redacted(_:)`).
 struct RequestLogMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
@@ -227,12 +227,17 @@ struct RequestLogMiddleware: RouterMiddleware {
             ])
     }
 
-    /// `/invitations/<token>...` with the token replaced.
+    /// `path` with each segment that may be an invitation token replaced: the one after a leading
+    /// `/invitations/` or `/v1/invitations/`, where the routes read a token however it is spelt, and any that
+    /// starts with `inv_`, a token sent to a path no route takes.
     static func redacted(_ path: String) -> String {
-        guard path.hasPrefix("/invitations/") else { return path }
-        let rest = path.dropFirst("/invitations/".count)
-        let suffix = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? ""
-        return "/invitations/[redacted]" + suffix
+        guard path.contains("inv") else { return path }
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        let token =
+            segments.starts(with: ["", "invitations"]) ? 2 : segments.starts(with: ["", "v1", "invitations"]) ? 3 : nil
+        return segments.indices.map { index in
+            index == token || segments[index].hasPrefix("inv_") ? "[redacted]" : segments[index]
+        }.joined(separator: "/")
     }
 }
 

@@ -55,13 +55,13 @@ struct Fixture {
         return url
     }()
 
-    func application(limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil)
-        -> some ApplicationProtocol
-    {
+    func application(
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil, logger: Logger? = nil
+    ) -> some ApplicationProtocol {
         let dependencies = ServerDependencies(
             repository: repository, keys: keys, tokens: tokens, signIn: signIn,
             publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter, isReady: { true })
-        return Application(router: buildRouter(dependencies))
+        return Application(router: buildRouter(dependencies), logger: logger)
     }
 
     func invite(_ role: String = "partner", email: String? = nil) async throws -> String {
@@ -530,6 +530,40 @@ struct RouterTests {
                 == "/invitations/[redacted]/accept")
         #expect(
             RequestLogMiddleware.redacted("/invitations/inv_secret") == "/invitations/[redacted]")
+        #expect(RequestLogMiddleware.redacted("/v1/invitations/secret") == "/v1/invitations/[redacted]")
+        #expect(RequestLogMiddleware.redacted("/elsewhere/inv_secret/x") == "/elsewhere/[redacted]/x")
         #expect(RequestLogMiddleware.redacted("/v1/check") == "/v1/check")
+        let invitation = "/v1/couples/\(UUID())/invitations/\(UUID())/resend"
+        #expect(RequestLogMiddleware.redacted(invitation) == invitation, "an invitation's id is no secret")
+    }
+
+    @Test("no route that takes an invitation token writes it to the log, nor does a path no route takes")
+    func tokensNeverLogged() async throws {
+        let fixture = try await Fixture()
+        let token = try await fixture.invite("viewer")
+        let lines = LineLogHandlerTests.Lines()
+        var logger = Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) }
+        logger.logLevel = .trace
+        let app = fixture.application(logger: logger)
+        // Every route of the OpenAPI document with a token in its path, by each method it documents.
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        let routes: [(path: String, method: HTTPRequest.Method)] = try #require(
+            document["paths"] as? [String: [String: Any]]
+        ).filter { $0.key.contains("{token}") }.flatMap { path, operations in
+            operations.keys.compactMap { HTTPRequest.Method($0.uppercased()) }.map { (path, $0) }
+        }
+        #expect(routes.count >= 4, "\(routes)")
+        try await app.test(.router) { client in
+            for (path, method) in routes {
+                try await client.execute(uri: path.replacingOccurrences(of: "{token}", with: token), method: method) {
+                    _ in
+                }
+            }
+            try await client.execute(uri: "/nowhere/\(token)", method: .get) { #expect($0.status == .notFound) }
+        }
+        let written = lines.written.withLock { $0 }
+        #expect(written.count >= routes.count + 1, "one line a request at debug level")
+        #expect(!written.contains { $0.contains(token.dropFirst(4)) }, "\(written)")
     }
 }
