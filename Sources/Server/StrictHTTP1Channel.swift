@@ -14,10 +14,15 @@ import NIOHTTP1
 ///   for a request that does not parse, after the answers owed before it (section 3.2). Two `Host` fields are
 ///   a way to make a proxy in front and this server disagree on where a request goes.
 ///
-/// And it closes a connection left idle for `idleTimeout` (section 9.8), so that connections nobody uses, or
-/// that send a request a byte at a time, do not pile up until the process runs out of file descriptors.
-/// Hummingbird's own idle timeout cannot serve: it sits behind `CheckFastPath`, never sees the checks answered
-/// there, and would close a connection busy with them.
+/// And it keeps track of the answers each connection owes (`RequestsInFlight`), for two more:
+///
+/// - A connection left idle for `idleTimeout` is closed (section 9.8), so that connections nobody uses, or that
+///   send a request a byte at a time, do not pile up until the process runs out of file descriptors.
+///   Hummingbird's own idle timeout cannot serve: it sits behind `CheckFastPath`, never sees the checks
+///   answered there, and would close a connection busy with them.
+/// - A request with `Expect: 100-continue` is told `100 Continue` as soon as it is the next to be answered
+///   (RFC 9110, section 10.1.1). Hummingbird never says it, and clients that ask (curl, and PHP through it,
+///   for any body over 1 KiB) wait a second for it before they send the body.
 struct StrictHTTP1Channel: ServerChildChannel {
     let base: HTTP1Channel
     let idleTimeout: TimeAmount
@@ -27,7 +32,7 @@ struct StrictHTTP1Channel: ServerChildChannel {
             let decoder = try channel.pipeline.syncOperations.context(
                 handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandlers(
-                [IdleConnectionCloser(timeout: idleTimeout), RequestHeadRules()], position: .after(decoder.handler))
+                [RequestHeadRules(), RequestsInFlight(idleTimeout: idleTimeout)], position: .after(decoder.handler))
             return value
         }
     }
@@ -58,19 +63,22 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
     }
 }
 
-/// Closes the connection once `timeout` has passed with no answer owed and nothing read, or with a request's
-/// head or body arriving no faster than that. While the service works on a request it has read, nothing is
-/// closed, however long that takes. It sees every request and answer, the fast path's included: it sits where
-/// requests leave the decoder and answers reach the encoder.
-private final class IdleConnectionCloser: ChannelDuplexHandler, RemovableChannelHandler {
+/// The requests a connection has read and not yet answered in full, seen where requests leave the decoder and
+/// answers reach the encoder, so the fast path's too. From them: closing the connection once `idleTimeout` has
+/// passed with no answer owed and nothing read, or with a request's head or body arriving no faster than that
+/// (while the service works on a request it has read, nothing is closed, however long that takes); and
+/// `100 Continue` for a request that waits for it, once every answer before its own has been written, so that
+/// it never comes between another request's answer and its own.
+private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let timeout: TimeAmount
-    /// Requests whose head was read and whose answer has not ended yet.
-    private var unanswered = 0
+    private let idleTimeout: TimeAmount
+    /// One entry per request read and not answered in full, oldest first: whether it still waits for
+    /// `100 Continue`.
+    private var owed = CircularBuffer<Bool>()
     /// A request's head was read and its end not yet.
     private var reading = false
     /// When a request part was last read or an answer last ended.
@@ -79,15 +87,15 @@ private final class IdleConnectionCloser: ChannelDuplexHandler, RemovableChannel
     /// rescheduled for every request.
     private var scheduled: Scheduled<Void>?
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(idleTimeout: TimeAmount) { self.idleTimeout = idleTimeout }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { schedule(context, at: lastActivity + timeout) }
+        if context.channel.isActive { schedule(context, at: lastActivity + idleTimeout) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
         lastActivity = .now()
-        if scheduled == nil { schedule(context, at: lastActivity + timeout) }
+        if scheduled == nil { schedule(context, at: lastActivity + idleTimeout) }
         context.fireChannelActive()
     }
 
@@ -99,36 +107,55 @@ private final class IdleConnectionCloser: ChannelDuplexHandler, RemovableChannel
     func handlerRemoved(context: ChannelHandlerContext) { cancel() }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head:
-            unanswered += 1
-            reading = true
-        case .body: break
-        case .end: reading = false
-        }
         lastActivity = .now()
-        context.fireChannelRead(data)
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            reading = true
+            // Only HTTP/1.1 clients understand 1xx answers (RFC 9110, section 15.2).
+            let waits =
+                head.version == .http1_1
+                && head.headers["expect"].contains {
+                    $0.trimmingCharacters(in: .whitespaces).lowercased() == "100-continue"
+                }
+            // Said before the request goes on, so that it comes before any answer to it.
+            if waits && owed.isEmpty { sayContinue(context) }
+            owed.append(waits && !owed.isEmpty)
+            context.fireChannelRead(data)
+        case .body:
+            context.fireChannelRead(data)
+        case .end:
+            reading = false
+            context.fireChannelRead(data)
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
-            // A 400 for bytes that never made a request is an answer to nothing read here.
-            unanswered = max(0, unanswered - 1)
-            lastActivity = .now()
-        }
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        lastActivity = .now()
+        // A 400 for bytes that never made a request answers nothing read here.
+        if !owed.isEmpty { owed.removeFirst() }
         context.write(data, promise: promise)
+        if owed.first == true {
+            owed[owed.startIndex] = false
+            sayContinue(context)
+        }
+    }
+
+    private func sayContinue(_ context: ChannelHandlerContext) {
+        context.writeAndFlush(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .continue))), promise: nil)
     }
 
     private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
         scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             scheduled = nil
-            if unanswered > 0, !reading {
+            if !owed.isEmpty, !reading {
                 // The service's turn: the time starts again when its last answer ends.
-                schedule(context, at: .now() + timeout)
-            } else if lastActivity + timeout <= .now() {
+                schedule(context, at: .now() + idleTimeout)
+            } else if lastActivity + idleTimeout <= .now() {
                 context.close(promise: nil)
             } else {
-                schedule(context, at: lastActivity + timeout)
+                schedule(context, at: lastActivity + idleTimeout)
             }
         }
     }

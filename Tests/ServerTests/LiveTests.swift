@@ -309,4 +309,18 @@ struct LiveTests {
                 answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
         }
     }
+
+    @Test(
+        "100 Continue for a request pipelined behind a check waiting for the database comes after that check's answer")
+    func continueAfterEarlierAnswer() async throws {
+        try await Self.withOwnedCouple { fixture in
+            let answers = try await Self.exchangeHeld(fixture, responses: 2) { check in
+                // Its head alone: the client waits for 100 Continue before it sends the body.
+                let waiting = check(fixture.owner).replacingOccurrences(
+                    of: "\r\n\r\n", with: "\r\nExpect: 100-continue\r\n\r\n")
+                return check(fixture.owner) + waiting.prefix { $0 != "{" }
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK", "HTTP/1.1 100 Continue"])
+        }
+    }
 }

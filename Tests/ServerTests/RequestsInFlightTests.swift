@@ -4,10 +4,11 @@ import Testing
 
 @testable import Server
 
-/// Connections left idle are closed after the idle timeout (1 second here), over real sockets; connections in
-/// use, the fast path's included, are not.
-@Suite("Idle connections", .timeLimit(.minutes(1)))
-struct IdleConnectionTests {
+/// What follows from the answers a connection owes, over real sockets: connections left idle are closed after
+/// the idle timeout (1 second here), connections in use, the fast path's included, are not; a request that waits
+/// for `100 Continue` is told it.
+@Suite("Requests in flight: idle connections and 100 Continue", .timeLimit(.minutes(1)))
+struct RequestsInFlightTests {
     static let timeout = Duration.seconds(1)
 
     /// Reads from `connection` until the server closes it, and says how long after `since` that was. The server
@@ -98,6 +99,34 @@ struct IdleConnectionTests {
                 return statuses
             }
             #expect(statuses.count >= 10 && statuses.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(statuses)")
+        }
+    }
+
+    @Test(
+        "a check that waits for 100 Continue is told it before it sends its body, on both paths; HTTP/1.0 is not",
+        arguments: [true, false])
+    func continueBeforeBody(trusted: Bool) async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        let body =
+            #"{"couple_id":"\#(servers.fixture.couple)","user_id":"\#(servers.fixture.owner)","permission":"budget.edit"}"#
+        let check = servers.request(body)
+        let waiting = check.replacingOccurrences(of: "\r\n\r\n", with: "\r\nExpect: 100-continue\r\n\r\n")
+        let head = String(waiting.dropLast(body.utf8.count))
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: trusted)) { port in
+            // The first check caches the key, for the fast path to answer the rest when it may.
+            _ = try await CheckAnswerDifferentialTests.exchange(port: port, Array(check.utf8), responses: 1)
+            let statuses = try await onOwnThread {
+                let connection = try LoopbackConnection(port: port)
+                try connection.send(Array(head.utf8))
+                let told = try Self.statusLine(connection)
+                try connection.send(Array(body.utf8))
+                return [told, try Self.statusLine(connection)]
+            }
+            #expect(statuses == ["HTTP/1.1 100 Continue", "HTTP/1.1 200 OK"])
+            // HTTP/1.0 clients do not know 1xx answers: sent head and body at once, it gets its answer alone.
+            let old = waiting.replacingOccurrences(of: "HTTP/1.1\r\n", with: "HTTP/1.0\r\n")
+            let answers = try await CheckAnswerDifferentialTests.exchange(port: port, Array(old.utf8), responses: nil)
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"])
         }
     }
 }
