@@ -20,9 +20,8 @@ extension RBAC {
         @Option(help: "The couple's id.") var couple: String?
         @Flag(help: "Read the operator's log instead of a couple's.") var `operator` = false
         @Option(
-            help: ArgumentHelp(
-                "Only entries at or after this instant: 2026-11-22T10:00:00Z, or a date (midnight UTC).",
-                valueName: "instant"))
+            help: ArgumentHelp("Only entries from this instant on: 2026-11-22T10:00Z, or a date.", valueName: "instant")
+        )
         var since: Instant?
         @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
         @OptionGroup var actor: ActorOptions
