@@ -392,6 +392,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    /// The email domains a couple may invite (empty: any).
+    public func inviteDomains(couple: UUID) async throws -> [String] {
+        try await run(as: nil) { connection in
+            guard let row = try await connection.query("SELECT invite_domains FROM couples WHERE id = \(couple)").first
+            else { throw CollaborationError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist") }
+            return try row.decode("invite_domains")
+        }
+    }
+
     /// Sets the email domains a couple may invite (empty: any); the operator's. The domains as stored.
     public func setInviteDomains(couple: UUID, domains: [String]) async throws -> [String] {
         try await run(as: nil) { connection in

@@ -29,12 +29,7 @@ extension RBAC {
                     let set = try await context.repository.setInviteDomains(
                         couple: try Parse.couple(couple), domains: domains)
                     struct Settings: Encodable { let inviteDomains: [String] }
-                    try options.output.print(
-                        Settings(inviteDomains: set),
-                        set.isEmpty
-                            ? "Invitations may name any address."
-                            : "Invitations may name addresses at "
-                                + set.joined(separator: ", ") + " only.")
+                    try options.output.print(Settings(inviteDomains: set), Couples.inviting(set) + ".")
                 }
             }
         }
@@ -112,10 +107,11 @@ extension RBAC {
                     let id = try Parse.couple(couple)
                     let found = try await context.repository.couple(id)
                     let members = try await context.memberships.members(of: id, as: actor)
+                    let domains = try await context.repository.inviteDomains(couple: id)
                     try acting.output.print(
-                        CoupleDetail(couple: found, members: members),
+                        CoupleDetail(couple: found, inviteDomains: domains, members: members),
                         "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
-                            + memberTable(members))
+                            + "\(Couples.inviting(domains)) (rbac couples set)\n" + memberTable(members))
                 }
             }
         }
@@ -129,7 +125,18 @@ struct CoupleReport: Encodable {
 
 struct CoupleDetail: Encodable {
     let couple: Couple
+    /// The only email domains its invitations may name; empty: any.
+    let inviteDomains: [String]
     let members: [Member]
+}
+
+extension RBAC.Couples {
+    /// Whom a couple's invitations may name, for people: "Invitations may name any address".
+    static func inviting(_ domains: [String]) -> String {
+        domains.isEmpty
+            ? "Invitations may name any address"
+            : "Invitations may name addresses at \(domains.joined(separator: ", ")) only"
+    }
 }
 
 func memberTable(_ members: [Member]) -> String {

@@ -152,6 +152,12 @@ struct CLITests {
                 "couples", "set", couple, "--invite-domains", "Example.com, wedding.test", "--json",
             ])
             #expect(try Self.json(set)["invite_domains"] as? [String] == ["example.com", "wedding.test"])
+            let shown = try await run(["couples", "show", couple])
+            #expect(
+                shown.stdout.contains("Invitations may name addresses at example.com, wedding.test only"),
+                "\(shown.stdout)")
+            let detail = try Self.json(try await run(["couples", "show", couple, "--json"]))
+            #expect(detail["invite_domains"] as? [String] == ["example.com", "wedding.test"])
             let elsewhere = try await run(["invite", "--couple", couple, "--role", "viewer", "--email", "a@gmail.com"])
             #expect(
                 elsewhere.status == 2 && elsewhere.stderr.contains("invites only addresses at"), "\(elsewhere.stderr)")
