@@ -137,9 +137,7 @@ struct PermissionAPIController {
     static func page(_ request: Request) throws -> (limit: Int, after: UUID?) {
         let limit =
             try request.queryParameter("limit").map { text -> Int in
-                // Digits only: `Int` would also take a sign.
-                guard text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-                    let value = Int(text), (1...1000).contains(value)
+                guard text.isDigits, let value = Int(text), (1...1000).contains(value)
                 else { throw APIError.badRequest("limit must be a number from 1 to 1000") }
                 return value
             } ?? 100

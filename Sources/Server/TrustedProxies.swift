@@ -1,3 +1,4 @@
+import Collaboration
 import Foundation
 import Hummingbird
 
@@ -35,7 +36,9 @@ public struct TrustedProxies: Sendable {
             let parts = cidr.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             guard let address = Self.bytes(of: String(parts[0])) else { throw TrustedProxyError(cidr) }
             let bits = address.count * 8
-            guard let prefix = parts.count == 2 ? Int(parts[1]) : bits, (0...bits).contains(prefix) else {
+            guard let prefix = parts.count == 2 ? (parts[1].isDigits ? Int(parts[1]) : nil) : bits,
+                (0...bits).contains(prefix)
+            else {
                 throw TrustedProxyError(cidr)
             }
             return Range(network: address, prefix: prefix)

@@ -10,9 +10,8 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
     /// Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-02-30).
     public init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        // Digits only: `Int` would also take a sign (`2026-+2-01`).
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
-            text.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            parts.allSatisfy(\.isDigits),
             let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
             (1...12).contains(month), (1...Self.days(inMonth: month, year: year)).contains(day)
         else { return nil }

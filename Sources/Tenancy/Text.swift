@@ -87,6 +87,11 @@ public func escape(_ text: String) -> String {
     return escaped
 }
 
+extension StringProtocol {
+    /// One or more ASCII digits and nothing else: what `Int(_:)` reads, but for its sign.
+    public var isDigits: Bool { !isEmpty && utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
+}
+
 /// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
 /// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC). Nil for anything else, and for
 /// a date or time that does not exist (`2026-02-30`, `24:00`), which the formatter would roll over.

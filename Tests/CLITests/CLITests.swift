@@ -304,6 +304,7 @@ struct CLITests {
             )
             #expect(try await run(list).stdout.contains("budget_scenarios     100\n"), "the valid change did not apply")
             #expect(try await run(set + ["budget_scenarios=-1"]).status == 2)
+            #expect(try await run(set + ["budget_scenarios=+5"]).status == 2)
             #expect(try await run(set + ["budget_scenarios"]).status == 2)
             #expect(try await run(set).status == 2, "nothing to set")
             #expect(try await run(set + ["budget_scenarios=1"]).status == 0)

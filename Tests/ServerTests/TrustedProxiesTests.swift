@@ -33,7 +33,9 @@ struct TrustedProxiesTests {
 
     @Test(
         "anything but an address or a CIDR range is refused",
-        arguments: ["10.0.0.0/33", "fd00::/129", "10.0.0/8", "", "localhost", "10.0.0.0/-1", "10.0.0.0/"])
+        arguments: [
+            "10.0.0.0/33", "fd00::/129", "10.0.0/8", "", "localhost", "10.0.0.0/-1", "10.0.0.0/", "10.0.0.0/+8",
+        ])
     func refused(value: String) {
         #expect(throws: TrustedProxyError.self) { try TrustedProxies(parsing: [value]) }
     }

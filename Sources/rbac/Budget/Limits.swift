@@ -63,7 +63,7 @@ extension RBAC.BudgetCommand {
                     guard parts.count == 2, !parts[0].isEmpty else {
                         throw ValidationError("a limit is table=rows, e.g. budget_items=50000, not \(quoted(change))")
                     }
-                    guard let rows = Int(parts[1]), (0...Int(Int32.max)).contains(rows) else {
+                    guard parts[1].isDigits, let rows = Int(parts[1]), (0...Int(Int32.max)).contains(rows) else {
                         throw ValidationError(
                             "\(parts[0]): the limit must be a whole number from 0 to \(Int32.max), not \(quoted(parts[1]))"
                         )
