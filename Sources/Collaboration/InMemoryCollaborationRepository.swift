@@ -245,7 +245,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             }
             guard reassign != name else {
                 throw CollaborationError(
-                    .invalidInput, "members of \(name) cannot move to the role being deleted; name another role")
+                    .invalidInput,
+                    "members of \(name) cannot move to the role being deleted; name another role to move them to")
             }
             guard reassign != .owner else {
                 throw CollaborationError(
