@@ -52,9 +52,9 @@ private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
     return bytes.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") }
 }
 
-/// An email address, checked for shape only: something@domain.tld, at most 320 code points, no whitespace or
-/// control characters. The database holds every stored address to the same rule (`rbac.is_email_address` and the
-/// checks of sql/0011); `EmailAddressRuleTests` keeps the two in step.
+/// An email address, checked for shape only: something@domain.tld, at most 320 code points, no whitespace,
+/// control characters or bidirectional overrides. The database holds every stored address to the same rule
+/// (`rbac.is_email_address` and the checks of sql/0012); `EmailAddressRuleTests` keeps the two in step.
 public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
 

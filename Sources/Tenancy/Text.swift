@@ -9,8 +9,8 @@ public struct InvalidText: Error, Sendable, Equatable, CodedError {
 }
 
 /// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, 1 to 200
-/// characters long, as the tables' checks require, and without control characters; else an `invalid_input`
-/// error (`invalid_input`) naming `field`.
+/// characters long, as the tables' checks require, and without control characters (`refuseControlCharacters`);
+/// else an `invalid_input` error naming `field`.
 public func validatedName(_ text: String, _ field: String) throws(InvalidText) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     guard (1...200).contains(trimmed.count) else {
@@ -20,12 +20,14 @@ public func validatedName(_ text: String, _ field: String) throws(InvalidText) -
     return trimmed
 }
 
-/// Refuses text a person gave that holds a control character (NUL, ESC, line breaks, tabs, DEL ...): PostgreSQL
-/// cannot store a NUL, and the others, printed later by the CLI or written to a log, could rewrite a terminal or
-/// pass for more lines than one.
+/// Refuses text a person gave that holds a control character (NUL, ESC, line breaks, tabs, DEL ...) or a
+/// bidirectional override: PostgreSQL cannot store a NUL, and the others, printed later by the CLI, an
+/// invitation or a log, could rewrite a terminal, pass for more lines than one, or reverse the words around them.
 public func refuseControlCharacters(_ text: String, _ field: String) throws(InvalidText) {
     guard !containsControlCharacter(text) else {
-        throw InvalidText("\(field) must not contain control characters (NUL, escape, line breaks, tabs, ...)")
+        throw InvalidText(
+            "\(field) must not contain control characters (NUL, escape, line breaks, tabs, bidirectional overrides, ...)"
+        )
     }
 }
 
@@ -38,8 +40,8 @@ public func quoted(_ text: some StringProtocol) -> String {
     return "\"" + visible(String(shown)) + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
 }
 
-/// `text` with its control characters shown escaped (`\u{1B}`): for printing what the database holds, which the
-/// rules keep free of them but raw SQL need not have.
+/// `text` with its control characters and bidirectional overrides shown escaped (`\u{1B}`): for printing what
+/// the database holds, which the rules keep free of them but raw SQL need not have.
 public func visible(_ text: some StringProtocol) -> String {
     guard text.unicodeScalars.contains(where: isControl) else { return String(text) }
     var shown = ""
@@ -57,7 +59,14 @@ public func containsControlCharacter(_ text: String) -> Bool {
     text.unicodeScalars.contains(where: isControl)
 }
 
-private func isControl(_ scalar: Unicode.Scalar) -> Bool { scalar.properties.generalCategory == .control }
+/// Unicode's control characters (Cc), and the bidirectional embeddings, overrides and isolates (U+202A to U+202E,
+/// U+2066 to U+2069): one of those left open turns the text after it around, so that a couple's name could make
+/// an invitation or an audit line read otherwise. The marks LRM, RLM and ALM stay allowed: they only set the
+/// direction of the characters beside them, and names written right to left need them.
+private func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.properties.generalCategory == .control || (0x202A...0x202E).contains(scalar.value)
+        || (0x2066...0x2069).contains(scalar.value)
+}
 
 /// A moment as people read it, in UTC: "1 December 2026 at 18:00 UTC" (invitation pages and emails).
 public func inWords(_ date: Date) -> String {

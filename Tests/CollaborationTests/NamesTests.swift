@@ -110,13 +110,23 @@ struct PolicyDocumentTests {
     }
 
     @Test(
-        "names, labels and emails with a control character are refused",
-        arguments: ["\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}"])
+        "names, labels and emails with a control character or a bidirectional override are refused",
+        arguments: [
+            "\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}",
+        ])
     func controlCharacters(control: String) {
         #expect(throws: InvalidText.self) { try validatedName("Main" + control + "plan", "name") }
         #expect(throws: InvalidText.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
         #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
-        #expect(!quoted("x" + control).unicodeScalars.contains { $0.properties.generalCategory == .control })
+        #expect(!quoted("x" + control).unicodeScalars.contains(control.unicodeScalars.first!))
+    }
+
+    @Test("the marks that set a direction, and names written right to left, are kept")
+    func directionMarks() throws {
+        for name in ["\u{5E9}\u{5E8}\u{5D4} & Dan", "Dan\u{200F} & \u{5E9}\u{5E8}\u{5D4}", "\u{627}\u{61C}1"] {
+            #expect(try validatedName(name, "name") == name)
+        }
+        #expect(quoted("a\u{202E}b") == #""a\u{202E}b""#)
     }
 
     @Test("an echo of typed text shows its control characters escaped, and is cut at 100 characters")

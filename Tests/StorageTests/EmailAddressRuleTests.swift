@@ -6,12 +6,15 @@ import Testing
 @Suite("One rule for an email address")
 struct EmailAddressRuleTests {
     /// Strings near the rule's edges: shaped like an address or not, now and then holding what the rule turns on
-    /// (an `@`, a space of Unicode's or a control character), text that composes or does not, combining marks
+    /// (an `@`, a space of Unicode's, a control character or a bidirectional override), text that composes or does not, combining marks
     /// after an `@` or a dot, and the length limit.
     private func candidates(_ count: Int) -> [String] {
         var generator = SystemRandomNumberGenerator()
         let good = ["a", "Z", "0", ".", "-", "+", "\u{200B}", "é", "e\u{301}", "q\u{301}", "\u{301}", "漢", "🎉"]
-        let bad = ["@", " ", "\t", "\u{7}", "\u{1B}", "\u{7F}", "\u{85}", "\u{A0}", "\u{2028}", "\u{3000}"]
+        let bad = [
+            "@", " ", "\t", "\u{7}", "\u{1B}", "\u{7F}", "\u{85}", "\u{A0}", "\u{2028}", "\u{3000}", "\u{202E}",
+            "\u{2066}",
+        ]
         func part() -> String {
             (0..<Int.random(in: 0...4, using: &generator)).map { _ in
                 (Int.random(in: 0..<10, using: &generator) == 0 ? bad : good).randomElement(using: &generator)!

@@ -121,23 +121,53 @@ struct MigrationTests {
         }
     }
 
-    @Test("addresses stored decomposed before sql/0011 come out of it composed, and later writes stay composed")
-    func composedAddresses() async throws {
+    /// The project's migrations, and those before `version` with today's definitions: a database as an earlier
+    /// release left it, to migrate from.
+    private func projectMigrations(before version: Int) throws -> (all: MigrationRunner, before: MigrationRunner) {
         let all = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         let before = MigrationRunner(
-            migrations: all.migrations.filter { $0.version < 11 }, definitions: all.definitions,
+            migrations: all.migrations.filter { $0.version < version }, definitions: all.definitions,
             distribution: all.distribution)
+        return (all, before)
+    }
+
+    @Test("addresses stored decomposed before sql/0011 come out of it composed, and later writes stay composed")
+    func composedAddresses() async throws {
+        let (all, before) = try projectMigrations(before: 11)
         let composed = "zo\u{EB}@example.com"
         try await TestDatabase.withFreshPool { pool in
             try await TestDatabase.settingUp { try await before.migrate(pool) }
             _ = try await pool.query("INSERT INTO users (email) VALUES (\("zoe\u{308}@example.com"))")
-            #expect(try await all.migrate(pool).migrations.map(\.version) == [11])
+            #expect(
+                try await all.migrate(pool).migrations.map(\.version)
+                    == all.migrations.map(\.version).filter { $0 >= 11 })
             let stored: String = try await pool.query("SELECT email FROM users")[0].decode("email")
             #expect(Array(stored.utf8) == Array(composed.utf8))
             let refused = await #expect(throws: PostgresError.self) {
                 _ = try await pool.query("INSERT INTO users (email) VALUES (\("zoe\u{308}@example.org"))")
             }
             #expect(refused?.constraint == "users_email_composed")
+        }
+    }
+
+    @Test("an address with a bidirectional override stops sql/0012, naming where; once it is gone, such are refused")
+    func bidirectionalOverrides() async throws {
+        let (all, before) = try projectMigrations(before: 12)
+        try await TestDatabase.withFreshPool { pool in
+            try await TestDatabase.settingUp { try await before.migrate(pool) }
+            _ = try await pool.query("INSERT INTO users (email) VALUES (\("ann\u{202E}moc.elpmaxe@example.com"))")
+            let stopped = await #expect(throws: PostgresError.self) { try await all.migrate(pool) }
+            #expect(stopped?.message == "1 row(s) of users hold an email address with a bidirectional override")
+            #expect(stopped?.hint?.hasPrefix("find them with SELECT * FROM users WHERE email ~") == true)
+            #expect(try await count(pool, "schema_migrations") == before.migrations.count)
+
+            _ = try await pool.query("DELETE FROM users")
+            #expect(try await all.migrate(pool).migrations.map(\.version) == [12])
+            // Every email column's check against EmailAddress: EmailAddressRuleTests.
+            let refused = await #expect(throws: PostgresError.self) {
+                _ = try await pool.query("INSERT INTO users (email) VALUES (\("a\u{2066}b@example.com"))")
+            }
+            #expect(refused?.constraint == "users_email_check")
         }
     }
 

@@ -26,6 +26,8 @@ SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helpe
                  NULL, 'permissions come from the registry');
 SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', E'two\nlines', '{}')$$, 'RBINV',
                  NULL, 'a description is one line');
+SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', E'May \u202Eedit', '{}')$$,
+                 'RBINV', NULL, 'and holds no bidirectional override');
 SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', 'x', ARRAY['budget.view'])$$, 'RBDEN',
                  NULL, 'a planner (no roles.manage) cannot author roles');

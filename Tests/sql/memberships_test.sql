@@ -18,6 +18,15 @@ SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('ne
                  'RBINV', NULL, 'SQL metacharacters in a role name are just an unknown role');
 SELECT has_table('memberships', 'and the table is still there');
 
+-- A couple's name is text for people: no control characters, no bidirectional overrides.
+SELECT is((create_couple('  Dana & Lee  ', pg_temp.id('other'))).name, 'Dana & Lee', 'a couple is created, its name trimmed');
+SELECT throws_ok(format('SELECT create_couple(%L, %L)', name, pg_temp.id('other')), 'RBINV',
+                 'a couple''s name must not contain control characters (NUL, escape, line breaks, tabs, '
+                 'bidirectional overrides, ...)', format('a couple''s name holding %s is refused', label))
+FROM (VALUES (E'Evil\x1b[2J', 'an escape'), (E'Ann\u202Eeel & Dan', 'a right-to-left override'),
+             (E'Ann\u2066 & Dan', 'an isolate'), (E'A\u0085B', 'a next-line')) AS t(name, label);
+SELECT is((SELECT count(*)::int FROM couples WHERE name LIKE 'Ann%' OR name LIKE 'Evil%'), 0, 'and none is made');
+
 -- A partner may give partner, planner and viewer, but not owner; and may not touch an owner.
 SELECT pg_temp.act_as('paul');
 SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')).role, 'viewer', 'a partner demotes a planner to viewer');

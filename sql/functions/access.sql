@@ -18,6 +18,14 @@ LANGUAGE sql STABLE AS $$
     SELECT p_status = 'active' AND (p_expires_at IS NULL OR p_expires_at > now())
 $$;
 
+-- Whether text a person gave holds what names and descriptions must not: Unicode's control characters (Cc,
+-- spelled out so that the rule does not depend on the database's locale) or a bidirectional embedding,
+-- override or isolate, which turns the text after it around. Swift's `refuseControlCharacters` is the same rule.
+CREATE OR REPLACE FUNCTION rbac.has_control_character(p_text text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT p_text ~ '[\u0001-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]'
+$$;
+
 -- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,
 -- `iss` ('' when absent) and `sub`. No row when there are no claims or no such identity.
 CREATE OR REPLACE FUNCTION rbac.jwt_identity() RETURNS public.user_identities

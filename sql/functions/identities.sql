@@ -1,11 +1,11 @@
 -- Signing in: the user of a verified token's identity, made on its first sign-in.
 
 -- Whether p_email is an email address as rbac stores one: the rule of the checks on every email column
--- (sql/0011) and of Swift's `EmailAddress`. Composed form is not part of it: the callers normalize first.
+-- (sql/0012) and of Swift's `EmailAddress`. Composed form is not part of it: the callers normalize first.
 CREATE OR REPLACE FUNCTION rbac.is_email_address(p_email text) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT p_email ~ '^[^@]+@[^@]+\.[^@]+$'
-       AND p_email !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]'
+       AND p_email !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202a-\u202f\u205f\u2066-\u2069\u3000]'
        AND length(p_email) <= 320
 $$;
 
@@ -25,7 +25,7 @@ DECLARE
     v_user uuid;
     v_created boolean;
     v_email text := normalize(nullif(btrim(p_email), ''), NFC);
-    v_name text := CASE WHEN p_name !~ '[[:cntrl:]]' AND length(btrim(p_name)) BETWEEN 1 AND 200
+    v_name text := CASE WHEN NOT rbac.has_control_character(p_name) AND length(btrim(p_name)) BETWEEN 1 AND 200
                         THEN btrim(p_name) END;
     v_development boolean := p_issuer = ''
         AND p_subject ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';

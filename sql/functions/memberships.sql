@@ -197,6 +197,10 @@ BEGIN
     IF p_name IS NULL OR length(btrim(p_name)) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'a couple''s name must be 1 to 200 characters' USING ERRCODE = 'RBINV';
     END IF;
+    IF rbac.has_control_character(p_name) THEN
+        RAISE EXCEPTION 'a couple''s name must not contain control characters (NUL, escape, line breaks, tabs, '
+            'bidirectional overrides, ...)' USING ERRCODE = 'RBINV';
+    END IF;
     INSERT INTO couples (name) VALUES (btrim(p_name)) RETURNING id INTO v_couple.id;
     INSERT INTO memberships (couple_id, user_id, role) VALUES (v_couple.id, p_owner, 'owner');
     SELECT * INTO v_couple FROM couples WHERE id = v_couple.id;

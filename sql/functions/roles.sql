@@ -115,7 +115,7 @@ CREATE OR REPLACE FUNCTION rbac.require_role_description(p_description text) RET
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_description IS NULL OR length(btrim(p_description)) NOT BETWEEN 1 AND 500
-       OR p_description ~ '[[:cntrl:]]' THEN
+       OR rbac.has_control_character(p_description) THEN
         RAISE EXCEPTION 'a role''s description must be 1 to 500 characters, on one line' USING ERRCODE = 'RBINV';
     END IF;
     RETURN btrim(p_description);
