@@ -35,7 +35,8 @@ struct InvitationEmail {
             """
         let html = """
             <!doctype html><html><body style="font-family: system-ui, sans-serif">
-            <p><strong>\(escape(inviter))</strong> invites you to join <strong>\(escape(coupleName))</strong> as \
+            <p><strong><bdi>\(escape(inviter))</bdi></strong> invites you to join \
+            <strong><bdi>\(escape(coupleName))</bdi></strong> as \
             <strong>\(escape(role))</strong>.</p>
             <p><a href="\(escape(link))">Accept the invitation</a></p>
             <p style="color: #666">The link works once and expires on \(escape(inWords(expires))).</p>

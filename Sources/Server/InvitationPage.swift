@@ -8,12 +8,14 @@ enum InvitationPage {
     static func pending(_ preview: InvitationPreview, token: String, signIn: Bool) -> String {
         let expires = preview.expiresAt.formatted(.iso8601)
         // "invites you as mom: May view the guests and the budget"; the role's author wrote the description.
-        let described = preview.roleDescription.map { ": <span id=\"role-description\">\(escape($0))</span>" } ?? ""
+        // What people wrote sits in <bdi>, so that a name written right to left, or one holding a bidirectional
+        // override that reached the database by raw SQL, cannot turn the sentence around it.
+        let described = preview.roleDescription.map { ": <bdi id=\"role-description\">\(escape($0))</bdi>" } ?? ""
         let access = preview.membershipExpiresAt.map {
             " Your access ends on <time id=\"access-ends\" datetime=\"\($0.formatted(.iso8601))\">\(inWords($0))</time>."
         }
         let bound = preview.emailHint.map {
-            " It is for <strong id=\"email\">\(escape($0))</strong>: sign in with that address."
+            " It is for <strong><bdi id=\"email\">\(escape($0))</bdi></strong>: sign in with that address."
         }
         let accept =
             signIn
@@ -31,8 +33,8 @@ enum InvitationPage {
         return layout(
             title: "Join \(preview.coupleName)",
             body: """
-                <h1>You're invited to join <span id="couple">\(escape(preview.coupleName))</span></h1>
-                <p><strong>\(escape(preview.inviter))</strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>\(described).\(access ?? "")</p>
+                <h1>You're invited to join <bdi id="couple">\(escape(preview.coupleName))</bdi></h1>
+                <p><strong><bdi>\(escape(preview.inviter))</bdi></strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>\(described).\(access ?? "")</p>
                 <p class="muted">This link expires on <time id="expires" datetime="\(expires)">\(inWords(preview.expiresAt))</time>.\
                 \(bound ?? "")</p>
                 \(accept)
@@ -52,7 +54,7 @@ enum InvitationPage {
         layout(
             title: "Welcome",
             body: """
-                <h1 id="welcome">Welcome to \(escape(coupleName))</h1>
+                <h1 id="welcome">Welcome to <bdi>\(escape(coupleName))</bdi></h1>
                 <p>You joined as <strong>\(escape(membership.role.rawValue))</strong>.</p>
                 \(appURL.map { "<p><a id=\"app\" href=\"\(escape($0.absoluteString))\">Go to the app</a></p>" } ?? "")
                 """)

@@ -79,7 +79,7 @@ struct RolesAPITests {
             try await client.execute(uri: "/invitations/\(issued.token.rawValue)", method: .get) { response in
                 let page = String(buffer: response.body)
                 #expect(response.status == .ok)
-                #expect(page.contains(#"<span id="role-description">May view the guests &amp; budget</span>"#))
+                #expect(page.contains(#"<bdi id="role-description">May view the guests &amp; budget</bdi>"#))
                 #expect(page.contains(#"id="access-ends""#) && page.contains(inWords(ends)))
             }
             try await client.execute(uri: "/v1/invitations/\(issued.token.rawValue)", method: .get) { response in

@@ -117,7 +117,9 @@ struct RouterTests {
                     let policy = response.headers[.contentSecurityPolicy] ?? ""
                     #expect(policy.contains("default-src 'none'") && policy.contains("frame-ancestors 'none'"))
                     let page = text(response)
-                    #expect(page.contains("Olivia &amp; Paul &lt;3"), "the couple's name, HTML-escaped")
+                    #expect(
+                        page.contains(#"<bdi id="couple">Olivia &amp; Paul &lt;3</bdi>"#),
+                        "the couple's name, HTML-escaped and isolated")
                     #expect(page.contains(">partner<") && page.contains("Olivia"))
                 }
             }
@@ -190,7 +192,7 @@ struct RouterTests {
                 body: ByteBuffer(string: "access_token=\(fixture.jwt(for: stranger))")
             ) { response in
                 #expect(response.status == .ok)
-                #expect(text(response).contains("Welcome to Olivia &amp; Paul &lt;3"))
+                #expect(text(response).contains("Welcome to <bdi>Olivia &amp; Paul &lt;3</bdi>"))
             }
             // The media type in another case, with a parameter: still the form; a longer name is not.
             let third = try await fixture.invite("viewer")
