@@ -32,6 +32,9 @@ public struct APIError: HTTPResponseError, Sendable {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"
+        // The database is mostly back within seconds (a restart, a failover); a client, proxy or load balancer
+        // that honours this waits that long instead of retrying at once, many times over.
+        if status == .serviceUnavailable { headers[.retryAfter] = "1" }
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 

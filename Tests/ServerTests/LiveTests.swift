@@ -116,7 +116,7 @@ struct LiveTests {
         }
     }
 
-    @Test("with the database stopped, checks answer 503 (never allowed), and recover when it is back")
+    @Test("with the database stopped, checks answer 503 with Retry-After (never allowed), and recover after")
     func databaseDown() async throws {
         // A cluster of this test's own, so stopping it disturbs no other test.
         try await DisposableCluster.with { cluster in
@@ -143,9 +143,13 @@ struct LiveTests {
                 try await cluster.stop()
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) { response in
                     #expect(response.status == .serviceUnavailable)
+                    #expect(response.headers[.retryAfter] == "1")
                     #expect(!String(buffer: response.body).contains("allowed"))
                 }
-                try await client.execute(uri: "/ready", method: .get) { #expect($0.status == .serviceUnavailable) }
+                try await client.execute(uri: "/ready", method: .get) {
+                    #expect($0.status == .serviceUnavailable)
+                    #expect($0.headers[.retryAfter] == "1")
+                }
                 try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) }
                 try await cluster.start()
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: check) {
