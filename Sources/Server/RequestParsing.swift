@@ -28,8 +28,10 @@ extension HTTPFields {
 extension Request {
     /// Query parameter `name`, percent-decoded, or nil when absent. One given twice is a 400, never one of its
     /// values: a proxy or cache ahead of this service may have read the other (as with a JSON key named twice).
+    /// Names are compared percent-decoded too (Hummingbird decodes only values), so `%6Cimit` is `limit`.
     func queryParameter(_ name: Substring) throws -> String? {
-        let values = uri.queryParameters[values: name]
+        let values = uri.queryParameters.filter { $0.key == name || $0.key.removingPercentEncoding?[...] == name }
+            .map(\.value)
         guard values.count < 2 else { throw APIError.badRequest("\(name) is given more than once in the query") }
         return values.first.map(String.init)
     }

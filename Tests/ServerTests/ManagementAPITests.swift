@@ -126,8 +126,10 @@ struct ManagementAPITests {
             #expect(invitations.ids == invitations.ids.sorted())
             // Four in pages of two: the second page is full, so it names a third, which is empty.
             #expect(invitations.pages == 3)
-            // A sign or a parameter given twice is refused, not read one way here and another by a proxy.
-            for query in ["limit=0", "limit=1001", "limit=two", "after=nope", "limit=+5", "limit=2&limit=3"] {
+            // A sign or a parameter given twice is refused, not read one way here and another by a proxy; a name
+            // is read percent-decoded, as a proxy would read it.
+            let queries = ["limit=0", "limit=1001", "limit=two", "after=nope", "limit=+5", "limit=2&limit=3"]
+            for query in queries + ["%6Cimit=0", "limit=2&%6cimit=3"] {
                 for path in ["members", "invitations"] {
                     try await client.execute(
                         uri: "/v1/couples/\(fixture.couple)/\(path)?\(query)", method: .get, headers: headers
