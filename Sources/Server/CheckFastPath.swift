@@ -6,7 +6,7 @@ import NIOCore
 import NIOHTTPTypes
 
 /// Answers `POST /v1/check` before Hummingbird sees the request, when the key is cached and trusted
-/// (`ServiceKeyService.cachedKey`):
+/// (`ServiceKeyService.cachedKey`, asked when the head arrives):
 /// - on the event loop when the cache holds the answer (`PermissionChecker.cachedCheck`);
 /// - otherwise from the repository (`checkKnown`, as the route asks), in a task that runs on the event loop
 ///   but for the database's own hop. What the connection reads meanwhile waits, and reading stops once
@@ -116,7 +116,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     private func take(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
         switch (held, part) {
-        case (nil, .head(let head)) where unanswered == 0 && !quiescing && Self.mayAnswer(head):
+        case (nil, .head(let head)) where unanswered == 0 && !quiescing && mayAnswer(head):
             held = Held(head: head, body: nil, since: .now)
         case (var held?, .body(var chunk)):
             if var body = held.body {
@@ -128,7 +128,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
             self.held = held
         case (let held?, .end(let trailers)):
             self.held = nil
-            guard trailers == nil, let check = authenticatedCheck(held) else {
+            guard trailers == nil, let check = parsedCheck(held) else {
                 passOn(held, context: context)
                 return context.fireChannelRead(wrapInboundOut(part))
             }
@@ -249,16 +249,19 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: promise)
     }
 
-    private static func mayAnswer(_ head: HTTPRequest) -> Bool {
+    /// Whether `head` is a check this handler may answer, its key cached. Decided on the head: a request
+    /// without a known key goes on at once, so that the route's 401 does not wait for the body.
+    private func mayAnswer(_ head: HTTPRequest) -> Bool {
         head.method == .post && head.path == CheckAnswer.route && head.headerFields[.connection] != "close"
             && head.headerFields.declaresJSONOrNothing
+            && head.headerFields.bearerCredential.map { keys.cachedKey($0) != nil } == true
     }
 
-    /// The held check, if its key is cached and its body well formed.
-    private func authenticatedCheck(_ held: Held) -> PermissionAPIController.ParsedCheck? {
-        guard let credential = held.head.headerFields.bearerCredential, keys.cachedKey(credential) != nil,
-            let request = PermissionAPIController.CheckRequest(scanning: held.body ?? ByteBuffer())
-        else { return nil }
+    /// The held check, if its body is well formed.
+    private func parsedCheck(_ held: Held) -> PermissionAPIController.ParsedCheck? {
+        guard let request = PermissionAPIController.CheckRequest(scanning: held.body ?? ByteBuffer()) else {
+            return nil
+        }
         return try? PermissionAPIController.parse(request)
     }
 

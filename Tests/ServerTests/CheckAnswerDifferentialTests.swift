@@ -227,6 +227,23 @@ struct CheckAnswerDifferentialTests {
         }
     }
 
+    @Test("a check without a valid key is answered 401 on both paths without waiting for its body")
+    func unauthorizedBeforeBody() async throws {
+        let servers = try await Servers()
+        for (trusted, authorization) in [true, false].flatMap({ t in
+            ["", "Authorization: Bearer rbk_nope\r\n"].map { (t, $0) }
+        }) {
+            // The head promises a body that never comes.
+            let head =
+                "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\n\(authorization)"
+                + "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+            let answers = try await Self.serving(servers.dependencies(trusted: trusted)) { port in
+                try await Self.exchange(port: port, Array(head.utf8), responses: 1)
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 401 Unauthorized"], "trusted: \(trusted), \(authorization)")
+        }
+    }
+
     @Test(
         "a request that breaks HTTP/1.1's rules is answered 400 after the answers owed before it, and the connection closes",
         arguments: [
