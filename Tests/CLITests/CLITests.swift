@@ -163,10 +163,17 @@ struct CLITests {
                 elsewhere.status == 2 && elsewhere.stderr.contains("invites only addresses at"), "\(elsewhere.stderr)")
             let allowed = ["invite", "--couple", couple, "--role", "viewer", "--email", "a@example.com"]
             #expect(try await run(allowed).status == 0)
-            #expect(try await run(["couples", "set", couple, "--invite-domains", "not a domain"]).status == 2)
+            let refused = try await run(["couples", "set", couple, "--invite-domains", "not a domain"])
+            #expect(refused.status == 2 && refused.stderr.contains("not a domain: 'not a domain'"), "\(refused.stderr)")
             let audit = try await run(["audit", "--couple", couple]).stdout
             #expect(audit.contains("couple.insert "), "\(audit)")
             #expect(audit.contains("couple.update      name=Olivia & Paul invite_domains →example.com,wedding.test\n"))
+
+            // A domain beyond ASCII is kept as DNS knows it, and an address there matches however it is written.
+            let unicode = try await run(["couples", "set", couple, "--invite-domains", "Bücher.example", "--json"])
+            #expect(try Self.json(unicode)["invite_domains"] as? [String] == ["xn--bcher-kva.example"])
+            let there = ["invite", "--couple", couple, "--role", "viewer", "--email", "ann@bücher.example"]
+            #expect(try await run(there).status == 0)
         }
     }
 

@@ -31,8 +31,39 @@ SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('i
                  'so is a link for anyone');
 SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('inv_d3'), 'viewer', 'b@EXAMPLE.com')$$,
                 'an address at an allowed domain is taken, whatever its case');
-SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY['not a domain'])$$, 'RBINV',
-                 'not a domain: not a domain');
+SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY['example.com', 'not a domain'])$$, 'RBINV',
+                 'not a domain: ''not a domain''');
+SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'), domains), 'RBINV', NULL,
+                 format('%s is refused', label))
+FROM (VALUES (ARRAY['example..com'], 'an empty label'), (ARRAY[repeat('a', 64) || '.com'], 'a label of 64'),
+             (ARRAY[repeat('a.', 126) || 'aa'], 'a domain of 254'), (ARRAY['example.com', NULL], 'a NULL'),
+             (ARRAY['localhost'], 'a name without a dot')) AS t(domains, label);
+SELECT is((SELECT invite_domains FROM couples WHERE id = pg_temp.id('Other')), ARRAY['example.com', 'wedding.test'],
+          'and nothing changes');
+
+-- Domains beyond ASCII (IDNA): the list and an address compare in the form DNS knows, however each is written.
+SELECT is(rbac.punycode(sample), expected, format('Punycode of RFC 3492''s sample %s', name))
+FROM (VALUES ('A', E'\u0644\u064A\u0647\u0645\u0627\u0628\u062A\u0643\u0644\u0645\u0648\u0634\u0639\u0631\u0628\u064A\u061F',
+              'egbpdaj6bu4bxfgehfvwxn'),
+             ('B', E'\u4ED6\u4EEC\u4E3A\u4EC0\u4E48\u4E0D\u8BF4\u4E2D\u6587', 'ihqwcrb4cv8a8dqg056pqjye'),
+             ('D', E'Pro\u010Dprost\u011Bnemluv\u00ED\u010Desky', 'Proprostnemluvesky-uyb24dma41a'),
+             ('G', E'\u306A\u305C\u307F\u3093\u306A\u65E5\u672C\u8A9E\u3092\u8A71\u3057\u3066\u304F\u308C\u306A\u3044\u306E\u304B',
+              'n8jok5ay5dzabd5bym9f0cm5685rrjetr6pdxa'),
+             ('L', E'3\u5E74B\u7D44\u91D1\u516B\u5148\u751F', '3B-ww4c5e180e575a65lsy2b'),
+             ('R', E'\u3072\u3068\u3064\u5C4B\u6839\u306E\u4E0B2', '2-u9tlzr9756bt3uc0v')) AS t(name, sample, expected);
+SELECT is(set_invite_domains(pg_temp.id('Other'), ARRAY[E'B\u00FCcher.Example', 'XN--MNCHEN-3YA.example',
+                                                       E'zoe\u0308.example']),
+          ARRAY['xn--bcher-kva.example', 'xn--mnchen-3ya.example', 'xn--zo-ija.example'],
+          'a domain beyond ASCII is kept as DNS knows it: lower case, composed, in Punycode');
+-- Out of the hour's limit.
+UPDATE invitation_settings SET per_couple_per_hour = 10;
+SELECT lives_ok(format($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash(%L), 'viewer', %L)$$,
+                       'inv_idn_' || n, address), format('an address at %s is taken', address))
+FROM unnest(ARRAY[E'ann@b\u00FCcher.example', 'ann@xn--bcher-kva.example', E'ann@M\u00FCnchen.example',
+                  E'ann@zo\u00EB.example']) WITH ORDINALITY AS t(address, n);
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('inv_idn_x'), 'viewer',
+                                            E'ann@bucher.example')$$, 'RBINV', NULL,
+                 'an address at a domain that only looks alike is refused');
 SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), '{}')$$, 'RBDEN',
                  'only the operator sets the domains a couple may invite');
