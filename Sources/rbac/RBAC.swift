@@ -72,8 +72,11 @@ struct RBAC: AsyncParsableCommand {
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
     }
 
+    /// Writes the failure as one line: libpq's messages span lines, and one that quotes what was typed or stored
+    /// (a refusal from SQL, say) may hold control characters, shown escaped.
     private static func fail(_ failure: CommandFailure) -> Never {
-        let message = PostgresConfiguration.redactingPasswords(in: failure.message)
+        let line = failure.message.split(whereSeparator: { $0.isNewline || $0 == "\t" }).joined(separator: " ")
+        let message = visible(PostgresConfiguration.redactingPasswords(in: line))
         FileHandle.standardError.write(Data("rbac: \(message)\n".utf8))
         Foundation.exit(failure.status.rawValue)
     }

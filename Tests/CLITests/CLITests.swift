@@ -653,6 +653,13 @@ struct CLITests {
                 let result = try await run(arguments)
                 #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
             }
+            // A refusal from SQL that quotes what was typed shows its control characters escaped.
+            let couples = try Self.jsonArray(try await run(["couples", "list", "--json"]))
+            let coupleID = try #require(couples.first?["id"] as? String)
+            let escaped = try await run(["couples", "set", coupleID, "--invite-domains", "x\u{1B}[2J.com"])
+            #expect(
+                escaped.status == 2 && escaped.stderr.contains(#"not a domain: 'x\u{1B}[2J.com'"#)
+                    && !escaped.stderr.contains("\u{1B}"), "\(escaped.stderr)")
             // The refused writes changed nothing.
             #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
             #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
