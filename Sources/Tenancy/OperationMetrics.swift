@@ -40,19 +40,20 @@ public struct OperationMetrics: Sendable {
     /// The counter `record(operation, outcome:)` increments, looked up once: for a path that counts too often
     /// to look it up every time (a check answered from the cache).
     public func counter(_ operation: String, outcome: String) -> CoreMetrics.Counter {
-        timings.handles([operation, outcome]).counter
+        timings.handles([operation, outcome], timed: false).counter
     }
 }
 
 /// A counter and a timer with the same dimensions, whose swift-metrics handles are made once per set of
 /// dimension values and then reused: making a handle is a lookup in the factory's registry, too dear for every
-/// request.
+/// request. A timer is made only once something is timed, so that what is only counted (a check answered from
+/// the cache) exports no empty histogram beside its count.
 public final class CountedTimings: Sendable {
     private let counterLabel: String
     private let timerLabel: String
     private let dimensionNames: [String]
     private let factory: any MetricsFactory
-    private let handles = Mutex<[[String]: (CoreMetrics.Counter, CoreMetrics.Timer)]>([:])
+    private let handles = Mutex<[[String]: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer?)]>([:])
 
     /// Without a factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
     public init(counter: String, timer: String, dimensions: [String], factory: (any MetricsFactory)? = nil) {
@@ -65,22 +66,25 @@ public final class CountedTimings: Sendable {
     /// Counts one event with these dimension values (in the order of the names given at init), and times it
     /// when `duration` is given.
     public func record(_ values: [String], duration: Duration?) {
-        let (counter, timer) = handles(values)
+        let (counter, timer) = handles(values, timed: duration != nil)
         counter.increment()
-        if let duration {
+        if let duration, let timer {
             timer.recordNanoseconds(
                 duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         }
     }
 
-    /// The counter and timer of these dimension values, made on first use.
-    func handles(_ values: [String]) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
+    /// The counter of these dimension values, and with `timed` their timer, made on first use.
+    func handles(_ values: [String], timed: Bool) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer?) {
         handles.withLock { handles in
-            if let made = handles[values] { return made }
+            if let made = handles[values], made.timer != nil || !timed { return made }
             let dimensions = Array(zip(dimensionNames, values))
+            let counter =
+                handles[values]?.counter
+                ?? CoreMetrics.Counter(label: counterLabel, dimensions: dimensions, factory: factory)
             let made = (
-                CoreMetrics.Counter(label: counterLabel, dimensions: dimensions, factory: factory),
-                CoreMetrics.Timer(label: timerLabel, dimensions: dimensions, factory: factory)
+                counter: counter,
+                timer: timed ? CoreMetrics.Timer(label: timerLabel, dimensions: dimensions, factory: factory) : nil
             )
             handles[values] = made
             return made

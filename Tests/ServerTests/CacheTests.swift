@@ -174,6 +174,9 @@ struct CacheTests {
                     let checks = #"rbac_operations_total{operation="permission.check",outcome="#
                     #expect(samples[checks + #""cached"}"#] == 2, "the second and third check")
                     #expect(samples[checks + #""database"}"#] == 2, "the first, and the one after the revoke")
+                    let timed = #"rbac_operation_duration_seconds_count{operation="permission.check",outcome="#
+                    #expect(samples[timed + #""database"}"#] == 2)
+                    #expect(samples[timed + #""cached"}"#] == nil, "counted, never timed: no empty histogram")
                     let routed = #"http_requests_total{method="POST",route="/v1/check",status="200"}"#
                     #expect(samples[routed] == 4, "every check, wherever it was answered")
                 }
