@@ -165,16 +165,16 @@ public struct OutboxWorker: Sendable {
         let signature = Data(
             Digest.hmacSHA256(key: Array(secretBytes), message: Array("\(id).\(timestamp).".utf8) + body)
         ).base64EncodedString()
-        let status: Int
+        let response: OutboundHTTP.Response
         do {
-            status = try await http.post(
+            response = try await http.post(
                 URL(string: endpoint.url)!, body: body, contentType: "application/json",
                 headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: v1,\(signature)"]
-            ).status
+            )
         } catch {
             return try await retry(message, "\(error)")
         }
-        switch status {
+        switch response.status {
         case 200..<300:
             try await outbox.delivered(message.id)
             return .delivered
@@ -182,7 +182,8 @@ public struct OutboxWorker: Sendable {
             try await outbox.disable(endpoint: endpoint.id, error: "the endpoint answered 410 Gone")
             return .disabled
         default:
-            return try await retry(message, "the endpoint answered \(status)")
+            return try await retry(
+                message, "the endpoint answered \(response.status)", notBefore: Self.retryAfter(response, now: now()))
         }
     }
 
@@ -218,9 +219,16 @@ public struct OutboxWorker: Sendable {
         return .delivered
     }
 
-    private func retry(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
+    /// Due again on the schedule, or later when the endpoint asked for that (`notBefore`), but for no longer
+    /// than the schedule's longest wait: an endpoint that asks for more would hold a message back for as long as
+    /// it likes.
+    private func retry(_ message: PostgresOutbox.Claimed, _ error: String, notBefore: Duration? = nil) async throws
+        -> Outcome
+    {
         guard message.attempts <= Self.schedule.count else { return try await dead(message, error) }
-        try await outbox.failed(message.id, error: error, retryIn: Self.jittered(Self.schedule[message.attempts - 1]))
+        let scheduled = Self.jittered(Self.schedule[message.attempts - 1])
+        let wait = max(scheduled, min(notBefore ?? .zero, Self.schedule.max()!))
+        try await outbox.failed(message.id, error: error, retryIn: wait)
         return .retry
     }
 
@@ -233,6 +241,18 @@ public struct OutboxWorker: Sendable {
     static func address(_ from: String) -> String {
         guard let open = from.lastIndex(of: "<"), let close = from.lastIndex(of: ">"), open < close else { return from }
         return String(from[from.index(after: open)..<close])
+    }
+
+    /// How long an answer's `Retry-After` asks to wait from `now` (RFC 9110, 10.2.3: seconds, or an HTTP date);
+    /// nil when it has none, or one that is neither.
+    static func retryAfter(_ response: OutboundHTTP.Response, now: Date) -> Duration? {
+        guard let value = response.headers["retry-after"]?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if value.isDigits { return Int64(value).map { .seconds($0) } }
+        let format = DateFormatter()
+        format.locale = Locale(identifier: "en_US_POSIX")
+        format.timeZone = TimeZone(identifier: "GMT")
+        format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return format.date(from: value).map { .seconds(max(0, Int64($0.timeIntervalSince(now).rounded(.up)))) }
     }
 
     /// Within 10% of `delay`, so that messages that failed together are not all retried at one instant.

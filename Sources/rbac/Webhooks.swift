@@ -10,7 +10,8 @@ extension RBAC {
             discussion: """
                 Events: \(PostgresOutbox.eventTypes.joined(separator: ", ")). Each delivery is a JSON POST with \
                 webhook-id (stable: deduplicate on it), webhook-timestamp and webhook-signature; 2xx is \
-                delivered, 410 disables the endpoint, anything else is retried (5s, 5m, 30m, 2h, 5h, 10h, 10h).
+                delivered, 410 disables the endpoint, anything else is retried (5s, 5m, 30m, 2h, 5h, 10h, 10h; \
+                later when the endpoint's Retry-After asks, up to 10h).
 
                 Example: rbac webhooks add --url https://app.example.com/hooks/rbac --event membership.created
                 """,

@@ -130,6 +130,36 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test(
+        "an endpoint's Retry-After (seconds or a date) puts the retry later than the schedule, never sooner or past 10 h"
+    )
+    func retryAfter() async throws {
+        try await Self.withReceiver { pool, peer, worker, _, _ in
+            let format = DateFormatter()
+            format.locale = Locale(identifier: "en_US_POSIX")
+            format.timeZone = TimeZone(identifier: "GMT")
+            format.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let date = format.string(from: Date().addingTimeInterval(1000))
+            // The answers, and when each attempt's retry falls due: attempts 1 to 5 are scheduled 5 s, 5 min,
+            // 30 min, 2 h and 5 h later.
+            let answers: [(String, ClosedRange<Int32>)] = [
+                ("503 Retry-After: 3600", 3590...3600), ("429 Retry-After: \(date)", 990...1001),
+                ("503 Retry-After: 999999", 35_990...36_000), ("503 Retry-After: soon", 6480...7920),
+                ("503 Retry-After: 1", 16_200...19_800),
+            ]
+            try answers.map(\.0).joined(separator: "\n").write(
+                to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            for (answer, due) in answers {
+                #expect(try await worker.runOnce() == [.retry], "\(answer)")
+                let dueIn: Int32 = try await pool.query(
+                    "SELECT extract(epoch FROM next_attempt_at - now())::int AS due_in FROM outbox")[0].decode("due_in")
+                #expect(due.contains(dueIn), "\(answer): due in \(dueIn) s")
+                _ = try await pool.query("UPDATE outbox SET next_attempt_at = now()")
+            }
+        }
+    }
+
     @Test("an endpoint too slow to answer in time is retried on the schedule, and the retry is delivered")
     func timeout() async throws {
         try await Self.withReceiver { pool, peer, _, key, _ in

@@ -5,7 +5,8 @@
 
 Serves HTTPS on a free loopback port and prints the port as its first line once it listens. ROOT/secret holds the
 endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when present, lists the statuses to answer
-with, one per line, taken from the top (then 204); "sleep N" answers 204 after N seconds. Each request's
+with, one per line, taken from the top (then 204), each with a header field after it when one follows ("503
+Retry-After: 60"); "sleep N" answers 204 after N seconds. Each request's
 webhook-id is appended to ROOT/arrived as it arrives; each delivery, once answered, to ROOT/received.jsonl: its
 webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
 """
@@ -41,7 +42,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             statuses = self.root / "statuses"
             lines = statuses.read_text().splitlines() if statuses.exists() else []
-            answer = lines[0].split() if lines else ["204"]
+            answer = lines[0].split(maxsplit=1) if lines else ["204"]
             if lines:
                 statuses.write_text("\n".join(lines[1:]))
         if answer[0] == "sleep":  # a receiver too slow to answer in time
@@ -53,6 +54,9 @@ class Handler(BaseHTTPRequestHandler):
                 log.write(json.dumps({"id": self.headers.get("webhook-id"), "type": kind, "verified": verified,
                                       "status": status, "link": link}) + "\n")
         self.send_response(status)
+        if len(answer) > 1:
+            name, value = answer[1].split(":", 1)
+            self.send_header(name, value.strip())
         self.send_header("Content-Length", "0")
         self.end_headers()
 
