@@ -68,7 +68,10 @@ public struct APIError: HTTPResponseError, Sendable {
             case .rateLimited: .tooManyRequests
             case .unavailable: .serviceUnavailable
             }
-        self.init(status, code: error.code.rawValue, error.message)
+        // Whole seconds, rounded up: a client that waits that long is not refused again.
+        let wait = error.retryAt.map { max(1, Int($0.timeIntervalSinceNow.rounded(.up))) }
+        self.init(
+            status, code: error.code.rawValue, error.message, headers: wait.map { [.retryAfter: String($0)] } ?? [:])
     }
 
     /// Any error from a handler as an APIError; unexpected ones become a 503 that says nothing internal, so a

@@ -42,7 +42,9 @@ public func domainError(_ error: PostgresError) -> any Error {
     }
     guard let state = error.sqlState else { return error }
     if let code = SQLState.domainCodes[state] {
-        return CollaborationError(code, error.message + (error.hint.map { "; \($0)" } ?? ""))
+        // A rate limit's DETAIL is the moment it lifts (sql/functions/invitations.sql).
+        let retryAt = code == .rateLimited ? error.detail.flatMap(instant(parsing:)) : nil
+        return CollaborationError(code, error.message + (error.hint.map { "; \($0)" } ?? ""), retryAt: retryAt)
     }
     switch state {
     case .uniqueViolation where error.constraint == "users_email_key":

@@ -40,6 +40,12 @@ public struct PageRequest: Sendable, Hashable {
 public protocol CodedError: Error {
     var codeName: String { get }
     var message: String { get }
+    /// For a refusal that lifts on its own (a rate limit): when the same request may succeed.
+    var retryAt: Date? { get }
+}
+
+extension CodedError {
+    public var retryAt: Date? { nil }
 }
 
 /// One domain's refusal codes, named as programs see them. Domains use the same name for the same refusal, so
@@ -55,16 +61,18 @@ public struct DomainError<Codes: RefusalCode>: Error, Sendable, Equatable, Custo
 
     public let code: Code
     public let message: String
+    public let retryAt: Date?
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, retryAt: Date? = nil) {
         self.code = code
         self.message = message
+        self.retryAt = retryAt
     }
 
     /// A refusal from elsewhere (another domain, the rules for text, the permission checker) under this domain's
     /// code of the same name.
     public init(_ refusal: any CodedError) {
-        self.init(Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message)
+        self.init(Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message, retryAt: refusal.retryAt)
     }
 
     public var description: String { message }

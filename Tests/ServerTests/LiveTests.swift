@@ -189,6 +189,30 @@ struct LiveTests {
         }
     }
 
+    @Test("an invitation past the couple's hourly limit is 429 with Retry-After: when the oldest leaves the hour")
+    func invitationRateLimit() async throws {
+        try await Self.withOwnedCouple { world in
+            let (pool, headers, app) = (world.pool, world.headers, world.app())
+            _ = try await pool.query("UPDATE invitation_settings SET per_couple_per_hour = 1")
+            let invitations = "/v1/couples/\(world.couple)/invitations"
+            let invite = ByteBuffer(string: #"{"role":"viewer"}"#)
+            try await app.test(.live) { client in
+                try await client.execute(uri: invitations, method: .post, headers: headers, body: invite) {
+                    #expect($0.status == .created)
+                }
+                _ = try await pool.query("UPDATE invitations SET created_at = now() - interval '20 minutes'")
+                try await client.execute(uri: invitations, method: .post, headers: headers, body: invite) {
+                    #expect($0.status == .tooManyRequests)
+                    let wait = try #require($0.headers[.retryAfter].flatMap { Int($0) })
+                    #expect((2390...2401).contains(wait), "40 minutes, not \(wait) s")
+                    #expect(String(buffer: $0.body).contains("the next may be made at "))
+                }
+            }
+            let written: Int64 = try await pool.query("SELECT count(*) AS n FROM invitations")[0].decode("n")
+            #expect(written == 1, "the refused one wrote nothing")
+        }
+    }
+
     @Test("text with a NUL byte or a control character is a 400 naming the field, and changes nothing")
     func controlCharacters() async throws {
         try await Self.withOwnedCouple { world in

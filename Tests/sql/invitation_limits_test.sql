@@ -16,6 +16,34 @@ SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp
                  'RBRAT', NULL, 'the fourth invitation of the hour is refused');
 SELECT is((SELECT count(*)::int FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul')), 3,
           'and written nowhere');
+-- It names when the next may be made: once enough have left the hour to bring the couple under the limit.
+CREATE FUNCTION pg_temp.refusal() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_refused'), 'viewer');
+    RETURN NULL;
+EXCEPTION WHEN SQLSTATE 'RBRAT' THEN
+    DECLARE v_message text; v_detail text;
+    BEGIN
+        GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+        RETURN v_message || ' | ' || v_detail;
+    END;
+END $$;
+CREATE FUNCTION pg_temp.utc(p_at timestamptz, p_format text) RETURNS text LANGUAGE sql AS $$
+    SELECT to_char(to_timestamp(ceil(extract(epoch FROM p_at))) AT TIME ZONE 'UTC', p_format)
+$$;
+UPDATE invitations SET created_at = now() - (interval '10 minutes' * (2 + n))
+FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul')) o
+WHERE invitations.id = o.id;
+SELECT is(pg_temp.refusal(),
+          format('couple %s has made 3 invitations in the last hour, the most allowed; the next may be made at %s | %s',
+                 pg_temp.id('Olivia & Paul'), pg_temp.utc(now() + interval '10 minutes', 'YYYY-MM-DD HH24:MI:SS "UTC"'),
+                 pg_temp.utc(now() + interval '10 minutes', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+          'at the limit, when the oldest of the hour leaves it (to the second, rounded up)');
+UPDATE invitation_settings SET per_couple_per_hour = 2;
+SELECT matches(pg_temp.refusal(), ' \| ' || pg_temp.utc(now() + interval '20 minutes', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || '$',
+               'past it, when the second oldest does');
+UPDATE invitation_settings SET per_couple_per_hour = 3;
+UPDATE invitations SET created_at = now() WHERE couple_id = pg_temp.id('Olivia & Paul');
 SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('inv_o'), 'viewer')$$,
                 'another couple is counted apart');
 UPDATE invitations SET created_at = now() - interval '61 minutes' WHERE couple_id = pg_temp.id('Olivia & Paul');

@@ -126,6 +126,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
     v_domains text[];
     v_limit integer := (SELECT per_couple_per_hour FROM invitation_settings);
+    v_next timestamptz;
 BEGIN
     SELECT invite_domains INTO v_domains FROM couples WHERE id = p_couple_id FOR UPDATE;
     IF v_domains <> '{}' AND (p_email IS NULL OR rbac.ascii_domain(split_part(p_email, '@', 2)) <> ALL (v_domains))
@@ -133,11 +134,17 @@ BEGIN
         RAISE EXCEPTION 'couple % invites only addresses at %; name one', p_couple_id,
             array_to_string(v_domains, ', ') USING ERRCODE = 'RBINV';
     END IF;
-    IF (SELECT count(*) FROM invitations
-        WHERE couple_id = p_couple_id AND created_at > now() - interval '1 hour') >= v_limit THEN
-        RAISE EXCEPTION 'couple % has made % invitations in the last hour, the most allowed; try again later',
-            p_couple_id, v_limit USING ERRCODE = 'RBRAT',
-            HINT = 'the operator sets the limit: rbac invitations limit --per-hour N';
+    -- At the limit, the next may be made once as many have left the hour as bring it under: when the v_limit-th
+    -- newest does (a whole second, so that a client waiting that long is not refused again). The DETAIL
+    -- carries the moment for programs (an API's Retry-After).
+    v_next := (SELECT to_timestamp(ceil(extract(epoch FROM created_at + interval '1 hour'))) FROM invitations
+               WHERE couple_id = p_couple_id AND created_at > now() - interval '1 hour'
+               ORDER BY created_at DESC OFFSET v_limit - 1 LIMIT 1);
+    IF v_next IS NOT NULL THEN
+        RAISE EXCEPTION 'couple % has made % invitations in the last hour, the most allowed; the next may be made at %',
+            p_couple_id, v_limit, to_char(v_next AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')
+            USING ERRCODE = 'RBRAT', DETAIL = to_char(v_next AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                  HINT = 'the operator sets the limit: rbac invitations limit --per-hour N';
     END IF;
 END $$;
 
