@@ -100,7 +100,8 @@ struct InvitationController {
         var response: Response
         do {
             if let error = try request.queryParameter("error") {
-                context.logger.notice("sign-in not completed", metadata: ["error": "\(error.prefix(64))"])
+                // The provider's words, or anyone's who sends this link: shown escaped, they stay one line.
+                context.logger.notice("sign-in not completed", metadata: ["error": "\(visible(error.prefix(64)))"])
                 response = Self.html(
                     .badRequest, InvitationPage.problem("You did not sign in, so nothing was accepted."))
             } else {

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import Logging
 import OutboundHTTP
 import Secrets
 import Testing
@@ -101,6 +102,23 @@ struct InvitationSignInTests {
             await refusal(cookie, state: state, at: now.addingTimeInterval(601))?.contains("expired") == true)
         #expect(await refusal(cookie, state: (state ?? "") + "x", at: now)?.contains("does not match") == true)
         #expect(await refusal(cookie, state: nil, at: now)?.contains("does not match") == true)
+    }
+
+    @Test("a callback's error is logged on one line, its control characters escaped")
+    func callbackErrorLogged() async throws {
+        let fixture = try await Fixture()
+        let lines = LineLogHandlerTests.Lines()
+        let logger = Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) }
+        try await fixture.application(signIn: Self.signIn(), logger: logger).test(.router) { client in
+            try await client.execute(uri: "/oidc/callback?error=denied%0A1970-01-01%20forged%1B%5B2J", method: .get) {
+                #expect($0.status == .badRequest)
+            }
+        }
+        let written = lines.written.withLock { $0 }.filter { $0.contains("sign-in not completed") }
+        let line = try #require(written.first)
+        #expect(written.count == 1)
+        #expect(line.contains(#"error=denied\u{A}1970-01-01 forged\u{1B}[2J "#), "\(line)")
+        #expect(!line.dropLast().contains("\n"), "one line: \(line)")
     }
 
     @Test("a callback naming its state, code or error twice is refused as a page, and ends the flow")
