@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Postgres
 import Storage
+import Synchronization
 
 extension RBAC {
     struct Migrate: AsyncParsableCommand {
@@ -11,8 +12,9 @@ extension RBAC {
                 New migrations (sql/NNNN_*.sql) run in order, then the definitions of functions and triggers \
                 (sql/functions/*.sql) whose files changed, all in one transaction, each recorded with its \
                 checksum; then policies/, if it changed. Running again applies only what is new; an applied \
-                migration whose file changed is refused (exit 4). Concurrent runs are safe: they wait for each \
-                other.
+                migration whose file changed is refused (exit 4), and so is a run in which a file fails, naming \
+                it and what it raised: nothing of that run is applied. Concurrent runs are safe: they wait for \
+                each other.
 
                 On a Citus coordinator (the citus extension on every node, the workers added), --citus then \
                 distributes the budget and each couple's audit log by couple (sql/citus/distribute.sql), in \
@@ -39,6 +41,8 @@ extension RBAC {
 
         func run() async throws {
             var configuration: PostgresConfiguration?
+            // The file being applied, to name it when it fails.
+            let applying = Mutex<String?>(nil)
             do {
                 let runner = try MigrationRunner.load(from: try ProjectFiles.directory("sql"))
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
@@ -49,8 +53,10 @@ extension RBAC {
                         try printStatus(try await runner.status(pool))
                     } else {
                         let applied = try await runner.migrate(pool, distribute: citus) { fileName in
+                            applying.withLock { $0 = fileName }
                             FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
                         }
+                        applying.withLock { $0 = nil }
                         let policyApplied = try await policy.apply(
                             pool, force: false, tablesChanged: !applied.migrations.isEmpty)
                         try printApplied(applied, policyApplied: policyApplied, runner: runner, database: resolved)
@@ -58,6 +64,14 @@ extension RBAC {
                 } finally: {
                     await pool.close()
                 }
+            } catch let error as PostgresError where error.kind == .server && applying.withLock({ $0 }) != nil {
+                // The files are this project's own SQL, and what they raise is written for whoever migrates (a
+                // row that stops a migration, a database of the wrong encoding): shown whole, with its hint.
+                let file = applying.withLock { $0 } ?? ""
+                throw CommandFailure(
+                    .conflict,
+                    "applying \(file) failed, so nothing was applied: \(error.message)"
+                        + (error.hint.map { "; \($0)" } ?? ""))
             } catch {
                 throw CommandFailure(error, database: configuration)
             }

@@ -587,6 +587,39 @@ struct CLITests {
         }
     }
 
+    @Test("a migration that fails is named with what it raised and its hint; exit 4, and nothing is applied")
+    func failingMigration() async throws {
+        // A release whose last migration refuses the database: this project's files, and one more.
+        let home = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-home-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: home) }
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        for directory in ["sql", "policies"] {
+            try FileManager.default.copyItem(
+                at: repositoryRoot.appendingPathComponent(directory), to: home.appendingPathComponent(directory))
+        }
+        try Data(
+            "DO $$ BEGIN RAISE EXCEPTION 'a row stops this' USING HINT = 'delete it, then migrate again'; END $$;\n"
+                .utf8
+        ).write(to: home.appendingPathComponent("sql/0999_refuses.sql"))
+        try await TestDatabase.withFresh { configuration in
+            let migrated = try await TestDatabase.settingUp {
+                try await Self.rbac(
+                    Self.migrate, database: configuration.connectionString, environment: ["RBAC_HOME": home.path])
+            }
+            #expect(migrated.status == 4)
+            #expect(
+                migrated.stderr.contains(
+                    "rbac: applying 0999_refuses.sql failed, so nothing was applied: a row stops this; "
+                        + "delete it, then migrate again\n"), "\(migrated.stderr)")
+            let connection = try await PostgresConnection.connect(configuration)
+            let tables: Int = try await connection.query(
+                "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' AND tablename = 'couples'"
+            )[0].decode("n")
+            await connection.close()
+            #expect(tables == 0, "the migrations before it rolled back with it")
+        }
+    }
+
     @Test("the operator's log: keys, limits, users, the policy, under the OS user or --actor-label; never a secret")
     func operatorAudit() async throws {
         try await TestDatabase.withFresh { configuration in
