@@ -125,6 +125,22 @@ struct InvitationEmailTests {
         }
     }
 
+    @Test("a couple's name that raw SQL gave a line break or an override is sent escaped, never as a header")
+    func rawSQLName() async throws {
+        try await Self.withServer { setup in
+            let name = "Zo\u{EB}\u{202E} & \u{141}ukasz\r\nBcc: eve@example.com"
+            _ = try await setup.pool.query("UPDATE couples SET name = \(name) WHERE id = \(setup.couple)")
+            try await setup.invite("pia@example.com")
+            #expect(try await setup.worker.runOnce() == [.delivered])
+            let mail = try #require(try Self.received(setup.peer).first)
+            let shown = #"Zo\#u{EB}\u{202E} & \#u{141}ukasz\u{D}\u{A}Bcc: eve@example.com"#
+            #expect(mail.subject == "You're invited to join \(shown)")
+            #expect(mail.rcptTos == ["pia@example.com"], "no second header, no second recipient")
+            #expect(mail.parts[0].text.contains(shown) && !mail.parts[0].text.contains("\u{202E}"))
+            #expect(mail.parts[1].text.contains("<bdi>\(shown.replacingOccurrences(of: "&", with: "&amp;"))</bdi>"))
+        }
+    }
+
     @Test("an invitation to an address that is not ASCII is sent with SMTPUTF8, to that address")
     func internationalAddress() async throws {
         try await Self.withServer { setup in
