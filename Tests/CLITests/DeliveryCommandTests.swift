@@ -34,6 +34,12 @@ struct DeliveryCommandTests {
                     #expect(result.status == 2 && result.stderr.contains("--smtp-url"), "\(result.stderr)")
                     #expect(!result.stderr.contains("pa55word"), "a password in a URL is never repeated")
                 }
+                // A CR LF pair is one Character to Swift, and a header to a mail server.
+                for from in ["rbac@example.com\r\nBcc: eve@example.com", "rbac\n@example.com", "no address"] {
+                    let result = try await run(
+                        ["deliver", "--once", "--mail-from", from, "--smtp-url", "smtp://mail.example.com"] + keyed)
+                    #expect(result.status == 2 && result.stderr.contains("--mail-from must be"), "\(result.stderr)")
+                }
                 let long = try await run(
                     ["webhooks", "add", "--url", url + String(repeating: "a", count: 2000)] + keyed)
                 #expect(long.status == 2 && long.stderr.contains("at most 2000 characters"), "\(long.stderr)")

@@ -25,8 +25,10 @@ struct MailOptions: ParsableArguments {
         guard (smtpURL == nil) == (mailFrom == nil) else {
             throw ValidationError("--smtp-url and --mail-from go together")
         }
-        if let mailFrom, mailFrom.contains(where: { $0 == "\r" || $0 == "\n" }) || !mailFrom.contains("@") {
-            throw ValidationError("--mail-from must be one line with an address, not \(quoted(mailFrom))")
+        // Read by code point: "\r\n" is one Character, equal to neither "\r" nor "\n".
+        if let mailFrom, containsControlCharacter(mailFrom) || !mailFrom.contains("@") {
+            throw ValidationError(
+                "--mail-from must be one line with an address, without control characters, not \(quoted(mailFrom))")
         }
         if let smtpURL {
             do { _ = try server(smtpURL, caFile: nil) } catch { throw ValidationError(error.description) }
