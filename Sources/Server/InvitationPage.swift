@@ -31,7 +31,8 @@ enum InvitationPage {
             <p class="muted">Open this link from the app you were invited to: it signs you in and accepts.</p>
             """
         return layout(
-            title: "Join \(preview.coupleName)",
+            // A title cannot isolate a name as <bdi> does: what would turn the tab's text around is shown escaped.
+            title: "Join \(visible(preview.coupleName))",
             body: """
                 <h1>You're invited to join <bdi id="couple">\(escape(preview.coupleName))</bdi></h1>
                 <p><strong><bdi>\(escape(preview.inviter))</bdi></strong> invites you as <strong id="role">\(escape(preview.role.rawValue))</strong>\(described).\(access ?? "")</p>

@@ -212,6 +212,16 @@ struct RouterTests {
                 == RoleName(rawValue: "partner"))
     }
 
+    @Test("a couple's name that raw SQL gave an override is isolated in the page, and escaped in its title")
+    func pageIsolatesNames() throws {
+        let preview = InvitationPreview(
+            coupleID: UUID(), coupleName: "Ann\u{202E}naD", role: try #require(RoleName(rawValue: "viewer")),
+            inviter: "Olivia", emailHint: nil, expiresAt: Date(), status: .pending)
+        let page = InvitationPage.pending(preview, token: "inv_x", signIn: false)
+        #expect(page.contains(#"<title>Join Ann\u{202E}naD</title>"#))
+        #expect(page.contains("<bdi id=\"couple\">Ann\u{202E}naD</bdi>"))
+    }
+
     @Test("failed token attempts from one client are limited with 429")
     func rateLimit() async throws {
         let fixture = try await Fixture()
