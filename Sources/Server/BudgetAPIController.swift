@@ -279,10 +279,9 @@ struct BudgetAPIController {
         _ name: String, _ request: Request, _ context: AppRequestContext, id: (Row) -> UUID,
         _ body: @Sendable (CoupleBudget, Actor, PageRequest?) async throws -> [Row]
     ) async throws -> Response {
-        guard try request.queryParameter("limit") != nil || request.queryParameter("after") != nil else {
+        guard let (limit, after) = try PermissionAPIController.pageAsked(request) else {
             return try await run(request, context) { try await body($0, $1, nil) }
         }
-        let (limit, after) = try PermissionAPIController.page(request)
         let page = PageRequest(limit: limit, after: after)
         let rows = try await perform(request, context) { try await body($0, $1, page) }
         return try PermissionAPIController.json(PermissionAPIController.Page(name, rows, limit: limit, id: id))

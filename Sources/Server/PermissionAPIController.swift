@@ -135,14 +135,21 @@ struct PermissionAPIController {
 
     /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`).
     static func page(_ request: Request) throws -> (limit: Int, after: UUID?) {
+        try pageAsked(request) ?? (100, nil)
+    }
+
+    /// `page(_:)`, or nil when the request names neither `limit` nor `after`: for a listing that is whole
+    /// unless a page is asked for.
+    static func pageAsked(_ request: Request) throws -> (limit: Int, after: UUID?)? {
+        let (limitText, afterText) = (try request.queryParameter("limit"), try request.queryParameter("after"))
+        guard limitText != nil || afterText != nil else { return nil }
         let limit =
-            try request.queryParameter("limit").map { text -> Int in
+            try limitText.map { text -> Int in
                 guard text.isDigits, let value = Int(text), (1...1000).contains(value)
                 else { throw APIError.badRequest("limit must be a number from 1 to 1000") }
                 return value
             } ?? 100
-        let after = try request.queryParameter("after").map { try APIError.uuid($0, "after") }
-        return (limit, after)
+        return (limit, try afterText.map { try APIError.uuid($0, "after") })
     }
 
     /// One page of a listing, `{"<name>": [...], "next_after": id}`: `next_after`, the id of the last item, only
