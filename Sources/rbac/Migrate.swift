@@ -64,10 +64,10 @@ extension RBAC {
                 } finally: {
                     await pool.close()
                 }
-            } catch let error as PostgresError where error.kind == .server && applying.withLock({ $0 }) != nil {
+            } catch let error as PostgresError where error.kind == .server {
+                guard let file = applying.withLock({ $0 }) else { throw CommandFailure(error, database: configuration) }
                 // The files are this project's own SQL, and what they raise is written for whoever migrates (a
                 // row that stops a migration, a database of the wrong encoding): shown whole, with its hint.
-                let file = applying.withLock { $0 } ?? ""
                 throw CommandFailure(
                     .conflict,
                     "applying \(file) failed, so nothing was applied: \(error.message)"
