@@ -8,14 +8,14 @@ DO $$
 DECLARE
     v_table text;
     v_count bigint;
+    v_finding text;
 BEGIN
     FOREACH v_table IN ARRAY ARRAY['users', 'user_identities', 'invitations'] LOOP
-        EXECUTE format('SELECT count(*) FROM %I WHERE email ~ ''[\u202a-\u202e\u2066-\u2069]''', v_table)
-            INTO v_count;
+        v_finding := format('SELECT * FROM %I WHERE email ~ %L', v_table, '[\u202a-\u202e\u2066-\u2069]');
+        EXECUTE format('SELECT count(*) FROM (%s) t', v_finding) INTO v_count;
         IF v_count > 0 THEN
             RAISE EXCEPTION '% row(s) of % hold an email address with a bidirectional override', v_count, v_table
-                USING HINT = format('find them with SELECT * FROM %I WHERE email ~ ''[\u202a-\u202e\u2066-\u2069]'';'
-                                    ' correct or delete them, then migrate again', v_table);
+                USING HINT = format('find them with %s; correct or delete them, then migrate again', v_finding);
         END IF;
         EXECUTE format($f$
             ALTER TABLE %1$I
