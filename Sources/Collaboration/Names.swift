@@ -59,10 +59,12 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     public let rawValue: String
 
     /// Kept in Unicode's composed form (NFC): PostgreSQL compares bytes where Swift takes canonically equivalent
-    /// text as equal, so `zoë` typed with a combining diaeresis would otherwise be another address there.
+    /// text as equal, so `zoë` typed with a combining diaeresis would otherwise be another address there. And
+    /// kept with the labels of its domain that IDNA writes in ASCII (`xn--…`) in the letters they stand for:
+    /// `ann@xn--bcher-kva.example` is `ann@bücher.example`, as `rbac.stored_email` writes it.
     public init?(rawValue: String) {
-        let rawValue =
-            rawValue.utf8.allSatisfy { $0 < 0x80 } ? rawValue : rawValue.precomposedStringWithCanonicalMapping
+        guard let written = Self.domainInLetters(rawValue) else { return nil }
+        let rawValue = written.utf8.allSatisfy { $0 < 0x80 } ? written : written.precomposedStringWithCanonicalMapping
         // Read as code points, as PostgreSQL reads text: an `@` or a dot that a combining mark follows is one
         // character to Swift, and a character may be more than one code point to `length`.
         guard rawValue.unicodeScalars.count <= 320, !containsControlCharacter(rawValue),
@@ -79,6 +81,31 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     }
 
     public var description: String { rawValue }
+
+    /// `text` with each label of its domain written `xn--…` (in either case) in the letters it stands for, as
+    /// `rbac.unicode_domain` writes it; nil when one of those is not Punycode. Text with other than one `@` is no
+    /// address, and is returned as it is.
+    private static func domainInLetters(_ text: String) -> String? {
+        let scalars = Array(text.unicodeScalars)
+        guard let at = scalars.firstIndex(of: "@"), scalars[(at + 1)...].firstIndex(of: "@") == nil else { return text }
+        var labels: [String] = []
+        for label in scalars[(at + 1)...].split(separator: ".", omittingEmptySubsequences: false) {
+            guard label.count >= 4, "xX".unicodeScalars.contains(label[label.startIndex]),
+                "nN".unicodeScalars.contains(label[label.startIndex + 1]),
+                label.dropFirst(2).prefix(2).elementsEqual("--".unicodeScalars)
+            else {
+                labels.append(String(String.UnicodeScalarView(label)))
+                continue
+            }
+            // IDNA refuses hyphens third and fourth (RFC 5891, 4.2.3.1): in letters, such a label would read as
+            // one written in ASCII.
+            guard let letters = Punycode.decode(Array(label.dropFirst(4))),
+                !letters.unicodeScalars.dropFirst(2).starts(with: "--".unicodeScalars)
+            else { return nil }
+            labels.append(letters)
+        }
+        return String(String.UnicodeScalarView(scalars[...at])) + labels.joined(separator: ".")
+    }
 
     /// The address with its local part hidden but for its first character, as `public.invitation_preview` shows
     /// it: `o•••@example.com`.

@@ -53,6 +53,35 @@ struct NamesTests {
         }
         #expect(throws: CollaborationError.self) { try parseCoupleID("12345") }
     }
+
+    @Test(
+        "a domain's labels written xn--… are stored in the letters they stand for (RFC 3492's samples)",
+        arguments: [
+            (
+                "egbpdaj6bu4bxfgehfvwxn",
+                "\u{644}\u{64A}\u{647}\u{645}\u{627}\u{628}\u{62A}\u{643}\u{644}\u{645}\u{648}\u{634}\u{639}\u{631}\u{628}\u{64A}\u{61F}"
+            ),
+            ("ihqwcrb4cv8a8dqg056pqjye", "\u{4ED6}\u{4EEC}\u{4E3A}\u{4EC0}\u{4E48}\u{4E0D}\u{8BF4}\u{4E2D}\u{6587}"),
+            ("Proprostnemluvesky-uyb24dma41a", "Pro\u{10D}prost\u{11B}nemluv\u{ED}\u{10D}esky"),
+            ("3B-ww4c5e180e575a65lsy2b", "3\u{5E74}B\u{7D44}\u{91D1}\u{516B}\u{5148}\u{751F}"),
+            ("2-u9tlzr9756bt3uc0v", "\u{3072}\u{3068}\u{3064}\u{5C4B}\u{6839}\u{306E}\u{4E0B}2"),
+            ("BCHER-KVA", "B\u{FC}CHER"),
+        ])
+    func internationalDomains(encoded: String, letters: String) {
+        for prefix in ["xn--", "XN--", "Xn--"] {
+            #expect(
+                EmailAddress(rawValue: "ann@mail.\(prefix)\(encoded).example")?.rawValue.unicodeScalars.elementsEqual(
+                    "ann@mail.\(letters).example".unicodeScalars) == true)
+        }
+        #expect(EmailAddress(rawValue: "xn--\(encoded)@example.com")?.rawValue == "xn--\(encoded)@example.com")
+    }
+
+    @Test(
+        "a label written xn--… that is not Punycode, or stands for ASCII or for xn--, is no address",
+        arguments: ["zz", "abc-", "-abc", "", "a!b", "b\u{FC}cher-kva", "99999999999", "ab-8ya\u{301}", "xn--ab-8ya"])
+    func notPunycode(encoded: String) {
+        #expect(EmailAddress(rawValue: "ann@xn--\(encoded).example") == nil)
+    }
 }
 
 @Suite("The policy document")

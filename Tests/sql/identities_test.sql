@@ -103,6 +103,23 @@ SELECT is((SELECT row(s.user_id, s.created)::text
 SELECT is((SELECT email FROM user_identities WHERE subject = 'user_zoe'), U&'zo\00EB@example.com',
           'and the identity keeps it composed');
 
+-- One address in two spellings (IDNA): stored with its domain in letters, however a provider or an inviter wrote it.
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_idn'), 'viewer', 'ann@xn--bcher-kva.example');
+SELECT is((SELECT email FROM invitations WHERE token_hash = pg_temp.hash('inv_idn')), U&'ann@b\00FCcher.example',
+          'an invitation to an address in IDNA''s ASCII spelling keeps it in letters');
+SELECT * FROM sign_in('https://clerk.test', 'user_ann', U&'ann@B\00FCcher.example', true, 'Ann');
+SELECT is((SELECT row(s.user_id, s.created)::text
+           FROM sign_in('https://other.test', 'ann', 'ann@XN--BCHER-KVA.example', true, NULL) s),
+          (SELECT row(user_id, false)::text FROM user_identities WHERE subject = 'user_ann'),
+          'a verified address in the other spelling is the same user');
+SELECT set_config('request.jwt.claims', '{"iss": "https://other.test", "sub": "ann"}', true);
+SELECT is((SELECT role FROM accept_invitation(pg_temp.hash('inv_idn'))), 'viewer',
+          'and accepts the invitation bound to it');
+SELECT pg_temp.act_as_operator();
+SELECT is(array[rbac.stored_email('a@xn--zz.example'), rbac.stored_email('a@xn--xn--ab-8ya.example'),
+                rbac.stored_email('a@b.c@xn--bcher-kva.example')], array[NULL, NULL, NULL]::text[],
+          'a label written xn--… that is not Punycode, or stands for another written so, is no address');
+
 -- One rule for an address, the Swift side's: a dot in the domain, no whitespace or control characters.
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'ann@localhost', true, NULL)$$, 'RBINV',
                  'the identity provider gave no usable email address, which a new user needs');
@@ -119,6 +136,9 @@ SELECT throws_ok($$INSERT INTO users (email) VALUES ('ann@localhost')$$, '23514'
 SELECT throws_ok($$INSERT INTO users (email) VALUES (U&'ann\001B]0;x\0007@example.com')$$, '23514',
                  'new row for relation "users" violates check constraint "users_email_check"',
                  'control characters included');
+SELECT throws_ok($$INSERT INTO users (email) VALUES ('bob@mail.XN--bcher-kva.example')$$, '23514',
+                 'new row for relation "users" violates check constraint "users_email_domain_letters"',
+                 'and a domain in IDNA''s ASCII spelling');
 SELECT throws_ok($$UPDATE user_identities SET email = 'ann@localhost' WHERE subject = 'user_zoe'$$, '23514',
                  'new row for relation "user_identities" violates check constraint "user_identities_email_check"',
                  'an identity''s address too');

@@ -9,6 +9,19 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
        AND length(p_email) <= 320
 $$;
 
+-- p_email as rbac stores an address, or NULL when it is none (rbac.is_email_address): in its composed form
+-- (NFC), with each label of its domain written `xn--…` in the letters it stands for (rbac.unicode_domain), so
+-- that `ann@xn--bcher-kva.example` and `ann@bücher.example` are one address. Swift's `EmailAddress` does the
+-- same.
+CREATE OR REPLACE FUNCTION rbac.stored_email(p_email text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT email
+    FROM normalize(CASE WHEN p_email ~ '^[^@]*@[^@]*$'
+                        THEN split_part(p_email, '@', 1) || '@' || rbac.unicode_domain(split_part(p_email, '@', 2))
+                        ELSE p_email END, NFC) AS email
+    WHERE rbac.is_email_address(email)
+$$;
+
 -- The user of identity (p_issuer, p_subject), and whether this call created it. The operator alone calls it,
 -- with what a token it verified says: the address, whether the provider verified it, a display name.
 --   * a known identity: its user; the address and its verification are updated to the token's.
@@ -24,7 +37,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_user uuid;
     v_created boolean;
-    v_email text := normalize(nullif(btrim(p_email), ''), NFC);
+    v_email text := rbac.stored_email(btrim(p_email));
     v_name text := CASE WHEN NOT rbac.has_control_character(p_name) AND length(btrim(p_name)) BETWEEN 1 AND 200
                         THEN btrim(p_name) END;
     v_development boolean := p_issuer = ''
@@ -36,9 +49,6 @@ BEGIN
     IF p_issuer IS NULL OR length(p_issuer) > 500 OR p_subject IS NULL OR length(p_subject) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)'
             USING ERRCODE = 'RBINV';
-    END IF;
-    IF v_email IS NOT NULL AND NOT rbac.is_email_address(v_email) THEN
-        v_email := NULL;
     END IF;
     FOR v_attempt IN 1..3 LOOP
         IF v_development THEN

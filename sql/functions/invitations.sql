@@ -36,7 +36,7 @@ BEGIN
 END $$;
 
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
--- the role. p_email, when set, binds the invitation to that address (in its composed form, sql/0011).
+-- the role. p_email, when set, binds the invitation to that address (as rbac.stored_email writes it).
 -- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
 -- invitation must then name an address there), and its invitations of the last hour (RBRAT past the setting).
 -- Holds the couple's row until the transaction ends, so that concurrent invitations are counted one by one.
@@ -109,10 +109,10 @@ BEGIN
     IF p_expires_in IS NULL OR p_expires_in < interval '1 minute' OR p_expires_in > interval '365 days' THEN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
     END IF;
-    p_email := normalize(p_email, NFC);
-    IF p_email IS NOT NULL AND NOT rbac.is_email_address(p_email) THEN
+    IF p_email IS NOT NULL AND rbac.stored_email(p_email) IS NULL THEN
         RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
     END IF;
+    p_email := rbac.stored_email(p_email);
     PERFORM rbac.require_invitation_allowed(p_couple_id, p_email);
     RETURN QUERY
         INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at,
