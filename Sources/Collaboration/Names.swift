@@ -82,29 +82,20 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
 
     public var description: String { rawValue }
 
-    /// `text` with each label of its domain written `xn--…` (in either case) in the letters it stands for, as
-    /// `rbac.unicode_domain` writes it; nil when one of those is not Punycode. Text with other than one `@` is no
-    /// address, and is returned as it is.
+    /// The address with each label of its domain beyond ASCII in IDNA's ASCII spelling, lower case, as
+    /// `rbac.ascii_domain` writes a domain: as mail is sent to it. A mail server that does not take UTF-8
+    /// (SMTPUTF8) takes the domain so, and libcurl converts it only in a process whose locale is UTF-8.
+    public var withASCIIDomain: String {
+        let at = rawValue.unicodeScalars.firstIndex(of: "@")!
+        return String(rawValue.unicodeScalars[...at]) + IDNA.asciiDomain(rawValue.unicodeScalars[at...].dropFirst())
+    }
+
+    /// `text` with each label of its domain written `xn--…` in the letters it stands for (`IDNA.unicodeDomain`);
+    /// nil when one of those is not Punycode. Text with other than one `@` is no address, and is returned as it is.
     private static func domainInLetters(_ text: String) -> String? {
-        let scalars = Array(text.unicodeScalars)
-        guard let at = scalars.firstIndex(of: "@"), scalars[(at + 1)...].firstIndex(of: "@") == nil else { return text }
-        var labels: [String] = []
-        for label in scalars[(at + 1)...].split(separator: ".", omittingEmptySubsequences: false) {
-            guard label.count >= 4, "xX".unicodeScalars.contains(label[label.startIndex]),
-                "nN".unicodeScalars.contains(label[label.startIndex + 1]),
-                label.dropFirst(2).prefix(2).elementsEqual("--".unicodeScalars)
-            else {
-                labels.append(String(String.UnicodeScalarView(label)))
-                continue
-            }
-            // IDNA refuses hyphens third and fourth (RFC 5891, 4.2.3.1): in letters, such a label would read as
-            // one written in ASCII.
-            guard let letters = Punycode.decode(Array(label.dropFirst(4))),
-                !letters.unicodeScalars.dropFirst(2).starts(with: "--".unicodeScalars)
-            else { return nil }
-            labels.append(letters)
-        }
-        return String(String.UnicodeScalarView(scalars[...at])) + labels.joined(separator: ".")
+        let scalars = text.unicodeScalars
+        guard let at = scalars.firstIndex(of: "@"), !scalars[at...].dropFirst().contains("@") else { return text }
+        return IDNA.unicodeDomain(scalars[at...].dropFirst()).map { String(scalars[...at]) + $0 }
     }
 
     /// The address with its local part hidden but for its first character, as `public.invitation_preview` shows

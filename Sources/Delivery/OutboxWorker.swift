@@ -190,7 +190,7 @@ public struct OutboxWorker: Sendable {
     private func email(_ message: PostgresOutbox.Claimed) async throws -> Outcome {
         guard let mail else { return try await retry(message, "no mail server") }
         let payload = (try? JSONSerialization.jsonObject(with: Data(message.payload.utf8)) as? [String: Any]) ?? [:]
-        guard let to = payload["email"] as? String else {
+        guard let to = (payload["email"] as? String).flatMap(EmailAddress.init(rawValue:))?.withASCIIDomain else {
             return try await dead(message, "the message names no address")
         }
         let expires = Date(timeIntervalSince1970: (payload["expires_epoch"] as? NSNumber)?.doubleValue ?? 0)

@@ -55,7 +55,7 @@ struct NamesTests {
     }
 
     @Test(
-        "a domain's labels written xn--… are stored in the letters they stand for (RFC 3492's samples)",
+        "a domain's labels written xn--… are stored in the letters they stand for, and mailed to as written so",
         arguments: [
             (
                 "egbpdaj6bu4bxfgehfvwxn",
@@ -74,6 +74,10 @@ struct NamesTests {
                     "ann@mail.\(letters).example".unicodeScalars) == true)
         }
         #expect(EmailAddress(rawValue: "xn--\(encoded)@example.com")?.rawValue == "xn--\(encoded)@example.com")
+        // Mail goes to the ASCII spelling, lower case: Punycode encodes the letters as it decodes them.
+        #expect(
+            EmailAddress(rawValue: "Ann@Mail.\(letters).example")?.withASCIIDomain
+                == "Ann@Mail.xn--\(encoded.lowercased()).example")
     }
 
     @Test(

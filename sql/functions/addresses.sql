@@ -79,8 +79,8 @@ BEGIN
 END $$;
 
 -- RFC 3492's decoding of one label (section 6.2), without the `xn--`: the text it stands for, or NULL when it
--- is not Punycode or stands for ASCII alone, which no label IDNA writes so does. Swift's `Punycode.decode` is
--- the same algorithm.
+-- is not Punycode or stands for ASCII alone, which no label IDNA writes so does. Swift's `IDNA` (module
+-- Collaboration) decodes the same way.
 CREATE OR REPLACE FUNCTION rbac.punycode_decode(p_encoded text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
