@@ -192,15 +192,25 @@ struct MigrationTests {
         }
     }
 
-    @Test("a database not encoded in UTF8 is refused, naming its encoding, and nothing is applied")
-    func notUTF8() async throws {
+    @Test(
+        "a database not encoded in UTF8, or whose locale lowers ASCII alone, is refused, naming why; nothing applied",
+        arguments: [
+            ("SQL_ASCII", "rbac needs a database encoded in UTF8; this one is SQL_ASCII"),
+            (
+                "UTF8",
+                "rbac needs a database whose locale knows the case of letters beyond ASCII; this one's LC_CTYPE is C"
+            ),
+        ])
+    func unfitDatabase(encoding: String, message: String) async throws {
         let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
-        let name = "test_ascii_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let name = "test_unfit_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         let admin = try await PostgresConnection.connect(try TestDatabase.server())
         try await ensuring {
             try await admin.execute(
-                "CREATE DATABASE \(identifier: name) ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
-            )
+                """
+                CREATE DATABASE \(identifier: name) ENCODING \(literal: encoding) LC_COLLATE 'C' LC_CTYPE 'C'
+                TEMPLATE template0
+                """)
             let pool = PostgresConnectionPool(configuration: try TestDatabase.server(database: name), maxConnections: 1)
             let (error, applied) = try await ensuring {
                 let error = await #expect(throws: PostgresError.self) { try await runner.migrate(pool) }
@@ -208,7 +218,7 @@ struct MigrationTests {
             } finally: {
                 await pool.close()
             }
-            #expect(error?.message == "rbac needs a database encoded in UTF8; this one is SQL_ASCII")
+            #expect(error?.message == message)
             #expect(applied == 0)
         } finally: {
             try await admin.execute("DROP DATABASE IF EXISTS \(identifier: name)")
