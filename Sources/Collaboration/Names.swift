@@ -63,21 +63,47 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     /// kept with the labels of its domain that IDNA writes in ASCII (`xn--…`) in the letters they stand for:
     /// `ann@xn--bcher-kva.example` is `ann@bücher.example`, as `rbac.stored_email` writes it.
     public init?(rawValue: String) {
-        guard let written = Self.domainInLetters(rawValue) else { return nil }
-        let rawValue = written.utf8.allSatisfy { $0 < 0x80 } ? written : written.precomposedStringWithCanonicalMapping
-        // Read as code points, as PostgreSQL reads text: an `@` or a dot that a combining mark follows is one
-        // character to Swift, and a character may be more than one code point to `length`.
-        guard rawValue.unicodeScalars.count <= 320, !containsControlCharacter(rawValue),
-            rawValue.wholeMatch(of: /[^@\s]+@[^@\s]+\.[^@\s]+/.matchingSemantics(.unicodeScalar)) != nil
-        else { return nil }
-        self.rawValue = rawValue
+        guard case .success(let stored) = Self.stored(rawValue) else { return nil }
+        self.rawValue = stored
     }
 
+    /// The address `text` is; else an error that says why it is none.
     public init(validating text: String) throws(CollaborationError) {
-        guard let email = EmailAddress(rawValue: text) else {
-            throw CollaborationError(.invalidInput, "\(quoted(text)) is not an email address")
+        switch Self.stored(text) {
+        case .success(let stored): rawValue = stored
+        case .failure(let refusal):
+            throw CollaborationError(.invalidInput, "\(quoted(text)) is not an email address: \(refusal.reason)")
         }
-        self = email
+    }
+
+    private struct Refusal: Error {
+        let reason: String
+    }
+
+    /// `text` as it is stored, or why it is no address.
+    private static func stored(_ text: String) -> Result<String, Refusal> {
+        guard let written = domainInLetters(text) else {
+            return .failure(Refusal(reason: "a label of its domain written xn--… is not Punycode"))
+        }
+        let stored = written.utf8.allSatisfy { $0 < 0x80 } ? written : written.precomposedStringWithCanonicalMapping
+        // Read as code points, as PostgreSQL reads text: an `@` or a dot that a combining mark follows is one
+        // character to Swift, and a character may be more than one code point to `length`.
+        let scalars = stored.unicodeScalars
+        let reason: String? =
+            if scalars.count > 320 {
+                "it is longer than 320 characters"
+            } else if containsControlCharacter(stored) {
+                "it holds a control character or a bidirectional override"
+            } else if stored.contains(/\s/.matchingSemantics(.unicodeScalar)) {
+                "it holds a space"
+            } else if scalars.count(where: { $0 == "@" }) != 1 {
+                "it needs one @, between a name and a domain"
+            } else if stored.wholeMatch(of: /[^@]+@[^@]+\.[^@]+/.matchingSemantics(.unicodeScalar)) == nil {
+                "it needs a name before its @ and a dot inside its domain (name@example.com)"
+            } else {
+                nil
+            }
+        return reason.map { .failure(Refusal(reason: $0)) } ?? .success(stored)
     }
 
     public var description: String { rawValue }

@@ -44,9 +44,7 @@ extension RBAC {
             @OptionGroup var acting: ActingOptions
 
             func validate() throws {
-                guard EmailAddress(rawValue: ownerEmail) != nil else {
-                    throw ValidationError("\(quoted(ownerEmail)) is not an email address")
-                }
+                try Parse.email(ownerEmail)
                 do {
                     _ = try Couple.validateName(name)
                     _ = try ownerName.map(User.validateDisplayName)

@@ -37,9 +37,7 @@ extension RBAC {
             _ = try Parse.couple(couple)
             try Parse.role(role)
             _ = try membershipExpiresAt
-            if let email, EmailAddress(rawValue: email) == nil {
-                throw ValidationError("\(quoted(email)) is not an email address")
-            }
+            if let email { try Parse.email(email) }
         }
 
         func run() async throws {

@@ -25,9 +25,7 @@ extension RBAC {
             @OptionGroup var options: OperatorOptions
 
             func validate() throws {
-                guard EmailAddress(rawValue: email) != nil else {
-                    throw ValidationError("\(quoted(email)) is not an email address")
-                }
+                try Parse.email(email)
                 guard identity.isEmpty || identity.count == 2 else {
                     throw ValidationError("--identity takes two values, the issuer and the subject")
                 }

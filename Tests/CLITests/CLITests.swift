@@ -671,7 +671,7 @@ struct CLITests {
                 ["budget", "limits", "set", "expenses=1", "--actor-label", "ops\nkey.delete"]:
                     "--actor-label must not contain control characters",
                 ["users", "add", "--email", "eve\u{1B}]0;pwned\u{07}@example.com"]:
-                    #""eve\u{1B}]0;pwned\u{7}@example.com" is not an email address"#,
+                    #""eve\u{1B}]0;pwned\u{7}@example.com" is not an email address: it holds a control character"#,
                 ["users", "add", "--email", "eve@example.com", "--name", "Eve\u{1B}[2J"]:
                     "the display name must not contain control characters",
                 ["keys", "create", "--name", "billing\u{1B}[2J"]: "a key's name must not contain control characters",

@@ -81,6 +81,25 @@ struct NamesTests {
     }
 
     @Test(
+        "a refused address is named with why",
+        arguments: [
+            ("ann", "it needs one @, between a name and a domain"),
+            ("ann@b@example.com", "it needs one @, between a name and a domain"),
+            ("ann@localhost", "it needs a name before its @ and a dot inside its domain (name@example.com)"),
+            ("@example.com", "it needs a name before its @ and a dot inside its domain (name@example.com)"),
+            ("ann smith@example.com", "it holds a space"),
+            ("ann\u{202E}@example.com", "it holds a control character or a bidirectional override"),
+            ("ann@xn--zz.example", "a label of its domain written xn--… is not Punycode"),
+            ("a@b.c" + String(repeating: "c", count: 316), "it is longer than 320 characters"),
+        ])
+    func refusedAddress(text: String, reason: String) {
+        #expect(throws: CollaborationError(.invalidInput, "\(quoted(text)) is not an email address: \(reason)")) {
+            try EmailAddress(validating: text)
+        }
+        #expect(EmailAddress(rawValue: text) == nil)
+    }
+
+    @Test(
         "a label written xn--… that is not Punycode, or stands for ASCII or for xn--, is no address",
         arguments: ["zz", "abc-", "-abc", "", "a!b", "b\u{FC}cher-kva", "99999999999", "ab-8ya\u{301}", "xn--ab-8ya"])
     func notPunycode(encoded: String) {

@@ -173,6 +173,14 @@ enum Parse {
         }
     }
 
+    static func email(_ text: String) throws {
+        do {
+            _ = try EmailAddress(validating: text)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
     static func user(_ text: String) throws {
         do {
             _ = try UserReference(parsing: text)
