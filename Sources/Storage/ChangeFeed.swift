@@ -50,12 +50,13 @@ public final class ChangeFeed: Sendable {
     ) {
         self.init(
             configuration: configuration, permissions: permissions, keys: keys, maxStaleness: maxStaleness,
-            beforeApplying: { _ in })
+            heartbeatInterval: maxStaleness / 4, beforeApplying: { _ in })
     }
 
+    /// For tests: heartbeats at another pace than a quarter of the bound, and a hook before each notice.
     init(
         configuration: PostgresConfiguration, permissions: PermissionCache, keys: ServiceKeyCache?,
-        maxStaleness: Duration, beforeApplying: @escaping @Sendable (String) -> Void
+        maxStaleness: Duration, heartbeatInterval: Duration, beforeApplying: @escaping @Sendable (String) -> Void
     ) {
         precondition(maxStaleness >= .milliseconds(1), "a staleness bound under 1 ms cannot be kept")
         var configuration = configuration
@@ -66,7 +67,7 @@ public final class ChangeFeed: Sendable {
         self.maxStaleness = maxStaleness
         maxStalenessNanoseconds =
             maxStaleness.components.seconds * 1_000_000_000 + maxStaleness.components.attoseconds / 1_000_000_000
-        heartbeatInterval = maxStaleness / 4
+        self.heartbeatInterval = heartbeatInterval
         heartbeatChannel = "rbac_heartbeat_" + SecureRandom.bytes(count: 8).map { String(format: "%02x", $0) }.joined()
         self.beforeApplying = beforeApplying
         var ends: [Int32] = [-1, -1]

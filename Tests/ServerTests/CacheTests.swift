@@ -26,18 +26,21 @@ struct CacheTests {
         let dependencies: ServerDependencies
         let listener: Task<Void, Never>
 
-        /// `beforeApplying` is called on the feed's thread before each change notice is applied. The default
-        /// bound is long, so that tests counting cached answers do not see a busy test host turn the cache off.
+        /// `beforeApplying` is called on the feed's thread before each change notice is applied. A feed given
+        /// `maxStaleness` sends heartbeats as `rbac serve`'s does, at a quarter of it. By default the bound is a
+        /// minute, so that tests counting cached answers do not see a busy test host turn the cache off, with a
+        /// heartbeat every 1.25 s, so that the feed is trusted soon after it listens.
         init(
-            _ configuration: PostgresConfiguration, maxStaleness: Duration = .seconds(5),
+            _ configuration: PostgresConfiguration, maxStaleness: Duration? = nil,
             beforeApplying: @escaping @Sendable (String) -> Void = { _ in }
         ) {
             pool = PostgresConnectionPool(configuration: configuration, maxConnections: 4)
             cache = PermissionCache()
             let keys = ServiceKeyCache()
             let feed = ChangeFeed(
-                configuration: configuration, permissions: cache, keys: keys, maxStaleness: maxStaleness,
-                beforeApplying: beforeApplying)
+                configuration: configuration, permissions: cache, keys: keys,
+                maxStaleness: maxStaleness ?? .seconds(60),
+                heartbeatInterval: maxStaleness.map { $0 / 4 } ?? .milliseconds(1250), beforeApplying: beforeApplying)
             self.feed = feed
             let repository = PostgresCollaborationRepository(pool: pool, invalidating: cache)
             let registry = PrometheusCollectorRegistry()
