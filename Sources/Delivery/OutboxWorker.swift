@@ -19,11 +19,33 @@ public struct OutboxWorker: Sendable {
     /// Where invitation emails go out, and whom they are from.
     public struct Mail: Sendable {
         let server: OutboundMail
+        /// The sender's address at its domain's ASCII spelling, as every recipient's is: what MAIL FROM carries.
+        let address: String
+        /// The From header: the address, after the name when there is one, in an RFC 2047 encoded word when it is
+        /// not plain ASCII. As typed, a name or domain beyond ASCII would need a server that takes UTF-8.
         let from: String
 
-        public init(server: OutboundMail, from: String) {
+        /// `from`: an address, or a name and an address in angle brackets (`Wedding <no-reply@example.com>`).
+        public init(server: OutboundMail, from: String) throws(CollaborationError) {
+            // Read by code point: "\r\n" is one Character, equal to neither "\r" nor "\n".
+            guard !containsControlCharacter(from) else {
+                throw CollaborationError(
+                    .invalidInput, "a sender must not hold control characters, which forge headers: \(quoted(from))")
+            }
+            var (name, address) = (Substring(""), Substring(from))
+            if let open = from.lastIndex(of: "<"), from.hasSuffix(">") {
+                name = from[..<open]
+                address = from[from.index(after: open)..<from.index(before: from.endIndex)]
+            }
+            do {
+                self.address = try EmailAddress(validating: address.trimmingCharacters(in: .whitespaces))
+                    .withASCIIDomain
+            } catch {
+                throw CollaborationError(.invalidInput, "a sender must name an email address: \(error.message)")
+            }
+            let shown = name.trimmingCharacters(in: .whitespaces)
             self.server = server
-            self.from = from
+            self.from = shown.isEmpty ? self.address : "\(InvitationEmail.encodedWord(shown)) <\(self.address)>"
         }
     }
 
@@ -210,7 +232,7 @@ public struct OutboxWorker: Sendable {
             return try await dead(message, error.message)
         }
         do {
-            try await mail.server.send(from: Self.address(mail.from), to: to, message: bytes)
+            try await mail.server.send(from: mail.address, to: to, message: bytes)
         } catch {
             return error.permanent
                 ? try await dead(message, error.description) : try await retry(message, error.description)
@@ -235,12 +257,6 @@ public struct OutboxWorker: Sendable {
     private func dead(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
         try await outbox.failed(message.id, error: error, retryIn: nil)
         return .dead
-    }
-
-    /// The bare address of a From value that may carry a display name (`Olivia <no-reply@example.com>`).
-    static func address(_ from: String) -> String {
-        guard let open = from.lastIndex(of: "<"), let close = from.lastIndex(of: ">"), open < close else { return from }
-        return String(from[from.index(after: open)..<close])
     }
 
     /// How long an answer's `Retry-After` asks to wait from `now` (RFC 9110, 10.2.3: seconds, or an HTTP date);

@@ -17,8 +17,10 @@ struct InvitationEmailTests {
             let type: String
             let text: String
         }
+        let mailFrom: String
         let mailOptions: [String]
         let rcptTos: [String]
+        let from: String
         let to: String
         let tls: Bool
         let subject: String
@@ -27,6 +29,7 @@ struct InvitationEmailTests {
         let contentType: String
         let parts: [Part]
         let crlfOnly: Bool
+        let headersAscii: Bool
         let authenticated: Bool
     }
 
@@ -56,14 +59,14 @@ struct InvitationEmailTests {
 
         /// A worker sending mail through the test server, from the couple's app.
         var worker: OutboxWorker {
-            get throws { worker(try server(), from: "Wedding <no-reply@wedding.test>") }
+            get throws { try worker(try server(), from: "Wedding <no-reply@wedding.test>") }
         }
 
         /// A worker sending mail through `server`.
-        func worker(_ server: OutboundMail, from: String = "no-reply@wedding.test") -> OutboxWorker {
+        func worker(_ server: OutboundMail, from: String = "no-reply@wedding.test") throws -> OutboxWorker {
             OutboxWorker(
                 outbox: PostgresOutbox(pool: pool), http: OutboundHTTP(), key: key,
-                mail: OutboxWorker.Mail(server: server, from: from), links: URL(string: "https://rbac.test")!)
+                mail: try OutboxWorker.Mail(server: server, from: from), links: URL(string: "https://rbac.test")!)
         }
 
         /// The test server at `peer`, with a login when given.
@@ -112,7 +115,7 @@ struct InvitationEmailTests {
             #expect(mail.subject == "You're invited to join Zoë & Łukasz")
             #expect(
                 mail.contentType == "multipart/alternative" && mail.parts.map(\.type) == ["text/plain", "text/html"])
-            #expect(mail.autoSubmitted == "auto-generated" && mail.crlfOnly)
+            #expect(mail.autoSubmitted == "auto-generated" && mail.crlfOnly && mail.headersAscii)
             let id: String = try await setup.pool.query("SELECT id::text FROM outbox WHERE channel = 'email'")[0]
                 .decode(column: 0)
             #expect(mail.messageId == "<\(id)@wedding.test>")
@@ -158,6 +161,18 @@ struct InvitationEmailTests {
         }
     }
 
+    @Test("a sender beyond ASCII is sent as any server takes it: the domain's ASCII spelling, the name encoded")
+    func internationalSender() async throws {
+        try await Self.withServer { setup in
+            try await setup.invite("pia@example.com")
+            let worker = try setup.worker(try setup.server(), from: "Hochzeit M\u{FC}ller <hallo@m\u{FC}ller.example>")
+            #expect(try await worker.runOnce() == [.delivered])
+            let mail = try #require(try Self.received(setup.peer).first)
+            #expect(mail.mailFrom == "hallo@xn--mller-kva.example" && !mail.mailOptions.contains("SMTPUTF8"))
+            #expect(mail.from == "Hochzeit M\u{FC}ller <hallo@xn--mller-kva.example>" && mail.headersAscii)
+        }
+    }
+
     @Test("a 4xx reply is retried; a 5xx reply is dead at once with the reply; a raw SQL invitation has no link")
     func refusals() async throws {
         try await Self.withServer { setup in
@@ -191,7 +206,7 @@ struct InvitationEmailTests {
                 to: setup.peer.root.appendingPathComponent("credentials"), atomically: true, encoding: .utf8)
             try await setup.invite("a@example.com")
             for (user, password) in [(nil, nil), ("rbac", "wrong")] as [(String?, String?)] {
-                let worker = setup.worker(try setup.server(user: user, password: password))
+                let worker = try setup.worker(try setup.server(user: user, password: password))
                 #expect(try await worker.runOnce() == [.retry], "\(user ?? "no login")")
                 _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now()")
             }
@@ -212,7 +227,7 @@ struct InvitationEmailTests {
             close(socket)  // nothing listens there now
             for server in ["smtp://127.0.0.1:\(closed)", "smtp+insecure://127.0.0.1:\(closed)"] {
                 _ = try await setup.pool.query("UPDATE outbox SET next_attempt_at = now(), attempts = 0")
-                let worker = setup.worker(try OutboundMail(server: URL(string: server)!))
+                let worker = try setup.worker(try OutboundMail(server: URL(string: server)!))
                 #expect(try await worker.runOnce() == [.retry], "\(server)")
             }
             let error = try await setup.lastError()

@@ -8,8 +8,8 @@ present, lists replies to give RCPT TO instead of accepting (one per line, from 
 ROOT/credentials, when present ("user:password"), makes it require AUTH (offered after STARTTLS only) before
 MAIL FROM.
 Each message received is parsed with Python's email package, and what it says is appended to
-ROOT/received.jsonl: envelope (with MAIL FROM's options: SMTPUTF8, which it offers), headers as decoded,
-whether TLS carried it, and each part's type and text.
+ROOT/received.jsonl: envelope (with MAIL FROM's options: SMTPUTF8, which it offers), headers as decoded and
+whether they were all ASCII as sent, whether TLS carried it, and each part's type and text.
 """
 import email
 import json
@@ -55,6 +55,7 @@ class Handler:
             "message_id": str(message["Message-ID"]), "auto_submitted": str(message["Auto-Submitted"]),
             "content_type": message.get_content_type(), "parts": parts,
             "crlf_only": b"\n" not in envelope.content.replace(b"\r\n", b""),
+            "headers_ascii": envelope.content.split(b"\r\n\r\n", 1)[0].isascii(),
             "authenticated": bool(session.authenticated),
         }
         with (self.root / "received.jsonl").open("a") as log:

@@ -25,21 +25,24 @@ struct MailOptions: ParsableArguments {
         guard (smtpURL == nil) == (mailFrom == nil) else {
             throw ValidationError("--smtp-url and --mail-from go together")
         }
-        // Read by code point: "\r\n" is one Character, equal to neither "\r" nor "\n".
-        if let mailFrom, containsControlCharacter(mailFrom) || !mailFrom.contains("@") {
-            throw ValidationError(
-                "--mail-from must be one line with an address, without control characters, not \(quoted(mailFrom))")
-        }
-        if let smtpURL {
-            do { _ = try server(smtpURL, caFile: nil) } catch { throw ValidationError(error.description) }
-        }
+        do { _ = try settings(caFile: nil) } catch { throw ValidationError(error.message) }
     }
 
     /// The worker's mail settings; nil when not configured.
     func mail(caFile: String?) throws -> OutboxWorker.Mail? {
+        do { return try settings(caFile: caFile) } catch { throw CommandFailure(.usage, error.message) }
+    }
+
+    private struct Refusal: Error {
+        let message: String
+    }
+
+    private func settings(caFile: String?) throws(Refusal) -> OutboxWorker.Mail? {
         guard let smtpURL, let mailFrom else { return nil }
-        do { return OutboxWorker.Mail(server: try server(smtpURL, caFile: caFile), from: mailFrom) } catch {
-            throw CommandFailure(.usage, error.description)
+        let server: OutboundMail
+        do { server = try self.server(smtpURL, caFile: caFile) } catch { throw Refusal(message: error.description) }
+        do { return try OutboxWorker.Mail(server: server, from: mailFrom) } catch {
+            throw Refusal(message: "--mail-from: \(error.message)")
         }
     }
 
