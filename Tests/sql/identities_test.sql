@@ -103,7 +103,7 @@ SELECT is((SELECT row(s.user_id, s.created)::text
 SELECT is((SELECT email FROM user_identities WHERE subject = 'user_zoe'), U&'zo\00EB@example.com',
           'and the identity keeps it composed');
 
--- One address in two spellings (IDNA): stored with its domain in letters, however a provider or an inviter wrote it.
+-- One address in two spellings (IDNA): stored with its domain in letters, whichever spelling came in.
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_idn'), 'viewer', 'ann@xn--bcher-kva.example');
 SELECT is((SELECT email FROM invitations WHERE token_hash = pg_temp.hash('inv_idn')), U&'ann@b\00FCcher.example',
           'an invitation to an address in IDNA''s ASCII spelling keeps it in letters');

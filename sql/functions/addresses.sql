@@ -166,6 +166,6 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE WHEN bool_and(letters IS NOT NULL) THEN string_agg(letters, '.' ORDER BY n) END
     FROM regexp_split_to_table(p_domain, '\.') WITH ORDINALITY AS l(label, n),
          LATERAL rbac.punycode_decode(CASE WHEN label ~ '^[xX][nN]--' THEN substr(label, 5) END) AS p(decoded),
-         LATERAL (SELECT CASE WHEN label !~ '^[xX][nN]--' THEN label WHEN substr(decoded, 3, 2) <> '--' THEN decoded END)
-             AS d(letters)
+         LATERAL (SELECT CASE WHEN label !~ '^[xX][nN]--' THEN label
+                              WHEN substr(decoded, 3, 2) <> '--' THEN decoded END) AS d(letters)
 $$;
