@@ -1,6 +1,12 @@
 /// A domain's two spellings (IDNA): each label with letters beyond ASCII is also written in ASCII, `xn--` and
 /// the label in Punycode (RFC 3492). As sql/functions/addresses.sql writes them.
-enum IDNA {
+public enum IDNA {
+    /// `domain` with each label written `xn--…` in the letters it stands for, for people to read; as it is when
+    /// one of those is not Punycode.
+    public static func inLetters(_ domain: String) -> String {
+        unicodeDomain(domain.unicodeScalars[...]) ?? domain
+    }
+
     /// Each label of `domain` with letters beyond ASCII lowered, composed and written `xn--…`, as
     /// `rbac.ascii_domain` writes such a label.
     static func asciiDomain(_ domain: Substring.UnicodeScalarView) -> String {

@@ -129,11 +129,17 @@ struct CoupleDetail: Encodable {
 }
 
 extension RBAC.Couples {
-    /// Whom a couple's invitations may name, for people: "Invitations may name any address".
+    /// Whom a couple's invitations may name, for people: "Invitations may name any address". A domain stored in
+    /// ASCII spelling is shown after the letters it stands for, as people type it:
+    /// `bücher.example (xn--bcher-kva.example)`.
     static func inviting(_ domains: [String]) -> String {
-        domains.isEmpty
+        let shown = domains.map { domain in
+            let letters = IDNA.inLetters(domain)
+            return letters == domain ? domain : "\(visible(letters)) (\(domain))"
+        }
+        return shown.isEmpty
             ? "Invitations may name any address"
-            : "Invitations may name addresses at \(domains.joined(separator: ", ")) only"
+            : "Invitations may name addresses at \(shown.joined(separator: ", ")) only"
     }
 }
 

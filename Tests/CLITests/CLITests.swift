@@ -172,6 +172,8 @@ struct CLITests {
             // A domain beyond ASCII is kept as DNS knows it, and an address there matches however it is written.
             let unicode = try await run(["couples", "set", couple, "--invite-domains", "Bücher.example", "--json"])
             #expect(try Self.json(unicode)["invite_domains"] as? [String] == ["xn--bcher-kva.example"])
+            let detailed = try await run(["couples", "show", couple]).stdout
+            #expect(detailed.contains("addresses at bücher.example (xn--bcher-kva.example) only"), "\(detailed)")
             let there = ["invite", "--couple", couple, "--role", "viewer", "--email", "ann@bücher.example"]
             #expect(try await run(there).status == 0)
         }
