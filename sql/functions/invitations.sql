@@ -101,6 +101,7 @@ CREATE OR REPLACE FUNCTION public.create_invitation(
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.invite');
+    v_email text := rbac.stored_email(p_email);
 BEGIN
     PERFORM rbac.require_token_hash(p_token_hash);
     PERFORM rbac.require_role(p_couple_id, p_role);
@@ -109,15 +110,14 @@ BEGIN
     IF p_expires_in IS NULL OR p_expires_in < interval '1 minute' OR p_expires_in > interval '365 days' THEN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
     END IF;
-    IF p_email IS NOT NULL AND rbac.stored_email(p_email) IS NULL THEN
+    IF p_email IS NOT NULL AND v_email IS NULL THEN
         RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
     END IF;
-    p_email := rbac.stored_email(p_email);
-    PERFORM rbac.require_invitation_allowed(p_couple_id, p_email);
+    PERFORM rbac.require_invitation_allowed(p_couple_id, v_email);
     RETURN QUERY
         INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at,
                                       membership_expires_at)
-        VALUES (p_couple_id, p_token_hash, p_role, p_email, v_actor,
+        VALUES (p_couple_id, p_token_hash, p_role, v_email, v_actor,
                 CASE WHEN v_actor IS NULL THEN rbac.actor_label() END, now() + p_expires_in, p_membership_expires_at)
         RETURNING i.id, i.expires_at;
 END $$;
