@@ -3,10 +3,11 @@ import Tenancy
 
 /// The email that carries an invitation's link: `multipart/alternative`, text and HTML, each base64 in UTF-8;
 /// the subject in an RFC 2047 encoded word when it is not plain ASCII; the outbox row's id as `Message-ID`, so a
-/// message sent twice is recognisably one; `Auto-Submitted: auto-generated`. An address with a line break is
-/// refused, and a name's control characters are shown escaped: neither is ever folded into a second header.
+/// message sent twice is recognisably one; `Auto-Submitted: auto-generated`. A name's control characters are
+/// shown escaped, never folded into a second header.
 struct InvitationEmail {
     let id: UUID
+    /// As `OutboxWorker.Mail` reads it, and `to` as `EmailAddress` takes it: neither holds a control character.
     let from: String
     let to: String
     let coupleName: String
@@ -15,15 +16,7 @@ struct InvitationEmail {
     let expires: Date
     let link: String
 
-    struct Refusal: Error {
-        let message: String
-    }
-
-    func message(at now: Date) throws(Refusal) -> [UInt8] {
-        for (name, value) in [("From", from), ("To", to)]
-        where value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
-            throw Refusal(message: "\(name) holds a line break, which would forge a header")
-        }
+    func message(at now: Date) -> [UInt8] {
         // Names are checked when typed, but one written by raw SQL may hold a line break (a forged header in the
         // subject) or a bidirectional override (the sentence around it turned around): shown escaped.
         let (coupleName, inviter) = (visible(coupleName), visible(inviter))

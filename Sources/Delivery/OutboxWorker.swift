@@ -221,16 +221,11 @@ public struct OutboxWorker: Sendable {
             return try await dead(
                 message, "no link to send: the invitation was not made through rbac with this delivery key")
         }
-        let bytes: [UInt8]
-        do {
-            bytes = try InvitationEmail(
-                id: message.id, from: mail.from, to: to, coupleName: payload["couple_name"] as? String ?? "a couple",
-                inviter: payload["inviter"] as? String ?? "The couple", role: payload["role"] as? String ?? "",
-                expires: expires, link: link
-            ).message(at: now())
-        } catch {
-            return try await dead(message, error.message)
-        }
+        let bytes = InvitationEmail(
+            id: message.id, from: mail.from, to: to, coupleName: payload["couple_name"] as? String ?? "a couple",
+            inviter: payload["inviter"] as? String ?? "The couple", role: payload["role"] as? String ?? "",
+            expires: expires, link: link
+        ).message(at: now())
         do {
             try await mail.server.send(from: mail.address, to: to, message: bytes)
         } catch {
