@@ -39,11 +39,24 @@ struct EmailAddressRuleTests {
         return strings
     }
 
-    @Test("rbac.stored_email writes text as EmailAddress does; each email column takes text only so written")
+    @Test(
+        """
+        rbac.stored_email writes text as EmailAddress does, rbac.email_refusal gives its reasons, and each email \
+        column takes text only so written
+        """)
     func sqlAgreesWithSwift() async throws {
         try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let strings = candidates(2_000)
             let swift = strings.map { EmailAddress(rawValue: $0).map { Array($0.rawValue.utf8) } }
+            // Why Swift refuses each, as the end of its message: `"…" is not an email address: <reason>`.
+            let swiftRefusals = strings.map { text -> String? in
+                do throws(CollaborationError) {
+                    _ = try EmailAddress(validating: text)
+                    return nil
+                } catch {
+                    return error.message
+                }
+            }
             #expect(swift.count { $0 != nil } > 100, "the candidates should hold addresses as well as non-addresses")
             #expect(
                 strings.indices.contains { swift[$0] != nil && swift[$0] != Array(strings[$0].utf8) },
@@ -71,22 +84,33 @@ struct EmailAddressRuleTests {
                 PostgresQuery(
                     unsafeSQL: """
                         SELECT rbac.stored_email(email) AS stored, rbac.stored_email(email) IS NOT DISTINCT FROM email
-                               AS as_stored, \(takes.enumerated().map { "\($1) AS takes\($0)" }.joined(separator: ", "))
+                               AS as_stored, rbac.email_refusal(email) AS refusal,
+                               \(takes.enumerated().map { "\($1) AS takes\($0)" }.joined(separator: ", "))
                         FROM unnest($1::text[]) WITH ORDINALITY AS candidate(email, n) ORDER BY n
                         """, bindings: bindings))
             var disagreements = 0
             for (index, row) in rows.enumerated() {
                 let stored: String? = try row.decode("stored")
                 let asStored: Bool = try row.decode("as_stored")
+                let refusal: String? = try row.decode("refusal")
                 let taken = try takes.indices.map { try row.decode("takes\($0)", as: Bool.self) }
-                if stored.map({ Array($0.utf8) }) != swift[index] || taken.contains(where: { $0 != asStored }) {
+                let sameRefusal =
+                    switch (refusal, swiftRefusals[index]) {
+                    case (nil, nil): true
+                    case (let reason?, let message?): message.hasSuffix("is not an email address: \(reason)")
+                    default: false
+                    }
+                if stored.map({ Array($0.utf8) }) != swift[index] || taken.contains(where: { $0 != asStored })
+                    || !sameRefusal
+                {
                     disagreements += 1
                     if disagreements <= 5 {
                         let swiftStored = EmailAddress(rawValue: strings[index])?.rawValue
                         Issue.record(
                             """
                             \(strings[index].debugDescription): stored \(stored.debugDescription), \
-                            Swift \(swiftStored.debugDescription), columns take it: \(taken)
+                            Swift \(swiftStored.debugDescription), columns take it: \(taken), refused by SQL \
+                            for \(refusal.debugDescription), by Swift: \(swiftRefusals[index].debugDescription)
                             """)
                     }
                 }

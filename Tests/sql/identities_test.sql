@@ -40,7 +40,7 @@ SELECT is((SELECT row(s.user_id, s.created)::text
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', NULL, true, NULL)$$, 'RBINV',
                  'the identity provider gave no usable email address, which a new user needs');
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'not an address', true, NULL)$$, 'RBINV',
-                 'the identity provider gave no usable email address, which a new user needs');
+                 'the identity provider gave no usable email address, which a new user needs: it holds a space');
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', '', 'x@example.com', true, NULL)$$, 'RBINV',
                  'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)');
 -- Names a provider gives: kept but for control characters and bidirectional overrides. Signed in by a
@@ -122,9 +122,11 @@ SELECT is(array[rbac.stored_email('a@xn--zz.example'), rbac.stored_email('a@xn--
 
 -- One rule for an address, the Swift side's: a dot in the domain, no whitespace or control characters.
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'ann@localhost', true, NULL)$$, 'RBINV',
-                 'the identity provider gave no usable email address, which a new user needs');
+                 'the identity provider gave no usable email address, which a new user needs: it needs a name '
+                 'before its @ and a dot inside its domain (name@example.com)');
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', U&'ann\0007@example.com', true, NULL)$$,
-                 'RBINV', 'the identity provider gave no usable email address, which a new user needs');
+                 'RBINV', 'the identity provider gave no usable email address, which a new user needs: it holds a '
+                 'control character or a bidirectional override');
 SELECT is(array_agg(rbac.is_email_address(a) ORDER BY n),
           ARRAY[true, true, true, false, false, false, false, false, false, false, false],
           'rbac.is_email_address takes what EmailAddress takes')

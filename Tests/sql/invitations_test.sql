@@ -25,7 +25,8 @@ SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), decode(
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', 'not an email')$$,
                  'RBINV', NULL, 'a bound email must look like one');
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_c'), 'viewer', 'ann@localhost')$$,
-                 'RBINV', 'not an email address: "ann@localhost"', 'with a dot in its domain');
+                 'RBINV', 'the address to invite is not an email address: it needs a name before its @ and a dot '
+                 'inside its domain (name@example.com)', 'with a dot in its domain, which the refusal names');
 SELECT throws_ok($$UPDATE invitations SET email = 'ann@localhost'$$, '23514',
                  'new row for relation "invitations" violates check constraint "invitations_email_check"',
                  'as a direct write must');

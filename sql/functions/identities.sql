@@ -1,25 +1,50 @@
 -- Signing in: the user of a verified token's identity, made on its first sign-in.
 
--- Whether p_email is an email address as rbac stores one: the rule of the checks on every email column
--- (sql/0012) and of Swift's `EmailAddress`. Composed form is not part of it: the callers normalize first.
-CREATE OR REPLACE FUNCTION rbac.is_email_address(p_email text) RETURNS boolean
+-- Why p_email is no email address as rbac stores one, in the words of Swift's `EmailAddress(validating:)` and
+-- in its order; NULL when it is one. The same rule as the checks on every email column (sql/0012). Composed
+-- form is not part of it: the callers normalize first. The spaces are Unicode's White_Space characters that are
+-- not control characters.
+CREATE OR REPLACE FUNCTION rbac.email_shape_refusal(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT p_email ~ '^[^@]+@[^@]+\.[^@]+$'
-       AND p_email !~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202a-\u202f\u205f\u2066-\u2069\u3000]'
-       AND length(p_email) <= 320
+    SELECT CASE
+        WHEN length(p_email) > 320 THEN 'it is longer than 320 characters'
+        WHEN rbac.has_control_character(p_email) THEN 'it holds a control character or a bidirectional override'
+        WHEN p_email ~ '[\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN 'it holds a space'
+        WHEN p_email !~ '^[^@]*@[^@]*$' THEN 'it needs one @, between a name and a domain'
+        WHEN p_email !~ '^[^@]+@[^@]+\.[^@]+$'
+            THEN 'it needs a name before its @ and a dot inside its domain (name@example.com)'
+    END
 $$;
 
--- p_email as rbac stores an address, or NULL when it is none (rbac.is_email_address): in its composed form
--- (NFC), with each label of its domain written `xn--…` in the letters it stands for (rbac.unicode_domain), so
--- that `ann@xn--bcher-kva.example` and `ann@bücher.example` are one address. Swift's `EmailAddress` does the
--- same.
+-- Whether p_email is an email address as rbac stores one.
+CREATE OR REPLACE FUNCTION rbac.is_email_address(p_email text) RETURNS boolean
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT rbac.email_shape_refusal(p_email) IS NULL
+$$;
+
+-- p_email with each label of its domain written `xn--…` in the letters it stands for (rbac.unicode_domain); NULL
+-- when such a label is not Punycode. Text without exactly one @ has no domain and comes back as it is.
+CREATE OR REPLACE FUNCTION rbac.email_in_letters(p_email text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_email ~ '^[^@]*@[^@]*$'
+                THEN split_part(p_email, '@', 1) || '@' || rbac.unicode_domain(split_part(p_email, '@', 2))
+                ELSE p_email END
+$$;
+
+-- p_email as rbac stores an address, or NULL when it is none (rbac.email_refusal says why): in its composed form
+-- (NFC), with its domain in letters (rbac.email_in_letters), so that `ann@xn--bcher-kva.example` and
+-- `ann@bücher.example` are one address. Swift's `EmailAddress` does the same.
 CREATE OR REPLACE FUNCTION rbac.stored_email(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT email
-    FROM normalize(CASE WHEN p_email ~ '^[^@]*@[^@]*$'
-                        THEN split_part(p_email, '@', 1) || '@' || rbac.unicode_domain(split_part(p_email, '@', 2))
-                        ELSE p_email END, NFC) AS email
-    WHERE rbac.is_email_address(email)
+    SELECT email FROM normalize(rbac.email_in_letters(p_email), NFC) AS email WHERE rbac.is_email_address(email)
+$$;
+
+-- Why rbac.stored_email finds no address in p_email, for a refusal's message; NULL when it finds one.
+CREATE OR REPLACE FUNCTION rbac.email_refusal(p_email text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT CASE WHEN letters IS NULL THEN 'a label of its domain written xn--… is not Punycode'
+                ELSE rbac.email_shape_refusal(normalize(letters, NFC)) END
+    FROM rbac.email_in_letters(p_email) AS letters
 $$;
 
 -- The user of identity (p_issuer, p_subject), and whether this call created it. The operator alone calls it,
@@ -65,8 +90,8 @@ BEGIN
             RETURN;
         END IF;
         IF v_email IS NULL THEN
-            RAISE EXCEPTION 'the identity provider gave no usable email address, which a new user needs'
-                USING ERRCODE = 'RBINV';
+            RAISE EXCEPTION 'the identity provider gave no usable email address, which a new user needs%',
+                coalesce(': ' || rbac.email_refusal(btrim(p_email)), '') USING ERRCODE = 'RBINV';
         END IF;
         BEGIN
             SELECT u.id INTO v_user FROM users u WHERE lower(u.email) = lower(v_email);

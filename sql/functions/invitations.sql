@@ -111,7 +111,8 @@ BEGIN
         RAISE EXCEPTION 'an invitation must expire between 1 minute and 365 days from now' USING ERRCODE = 'RBINV';
     END IF;
     IF p_email IS NOT NULL AND v_email IS NULL THEN
-        RAISE EXCEPTION 'not an email address: "%"', p_email USING ERRCODE = 'RBINV';
+        RAISE EXCEPTION 'the address to invite is not an email address: %', rbac.email_refusal(p_email)
+            USING ERRCODE = 'RBINV';
     END IF;
     PERFORM rbac.require_invitation_allowed(p_couple_id, v_email);
     RETURN QUERY
