@@ -18,7 +18,6 @@ public protocol CollaborationRepository: Sendable {
 
     /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
     func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
-    func couple(_ id: UUID) async throws -> Couple
     /// A page of couples, oldest first: at most `limit` (1 to 1000) after the couple `after`, which must exist.
     func couples(limit: Int, after: UUID?) async throws -> [Couple]
 

@@ -110,7 +110,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return couplesByID[couple.id]!
     }
 
-    public func couple(_ id: UUID) throws -> Couple {
+    private func couple(_ id: UUID) throws -> Couple {
         guard let couple = couplesByID[id] else {
             throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
         }

@@ -122,14 +122,20 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func couple(_ id: UUID) async throws -> Couple {
-        let rows = try await run(as: nil) { connection in
-            try await connection.query("SELECT id, name, created_at, revision FROM couples WHERE id = \(id)")
+    /// A couple, the email domains its invitations may name (empty: any) and every member, read in one snapshot
+    /// (`rbac couples show`): its revision is the one its members are at.
+    public func coupleDetail(_ id: UUID, as actor: Actor) async throws
+        -> (couple: Couple, inviteDomains: [String], members: [Member])
+    {
+        try await run(as: actor, isolation: .repeatableRead) { connection in
+            let rows = try await connection.query(
+                "SELECT id, name, created_at, revision, invite_domains FROM couples WHERE id = \(id)")
+            guard let row = rows.first else {
+                throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
+            }
+            let members = try await everyPage(id: \.user.id) { try await Self.members(id, $0, $1, on: connection) }
+            return (try Self.couple(row), try row.decode("invite_domains"), members)
         }
-        guard let row = rows.first else {
-            throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
-        }
-        return try Self.couple(row)
     }
 
     public func couples(limit: Int, after: UUID?) async throws -> [Couple] {
@@ -273,20 +279,24 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     // MARK: Memberships
 
     public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
-        try await run(as: actor) { connection in
-            try await connection.query(
-                """
-                SELECT user_id, email, display_name, role, status, joined_at, expires_at
-                FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after))
-                """
-            ).map { row in
-                Member(
-                    user: User(
-                        id: try row.decode("user_id"), email: try row.decode("email"),
-                        displayName: try row.decode("display_name")),
-                    role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
-                    joinedAt: try row.decode("joined_at"), expiresAt: try row.decode("expires_at"))
-            }
+        try await run(as: actor) { try await Self.members(couple, limit, after, on: $0) }
+    }
+
+    private static func members(_ couple: UUID, _ limit: Int, _ after: UUID?, on connection: PostgresConnection)
+        async throws -> [Member]
+    {
+        try await connection.query(
+            """
+            SELECT user_id, email, display_name, role, status, joined_at, expires_at
+            FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after))
+            """
+        ).map { row in
+            Member(
+                user: User(
+                    id: try row.decode("user_id"), email: try row.decode("email"),
+                    displayName: try row.decode("display_name")),
+                role: try roleName(row.decode("role")), status: try status(row.decode("status")),
+                joinedAt: try row.decode("joined_at"), expiresAt: try row.decode("expires_at"))
         }
     }
 
@@ -389,15 +399,6 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             let id: UUID = try row.decode("id")
             let box = Data(deliveryKey.seal(Array(token.rawValue.utf8), for: PostgresOutbox.tokenContext(id)))
             _ = try await connection.execute("UPDATE outbox SET token_box = \(box) WHERE id = \(id)")
-        }
-    }
-
-    /// The email domains a couple may invite (empty: any).
-    public func inviteDomains(couple: UUID) async throws -> [String] {
-        try await run(as: nil) { connection in
-            guard let row = try await connection.query("SELECT invite_domains FROM couples WHERE id = \(couple)").first
-            else { throw CollaborationError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist") }
-            return try row.decode("invite_domains")
         }
     }
 
@@ -569,10 +570,13 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     /// Runs `body` in a transaction that acts for `actor`, mapping the functions' refusals to
     /// `CollaborationError`. With no actor (the connection's own rights, for operator-only work), `body` runs
     /// outside a transaction, and so must be one statement: it is atomic alone, and needs no BEGIN and COMMIT.
-    private func run<T: Sendable>(as actor: Actor?, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    private func run<T: Sendable>(
+        as actor: Actor?, isolation: PostgresConnection.IsolationLevel = .readCommitted,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
         do {
             guard let actor else { return try await pool.withConnection(body) }
-            return try await pool.withTransaction { connection in
+            return try await pool.withTransaction(isolation: isolation) { connection in
                 try await connection.act(as: actor)
                 return try await body(connection)
             }

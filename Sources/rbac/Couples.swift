@@ -103,9 +103,7 @@ extension RBAC {
             func run() async throws {
                 try await acting.run { context, actor in
                     let id = try Parse.couple(couple)
-                    let found = try await context.repository.couple(id)
-                    let members = try await context.memberships.members(of: id, as: actor)
-                    let domains = try await context.repository.inviteDomains(couple: id)
+                    let (found, domains, members) = try await context.repository.coupleDetail(id, as: actor)
                     try acting.output.print(
                         CoupleDetail(couple: found, inviteDomains: domains, members: members),
                         "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"

@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Secrets
+import Storage
 import TestSupport
 import Testing
 
@@ -9,6 +10,45 @@ import Testing
 @Suite("Collaboration rules under concurrency", .timeLimit(.minutes(2)))
 struct CollaborationRaceTests {
     static let rounds = 100
+
+    @Test("a couple read while a member comes and goes again and again: the revision shown is its members'")
+    func coupleDetailIsOneSnapshot() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let (owner, guest) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let revision: PostgresQuery = "SELECT revision FROM couples WHERE id = \(couple)"
+            let start: Int64 = try await pool.query(revision)[0].decode(column: 0)
+            // Each side's (revision, whether the guest is a member), as it saw them: the writer after each change,
+            // in the change's transaction; the reader through the repository.
+            let sides = try await race(2) { index, go in
+                await go()
+                var seen: [(revision: Int64, member: Bool)] = []
+                for round in 0..<(Self.rounds * 3) {
+                    if index == 0 {
+                        let joins = round.isMultiple(of: 2)
+                        let now: Int64 = try await pool.withTransaction { connection in
+                            try await connection.query(
+                                joins
+                                    ? "SELECT grant_role(\(couple), \(guest), 'viewer')"
+                                    : "SELECT remove_member(\(couple), \(guest))")
+                            return try await connection.query(revision)[0].decode(column: 0)
+                        }
+                        seen.append((now, joins))
+                    } else {
+                        let (found, _, members) = try await repository.coupleDetail(couple, as: .user(owner))
+                        seen.append((found.revision, members.contains { $0.user.id == guest }))
+                    }
+                }
+                return seen
+            }
+            let truth = Dictionary(uniqueKeysWithValues: [(start, false)] + sides[0].map { ($0.revision, $0.member) })
+            let read = sides[1]
+            #expect(Set(read.map(\.revision)).count > 10, "the reads should fall between many changes")
+            let torn = read.filter { truth[$0.revision] != $0.member }
+            #expect(torn.count == 0, "members read at another revision than the one shown: \(torn.prefix(5))")
+        }
+    }
 
     @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
     func bothOwnersLeave() async throws {
