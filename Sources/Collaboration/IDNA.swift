@@ -17,9 +17,27 @@ public enum IDNA {
         }.joined(separator: ".")
     }
 
+    /// `domain` as UTS 46 maps what people type before IDNA reads it (`rbac.mapped_domain`): compatibility forms
+    /// in their plain form (NFKC: `ｂücher．example` is `bücher.example`), the ideographic full stops (U+3002,
+    /// U+FF61) as dots, and what UTS 46 ignores, the soft hyphen and the zero-width space, word joiner and
+    /// no-break space, dropped. Case is left as written: addresses are compared lowered.
+    static func mapped(_ domain: some StringProtocol) -> String {
+        guard !domain.utf8.allSatisfy({ $0 < 0x80 }) else { return String(domain) }
+        var mapped = String.UnicodeScalarView()
+        for scalar in String(domain).precomposedStringWithCompatibilityMapping.unicodeScalars {
+            switch scalar {
+            case "\u{3002}": mapped.append(".")
+            case "\u{AD}", "\u{200B}", "\u{2060}", "\u{FEFF}": continue
+            default: mapped.append(scalar)
+            }
+        }
+        return String(mapped)
+    }
+
     /// Each label of `domain` written `xn--…` (in either case) in the letters it stands for
-    /// (`rbac.unicode_domain`); nil when one of those is not Punycode, or stands for a label with hyphens third
-    /// and fourth, which IDNA refuses (RFC 5891, 4.2.3.1): in letters, it would read as written in ASCII.
+    /// (`rbac.unicode_domain`); nil when one of those is not Punycode, or stands for a label IDNA refuses: one
+    /// with hyphens third and fourth (RFC 5891, 4.2.3.1), which in letters would read as written in ASCII, or one
+    /// that mapping changes (UTS 46, 4.1), which DNS would know by another name than its letters'.
     static func unicodeDomain(_ domain: Substring.UnicodeScalarView) -> String? {
         var labels: [String] = []
         for label in domain.split(separator: ".", omittingEmptySubsequences: false) {
@@ -28,7 +46,8 @@ public enum IDNA {
                 continue
             }
             guard let letters = decode(Array(label.dropFirst(4))),
-                !letters.unicodeScalars.dropFirst(2).starts(with: "--".unicodeScalars)
+                !letters.unicodeScalars.dropFirst(2).starts(with: "--".unicodeScalars),
+                mapped(letters).unicodeScalars.elementsEqual(letters.unicodeScalars)
             else { return nil }
             labels.append(letters)
         }

@@ -83,7 +83,8 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
     /// `text` as it is stored, or why it is no address.
     private static func stored(_ text: String) -> Result<String, Refusal> {
         guard let written = domainInLetters(text) else {
-            return .failure(Refusal(reason: "a label of its domain written xn--… is not Punycode"))
+            return .failure(
+                Refusal(reason: "a label of its domain written xn--… is not the Punycode of a label IDNA takes"))
         }
         let stored = written.utf8.allSatisfy { $0 < 0x80 } ? written : written.precomposedStringWithCanonicalMapping
         // Read as code points, as PostgreSQL reads text: an `@` or a dot that a combining mark follows is one
@@ -116,12 +117,14 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
         return String(rawValue.unicodeScalars[...at]) + IDNA.asciiDomain(rawValue.unicodeScalars[at...].dropFirst())
     }
 
-    /// `text` with each label of its domain written `xn--…` in the letters it stands for (`IDNA.unicodeDomain`);
-    /// nil when one of those is not Punycode. Text with other than one `@` is no address, and is returned as it is.
+    /// `text` with its domain mapped as IDNA maps it (`IDNA.mapped`) and each label written `xn--…` in the letters
+    /// it stands for (`IDNA.unicodeDomain`), as `rbac.email_in_letters` writes it; nil when one of those does not
+    /// stand for a label IDNA takes. Text with other than one `@` is no address, and is returned as it is.
     private static func domainInLetters(_ text: String) -> String? {
         let scalars = text.unicodeScalars
         guard let at = scalars.firstIndex(of: "@"), !scalars[at...].dropFirst().contains("@") else { return text }
-        return IDNA.unicodeDomain(scalars[at...].dropFirst()).map { String(scalars[...at]) + $0 }
+        let domain = IDNA.mapped(String(scalars[at...].dropFirst()))
+        return IDNA.unicodeDomain(domain.unicodeScalars[...]).map { String(scalars[...at]) + $0 }
     }
 
     /// The address with its local part hidden but for its first character, as `public.invitation_preview` shows

@@ -89,7 +89,7 @@ struct NamesTests {
             ("@example.com", "it needs a name before its @ and a dot inside its domain (name@example.com)"),
             ("ann smith@example.com", "it holds a space"),
             ("ann\u{202E}@example.com", "it holds a control character or a bidirectional override"),
-            ("ann@xn--zz.example", "a label of its domain written xn--… is not Punycode"),
+            ("ann@xn--zz.example", "a label of its domain written xn--… is not the Punycode of a label IDNA takes"),
             ("a@b.c" + String(repeating: "c", count: 316), "it is longer than 320 characters"),
         ])
     func refusedAddress(text: String, reason: String) {
@@ -100,8 +100,29 @@ struct NamesTests {
     }
 
     @Test(
-        "a label written xn--… that is not Punycode, or stands for ASCII or for xn--, is no address",
-        arguments: ["zz", "abc-", "-abc", "", "a!b", "b\u{FC}cher-kva", "99999999999", "ab-8ya\u{301}", "xn--ab-8ya"])
+        "a domain typed with compatibility forms, other full stops or characters IDNA ignores is stored mapped",
+        arguments: [
+            ("ann@\u{FF42}\u{FC}cher\u{FF0E}example", "ann@b\u{FC}cher.example"),
+            ("ann@b\u{FC}cher\u{3002}example", "ann@b\u{FC}cher.example"),
+            ("ann@b\u{FC}cher\u{FF61}example", "ann@b\u{FC}cher.example"),
+            ("ann@b\u{FC}\u{AD}cher.exa\u{200B}mple", "ann@b\u{FC}cher.example"),
+            ("ann@\u{FF25}\u{FF38}ample.\u{FB01}", "ann@EXample.fi"),
+            // The local part is the mailbox's to read: only the domain is mapped.
+            ("\u{FF41}nn\u{AD}@example.com", "\u{FF41}nn\u{AD}@example.com"),
+        ])
+    func mappedDomains(typed: String, stored: String) {
+        #expect(EmailAddress(rawValue: typed)?.rawValue.unicodeScalars.elementsEqual(stored.unicodeScalars) == true)
+    }
+
+    @Test(
+        """
+        a label written xn--… that is not Punycode, or stands for ASCII, for xn--, or for what mapping changes, is no \
+        address
+        """,
+        arguments: [
+            "zz", "abc-", "-abc", "", "a!b", "b\u{FC}cher-kva", "99999999999", "ab-8ya\u{301}", "xn--ab-8ya",
+            "cher-zra77610b", "bcher-kva0835f",
+        ])
     func notPunycode(encoded: String) {
         #expect(EmailAddress(rawValue: "ann@xn--\(encoded).example") == nil)
     }

@@ -7,13 +7,17 @@ import Testing
 struct EmailAddressRuleTests {
     /// Strings near the rule's edges: shaped like an address or not, now and then holding what the rule turns on
     /// (an `@`, a space of Unicode's, a control character or a bidirectional override), text that composes or
-    /// does not, combining marks after an `@` or a dot, the length limit, and labels written `xn--…`: Punycode or
-    /// not, for letters or for ASCII alone.
+    /// does not, combining marks after an `@` or a dot, the length limit, what IDNA maps, and labels written
+    /// `xn--…`: Punycode or not, for letters or for ASCII alone.
     private func candidates(_ count: Int) -> [String] {
         var generator = SystemRandomNumberGenerator()
         let good = [
             "a", "Z", "0", ".", "-", "+", "\u{200B}", "é", "e\u{301}", "q\u{301}", "\u{301}", "漢", "🎉", "xn--",
             "XN--", "xn--bcher-kva", "xn--ab-8ya", "xn--egbpdaj6bu4bxfgehfvwxn", "xn--zz", "xn--abc-", "xn--a",
+            // What IDNA maps: compatibility forms (one of them to an @), other full stops, ignored characters; and
+            // labels written xn--… for what it maps.
+            "\u{FF42}", "\u{FF2E}", "\u{FB01}", "\u{2460}", "\u{FF20}", "\u{2024}", "\u{FF0E}", "\u{3002}",
+            "\u{FF61}", "\u{AD}", "\u{2060}", "\u{FEFF}", "xn--cher-zra77610b", "xn--bcher-kva0835f",
         ]
         let bad = [
             "@", " ", "\t", "\u{7}", "\u{1B}", "\u{7F}", "\u{85}", "\u{A0}", "\u{2028}", "\u{3000}", "\u{202E}",
@@ -30,6 +34,7 @@ struct EmailAddressRuleTests {
             // Characters of two code points that do not compose: PostgreSQL counts code points.
             "a@b.c" + String(repeating: "q\u{301}", count: 157), "a@b.c" + String(repeating: "q\u{301}", count: 158),
             "ann@xn--bcher-kva.example", "Ann@XN--BCHER-KVA.Example", "xn--bcher-kva@example.com",
+            "ann@\u{FF42}\u{FC}cher\u{3002}example", "\u{FF41}nn@example.com",
             "a@xn--ab-8ya.c", "a@xn--zz.c", "a@xn--abc-.c", "a@b.c@xn--bcher-kva.d",
         ]
         while strings.count < count {
@@ -75,7 +80,7 @@ struct EmailAddressRuleTests {
                 let rule = String(try #require(definition.wholeMatch(of: /CHECK \((.*)\)/)).output.1)
                 columns[try row.decode("table"), default: []].append("coalesce(\(rule), true)")
             }
-            #expect(columns.count == 3 && columns.values.allSatisfy { $0.count == 3 })
+            #expect(columns.count == 3 && columns.values.allSatisfy { $0.count == 4 })
             let takes = columns.sorted { $0.key < $1.key }.map { $0.value.joined(separator: " AND ") }
 
             var bindings = PostgresBindings()

@@ -150,8 +150,8 @@ struct MigrationTests {
         }
     }
 
-    /// What sql/0012 and sql/0013 must not change: an address stored with a bidirectional override, and one with
-    /// its domain in IDNA's ASCII spelling.
+    /// What sql/0012, sql/0013 and sql/0015 must not change: an address stored with a bidirectional override, one
+    /// with its domain in IDNA's ASCII spelling, and one with a domain IDNA maps to another.
     static let addressesMigrationsStopOn = [
         (
             version: 12, stored: "ann\u{202E}moc.elpmaxe@example.com", refused: "a\u{2066}b@example.com",
@@ -162,6 +162,11 @@ struct MigrationTests {
             version: 13, stored: "ann@mail.xn--bcher-kva.example", refused: "bob@XN--BCHER-KVA.example",
             message: "1 row(s) of users hold an email address with a domain in IDNA's ASCII spelling (xn--)",
             constraint: "users_email_domain_letters"
+        ),
+        (
+            version: 15, stored: "ann@\u{FF42}\u{FC}cher.example", refused: "bob@b\u{FC}\u{AD}cher.example",
+            message: "1 row(s) of users hold an email address with a domain that IDNA maps to another",
+            constraint: "users_email_domain_mapped"
         ),
     ]
 

@@ -116,6 +116,17 @@ SELECT set_config('request.jwt.claims', '{"iss": "https://other.test", "sub": "a
 SELECT is((SELECT role FROM accept_invitation(pg_temp.hash('inv_idn'))), 'viewer',
           'and accepts the invitation bound to it');
 SELECT pg_temp.act_as_operator();
+SELECT is((SELECT row(s.user_id, s.created)::text
+           FROM sign_in('https://third.test', 'ann', E'ann@\uFF42\u00FC\u00ADcher\u3002example', true, NULL) s),
+          (SELECT row(user_id, false)::text FROM user_identities WHERE subject = 'user_ann'),
+          'so is one typed with compatibility forms, another full stop or a character IDNA ignores');
+SELECT is((SELECT email FROM user_identities WHERE issuer = 'https://third.test'), E'ann@b\u00FCcher.example',
+          'and the identity keeps it mapped');
+SELECT throws_ok($$INSERT INTO users (email) VALUES (E'bob@\uFF42\u00FCcher.example')$$, '23514',
+                 'new row for relation "users" violates check constraint "users_email_domain_mapped"',
+                 'a direct write of a domain IDNA maps to another is refused');
+SELECT is(rbac.stored_email('a@xn--cher-zra77610b.example'), NULL,
+          'a label written xn--… for letters IDNA maps to others is no address: DNS knows those by another name');
 SELECT is(array[rbac.stored_email('a@xn--zz.example'), rbac.stored_email('a@xn--xn--ab-8ya.example'),
                 rbac.stored_email('a@b.c@xn--bcher-kva.example')], array[NULL, NULL, NULL]::text[],
           'a label written xn--… that is not Punycode, or stands for another written so, is no address');

@@ -84,12 +84,14 @@ SELECT is(set_invite_domains(pg_temp.id('Other'), ARRAY[E'B\u00FCcher.Example', 
                                                        E'zoe\u0308.example']),
           ARRAY['xn--bcher-kva.example', 'xn--mnchen-3ya.example', 'xn--zo-ija.example'],
           'a domain beyond ASCII is kept as DNS knows it: lower case, composed, in Punycode');
+SELECT is(rbac.ascii_domain(E'\uFF22\u00FC\u00ADcher\u3002\uFF45xample'), 'xn--bcher-kva.example',
+          'and mapped as IDNA maps it: compatibility forms, other full stops and ignored characters');
 -- Out of the hour's limit.
 UPDATE invitation_settings SET per_couple_per_hour = 10;
 SELECT lives_ok(format($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash(%L), 'viewer', %L)$$,
                        'inv_idn_' || n, address), format('an address at %s is taken', address))
 FROM unnest(ARRAY[E'ann@b\u00FCcher.example', 'ann@xn--bcher-kva.example', E'ann@M\u00FCnchen.example',
-                  E'ann@zo\u00EB.example']) WITH ORDINALITY AS t(address, n);
+                  E'ann@zo\u00EB.example', E'ann@\uFF42\u00FCcher\uFF61example']) WITH ORDINALITY AS t(address, n);
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('inv_idn_x'), 'viewer',
                                             E'ann@bucher.example')$$, 'RBINV', NULL,
                  'an address at a domain that only looks alike is refused');

@@ -144,28 +144,36 @@ BEGIN
             HAVING max(p) >= 128);
 END $$;
 
+-- p_domain as UTS 46 maps what people type before IDNA reads it: compatibility forms in their plain form (NFKC:
+-- `ｂücher．example` is `bücher.example`), the ideographic full stops (U+3002, U+FF61) as dots, and what UTS 46
+-- ignores, the soft hyphen and the zero-width space, word joiner and no-break space, dropped. Case is left as
+-- written: addresses are compared lowered. Swift's `IDNA.mapped` does the same.
+CREATE OR REPLACE FUNCTION rbac.mapped_domain(p_domain text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    SELECT translate(normalize(p_domain, NFKC), U&'\3002\00AD\200B\2060\FEFF', '.')
+$$;
+
 -- A domain as DNS knows it, so that an address and a couple's list of domains compare alike however each was
--- written: lower case, the other full stops IDNA takes (U+3002, U+FF0E, U+FF61) as dots, and each label with
--- letters beyond ASCII in its composed form (NFC) and then in Punycode behind `xn--`: `Bücher.example` is
--- `xn--bcher-kva.example`. Letters beyond ASCII are lowered as the database's locale lowers them. UTS 46's
--- further mappings (compatibility forms, deleted characters) are not made: a domain that needs them is compared
--- as written.
+-- written: mapped (rbac.mapped_domain), lower case, and each label with letters beyond ASCII in Punycode behind
+-- `xn--`: `Bücher.example` is `xn--bcher-kva.example`. Letters beyond ASCII are lowered as the database's locale
+-- lowers them.
 CREATE OR REPLACE FUNCTION rbac.ascii_domain(p_domain text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT string_agg(CASE WHEN label ~ '^[\x01-\x7f]*$' THEN label ELSE 'xn--' || rbac.punycode(label) END, '.'
                       ORDER BY n)
-    FROM regexp_split_to_table(normalize(lower(translate(p_domain, U&'\3002\FF0E\FF61', '...')), NFC), '\.')
-         WITH ORDINALITY AS l(label, n)
+    FROM regexp_split_to_table(normalize(lower(rbac.mapped_domain(p_domain)), NFC), '\.') WITH ORDINALITY AS l(label, n)
 $$;
 
 -- p_domain with each label written `xn--…` (in either case) in the letters it stands for: the reverse of
--- rbac.ascii_domain but for case. NULL when such a label is not Punycode, or stands for one with hyphens third
--- and fourth, which IDNA refuses (RFC 5891, 4.2.3.1): written in letters, it would read as written in ASCII.
+-- rbac.ascii_domain but for case. NULL when such a label is not Punycode, or stands for one IDNA refuses: one
+-- with hyphens third and fourth (RFC 5891, 4.2.3.1), which written in letters would read as written in ASCII, or
+-- one that mapping changes (UTS 46, 4.1), which DNS would know by another name than its letters'.
 CREATE OR REPLACE FUNCTION rbac.unicode_domain(p_domain text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE WHEN bool_and(letters IS NOT NULL) THEN string_agg(letters, '.' ORDER BY n) END
     FROM regexp_split_to_table(p_domain, '\.') WITH ORDINALITY AS l(label, n),
          LATERAL rbac.punycode_decode(CASE WHEN label ~ '^[xX][nN]--' THEN substr(label, 5) END) AS p(decoded),
          LATERAL (SELECT CASE WHEN label !~ '^[xX][nN]--' THEN label
-                              WHEN substr(decoded, 3, 2) <> '--' THEN decoded END) AS d(letters)
+                              WHEN substr(decoded, 3, 2) <> '--' AND rbac.mapped_domain(decoded) = decoded
+                                  THEN decoded END) AS d(letters)
 $$;

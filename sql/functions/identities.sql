@@ -22,18 +22,20 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT rbac.email_shape_refusal(p_email) IS NULL
 $$;
 
--- p_email with each label of its domain written `xn--…` in the letters it stands for (rbac.unicode_domain); NULL
--- when such a label is not Punycode. Text without exactly one @ has no domain and comes back as it is.
+-- p_email with its domain mapped as IDNA maps it (rbac.mapped_domain) and each label written `xn--…` in the
+-- letters it stands for (rbac.unicode_domain); NULL when such a label does not stand for a label IDNA takes. Text
+-- without exactly one @ has no domain and comes back as it is.
 CREATE OR REPLACE FUNCTION rbac.email_in_letters(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE WHEN p_email ~ '^[^@]*@[^@]*$'
-                THEN split_part(p_email, '@', 1) || '@' || rbac.unicode_domain(split_part(p_email, '@', 2))
+                THEN split_part(p_email, '@', 1) || '@'
+                     || rbac.unicode_domain(rbac.mapped_domain(split_part(p_email, '@', 2)))
                 ELSE p_email END
 $$;
 
 -- p_email as rbac stores an address, or NULL when it is none (rbac.email_refusal says why): in its composed form
--- (NFC), with its domain in letters (rbac.email_in_letters), so that `ann@xn--bcher-kva.example` and
--- `ann@bücher.example` are one address. Swift's `EmailAddress` does the same.
+-- (NFC), with its domain mapped and in letters (rbac.email_in_letters), so that `ann@xn--bcher-kva.example`,
+-- `ann@ｂücher。example` and `ann@bücher.example` are one address. Swift's `EmailAddress` does the same.
 CREATE OR REPLACE FUNCTION rbac.stored_email(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT email FROM normalize(rbac.email_in_letters(p_email), NFC) AS email WHERE rbac.is_email_address(email)
@@ -42,7 +44,8 @@ $$;
 -- Why rbac.stored_email finds no address in p_email, for a refusal's message; NULL when it finds one.
 CREATE OR REPLACE FUNCTION rbac.email_refusal(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT CASE WHEN letters IS NULL THEN 'a label of its domain written xn--… is not Punycode'
+    SELECT CASE WHEN letters IS NULL
+                    THEN 'a label of its domain written xn--… is not the Punycode of a label IDNA takes'
                 ELSE rbac.email_shape_refusal(normalize(letters, NFC)) END
     FROM rbac.email_in_letters(p_email) AS letters
 $$;
