@@ -18,6 +18,10 @@ public protocol CollaborationRepository: Sendable {
 
     /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
     func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
+    /// Renames a couple (couple.edit).
+    func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple
+    /// Deletes a couple and everything of it (couple.delete); its audit log stays and records the deletion.
+    func deleteCouple(_ couple: UUID, as actor: Actor) async throws
     /// A page of couples, oldest first: at most `limit` (1 to 1000) after the couple `after`, which must exist.
     func couples(limit: Int, after: UUID?) async throws -> [Couple]
 

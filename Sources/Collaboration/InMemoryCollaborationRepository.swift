@@ -110,6 +110,22 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return couplesByID[couple.id]!
     }
 
+    public func renameCouple(_ couple: UUID, to name: String, as actor: Actor) throws -> Couple {
+        _ = try requirePermission(couple, "couple.edit", actor)
+        couplesByID[couple]?.name = try Couple.validateName(name)
+        record(couple, actor, "couple.update")
+        return try self.couple(couple)
+    }
+
+    public func deleteCouple(_ couple: UUID, as actor: Actor) throws {
+        _ = try requirePermission(couple, "couple.delete", actor)
+        couplesByID[couple] = nil
+        memberships[couple] = nil
+        coupleRoles[couple] = nil
+        invitationsByHash = invitationsByHash.filter { $0.value.invitation.coupleID != couple }
+        record(couple, actor, "couple.delete")
+    }
+
     private func couple(_ id: UUID) throws -> Couple {
         guard let couple = couplesByID[id] else {
             throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Who belongs to a couple and with which role.
+/// A couple, and who belongs to it with which role.
 public actor MembershipService {
     private let repository: any CollaborationRepository
     private let metrics: OperationMetrics
@@ -8,6 +8,27 @@ public actor MembershipService {
     public init(repository: any CollaborationRepository, metrics: OperationMetrics = OperationMetrics()) {
         self.repository = repository
         self.metrics = metrics
+    }
+
+    /// Creates a couple with `owner` as its first owner; an end user may create one only for themself.
+    public func createCouple(named name: String, owner: UUID, as actor: Actor) async throws -> Couple {
+        try await metrics.measure("couple.create") {
+            try await repository.createCouple(name: name, owner: owner, as: actor)
+        }
+    }
+
+    /// Renames a couple; the actor needs couple.edit.
+    public func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple {
+        try await metrics.measure("couple.rename") {
+            try await repository.renameCouple(couple, to: name, as: actor)
+        }
+    }
+
+    /// Deletes a couple and everything of it; the actor needs couple.delete. Its audit log stays.
+    public func deleteCouple(_ couple: UUID, as actor: Actor) async throws {
+        try await metrics.measure("couple.delete") {
+            try await repository.deleteCouple(couple, as: actor)
+        }
     }
 
     /// Every member, in user id order.

@@ -2,15 +2,18 @@ import Collaboration
 import Foundation
 import Hummingbird
 
-/// Membership, invitation and role management under `/v1/couples/{couple}`, for backend services acting for one of
-/// their users: the service key authenticates the backend, `X-Acting-User` names the user, and that user's
-/// permissions and grantable roles decide (the same rules as `rbac --actor`).
+/// Couples, and membership, invitation and role management under `/v1/couples/{couple}`, for backend services
+/// acting for one of their users: the service key authenticates the backend, `X-Acting-User` names the user, and
+/// that user's permissions and grantable roles decide (the same rules as `rbac --actor`).
 struct ManagementAPIController {
     let memberships: MembershipService
     let invitations: CollaborationInvitationService
     let permissions: CollaborationPermissionService
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
+        group.post("couples", use: createCouple)
+        group.patch("couples/:couple", use: renameCouple)
+        group.delete("couples/:couple", use: deleteCouple)
         group.post("couples/:couple/members", use: grant)
         group.delete("couples/:couple/members/:user", use: remove)
         group.post("couples/:couple/members/:user/suspend", use: suspend)
@@ -26,6 +29,30 @@ struct ManagementAPIController {
         group.patch("couples/:couple/roles/:role", use: editRole)
         group.delete("couples/:couple/roles/:role", use: deleteRole)
     }
+
+    /// The acting user becomes the new couple's first owner.
+    @Sendable func createCouple(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let name = try await request.decode(as: CoupleName.self, context: context).name
+        let owner = try request.actingUserID()
+        var response = try PermissionAPIController.json(
+            try await memberships.createCouple(named: try Couple.validateName(name), owner: owner, as: .user(owner)))
+        response.status = .created
+        return response
+    }
+
+    @Sendable func renameCouple(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let name = try await request.decode(as: CoupleName.self, context: context).name
+        return try PermissionAPIController.json(
+            try await memberships.renameCouple(
+                try couple(context), to: try Couple.validateName(name), as: try request.actingUser()))
+    }
+
+    @Sendable func deleteCouple(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try await memberships.deleteCouple(try couple(context), as: try request.actingUser())
+        return Response(status: .noContent)
+    }
+
+    private struct CoupleName: Decodable { let name: String }
 
     @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {
         struct Body: Decodable {

@@ -37,11 +37,13 @@ extension Request {
     }
 
     /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
-    func actingUser() throws -> Actor {
+    func actingUser() throws -> Actor { .user(try actingUserID()) }
+
+    func actingUserID() throws -> UUID {
         guard let header = headers[.init("X-Acting-User")!] else {
             throw APIError.badRequest("X-Acting-User must name the user this request acts for")
         }
-        return .user(try APIError.uuid(header, "X-Acting-User"))
+        return try APIError.uuid(header, "X-Acting-User")
     }
 }
 

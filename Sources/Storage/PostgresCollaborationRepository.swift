@@ -122,6 +122,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    public func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple {
+        try await run(as: actor) { connection in
+            try Self.couple(
+                try await connection.query(
+                    "SELECT id, name, created_at, revision FROM rename_couple(\(couple), \(name))")[0])
+        }
+    }
+
+    public func deleteCouple(_ couple: UUID, as actor: Actor) async throws {
+        try await run(as: actor) { _ = try await $0.query("SELECT delete_couple(\(couple))") }
+    }
+
     /// A couple, the email domains its invitations may name (empty: any) and every member, read in one snapshot
     /// (`rbac couples show`): its revision is the one its members are at.
     public func coupleDetail(_ id: UUID, as actor: Actor) async throws

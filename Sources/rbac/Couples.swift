@@ -5,9 +5,59 @@ import Foundation
 extension RBAC {
     struct Couples: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create, list and show couples.",
+            abstract: "Create, list, show, change, rename and delete couples.",
             discussion: "Example: rbac couples create --name \"Olivia & Paul\" --owner-email olivia@example.com",
-            subcommands: [Create.self, List.self, Show.self, Set.self])
+            subcommands: [Create.self, List.self, Show.self, Set.self, Rename.self, Delete.self])
+
+        struct Rename: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Rename a couple (with --actor, they need couple.edit).",
+                discussion: "Example: rbac couples rename C --name \"Olivia & Paul Smith\"")
+            @Argument(help: "The couple's id.") var couple: String
+            @Option(help: "The new name.") var name: String
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                do { _ = try Couple.validateName(name) } catch { throw ValidationError(error.message) }
+            }
+
+            func run() async throws {
+                try await acting.run { context, actor in
+                    let renamed = try await context.memberships.renameCouple(
+                        try Parse.couple(couple), to: name, as: actor)
+                    try acting.output.print(
+                        renamed, "Renamed couple \(renamed.id.uuidString.lowercased()) to \(quoted(renamed.name))")
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract:
+                    "Delete a couple with its members, invitations, roles and budget (with --actor, they need couple.delete).",
+                discussion: """
+                    Its audit log stays and records the deletion. There is no undo, so it takes --yes.
+                    Example: rbac couples delete C --yes
+                    """)
+            @Argument(help: "The couple's id.") var couple: String
+            @Flag(help: "Delete it; there is no undo.") var yes = false
+            @OptionGroup var acting: ActingOptions
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                guard yes else { throw ValidationError("deleting a couple cannot be undone; add --yes to delete it") }
+            }
+
+            func run() async throws {
+                try await acting.run { context, actor in
+                    let id = try Parse.couple(couple)
+                    try await context.memberships.deleteCouple(id, as: actor)
+                    try acting.output.print(
+                        ["deleted": id.uuidString.lowercased()], "Deleted couple \(id.uuidString.lowercased())")
+                }
+            }
+        }
 
         struct Set: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

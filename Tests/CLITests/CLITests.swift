@@ -179,6 +179,35 @@ struct CLITests {
         }
     }
 
+    @Test("a couple is renamed with couple.edit and deleted, all of it, with couple.delete and --yes")
+    func renameAndDeleteCouple() async throws {
+        try await Self.withDatabase { run, _ in
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            #expect(
+                try await run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "partner"]).status
+                    == 0)
+            let asPartner = ["--actor", "pia@example.com"]
+            let renamed = try await run(
+                ["couples", "rename", couple, "--name", " Olivia & Paul Smith", "--json"] + asPartner)
+            #expect(try Self.json(renamed)["name"] as? String == "Olivia & Paul Smith", "\(renamed.stderr)")
+            #expect(try await run(["couples", "rename", couple, "--name", ""]).status == 2)
+
+            let unconfirmed = try await run(["couples", "delete", couple])
+            #expect(unconfirmed.status == 2 && unconfirmed.stderr.contains("add --yes"), "\(unconfirmed.stderr)")
+            let denied = try await run(["couples", "delete", couple, "--yes"] + asPartner)
+            #expect(denied.status == 1 && denied.stderr.contains("needs couple.delete"), "\(denied.stderr)")
+            let deleted = try await run([
+                "couples", "delete", couple, "--yes", "--actor", "olivia@example.com", "--json",
+            ])
+            #expect(try Self.json(deleted)["deleted"] as? String == couple, "\(deleted.stderr)")
+            let gone = try await run(["couples", "show", couple])
+            #expect(gone.status == 3 && gone.stderr.contains("does not exist"), "\(gone.stderr)")
+            let audit = try await run(["audit", "--couple", couple]).stdout
+            #expect(audit.contains(/olivia@example\.com +couple\.delete +name=Olivia & Paul Smith/), "\(audit)")
+        }
+    }
+
     @Test("create couple, grant, check exits 0; revoke, check exits 1")
     func grantCheckRevoke() async throws {
         try await Self.withDatabase { run, _ in

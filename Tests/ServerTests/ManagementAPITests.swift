@@ -77,6 +77,48 @@ struct ManagementAPITests {
         }
     }
 
+    @Test("a couple is made for the acting user, renamed with couple.edit, and deleted, all of it, with couple.delete")
+    func coupleItself() async throws {
+        let fixture = try await Fixture()
+        let partner = try await fixture.member("pat", "partner").userID
+        let planner = try await fixture.member("pia", "planner").userID
+        try await fixture.application().test(.router) { client in
+            func send(_ method: HTTPRequest.Method, _ path: String, as user: UUID?, _ body: String? = nil)
+                async throws -> (HTTPResponse.Status, String)
+            {
+                try await client.execute(
+                    uri: path, method: method,
+                    headers: user.map { fixture.keyHeader(actingAs: $0) } ?? fixture.keyHeader,
+                    body: body.map { ByteBuffer(string: $0) }
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let (created, made) = try await send(.post, "/v1/couples", as: fixture.invitee, #"{"name":"  Paul & Jo "}"#)
+            #expect(created == .created && made.contains(#""name":"Paul & Jo""#), "trimmed: \(made)")
+            let newCouple = try #require(made.firstMatch(of: /"id":"([0-9A-Fa-f-]{36})"/)?.output.1)
+            let (_, listed) = try await send(.get, "/v1/users/\(fixture.invitee)/couples", as: fixture.invitee)
+            #expect(listed.contains(String(newCouple)) && listed.contains(#""role":"owner""#), "\(listed)")
+            for refused in [#"{"name":" "}"#, #"{"name":"a\u001bb"}"#, #"{"title":"x"}"#] {
+                #expect(
+                    try await send(.post, "/v1/couples", as: fixture.invitee, refused).0 == .badRequest, "\(refused)")
+            }
+            #expect(
+                try await send(.post, "/v1/couples", as: nil, #"{"name":"x"}"#).0 == .badRequest, "the owner is named")
+
+            let path = "/v1/couples/\(fixture.couple)"
+            #expect(try await send(.patch, path, as: planner, #"{"name":"Ours"}"#).0 == .forbidden)
+            let (renamed, couple) = try await send(.patch, path, as: partner, #"{"name":"Olivia & Paul"}"#)
+            #expect(renamed == .ok && couple.contains(#""name":"Olivia & Paul""#), "\(couple)")
+            #expect(try await send(.patch, path, as: partner, #"{"name":""}"#).0 == .badRequest)
+
+            #expect(try await send(.delete, path, as: partner).0 == .forbidden, "deleting needs couple.delete")
+            #expect(try await send(.delete, path, as: fixture.owner).0 == .noContent)
+            #expect(try await send(.delete, path, as: fixture.owner).0 == .notFound)
+            #expect(try await send(.get, path + "/members", as: fixture.owner).0 == .notFound)
+            let (_, remaining) = try await send(.get, "/v1/users/\(planner)/couples", as: planner)
+            #expect(!remaining.lowercased().contains(fixture.couple.uuidString.lowercased()), "\(remaining)")
+        }
+    }
+
     @Test("couples, members and invitations are listed a page at a time, each after the last id of the one before")
     func paging() async throws {
         let fixture = try await Fixture()

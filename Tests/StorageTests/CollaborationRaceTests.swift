@@ -1,3 +1,4 @@
+import Collaboration
 import Foundation
 import Postgres
 import Secrets
@@ -47,6 +48,52 @@ struct CollaborationRaceTests {
             #expect(Set(read.map(\.revision)).count > 10, "the reads should fall between many changes")
             let torn = read.filter { truth[$0.revision] != $0.member }
             #expect(torn.count == 0, "members read at another revision than the one shown: \(torn.prefix(5))")
+        }
+    }
+
+    @Test("a couple deleted while a member is added and an invitation accepted: nothing of it remains")
+    func deleteWhileJoining() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            // Through the repository, which runs each call again after a deadlock, as every caller should.
+            let repository = PostgresCollaborationRepository(pool: pool)
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (owner, joiner, invitee) = (
+                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+                )
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let token = SecretToken.generate(.invitation).hash
+                try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
+                let outcomes = try await race(3) { index, go in
+                    await go()
+                    return try await Outcome.of {
+                        switch index {
+                        case 0: try await repository.deleteCouple(couple, as: .user(owner))
+                        case 1:
+                            _ = try await repository.grant(
+                                couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                                as: .user(owner))
+                        default:
+                            _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee))
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                #expect(outcomes[0] == .success, "\(outcomes)")
+                // A join that comes after the deletion finds no couple, or, past that check, no owner to act
+                // for; never a foreign key's error.
+                let refusals: Set<Outcome> = [
+                    .success, .refused("not_found"), .refused("permission_denied"), .refused("role_not_grantable"),
+                ]
+                #expect(outcomes.dropFirst().allSatisfy(refusals.contains), "\(outcomes)")
+                let left = try await pool.count(
+                    """
+                    SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
+                         + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
+                    """)
+                #expect(left == 0)
+            }
+            #expect(seen.count > 1, "the joins should land on both sides of the deletion: \(seen)")
         }
     }
 

@@ -59,6 +59,38 @@ SELECT pg_temp.act_as_operator();
 SELECT throws_ok($$SELECT leave_couple(pg_temp.id('Olivia & Paul'))$$, 'RBINV', NULL, 'the operator must name who leaves');
 SELECT is((leave_couple(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).user_id, pg_temp.id('vera'), 'the operator makes a viewer leave');
 
+-- The couple itself: renamed by a member holding couple.edit, deleted with all of it by one holding couple.delete.
+SELECT pg_temp.new_couple('Doomed', 'olivia', 'paul:partner', 'pia:planner');
+INSERT INTO budget_scenarios (couple_id, name) VALUES ((SELECT pg_temp.id('Doomed')), 'Main');
+SELECT create_invitation(pg_temp.id('Doomed'), pg_temp.hash('inv_doomed'), 'viewer', 'guest@example.com');
+UPDATE outbox SET token_box = '\x01' WHERE channel = 'email' AND couple_id = pg_temp.id('Doomed');
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok($$SELECT rename_couple(pg_temp.id('Doomed'), 'Ours')$$, 'RBDEN', NULL,
+                 'a planner cannot rename the couple');
+SELECT pg_temp.act_as('paul');
+SELECT is((rename_couple(pg_temp.id('Doomed'), '  Olivia & Paul II ')).name, 'Olivia & Paul II',
+          'a partner renames it, the name trimmed');
+SELECT throws_ok($$SELECT rename_couple(pg_temp.id('Doomed'), E'a\u202Eb')$$, 'RBINV', NULL,
+                 'a name with a bidirectional override is refused');
+SELECT throws_ok($$SELECT rename_couple(gen_random_uuid(), 'x')$$, 'RBNFD', NULL, 'an unknown couple is RBNFD');
+SELECT throws_ok($$SELECT delete_couple(pg_temp.id('Doomed'))$$, 'RBDEN', NULL, 'a partner cannot delete it');
+SELECT pg_temp.act_as('olivia');
+SELECT lives_ok($$SELECT delete_couple(pg_temp.id('Doomed'))$$, 'its owner deletes it');
+SELECT pg_temp.act_as_operator();
+SELECT is((SELECT count(*)::int FROM couples WHERE id = pg_temp.id('Doomed'))
+          + (SELECT count(*)::int FROM memberships WHERE couple_id = pg_temp.id('Doomed'))
+          + (SELECT count(*)::int FROM invitations WHERE couple_id = pg_temp.id('Doomed'))
+          + (SELECT count(*)::int FROM budget_scenarios WHERE couple_id = (SELECT pg_temp.id('Doomed'))), 0,
+          'and its memberships, invitations and budget go with it');
+SELECT is((SELECT count(*)::int FROM outbox WHERE couple_id = pg_temp.id('Doomed') AND token_box IS NOT NULL), 0,
+          'the email of its invitation no longer holds the sealed token');
+SELECT results_eq($$SELECT action, actor_id FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Doomed'))
+                    AND action LIKE 'couple.%' ORDER BY id$$,
+                  $$VALUES ('couple.insert', NULL::uuid), ('couple.update', pg_temp.id('paul')),
+                           ('couple.delete', pg_temp.id('olivia'))$$,
+                  'its audit log stays, recording the deletion and who made it');
+SELECT throws_ok($$SELECT delete_couple(pg_temp.id('Doomed'))$$, 'RBNFD', NULL, 'a deleted couple is not found');
+
 -- Outside any JWT and without the operator role, nothing happens.
 SET LOCAL SESSION AUTHORIZATION rbac_app;
 SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')$$, 'RBAUT', NULL,

@@ -4,7 +4,9 @@
 -- Before any membership change: lock the couple row and advance its revision (so concurrent owner changes
 -- queue up, and REPEATABLE READ / SERIALIZABLE writers conflict instead of acting on a stale snapshot), then
 -- refuse any change that leaves the couple without an active owner. Applies to every client and to raw SQL;
--- a couple being deleted (its row already gone) may lose all its members.
+-- a couple being deleted (its row already gone) may lose all its members, and gains none: a member added while
+-- it is deleted waits for the deletion and is then refused as for any missing couple (RBNFD), not by the
+-- foreign key.
 CREATE OR REPLACE FUNCTION rbac.memberships_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -15,8 +17,10 @@ BEGIN
         RAISE EXCEPTION 'a membership cannot move to another couple' USING ERRCODE = 'RBINV';
     END IF;
     UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;
-    IF NOT FOUND THEN
-        RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+    IF NOT FOUND AND TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    ELSIF NOT FOUND THEN
+        RAISE EXCEPTION 'couple % does not exist', v_couple_id USING ERRCODE = 'RBNFD';
     END IF;
     IF TG_OP <> 'INSERT' AND OLD.role = 'owner' AND OLD.status = 'active'
        AND (TG_OP = 'DELETE' OR NEW.role <> 'owner' OR NEW.status <> 'active')
@@ -183,6 +187,19 @@ BEGIN
     RETURN v_result;
 END $$;
 
+-- A couple's name, as it is kept with its spaces at either end trimmed: 1 to 200 characters, no control ones.
+CREATE OR REPLACE FUNCTION rbac.require_couple_name(p_name text) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_name IS NULL OR length(btrim(p_name)) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'a couple''s name must be 1 to 200 characters' USING ERRCODE = 'RBINV';
+    END IF;
+    IF rbac.has_control_character(p_name) THEN
+        RAISE EXCEPTION 'a couple''s name must not contain control characters (NUL, escape, line breaks, tabs, '
+            'bidirectional overrides, ...)' USING ERRCODE = 'RBINV';
+    END IF;
+END $$;
+
 -- Creating a couple with its first owner: the operator for anyone, an end user only for themself.
 CREATE OR REPLACE FUNCTION public.create_couple(p_name text, p_owner uuid) RETURNS couples
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
@@ -194,15 +211,35 @@ BEGIN
             USING ERRCODE = 'RBDEN';
     END IF;
     PERFORM rbac.require_user_exists(p_owner);
-    IF p_name IS NULL OR length(btrim(p_name)) NOT BETWEEN 1 AND 200 THEN
-        RAISE EXCEPTION 'a couple''s name must be 1 to 200 characters' USING ERRCODE = 'RBINV';
-    END IF;
-    IF rbac.has_control_character(p_name) THEN
-        RAISE EXCEPTION 'a couple''s name must not contain control characters (NUL, escape, line breaks, tabs, '
-            'bidirectional overrides, ...)' USING ERRCODE = 'RBINV';
-    END IF;
+    PERFORM rbac.require_couple_name(p_name);
     INSERT INTO couples (name) VALUES (btrim(p_name)) RETURNING id INTO v_couple.id;
     INSERT INTO memberships (couple_id, user_id, role) VALUES (v_couple.id, p_owner, 'owner');
     SELECT * INTO v_couple FROM couples WHERE id = v_couple.id;
     RETURN v_couple;
+END $$;
+
+-- Renaming a couple: a member holding couple.edit, or the operator.
+CREATE OR REPLACE FUNCTION public.rename_couple(p_couple_id uuid, p_name text) RETURNS couples
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_couple couples;
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'couple.edit');
+    PERFORM rbac.require_couple_name(p_name);
+    UPDATE couples SET name = btrim(p_name) WHERE id = p_couple_id RETURNING * INTO v_couple;
+    RETURN v_couple;
+END $$;
+
+-- Deleting a couple and everything of it: memberships, invitations, its own roles and its budget (cascades, and
+-- rbac.delete_couple_budget on Citus). A member holding couple.delete, or the operator. Its audit log stays,
+-- recording the deletion and who made it; caches hear that the couple is gone (notifications.sql).
+CREATE OR REPLACE FUNCTION public.delete_couple(p_couple_id uuid) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.require_permission(p_couple_id, 'couple.delete');
+    -- The rows it removes that others change, locked first in the order they take them (an invitation, then a
+    -- membership, then the couple's row), so that the deletion waits for them instead of deadlocking with them.
+    PERFORM FROM invitations WHERE couple_id = p_couple_id ORDER BY id FOR UPDATE;
+    PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
+    DELETE FROM couples WHERE id = p_couple_id;
 END $$;

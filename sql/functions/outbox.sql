@@ -45,15 +45,18 @@ BEGIN
 END $$;
 
 -- invitation.created, invitation.accepted, invitation.revoked; and for an invitation bound to an address, the
--- email that carries its link. Once an invitation is accepted or revoked, its sealed token goes from every
--- message still holding it.
+-- email that carries its link. Once an invitation is accepted, revoked or deleted (with its couple), its sealed
+-- token goes from every message still holding it.
 CREATE OR REPLACE FUNCTION rbac.outbox_invitation() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_type text;
     v_payload jsonb;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP = 'DELETE' THEN
+        PERFORM rbac.erase_sealed_token(OLD.id);
+        RETURN NULL;
+    ELSIF TG_OP = 'INSERT' THEN
         v_type := 'invitation.created';
     ELSIF OLD.accepted_at IS NULL AND NEW.accepted_at IS NOT NULL THEN
         v_type := 'invitation.accepted';
@@ -84,5 +87,5 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE TRIGGER invitations_outbox AFTER INSERT OR UPDATE ON invitations
+CREATE OR REPLACE TRIGGER invitations_outbox AFTER INSERT OR UPDATE OR DELETE ON invitations
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_invitation();

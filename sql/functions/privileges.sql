@@ -26,6 +26,8 @@ GRANT EXECUTE ON FUNCTION
     public.user_couples(uuid, integer, uuid),
     public.couple_members(uuid, integer, uuid),
     public.create_couple(text, uuid),
+    public.rename_couple(uuid, text),
+    public.delete_couple(uuid),
     public.grant_role(uuid, uuid, text, timestamptz),
     public.suspend_member(uuid, uuid),
     public.reactivate_member(uuid, uuid),
