@@ -61,7 +61,7 @@ SELECT is((leave_couple(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).user_i
 
 -- The couple itself: renamed by a member holding couple.edit, deleted with all of it by one holding couple.delete.
 SELECT pg_temp.new_couple('Doomed', 'olivia', 'paul:partner', 'pia:planner');
-INSERT INTO budget_scenarios (couple_id, name) VALUES ((SELECT pg_temp.id('Doomed')), 'Main');
+INSERT INTO budget_scenarios (couple_id, name) VALUES (pg_temp.id('Doomed'), 'Main');
 SELECT create_invitation(pg_temp.id('Doomed'), pg_temp.hash('inv_doomed'), 'viewer', 'guest@example.com');
 UPDATE outbox SET token_box = '\x01' WHERE channel = 'email' AND couple_id = pg_temp.id('Doomed');
 SELECT pg_temp.act_as('pia');
