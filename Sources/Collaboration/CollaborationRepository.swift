@@ -18,6 +18,8 @@ public protocol CollaborationRepository: Sendable {
 
     /// Creates a couple with `owner` as its first owner (an end user may create one only for themself).
     func createCouple(name: String, owner: UUID, as actor: Actor) async throws -> Couple
+    /// The couple with its invite domains and every member, in one snapshot (collaborators.view).
+    func coupleDetail(_ couple: UUID, as actor: Actor) async throws -> CoupleDetail
     /// Renames a couple (couple.edit).
     func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple
     /// Deletes a couple and everything of it (couple.delete); its audit log stays and records the deletion.

@@ -287,12 +287,23 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [Member] {
         _ = try requirePermission(couple, "collaborators.view", actor)
         try requirePageSize(limit)
-        let members = (memberships[couple] ?? [:]).values.map { entry in
+        return PageRequest(limit: limit, after: after).of(members(of: couple), id: \.user.id)
+    }
+
+    /// The domains a couple may invite are not kept here: none, which is any.
+    public func coupleDetail(_ couple: UUID, as actor: Actor) throws -> CoupleDetail {
+        _ = try requirePermission(couple, "collaborators.view", actor)
+        return CoupleDetail(
+            couple: try self.couple(couple), inviteDomains: [],
+            members: members(of: couple).sorted { $0.user.id.uuidString < $1.user.id.uuidString })
+    }
+
+    private func members(of couple: UUID) -> [Member] {
+        (memberships[couple] ?? [:]).values.map { entry in
             Member(
                 user: usersByID[entry.membership.userID]!, role: entry.membership.role,
                 status: listedStatus(entry.membership), joinedAt: entry.joinedAt, expiresAt: entry.membership.expiresAt)
         }
-        return PageRequest(limit: limit, after: after).of(members, id: \.user.id)
     }
 
     public func grant(couple: UUID, user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) throws

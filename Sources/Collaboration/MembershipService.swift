@@ -17,6 +17,11 @@ public actor MembershipService {
         }
     }
 
+    /// The couple with its invite domains and every member, read together; the actor needs collaborators.view.
+    public func couple(_ couple: UUID, as actor: Actor) async throws -> CoupleDetail {
+        try await metrics.measure("couple.show") { try await repository.coupleDetail(couple, as: actor) }
+    }
+
     /// Renames a couple; the actor needs couple.edit.
     public func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple {
         try await metrics.measure("couple.rename") {

@@ -94,6 +94,20 @@ public struct PermissionSet: Sendable, Hashable {
 }
 
 /// A member as listed: the membership with who the user is.
+/// A couple as `rbac couples show` and `GET /v1/couples/{couple}` show it, read together: its row, the email
+/// domains its invitations may name (empty: any) and every member.
+public struct CoupleDetail: Sendable, Hashable, Encodable {
+    public let couple: Couple
+    public let inviteDomains: [String]
+    public let members: [Member]
+
+    public init(couple: Couple, inviteDomains: [String], members: [Member]) {
+        self.couple = couple
+        self.inviteDomains = inviteDomains
+        self.members = members
+    }
+}
+
 public struct Member: Sendable, Hashable, Codable {
     public let user: User
     public let role: RoleName

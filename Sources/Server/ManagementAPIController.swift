@@ -12,6 +12,7 @@ struct ManagementAPIController {
 
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("couples", use: createCouple)
+        group.get("couples/:couple", use: showCouple)
         group.patch("couples/:couple", use: renameCouple)
         group.delete("couples/:couple", use: deleteCouple)
         group.post("couples/:couple/members", use: grant)
@@ -38,6 +39,11 @@ struct ManagementAPIController {
             try await memberships.createCouple(named: try Couple.validateName(name), owner: owner, as: .user(owner)))
         response.status = .created
         return response
+    }
+
+    @Sendable func showCouple(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try PermissionAPIController.json(
+            try await memberships.couple(try couple(context), as: try request.actingUser()))
     }
 
     @Sendable func renameCouple(_ request: Request, context: AppRequestContext) async throws -> Response {

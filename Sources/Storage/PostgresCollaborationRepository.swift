@@ -134,11 +134,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await run(as: actor) { _ = try await $0.query("SELECT delete_couple(\(couple))") }
     }
 
-    /// A couple, the email domains its invitations may name (empty: any) and every member, read in one snapshot
-    /// (`rbac couples show`): its revision is the one its members are at.
-    public func coupleDetail(_ id: UUID, as actor: Actor) async throws
-        -> (couple: Couple, inviteDomains: [String], members: [Member])
-    {
+    /// Read in one REPEATABLE READ snapshot: the revision shown is the one its members are at.
+    public func coupleDetail(_ id: UUID, as actor: Actor) async throws -> CoupleDetail {
         try await run(as: actor, isolation: .repeatableRead) { connection in
             let rows = try await connection.query(
                 "SELECT id, name, created_at, revision, invite_domains FROM couples WHERE id = \(id)")
@@ -146,7 +143,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
             }
             let members = try await everyPage(id: \.user.id) { try await Self.members(id, $0, $1, on: connection) }
-            return (try Self.couple(row), try row.decode("invite_domains"), members)
+            return CoupleDetail(
+                couple: try Self.couple(row), inviteDomains: try row.decode("invite_domains"), members: members)
         }
     }
 

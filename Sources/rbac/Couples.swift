@@ -153,11 +153,13 @@ extension RBAC {
             func run() async throws {
                 try await acting.run { context, actor in
                     let id = try Parse.couple(couple)
-                    let (found, domains, members) = try await context.repository.coupleDetail(id, as: actor)
+                    let detail = try await context.memberships.couple(id, as: actor)
+                    let found = detail.couple
                     try acting.output.print(
-                        CoupleDetail(couple: found, inviteDomains: domains, members: members),
+                        detail,
                         "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
-                            + "\(Couples.inviting(domains)) (rbac couples set)\n" + memberTable(members))
+                            + "\(Couples.inviting(detail.inviteDomains)) (rbac couples set)\n"
+                            + memberTable(detail.members))
                 }
             }
         }
@@ -167,13 +169,6 @@ extension RBAC {
 struct CoupleReport: Encodable {
     let couple: Couple
     let owner: User
-}
-
-struct CoupleDetail: Encodable {
-    let couple: Couple
-    /// The only email domains its invitations may name; empty: any.
-    let inviteDomains: [String]
-    let members: [Member]
 }
 
 extension RBAC.Couples {

@@ -105,6 +105,10 @@ struct ManagementAPITests {
                 try await send(.post, "/v1/couples", as: nil, #"{"name":"x"}"#).0 == .badRequest, "the owner is named")
 
             let path = "/v1/couples/\(fixture.couple)"
+            let (shown, detail) = try await send(.get, path, as: planner)
+            #expect(
+                shown == .ok && detail.contains(#""invite_domains":[]"#) && detail.contains("\(planner)".lowercased()))
+            #expect(try await send(.get, path, as: fixture.invitee).0 == .forbidden, "not a member")
             #expect(try await send(.patch, path, as: planner, #"{"name":"Ours"}"#).0 == .forbidden)
             let (renamed, couple) = try await send(.patch, path, as: partner, #"{"name":"Olivia & Paul"}"#)
             #expect(renamed == .ok && couple.contains(#""name":"Olivia & Paul""#), "\(couple)")

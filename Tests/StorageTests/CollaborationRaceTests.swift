@@ -37,8 +37,8 @@ struct CollaborationRaceTests {
                         }
                         seen.append((now, joins))
                     } else {
-                        let (found, _, members) = try await repository.coupleDetail(couple, as: .user(owner))
-                        seen.append((found.revision, members.contains { $0.user.id == guest }))
+                        let detail = try await repository.coupleDetail(couple, as: .user(owner))
+                        seen.append((detail.couple.revision, detail.members.contains { $0.user.id == guest }))
                     }
                 }
                 return seen
