@@ -36,6 +36,14 @@ public actor MembershipService {
         }
     }
 
+    /// The couple's audit log, oldest first: the entries at or after `since`, only the newest `last` of them when
+    /// given; the actor needs audit.view.
+    public func audit(of couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry] {
+        try await metrics.measure("couple.audit") {
+            try await repository.audit(couple: couple, since: since, last: last, as: actor)
+        }
+    }
+
     /// Every member, in user id order.
     public func members(of couple: UUID, as actor: Actor) async throws -> [Member] {
         try await metrics.measure("membership.members") {

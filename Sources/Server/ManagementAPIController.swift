@@ -15,6 +15,7 @@ struct ManagementAPIController {
         group.get("couples/:couple", use: showCouple)
         group.patch("couples/:couple", use: renameCouple)
         group.delete("couples/:couple", use: deleteCouple)
+        group.get("couples/:couple/audit", use: audit)
         group.post("couples/:couple/members", use: grant)
         group.delete("couples/:couple/members/:user", use: remove)
         group.post("couples/:couple/members/:user/suspend", use: suspend)
@@ -59,6 +60,22 @@ struct ManagementAPIController {
     }
 
     private struct CoupleName: Decodable { let name: String }
+
+    /// `?since=` an instant and `?tail=` 1 to 1000 (default 100): the newest entries at or after it, oldest first.
+    @Sendable func audit(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let since = try Self.instant(try request.queryParameter("since"), "since")
+        let tail = try request.queryParameter("tail").map { text -> Int in
+            guard text.isDigits, let value = Int(text), (1...1000).contains(value) else {
+                throw APIError.badRequest("tail must be a number from 1 to 1000")
+            }
+            return value
+        }
+        struct Listed: Encodable { let entries: [AuditEntry] }
+        return try PermissionAPIController.json(
+            Listed(
+                entries: try await memberships.audit(
+                    of: try couple(context), since: since, last: tail ?? 100, as: try request.actingUser())))
+    }
 
     @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {
         struct Body: Decodable {

@@ -114,6 +114,16 @@ struct ManagementAPITests {
             #expect(renamed == .ok && couple.contains(#""name":"Olivia & Paul""#), "\(couple)")
             #expect(try await send(.patch, path, as: partner, #"{"name":""}"#).0 == .badRequest)
 
+            let (read, log) = try await send(.get, path + "/audit?tail=1", as: partner)
+            #expect(read == .ok && log.contains(#""action":"couple.update""#), "\(log)")
+            #expect(log.components(separatedBy: #""action""#).count == 2, "only the newest: \(log)")
+            let (_, whole) = try await send(.get, path + "/audit?since=2000-01-01T00:00Z", as: partner)
+            #expect(whole.contains(#""action":"membership.insert""#), "\(whole)")
+            #expect(try await send(.get, path + "/audit", as: planner).0 == .forbidden, "reading it needs audit.view")
+            for refused in ["?tail=0", "?tail=1001", "?since=yesterday"] {
+                #expect(try await send(.get, path + "/audit" + refused, as: partner).0 == .badRequest, "\(refused)")
+            }
+
             #expect(try await send(.delete, path, as: partner).0 == .forbidden, "deleting needs couple.delete")
             #expect(try await send(.delete, path, as: fixture.owner).0 == .noContent)
             #expect(try await send(.delete, path, as: fixture.owner).0 == .notFound)
