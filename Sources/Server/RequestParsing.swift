@@ -36,9 +36,10 @@ extension Request {
         return values.first.map(String.init)
     }
 
-    /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
+    /// The end user a backend acts for (`actingUserID()`), as the services take an actor.
     func actingUser() throws -> Actor { .user(try actingUserID()) }
 
+    /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
     func actingUserID() throws -> UUID {
         guard let header = headers[.init("X-Acting-User")!] else {
             throw APIError.badRequest("X-Acting-User must name the user this request acts for")
