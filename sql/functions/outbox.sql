@@ -36,11 +36,17 @@ CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_membership();
 
 -- Erases the sealed token of invitation p_invitation_id from every message still holding it: once it is
--- accepted, revoked or expired, no message may carry a usable link to it.
+-- accepted, revoked, expired or deleted, no message may carry a usable link to it. Its email, if not sent yet,
+-- never will be: it is dead here, saying why, where the worker would find no link and could not.
 CREATE OR REPLACE FUNCTION rbac.erase_sealed_token(p_invitation_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
-    UPDATE outbox SET token_box = NULL
+    UPDATE outbox
+    SET token_box = NULL,
+        status = CASE WHEN channel = 'email' AND status = 'pending' THEN 'dead' ELSE status END,
+        last_error = CASE WHEN channel = 'email' AND status = 'pending'
+                          THEN 'not sent: the invitation was accepted, revoked, expired or deleted first'
+                          ELSE last_error END
     WHERE token_box IS NOT NULL AND payload ->> 'invitation_id' = p_invitation_id::text;
 END $$;
 
