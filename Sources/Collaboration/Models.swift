@@ -93,7 +93,6 @@ public struct PermissionSet: Sendable, Hashable {
     }
 }
 
-/// A member as listed: the membership with who the user is.
 /// A couple as `rbac couples show` and `GET /v1/couples/{couple}` show it, read together: its row, the email
 /// domains its invitations may name (empty: any) and every member.
 public struct CoupleDetail: Sendable, Hashable, Encodable {
@@ -108,6 +107,7 @@ public struct CoupleDetail: Sendable, Hashable, Encodable {
     }
 }
 
+/// A member as listed: the membership with who the user is.
 public struct Member: Sendable, Hashable, Codable {
     public let user: User
     public let role: RoleName
