@@ -295,7 +295,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         _ = try requirePermission(couple, "collaborators.view", actor)
         return CoupleDetail(
             couple: try self.couple(couple), inviteDomains: [],
-            members: members(of: couple).sorted { $0.user.id.uuidString < $1.user.id.uuidString })
+            members: members(of: couple).sorted { $0.user.id < $1.user.id })
     }
 
     private func members(of couple: UUID) -> [Member] {
