@@ -12,6 +12,8 @@ public enum BudgetErrorCode: String, RefusalCode {
     case invalidInput = "invalid_input"
     /// The couple holds as many rows of a kind as it may (budget_row_limits).
     case quotaExceeded = "quota_exceeded"
+    /// The primary scenario stays until another one is made primary.
+    case primaryScenario = "primary_scenario"
     case unavailable = "unavailable"
 }
 

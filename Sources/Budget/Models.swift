@@ -207,7 +207,7 @@ public enum BudgetRecord: String, Sendable, Hashable, Codable, CaseIterable {
     }
 
     public static let primaryScenarioKept = BudgetError(
-        .invalidInput, "the primary scenario cannot be deleted; make another scenario primary first")
+        .primaryScenario, "the primary scenario cannot be deleted; make another scenario primary first")
 }
 
 /// What a delete removed (what went with it is in the audit log).

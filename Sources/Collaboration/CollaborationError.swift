@@ -21,5 +21,7 @@ public enum CollaborationErrorCode: String, RefusalCode, Codable {
     case rateLimited = "rate_limited"
     /// A role a couple defined is still held (by members or pending invitations) and so cannot go.
     case roleInUse = "role_in_use"
+    /// The budget's: the primary scenario stays until another one is made primary.
+    case primaryScenario = "primary_scenario"
     case unavailable = "unavailable"
 }

@@ -63,7 +63,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .permissionDenied, .roleNotGrantable, .invitationEmailMismatch: .forbidden
             case .notFound: .notFound
             case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded,
-                .roleInUse:
+                .roleInUse, .primaryScenario:
                 .conflict
             case .rateLimited: .tooManyRequests
             case .unavailable: .serviceUnavailable

@@ -18,7 +18,8 @@ struct RBAC: AsyncParsableCommand {
               2  usage error (bad arguments or input)
               3  not found
               4  conflict (last owner, token already used, duplicate, changed
-                 migration, a database not migrated yet, a budget limit reached)
+                 migration, a database not migrated yet, a budget limit reached,
+                 the primary scenario deleted)
               5  database unavailable
 
             Example: rbac grant --couple C --user pia@example.com --role planner

@@ -531,7 +531,7 @@ struct CLITests {
             // A clone is a new scenario; the primary one cannot be deleted, the clone can.
             let clone = try await budget("scenarios", "clone", [scenarioID, "--name", "Plan B", "--json"])
             let cloneID = try #require(try Self.json(clone)["id"] as? String, "\(clone.stderr)")
-            #expect(try await budget("scenarios", "delete", [scenarioID]).status != 0)
+            #expect(try await budget("scenarios", "delete", [scenarioID]).status == 4)
             #expect(try await budget("scenarios", "delete", [cloneID]).status == 0)
         }
     }

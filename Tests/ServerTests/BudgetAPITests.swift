@@ -196,7 +196,7 @@ struct BudgetAPITests {
             #expect(try await delete("/items/\(items[0])", owner).0 == .ok)
             #expect(try await delete("/gifts/nope", owner).0 == .badRequest)
             let primary = try await delete("/scenarios/\(scenarioID)", owner)
-            #expect(primary.0 == .badRequest && primary.1.contains("primary scenario cannot be deleted"))
+            #expect(primary.0 == .conflict && primary.1.contains(#""code":"primary_scenario""#), "\(primary.1)")
         }
     }
 

@@ -80,7 +80,7 @@ struct BudgetBothRepositoriesTests {
             #expect(try await b.gifts(as: admin).map(\.id) == [aunt.id])
 
             // The primary scenario stays; another one goes with its items, and its gifts let go.
-            let refused = await expectBudgetRefusal(.invalidInput) {
+            let refused = await expectBudgetRefusal(.primaryScenario) {
                 _ = try await b.delete(.scenario, id: main.id, as: admin)
             }
             #expect(refused?.message.contains("primary") == true)

@@ -68,7 +68,7 @@ struct CommandFailure: Error {
         case .permissionDenied, .roleNotGrantable, .notAuthenticated: .denied
         case .notFound: .notFound
         case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired,
-            .invitationEmailMismatch, .quotaExceeded, .rateLimited, .roleInUse:
+            .invitationEmailMismatch, .quotaExceeded, .rateLimited, .roleInUse, .primaryScenario:
             .conflict
         case .invalidInput, .invalidPolicy: .usage
         case .unavailable: .databaseUnavailable
