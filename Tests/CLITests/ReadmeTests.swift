@@ -4,26 +4,29 @@ import TestSupport
 import Testing
 
 /// The README's examples, run as they stand against a fresh database: the walk through the `rbac` command, then
-/// the permission check over HTTP against `rbac serve`. A command renamed, an option changed or an answer that
-/// looks different fails here rather than in a reader's terminal.
+/// the permission check over HTTP against `rbac serve`; and the budget's walkthrough in docs/architecture.md. A
+/// command renamed, an option changed or an answer that looks different fails here rather than in a reader's
+/// terminal.
 @Suite("The README", .timeLimit(.minutes(2)))
 struct ReadmeTests {
-    /// The first `sh` block under `heading` that holds `marker`.
-    private static func block(under heading: String, holding marker: String) throws -> [Step] {
-        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let lines = readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    /// The first `sh` block of `file` under `heading` that holds `marker`.
+    private static func block(
+        of file: String = "README.md", under heading: String, holding marker: String
+    ) throws -> [Step] {
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent(file), encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         var start = try #require(lines.firstIndex { $0.hasPrefix(heading) })
         while true {
             let open = try #require(lines[start...].firstIndex(of: "```sh"), "no sh block holds \(marker)")
             let close = try #require(lines[(open + 1)...].firstIndex(of: "```"))
             if lines[open..<close].contains(where: { $0.contains(marker) }) {
-                return steps(lines, (open + 1)..<close)
+                return steps(lines, (open + 1)..<close, of: file)
             }
             start = close + 1
         }
     }
 
-    private static func steps(_ lines: [String], _ range: Range<Int>) -> [Step] {
+    private static func steps(_ lines: [String], _ range: Range<Int>, of file: String) -> [Step] {
         var steps: [Step] = []
         var command = ""
         for index in range {
@@ -41,7 +44,8 @@ struct ReadmeTests {
             }
             command += code
             guard !command.isEmpty else { continue }
-            steps.append(Step(line: index + 1, command: command, comment: parts.count > 1 ? String(parts[1]) : ""))
+            steps.append(
+                Step(file: file, line: index + 1, command: command, comment: parts.count > 1 ? String(parts[1]) : ""))
             command = ""
         }
         return steps
@@ -82,6 +86,21 @@ struct ReadmeTests {
         }
     }
 
+    @Test("the budget's walkthrough in docs/architecture.md runs as written")
+    func budgetExamplesRun() async throws {
+        let steps = try Self.block(of: "docs/architecture.md", under: "## The budget", holding: "rbac budget")
+        #expect(steps.count >= 15 && steps.contains { $0.status != 0 } && steps.contains { $0.sets != nil })
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("budget-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try await TestDatabase.withFresh { configuration in
+            let database = configuration.connectionString
+            let migrated = try await TestDatabase.settingUp { try await CLITests.rbac(["migrate"], database: database) }
+            try #require(migrated.status == 0, "\(migrated.stderr)")
+            try await Self.run(steps, in: directory, database: database)
+        }
+    }
+
     /// Runs `steps` in one shell, so that the variables carry on, and checks each step's outcome. Each step's
     /// output, status and variable go to files of their own. pipefail: a failing rbac is not hidden behind the
     /// jq that reads its output.
@@ -103,7 +122,7 @@ struct ReadmeTests {
                 (try? String(contentsOf: directory.appendingPathComponent("\(number).\(suffix)"), encoding: .utf8))
                     ?? ""
             }
-            let context = "README.md:\(step.line): \(step.command)\n\(file("out"))\(file("err"))"
+            let context = "\(step.file):\(step.line): \(step.command)\n\(file("out"))\(file("err"))"
             #expect(Int32(file("status").trimmingCharacters(in: .whitespacesAndNewlines)) == step.status, "\(context)")
             for words in step.prints + step.shows { #expect(file("out").contains(words), "\(context)") }
             if step.sets != nil {
@@ -116,6 +135,7 @@ struct ReadmeTests {
 
 /// One command of an example, and what the README says of it.
 private struct Step {
+    let file: String
     let line: Int
     var command: String
     let comment: String
