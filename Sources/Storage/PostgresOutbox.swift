@@ -37,8 +37,10 @@ public struct PostgresOutbox: Sendable {
 
     /// The events the database writes to the outbox.
     public static let eventTypes = [
-        "invitation.created", "invitation.accepted", "invitation.revoked", "invitation.expired", "membership.created",
-        "membership.updated", "membership.removed", "membership.expired", "ownership.transferred",
+        "couple.created", "couple.renamed", "couple.deleted",
+        "invitation.created", "invitation.accepted", "invitation.revoked", "invitation.expired",
+        "membership.created", "membership.updated", "membership.removed", "membership.expired",
+        "ownership.transferred",
     ]
     public static let statuses = ["pending", "sent", "dead"]
     public static let channels = ["webhook", "email"]

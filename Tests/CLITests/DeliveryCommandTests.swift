@@ -64,10 +64,11 @@ struct DeliveryCommandTests {
                 _ = try await CLITests.createCouple(run)
                 let delivered = try CLITests.json(
                     try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
-                #expect(delivered["delivered"] as? Int == 1, "\(delivered)")
+                #expect(delivered["delivered"] as? Int == 2, "\(delivered)")
                 let received = try String(
                     contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
-                #expect(received.contains(#""verified": true"#) && received.contains("membership.created"))
+                #expect(!received.contains(#""verified": false"#) && received.contains(#""verified": true"#))
+                #expect(received.contains("couple.created") && received.contains("membership.created"))
 
                 let rotated = try CLITests.json(try await run(["webhooks", "rotate-secret", id, "--json"] + keyed))
                 #expect((rotated["secret"] as? String).map { $0 != secret && $0.hasPrefix("whsec_") } == true)
@@ -98,7 +99,10 @@ struct DeliveryCommandTests {
                 let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
                 let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
                 let added = try CLITests.json(
-                    try await run(["webhooks", "add", "--url", url, "--json", "--delivery-key-file", keyFile.path]))
+                    try await run([
+                        "webhooks", "add", "--url", url, "--event", "membership.created", "--json",
+                        "--delivery-key-file", keyFile.path,
+                    ]))
                 try Data(try #require(added["secret"] as? String).utf8).write(
                     to: peer.root.appendingPathComponent("secret"))
                 // The receiver holds the first delivery: the worker is mid-request when it is killed.

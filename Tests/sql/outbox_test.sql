@@ -1,5 +1,5 @@
--- The outbox: every change to invitations and memberships, and every ownership transfer, becomes one message per
--- enabled endpoint that wants it, in the same transaction, whoever makes the change.
+-- The outbox: every change to couples, invitations and memberships, and every ownership transfer, becomes one
+-- message per enabled endpoint that wants it, in the same transaction, whoever makes the change.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -12,10 +12,15 @@ INSERT INTO webhook_endpoints (url, secret_box, disabled_at) VALUES ('https://go
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'vera']) AS name;
 SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
 SELECT results_eq(
-    $$SELECT e.url, o.event_type FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id ORDER BY e.url$$,
-    $$VALUES ('https://all.example.com/hooks', 'membership.created'),
+    $$SELECT e.url, o.event_type FROM outbox o JOIN webhook_endpoints e ON e.id = o.endpoint_id
+      ORDER BY e.url, o.event_type$$,
+    $$VALUES ('https://all.example.com/hooks', 'couple.created'),
+             ('https://all.example.com/hooks', 'membership.created'),
              ('https://members.example.com/hooks', 'membership.created')$$,
-    'a membership inserted by raw SQL: one message per endpoint that wants it, none for a disabled one');
+    'a couple and its member inserted by raw SQL: one message per endpoint that wants it, none for a disabled one');
+SELECT is((SELECT payload FROM outbox WHERE event_type = 'couple.created'),
+          jsonb_build_object('couple_id', pg_temp.id('Olivia & Paul'), 'name', 'Olivia & Paul', 'previous_name', NULL),
+          'couple.created names the couple');
 DELETE FROM outbox;
 
 SELECT pg_temp.add_member('Olivia & Paul', 'paul', 'partner');
@@ -48,6 +53,27 @@ SELECT ok((SELECT bool_and(status = 'pending' AND attempts = 0) FROM outbox), 'e
 UPDATE memberships SET updated_at = now() WHERE user_id = pg_temp.id('vera');
 SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'membership.updated'), 0,
           'an update that changes neither role nor status tells nothing');
+
+DELETE FROM outbox;
+SELECT rename_couple(pg_temp.id('Olivia & Paul'), 'Olivia & Paul Smith');
+UPDATE couples SET name = 'Olivia & Paul Smith', invite_domains = '{example.com}';
+SELECT results_eq(
+    $$SELECT event_type, payload ->> 'name', payload ->> 'previous_name' FROM outbox
+      WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
+    $$VALUES ('couple.renamed', 'Olivia & Paul Smith', 'Olivia & Paul')$$,
+    'a rename: couple.renamed with the name before; an update that keeps the name tells nothing');
+DELETE FROM outbox;
+
+SELECT pg_temp.act_as('paul');
+SELECT delete_couple(pg_temp.id('Olivia & Paul'));
+SELECT pg_temp.act_as_operator();
+SELECT bag_eq(
+    $$SELECT event_type, payload ->> 'couple_id', coalesce(payload ->> 'name', payload ->> 'user_id') FROM outbox
+      WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
+    format($$VALUES ('couple.deleted', %1$L, 'Olivia & Paul Smith'), ('membership.removed', %1$L, %2$L),
+                    ('membership.removed', %1$L, %3$L), ('membership.removed', %1$L, %4$L)$$,
+           pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), pg_temp.id('paul'), pg_temp.id('vera')),
+    'a deletion: couple.deleted, and membership.removed for each member');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,5 @@
--- The outbox's writers: what happens to invitations and memberships becomes one message per webhook endpoint
--- that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends them.
+-- The outbox's writers: what happens to couples, invitations and memberships becomes one message per webhook
+-- endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends them.
 
 -- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it. PL/pgSQL, not SQL: it
 -- runs inside every write to invitations and memberships, and PL/pgSQL keeps its plan from call to call where a
@@ -34,6 +34,27 @@ END $$;
 
 CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON memberships
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_membership();
+
+-- couple.created, couple.renamed, couple.deleted: the couple itself, for a receiver that keeps its own list of
+-- couples. A deleted couple's members each get their membership.removed as well.
+CREATE OR REPLACE FUNCTION rbac.outbox_couple() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_row couples := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.name IS NOT DISTINCT FROM NEW.name THEN
+        RETURN NULL;
+    END IF;
+    PERFORM rbac.enqueue_event(
+        CASE TG_OP WHEN 'INSERT' THEN 'couple.created' WHEN 'DELETE' THEN 'couple.deleted' ELSE 'couple.renamed' END,
+        v_row.id,
+        jsonb_build_object('couple_id', v_row.id, 'name', v_row.name,
+                           'previous_name', CASE WHEN TG_OP = 'UPDATE' THEN OLD.name END));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELETE ON couples
+    FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple();
 
 -- Erases the sealed token of invitation p_invitation_id from every message still holding it: once it is
 -- accepted, revoked, expired or deleted, no message may carry a usable link to it. Its email, if not sent yet,
