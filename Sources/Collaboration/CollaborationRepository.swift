@@ -82,9 +82,10 @@ public protocol CollaborationRepository: Sendable {
     func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
         async throws -> [Invitation]
 
-    /// The couple's audit log, oldest first: the entries at or after `since`, only the newest `last` of them
-    /// when given (at least 1).
-    func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry]
+    /// The couple's audit log, oldest first: the entries at or after `since` and, when given, older than entry
+    /// `before` (`not_found` when the couple's log has no such entry), only the newest `last` of them when given
+    /// (at least 1).
+    func audit(couple: UUID, since: Date?, before: Int64?, last: Int?, as actor: Actor) async throws -> [AuditEntry]
 }
 
 /// Refuses a page size the SQL functions refuse too (`invalid_input`): a page holds 1 to 1000 items.

@@ -552,10 +552,17 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return PageRequest(limit: limit, after: after).of(invitations, id: \.id)
     }
 
-    public func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) throws -> [AuditEntry] {
+    public func audit(couple: UUID, since: Date?, before: Int64?, last: Int?, as actor: Actor) throws
+        -> [AuditEntry]
+    {
         try AuditEntry.requireCount(last)
         _ = try requirePermission(couple, "audit.view", actor)
-        return (auditLog[couple] ?? []).filter { since == nil || $0.at >= since! }.suffix(last ?? .max)
+        var log = auditLog[couple] ?? []
+        if let before {
+            guard let cursor = log.firstIndex(where: { $0.id == before }) else { throw AuditEntry.notFound(before) }
+            log = Array(log[..<cursor])
+        }
+        return log.filter { since == nil || $0.at >= since! }.suffix(last ?? .max)
     }
 
     // MARK: Rules

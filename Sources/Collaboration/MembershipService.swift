@@ -36,11 +36,13 @@ public actor MembershipService {
         }
     }
 
-    /// The couple's audit log, oldest first: the entries at or after `since`, only the newest `last` of them when
-    /// given; the actor needs audit.view.
-    public func audit(of couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry] {
+    /// The couple's audit log, oldest first: the entries at or after `since` and older than entry `before`, only
+    /// the newest `last` of them when given; the actor needs audit.view.
+    public func audit(of couple: UUID, since: Date?, before: Int64?, last: Int?, as actor: Actor) async throws
+        -> [AuditEntry]
+    {
         try await metrics.measure("couple.audit") {
-            try await repository.audit(couple: couple, since: since, last: last, as: actor)
+            try await repository.audit(couple: couple, since: since, before: before, last: last, as: actor)
         }
     }
 

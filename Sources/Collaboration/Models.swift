@@ -260,6 +260,11 @@ extension AuditEntry {
             throw CollaborationError(.invalidInput, "the number of entries to show must be at least 1, not \(last)")
         }
     }
+
+    /// The refusal for a cursor that names no entry of the couple's log.
+    public static func notFound(_ id: Int64) -> CollaborationError {
+        CollaborationError(.notFound, "no audit entry \(id) in this couple's log")
+    }
 }
 
 /// One of a user's couples, as listed for that user.

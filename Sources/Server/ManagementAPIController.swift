@@ -61,20 +61,34 @@ struct ManagementAPIController {
 
     private struct CoupleName: Decodable { let name: String }
 
-    /// `?since=` an instant and `?tail=` 1 to 1000 (default 100): the newest entries at or after it, oldest first.
+    /// `?since=` an instant, `?before=` an entry's id and `?tail=` 1 to 1000 (default 100): the newest entries at
+    /// or after `since` and older than `before`, oldest first. `next_before`, when older entries remain, is the
+    /// `before` of the page before this one.
     @Sendable func audit(_ request: Request, context: AppRequestContext) async throws -> Response {
         let since = try Self.instant(try request.queryParameter("since"), "since")
+        let before = try request.queryParameter("before").map { text -> Int64 in
+            guard text.isDigits, let value = Int64(text) else {
+                throw APIError.badRequest("before must be the id of an audit entry")
+            }
+            return value
+        }
         let tail = try request.queryParameter("tail").map { text -> Int in
             guard text.isDigits, let value = Int(text), (1...1000).contains(value) else {
                 throw APIError.badRequest("tail must be a number from 1 to 1000")
             }
             return value
         }
-        struct Listed: Encodable { let entries: [AuditEntry] }
-        return try PermissionAPIController.json(
-            Listed(
-                entries: try await memberships.audit(
-                    of: try couple(context), since: since, last: tail ?? 100, as: try request.actingUser())))
+        // One entry more than asked for tells whether older ones remain.
+        let wanted = tail ?? 100
+        var entries = try await memberships.audit(
+            of: try couple(context), since: since, before: before, last: wanted + 1, as: try request.actingUser())
+        let more = entries.count > wanted
+        if more { entries.removeFirst() }
+        struct Listed: Encodable {
+            let entries: [AuditEntry]
+            let nextBefore: Int64?
+        }
+        return try PermissionAPIController.json(Listed(entries: entries, nextBefore: more ? entries.first?.id : nil))
     }
 
     @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -523,7 +523,9 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Audit
 
-    public func audit(couple: UUID, since: Date?, last: Int?, as actor: Actor) async throws -> [AuditEntry] {
+    public func audit(couple: UUID, since: Date?, before: Int64?, last: Int?, as actor: Actor) async throws
+        -> [AuditEntry]
+    {
         try AuditEntry.requireCount(last)
         return try await run(as: actor) { connection in
             if case .user(let user) = actor {
@@ -533,8 +535,16 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                         .permissionDenied, "permission denied: reading the audit log needs audit.view")
                 }
             }
+            // The cursor as the log orders it: by time, then id (on Citus the ids of entries written on different
+            // nodes come from different ranges). Without one, past every entry.
+            var cursor = (at: Date.distantFuture, id: Int64.max)
+            if let before {
+                let rows = try await connection.query(
+                    "SELECT at FROM audit_log WHERE couple_id = \(couple) AND id = \(before)")
+                guard let row = rows.first else { throw AuditEntry.notFound(before) }
+                cursor = (try row.decode("at"), before)
+            }
             // Newest first, so that only the last entries are read (LIMIT NULL reads them all); then in order.
-            // By time: on Citus the ids of entries written on different nodes come from different ranges.
             return try await connection.query(
                 """
                 SELECT * FROM (
@@ -542,6 +552,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                            a.before, a.after
                     FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
                     WHERE a.couple_id = \(couple) AND a.at >= coalesce(\(since), '-infinity')
+                      AND (a.at, a.id) < (\(cursor.at), \(cursor.id))
                     ORDER BY a.at DESC, a.id DESC LIMIT \(last)
                 ) entries ORDER BY at, id
                 """

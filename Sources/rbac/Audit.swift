@@ -45,7 +45,7 @@ extension RBAC {
                 let entries =
                     if let couple {
                         try await context.repository.audit(
-                            couple: try Parse.couple(couple), since: since, last: tail,
+                            couple: try Parse.couple(couple), since: since, before: nil, last: tail,
                             as: try await context.actor(actor))
                     } else {
                         try await context.repository.operatorAudit(since: since, last: tail)

@@ -120,9 +120,32 @@ struct ManagementAPITests {
             let (_, whole) = try await send(.get, path + "/audit?since=2000-01-01T00:00Z", as: partner)
             #expect(whole.contains(#""action":"membership.insert""#), "\(whole)")
             #expect(try await send(.get, path + "/audit", as: planner).0 == .forbidden, "reading it needs audit.view")
-            for refused in ["?tail=0", "?tail=1001", "?since=yesterday"] {
+            for refused in ["?tail=0", "?tail=1001", "?since=yesterday", "?before=x", "?before=-1", "?before=1e3"] {
                 #expect(try await send(.get, path + "/audit" + refused, as: partner).0 == .badRequest, "\(refused)")
             }
+            #expect(try await send(.get, path + "/audit?before=999999999", as: partner).0 == .notFound)
+            // Paged back one at a time from the newest: each page's next_before is where the page before it ends.
+            func entries(_ body: String) throws -> (ids: [Int64], nextBefore: Int64?) {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])
+                let entries = try #require(object["entries"] as? [[String: Any]])
+                return (
+                    entries.compactMap { ($0["id"] as? NSNumber)?.int64Value },
+                    (object["next_before"] as? NSNumber)?.int64Value
+                )
+            }
+            var pages: [[Int64]] = []
+            var query = "?tail=1"
+            while pages.count < 100 {
+                let (status, body) = try await send(.get, path + "/audit" + query, as: partner)
+                let page = try entries(body)
+                #expect(status == .ok && page.ids.count == 1, "\(body)")
+                pages.insert(page.ids, at: 0)
+                guard let next = page.nextBefore else { break }
+                #expect(next == page.ids.first)
+                query = "?tail=1&before=\(next)"
+            }
+            let wholeLog = try entries(whole).ids
+            #expect(pages.count > 2 && Array(pages.joined()) == wholeLog, "\(pages) against \(wholeLog)")
 
             #expect(try await send(.delete, path, as: partner).0 == .forbidden, "deleting needs couple.delete")
             #expect(try await send(.delete, path, as: fixture.owner).0 == .noContent)

@@ -235,24 +235,46 @@ struct CollaborationScenarioTests {
         }
     }
 
-    @Test("the audit log's newest entries, still oldest first; a count below 1 is refused", arguments: Backend.allCases)
+    @Test(
+        "the audit log's newest entries, still oldest first, before an entry of its own; a count below 1 is refused",
+        arguments: Backend.allCases)
     func auditTail(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
             let (couple, _) = try await world.couple()
             for role in ["planner", "viewer", "partner"] { _ = try await world.member(couple, role) }
-            let all = try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin)
+            let all = try await world.repository.audit(
+                couple: couple, since: nil, before: nil, last: nil, as: world.admin)
             #expect(all.count >= 4 && all.map(\.id) == all.map(\.id).sorted(), "\(all.map(\.action))")
             for last in [1, 2, all.count, all.count + 5] {
-                let newest = try await world.repository.audit(couple: couple, since: nil, last: last, as: world.admin)
+                let newest = try await world.repository.audit(
+                    couple: couple, since: nil, before: nil, last: last, as: world.admin)
                 #expect(newest == Array(all.suffix(last)), "last \(last)")
             }
             let since = all[1].at
             #expect(
-                try await world.repository.audit(couple: couple, since: since, last: 100, as: world.admin)
+                try await world.repository.audit(couple: couple, since: since, before: nil, last: 100, as: world.admin)
                     == all.filter { $0.at >= since })
+            // Before an entry: the ones older than it, still the newest `last` of those.
+            for cursor in [1, 2, all.count - 1] {
+                let older = try await world.repository.audit(
+                    couple: couple, since: nil, before: all[cursor].id, last: 2, as: world.admin)
+                #expect(older == Array(all[..<cursor].suffix(2)), "before \(cursor)")
+            }
+            await expectRefusal(.notFound) {
+                _ = try await world.repository.audit(
+                    couple: couple, since: nil, before: all.map(\.id).max()! + 1, last: nil, as: world.admin)
+            }
+            let (other, _) = try await world.couple()
+            let foreign = try await world.repository.audit(
+                couple: other, since: nil, before: nil, last: 1, as: world.admin)
+            await expectRefusal(.notFound) {  // an entry of another couple's log
+                _ = try await world.repository.audit(
+                    couple: couple, since: nil, before: foreign[0].id, last: nil, as: world.admin)
+            }
             for last in [0, -1] {
                 await expectRefusal(.invalidInput) {
-                    _ = try await world.repository.audit(couple: couple, since: nil, last: last, as: world.admin)
+                    _ = try await world.repository.audit(
+                        couple: couple, since: nil, before: nil, last: last, as: world.admin)
                 }
             }
         }
@@ -265,7 +287,8 @@ struct CollaborationScenarioTests {
             let planner = try await world.member(couple, "planner")
             let issued = try await world.invitations.invite(
                 to: couple, role: RoleName(rawValue: "partner")!, as: .user(owner))
-            let before = try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin)
+            let before = try await world.repository.audit(
+                couple: couple, since: nil, before: nil, last: nil, as: world.admin)
             await expectRefusal(.roleNotGrantable) {
                 _ = try await world.invitations.resend(issued.invitation.id, in: couple, as: .user(planner))
             }
@@ -274,7 +297,9 @@ struct CollaborationScenarioTests {
             }
             let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
             #expect(listed.map(\.id) == [issued.invitation.id] && listed.map(\.status) == [.pending])
-            #expect(try await world.repository.audit(couple: couple, since: nil, last: nil, as: world.admin) == before)
+            #expect(
+                try await world.repository.audit(couple: couple, since: nil, before: nil, last: nil, as: world.admin)
+                    == before)
             let invitee = try await world.user("invitee")
             let membership = try await world.invitations.accept(
                 token: issued.token.rawValue, user: nil, as: .user(invitee))
