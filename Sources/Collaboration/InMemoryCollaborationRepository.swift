@@ -641,7 +641,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard case .user(let id) = actor else { return nil }
         guard hasPermission(couple: couple, user: id, permission: Permission(rawValue: permission)!) else {
             throw CollaborationError(
-                .permissionDenied, "permission denied: \(id) needs \(permission) in couple \(couple)")
+                .permissionDenied, "permission denied: this needs \(permission) in couple \(couple)")
         }
         return id
     }

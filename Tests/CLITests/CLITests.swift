@@ -183,7 +183,8 @@ struct CLITests {
     func renameAndDeleteCouple() async throws {
         try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
-            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            let pia = try Self.json(try await run(["users", "add", "--email", "pia@example.com", "--json"]))
+            let piaID = try #require(pia["id"] as? String)
             #expect(
                 try await run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "partner"]).status
                     == 0)
@@ -197,6 +198,7 @@ struct CLITests {
             #expect(unconfirmed.status == 2 && unconfirmed.stderr.contains("add --yes"), "\(unconfirmed.stderr)")
             let denied = try await run(["couples", "delete", couple, "--yes"] + asPartner)
             #expect(denied.status == 1 && denied.stderr.contains("needs couple.delete"), "\(denied.stderr)")
+            #expect(!denied.stderr.contains(piaID), "named by email here, so not by an id: \(denied.stderr)")
             let deleted = try await run([
                 "couples", "delete", couple, "--yes", "--actor", "olivia@example.com", "--json",
             ])

@@ -127,7 +127,8 @@ DECLARE
     v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
     IF v_actor IS NOT NULL AND NOT rbac.holds_permission(p_couple_id, v_actor, p_permission) THEN
-        RAISE EXCEPTION 'permission denied: % needs % in couple %', v_actor, p_permission, p_couple_id
+        -- Not whom it refuses: the caller knows whom it acted for, and may know them by email, not by id.
+        RAISE EXCEPTION 'permission denied: this needs % in couple %', p_permission, p_couple_id
             USING ERRCODE = 'RBDEN', HINT = 'an owner can grant a role that includes it';
     END IF;
     RETURN v_actor;
