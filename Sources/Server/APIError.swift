@@ -12,7 +12,24 @@ public struct APIError: HTTPResponseError, Sendable {
     /// Sent besides the content type (`Allow` with a 405).
     public let headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields = [:]) {
+    /// The codes the API answers with besides the domains' refusals (`CollaborationErrorCode`): about the request
+    /// itself, not what it asks for. The two together are every code a client can meet; openapi.json lists them.
+    public enum Code: String, CaseIterable, Sendable {
+        case unauthorized
+        case methodNotAllowed = "method_not_allowed"
+        case bodyTooLarge = "body_too_large"
+        case unsupportedMediaType = "unsupported_media_type"
+        case invalidRequest = "invalid_request"
+        case invitationNotValid = "invitation_not_valid"
+        case tooManyAttempts = "too_many_attempts"
+        case missingDocument = "missing_document"
+    }
+
+    public init(_ status: HTTPResponse.Status, code: Code, _ message: String, headers: HTTPFields = [:]) {
+        self.init(status, code: code.rawValue, message, headers: headers)
+    }
+
+    private init(_ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields) {
         self.status = status
         self.code = code
         self.message = message
@@ -39,17 +56,17 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 
     public static func badRequest(_ message: String) -> APIError {
-        APIError(.badRequest, code: "invalid_input", message)
+        APIError(CollaborationError(.invalidInput, message))
     }
     public static let unauthorized = APIError(
-        .unauthorized, code: "unauthorized", "a valid service API key is required")
+        .unauthorized, code: .unauthorized, "a valid service API key is required")
     public static let unavailable = APIError(
-        .serviceUnavailable, code: "unavailable", "the database is unavailable; try again shortly")
+        CollaborationError(.unavailable, "the database is unavailable; try again shortly"))
 
     /// A method the route does not take; `allow` lists those it does, as the `Allow` header does.
     public static func methodNotAllowed(_ method: HTTPRequest.Method, allow: String) -> APIError {
         APIError(
-            .methodNotAllowed, code: "method_not_allowed",
+            .methodNotAllowed, code: .methodNotAllowed,
             "this route does not take \(method.rawValue); it takes \(allow)",
             headers: [.allow: allow])
     }
@@ -81,17 +98,17 @@ public struct APIError: HTTPResponseError, Sendable {
         case let error as APIError: error
         case let error as any CodedError: APIError(CollaborationError(error))
         case let error as any HTTPResponseError where error.status == .contentTooLarge:
-            APIError(.contentTooLarge, code: "body_too_large", "the request body is too large")
+            APIError(.contentTooLarge, code: .bodyTooLarge, "the request body is too large")
         case let error as HTTPError where error.status == .badRequest:
             // Hummingbird's decoding failures: say what is expected without echoing the body.
             .badRequest("the request body is not JSON of the expected shape")
         case let error as HTTPError where error.status == .notFound:
             // The router's answer to a path the API does not have.
-            APIError(.notFound, code: "not_found", error.body ?? "there is no such route; see GET /openapi.json")
+            APIError(CollaborationError(.notFound, error.body ?? "there is no such route; see GET /openapi.json"))
         case let error as HTTPError where error.status.code < 500:
-            APIError(error.status, code: "invalid_request", error.body ?? "the request is malformed")
+            APIError(error.status, code: .invalidRequest, error.body ?? "the request is malformed")
         case let error as any HTTPResponseError where error.status.code < 500:
-            APIError(error.status, code: "invalid_request", "the request is malformed")
+            APIError(error.status, code: .invalidRequest, "the request is malformed")
         case is DecodingError:
             .badRequest("the request body is not the expected JSON")
         default:

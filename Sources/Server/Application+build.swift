@@ -148,7 +148,7 @@ func answerOtherMethods(on router: Router<AppRequestContext>) {
 /// The OpenAPI 3.1 document of every route (Sources/Server/openapi.json, shipped as a resource).
 public func openAPIDocument() throws -> Data {
     guard let url = Bundle.module.url(forResource: "openapi", withExtension: "json") else {
-        throw APIError(.internalServerError, code: "missing_document", "the OpenAPI document is not installed")
+        throw APIError(.internalServerError, code: .missingDocument, "the OpenAPI document is not installed")
     }
     return try Data(contentsOf: url)
 }

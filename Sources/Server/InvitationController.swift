@@ -161,7 +161,7 @@ struct InvitationController {
     private func unusable(_ request: Request, _ context: AppRequestContext, json: Bool) async throws -> Response {
         if let refusal = await refusalOfFailure(request, context, json: json) { return refusal }
         if json {
-            var response = try APIError(.notFound, code: "invitation_not_valid", "this invitation link is not valid")
+            var response = try APIError(.notFound, code: .invitationNotValid, "this invitation link is not valid")
                 .response(from: request, context: context)
             for field in Self.privateHeaders { response.headers[field.name] = field.value }
             return response
@@ -187,7 +187,7 @@ struct InvitationController {
                 .badRequest("the form is not URL-encoded (a % not followed by two hex digits?)"), json: json, request,
                 context)
         }
-        let unauthorized = APIError(.unauthorized, code: "unauthorized", "sign in to accept the invitation")
+        let unauthorized = APIError(.unauthorized, code: .unauthorized, "sign in to accept the invitation")
         guard let bearer else { return try respond(unauthorized, json: json, request, context) }
         let verified: VerifiedIdentity
         switch await tokens.verify(bearer) {
@@ -255,7 +255,12 @@ struct InvitationController {
             json
             ? (try? Self.json(
                 .tooManyRequests,
-                ["error": ["code": "too_many_attempts", "message": "too many invalid invitation links; wait a minute"]]))
+                [
+                    "error": [
+                        "code": APIError.Code.tooManyAttempts.rawValue,
+                        "message": "too many invalid invitation links; wait a minute",
+                    ]
+                ]))
                 ?? Response(status: .tooManyRequests)
             : html(
                 .tooManyRequests, InvitationPage.problem("Too many invalid invitation links from here; wait a minute."))

@@ -79,7 +79,7 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         if [.post, .put, .patch].contains(request.method), !request.headers.declaresJSONOrNothing {
             throw APIError(
-                .unsupportedMediaType, code: "unsupported_media_type",
+                .unsupportedMediaType, code: .unsupportedMediaType,
                 "send the body as Content-Type: application/json")
         }
         return try await next(request, context)

@@ -1,3 +1,4 @@
+import Budget
 import Collaboration
 import Foundation
 import Hummingbird
@@ -63,6 +64,21 @@ struct OpenAPITests {
                 #expect(String(buffer: response.body).contains("\"openapi\": \"3.1.0\""))
             }
         }
+    }
+
+    @Test("the error codes listed are exactly those the API answers with: the domains' refusals and its own")
+    func errorCodesDocumented() throws {
+        let document = try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any]
+        let schemas = (document?["components"] as? [String: Any])?["schemas"] as? [String: Any]
+        let error = ((schemas?["Error"] as? [String: Any])?["properties"] as? [String: Any])?["error"]
+        let code = ((error as? [String: Any])?["properties"] as? [String: Any])?["code"] as? [String: Any]
+        let listed = try #require(code?["enum"] as? [String])
+        let refusals = Set(CollaborationErrorCode.allCases.map(\.rawValue))
+        #expect(Set(listed) == refusals.union(APIError.Code.allCases.map(\.rawValue)))
+        #expect(listed == listed.sorted() && Set(listed).count == listed.count)
+        // A budget refusal reaches the API under the collaboration code of its name; without one, it would
+        // become invalid_input.
+        #expect(Set(BudgetErrorCode.allCases.map(\.rawValue)).isSubset(of: refusals))
     }
 
     @Test("the webhooks section documents exactly the events the database writes to the outbox")
