@@ -180,7 +180,9 @@ public final class PermissionCache: Sendable {
         }
     }
 
-    /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good).
+    /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good). Sets
+    /// loaded at `revision` or later stay: they were read after the change committed, and so show it (a notice
+    /// often arrives after a check that read through `min_revision` has loaded the new set).
     public func invalidate(couple: UUID, revision: Int64?) {
         state.withLock { state in
             state.notices &+= 1
@@ -188,7 +190,7 @@ public final class PermissionCache: Sendable {
             guard var tracked = state.couples.removeValue(forKey: couple) else { return }
             tracked.floor = max(tracked.floor, revision ?? .max)
             tracked.lastNotice = state.notices
-            tracked.users = [:]
+            tracked.users = tracked.users.filter { $0.value.revision >= tracked.floor }
             state.couples[couple] = tracked
         }
     }

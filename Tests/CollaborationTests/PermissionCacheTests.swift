@@ -56,6 +56,21 @@ struct PermissionCacheTests {
         #expect(cache.lookup(couple: couple, user: user) == nil)
     }
 
+    @Test("a notice that comes after a set loaded at its revision leaves that set, and drops the older ones")
+    func lateNotice() {
+        let cache = PermissionCache()
+        let (fresh, stale) = (UUID(), UUID())
+        cache.store(set(revision: 4), couple: couple, user: stale, ticket: cache.ticket())
+        cache.store(set(revision: 5), couple: couple, user: fresh, ticket: cache.ticket())
+        cache.invalidate(couple: couple, revision: 5)
+        #expect(cache.lookup(couple: couple, user: fresh) == set(revision: 5), "read after the change: it shows it")
+        #expect(cache.lookup(couple: couple, user: stale) == nil)
+        cache.invalidate(couple: couple, revision: 4)
+        #expect(cache.lookup(couple: couple, user: fresh) == set(revision: 5), "a notice older than the floor")
+        cache.invalidate(couple: couple, revision: nil)
+        #expect(cache.lookup(couple: couple, user: fresh) == nil, "a deleted couple keeps nothing")
+    }
+
     @Test("invalidateAll disowns loads in flight; unknown couples and deleted couples are never stored")
     func epochs() {
         let cache = PermissionCache()
