@@ -157,22 +157,27 @@ struct InvitationController {
         return nil
     }
 
-    /// The answer to a token that cannot be used, counted against the client.
+    /// The answer to a token that cannot be used, counted against the client: 404, or 429 once the client has
+    /// used up its failures.
     private func unusable(_ request: Request, _ context: AppRequestContext, json: Bool) async throws -> Response {
-        if let refusal = await refusalOfFailure(request, context, json: json) { return refusal }
-        if json {
-            var response = try APIError(.notFound, code: .invitationNotValid, "this invitation link is not valid")
-                .response(from: request, context: context)
-            for field in Self.privateHeaders { response.headers[field.name] = field.value }
-            return response
+        let refusal: APIError
+        let page: String
+        if await limiter.countFailure(context.clientAddress(request, trusting: proxies)) {
+            refusal = APIError(
+                .notFound, code: .invitationNotValid, "this invitation link is not valid", headers: Self.privateHeaders)
+            page = InvitationPage.unusable
+        } else {
+            var headers = Self.privateHeaders
+            headers[.retryAfter] = "60"
+            refusal = APIError(
+                .tooManyRequests, code: .tooManyAttempts, "too many invalid invitation links; wait a minute",
+                headers: headers)
+            page = InvitationPage.problem("Too many invalid invitation links from here; wait a minute.")
         }
-        return Self.html(.notFound, InvitationPage.unusable)
-    }
-
-    /// Counts a token that did not work against the client; nil, or 429 when the client has used up its failures.
-    private func refusalOfFailure(_ request: Request, _ context: AppRequestContext, json: Bool) async -> Response? {
-        let client = context.clientAddress(request, trusting: proxies)
-        return await limiter.countFailure(client) ? nil : Self.tooManyAttempts(json: json)
+        if json { return try refusal.response(from: request, context: context) }
+        var response = Self.html(refusal.status, page)
+        response.headers[.retryAfter] = refusal.headers[.retryAfter]
+        return response
     }
 
     @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -248,24 +253,6 @@ struct InvitationController {
         }
         let form = try await URLEncodedFormDecoder().decode(Form.self, from: request, context: context)
         return form.accessToken.flatMap { $0.isEmpty ? nil : $0 }
-    }
-
-    private static func tooManyAttempts(json: Bool) -> Response {
-        var response =
-            json
-            ? (try? Self.json(
-                .tooManyRequests,
-                [
-                    "error": [
-                        "code": APIError.Code.tooManyAttempts.rawValue,
-                        "message": "too many invalid invitation links; wait a minute",
-                    ]
-                ]))
-                ?? Response(status: .tooManyRequests)
-            : html(
-                .tooManyRequests, InvitationPage.problem("Too many invalid invitation links from here; wait a minute."))
-        response.headers[.retryAfter] = "60"
-        return response
     }
 
     /// No script, no resource from elsewhere, forms only to this service, and never inside another site's frame,

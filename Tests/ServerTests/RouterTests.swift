@@ -236,6 +236,16 @@ struct RouterTests {
                 #expect(response.status == .tooManyRequests)
                 #expect(response.headers[.retryAfter] == "60")
             }
+            try await client.execute(uri: "/v1/invitations/inv_guess", method: .get) { response in
+                #expect(response.status == .tooManyRequests && response.headers[.retryAfter] == "60")
+                #expect(response.headers[.cacheControl] == "no-store")
+                #expect(response.headers[.init("Referrer-Policy")!] == "no-referrer")
+                #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+                #expect(
+                    String(buffer: response.body)
+                        == #"{"error":{"code":"too_many_attempts","message":"too many invalid invitation links; wait a minute"}}"#
+                )
+            }
         }
         #expect(!(await limiter.isBlocked("another client")), "other clients are not slowed")
     }
