@@ -66,20 +66,9 @@ struct ManagementAPIController {
     /// `before` of the page before this one.
     @Sendable func audit(_ request: Request, context: AppRequestContext) async throws -> Response {
         let since = try Self.instant(try request.queryParameter("since"), "since")
-        let before = try request.queryParameter("before").map { text -> Int64 in
-            guard text.isDigits, let value = Int64(text) else {
-                throw APIError.badRequest("before must be the id of an audit entry")
-            }
-            return value
-        }
-        let tail = try request.queryParameter("tail").map { text -> Int in
-            guard text.isDigits, let value = Int(text), (1...1000).contains(value) else {
-                throw APIError.badRequest("tail must be a number from 1 to 1000")
-            }
-            return value
-        }
+        let before = try request.queryNumber("before", in: 0...Int64.max, "the id of an audit entry")
         // One entry more than asked for tells whether older ones remain.
-        let wanted = tail ?? 100
+        let wanted = try request.queryNumber("tail", in: 1...1000, "a number from 1 to 1000") ?? 100
         var entries = try await memberships.audit(
             of: try couple(context), since: since, before: before, last: wanted + 1, as: try request.actingUser())
         let more = entries.count > wanted

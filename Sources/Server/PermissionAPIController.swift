@@ -141,15 +141,10 @@ struct PermissionAPIController {
     /// `page(_:)`, or nil when the request names neither `limit` nor `after`: for a listing that is whole
     /// unless a page is asked for.
     static func pageAsked(_ request: Request) throws -> (limit: Int, after: UUID?)? {
-        let (limitText, afterText) = (try request.queryParameter("limit"), try request.queryParameter("after"))
-        guard limitText != nil || afterText != nil else { return nil }
-        let limit =
-            try limitText.map { text -> Int in
-                guard text.isDigits, let value = Int(text), (1...1000).contains(value)
-                else { throw APIError.badRequest("limit must be a number from 1 to 1000") }
-                return value
-            } ?? 100
-        return (limit, try afterText.map { try APIError.uuid($0, "after") })
+        let limit = try request.queryNumber("limit", in: 1...1000, "a number from 1 to 1000")
+        let after = try request.queryParameter("after").map { try APIError.uuid($0, "after") }
+        guard limit != nil || after != nil else { return nil }
+        return (limit ?? 100, after)
     }
 
     /// One page of a listing, `{"<name>": [...], "next_after": id}`: `next_after`, the id of the last item, only

@@ -36,6 +36,19 @@ extension Request {
         return values.first.map(String.init)
     }
 
+    /// Query parameter `name` as a whole number in `range` (digits only: no sign, no exponent), or nil when
+    /// absent; otherwise a 400 saying that it must be `expected`.
+    func queryNumber<Number: FixedWidthInteger>(_ name: Substring, in range: ClosedRange<Number>, _ expected: String)
+        throws -> Number?
+    {
+        try queryParameter(name).map { text in
+            guard text.isDigits, let value = Number(text), range.contains(value) else {
+                throw APIError.badRequest("\(name) must be \(expected)")
+            }
+            return value
+        }
+    }
+
     /// The end user a backend acts for (`actingUserID()`), as the services take an actor.
     func actingUser() throws -> Actor { .user(try actingUserID()) }
 
