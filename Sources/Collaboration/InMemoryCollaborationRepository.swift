@@ -559,7 +559,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         _ = try requirePermission(couple, "audit.view", actor)
         var log = auditLog[couple] ?? []
         if let before {
-            guard let cursor = log.firstIndex(where: { $0.id == before }) else { throw AuditEntry.notFound(before) }
+            guard let cursor = log.firstIndex(where: { $0.id == before }) else {
+                throw AuditEntry.notFound(before, in: "this couple's log")
+            }
             log = Array(log[..<cursor])
         }
         return log.filter { since == nil || $0.at >= since! }.suffix(last ?? .max)

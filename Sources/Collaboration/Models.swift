@@ -261,9 +261,9 @@ extension AuditEntry {
         }
     }
 
-    /// The refusal for a cursor that names no entry of the couple's log.
-    public static func notFound(_ id: Int64) -> CollaborationError {
-        CollaborationError(.notFound, "no audit entry \(id) in this couple's log")
+    /// The refusal for a cursor that names no entry of the log read (`log`: "this couple's log").
+    public static func notFound(_ id: Int64, in log: String) -> CollaborationError {
+        CollaborationError(.notFound, "no audit entry \(id) in \(log)")
     }
 }
 

@@ -541,7 +541,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             if let before {
                 let rows = try await connection.query(
                     "SELECT at FROM audit_log WHERE couple_id = \(couple) AND id = \(before)")
-                guard let row = rows.first else { throw AuditEntry.notFound(before) }
+                guard let row = rows.first else { throw AuditEntry.notFound(before, in: "this couple's log") }
                 cursor = (try row.decode("at"), before)
             }
             // Newest first, so that only the last entries are read (LIMIT NULL reads them all); then in order.
@@ -561,15 +561,23 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     /// The operator's audit log (operator_audit_log), oldest first: changes to the policy, the service keys, the row
-    /// limits and the users, which belong to no couple. Readable by operators only (`rbac_operator`).
-    public func operatorAudit(since: Date?, last: Int?) async throws -> [AuditEntry] {
+    /// limits and the users, which belong to no couple. Readable by operators only (`rbac_operator`). `before`,
+    /// an entry's id, reads only the entries older than it, as `audit(couple:...)` does.
+    public func operatorAudit(since: Date?, before: Int64?, last: Int?) async throws -> [AuditEntry] {
         try AuditEntry.requireCount(last)
+        if let before {
+            let cursor = try await run(as: nil) {
+                try await $0.query("SELECT 1 FROM operator_audit_log WHERE id = \(before)")
+            }
+            if cursor.isEmpty { throw AuditEntry.notFound(before, in: "the operator's log") }
+        }
+        // The log lives on one node, so its ids alone give its order.
         return try await run(as: nil) { connection in
             try await connection.query(
                 """
                 SELECT * FROM (
                     SELECT id, at, actor_label AS actor, action, before, after
-                    FROM operator_audit_log WHERE at >= coalesce(\(since), '-infinity')
+                    FROM operator_audit_log WHERE at >= coalesce(\(since), '-infinity') AND id < \(before ?? .max)
                     ORDER BY id DESC LIMIT \(last)
                 ) entries ORDER BY id
                 """

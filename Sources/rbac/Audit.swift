@@ -13,7 +13,8 @@ extension RBAC {
                 changes that belong to no couple: the access policy (roles, permissions, grants), service keys \
                 (never their hashes), budget row limits, the invitation limit, users, identities and webhooks, each \
                 with the OS user or label that made it. Each line shows what changed; --json prints each row before \
-                and after whole.
+                and after whole. With --tail, the page before the one shown is --before the first entry's id, which \
+                stderr names while older entries remain.
 
                 Example: rbac audit --couple C --since 2026-11-22T10:00:00Z --tail 20
                 """)
@@ -24,6 +25,7 @@ extension RBAC {
         )
         var since: Instant?
         @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
+        @Option(help: ArgumentHelp("Only entries older than this one (its ID).", valueName: "id")) var before: Int64?
         @OptionGroup var actor: ActorOptions
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var output: OutputOptions
@@ -37,24 +39,31 @@ extension RBAC {
             case (nil, false): throw ValidationError("give --couple C for a couple's log, or --operator")
             }
             if let tail, tail < 1 { throw ValidationError("--tail must be at least 1, not \(tail)") }
+            if let before, before < 1 { throw ValidationError("--before must be an entry's id, not \(before)") }
         }
 
         func run() async throws {
             try await CommandContext.run(database) { context in
                 let since = since?.date
-                let entries =
+                // One entry more than asked for tells whether older ones remain.
+                let last = tail.map { $0 + 1 }
+                var entries =
                     if let couple {
                         try await context.repository.audit(
-                            couple: try Parse.couple(couple), since: since, before: nil, last: tail,
+                            couple: try Parse.couple(couple), since: since, before: before, last: last,
                             as: try await context.actor(actor))
                     } else {
-                        try await context.repository.operatorAudit(since: since, last: tail)
+                        try await context.repository.operatorAudit(since: since, before: before, last: last)
                     }
+                if let tail, entries.count > tail {
+                    entries.removeFirst()
+                    FileHandle.standardError.write(Data("rbac: older entries remain: --before \(entries[0].id)\n".utf8))
+                }
                 try output.print(
                     entries,
                     Table(
-                        headers: ["AT", "ACTOR", "ACTION", "CHANGE"],
-                        rows: entries.map { [$0.at.iso8601, $0.actor, $0.action, Self.change($0)] }
+                        headers: ["ID", "AT", "ACTOR", "ACTION", "CHANGE"],
+                        rows: entries.map { [String($0.id), $0.at.iso8601, $0.actor, $0.action, Self.change($0)] }
                     ).rendered)
             }
         }

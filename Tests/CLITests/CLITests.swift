@@ -447,6 +447,23 @@ struct CLITests {
             let ids = try Self.jsonArray(try await run(["audit"] + base + ["--json"])).map { $0["id"] as? Int }
             let tail = try Self.jsonArray(try await run(["audit"] + base + ["--tail", "2", "--json"]))
             #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
+            // Paging back: while older entries remain, stderr names the --before of the page before.
+            var paged: [Int?] = []
+            var cursor: [String] = []
+            for _ in ids {
+                let page = try await run(["audit"] + base + ["--tail", "2", "--json"] + cursor)
+                paged.insert(contentsOf: try Self.jsonArray(page).map { $0["id"] as? Int }, at: 0)
+                guard let next = page.stderr.firstMatch(of: /rbac: older entries remain: --before (\d+)\n/) else {
+                    break
+                }
+                #expect(Int(next.1) == paged.first!, "the first entry shown")
+                cursor = ["--before", String(next.1)]
+            }
+            #expect(paged == ids, "the pages make the whole log")
+            let unknownEntry = try await run(["audit"] + base + ["--before", "99999999"])
+            #expect(
+                unknownEntry.status == 3 && unknownEntry.stderr.contains("no audit entry 99999999 in this couple's log")
+            )
             let noTail = try await run(["audit"] + base + ["--tail", "0"])
             #expect(noTail.status == 2 && noTail.stderr.contains("--tail must be at least 1"), "\(noTail.stderr)")
             // Editing an expense: a due date in the past makes the partly paid expense overdue; removing it, not.
@@ -690,6 +707,15 @@ struct CLITests {
             #expect(table.contains("service_key.update  name=billing revoked_at null→"), "\(table)")
             #expect(table.contains("row_limit.update    table_name=expenses max_rows 100000→1234"), "\(table)")
             #expect(table.contains("operator:hr          user.insert         email=rita@example.com\n"), "\(table)")
+            // The page before the last two entries, as the table's ids and stderr name it.
+            let lastTwo = try Self.jsonArray(try await run(["audit", "--operator", "--tail", "2", "--json"]))
+            let first = try #require(lastTwo.first?["id"] as? Int)
+            #expect(try await run(["audit", "--operator", "--tail", "2"]).stderr.contains("--before \(first)\n"))
+            let older = try await run(["audit", "--operator", "--tail", "1", "--before", String(first), "--json"])
+            #expect(try Self.jsonArray(older).map { $0["action"] as? String } == ["row_limit.update"], "\(older)")
+            #expect(table.contains("\n\(first) "), "the table shows ids: \(table)")
+            let unknown = try await run(["audit", "--operator", "--before", "99999999"])
+            #expect(unknown.status == 3 && unknown.stderr.contains("no audit entry 99999999 in the operator's log"))
 
             // Usage errors (exit 2), with what to give instead; a malformed --actor is one too.
             let refusals = [
@@ -697,6 +723,7 @@ struct CLITests {
                 ["audit", "--operator", "--couple", key]: "give --couple or --operator, not both",
                 ["audit", "--operator", "--actor", "ana@example.com"]: "--actor does not apply to the operator's log",
                 ["audit", "--operator", "--actor", "x"]: "\"x\" is neither a user id (UUID) nor an email address",
+                ["audit", "--operator", "--before", "0"]: "--before must be an entry's id, not 0",
                 ["keys", "create", "--name", "b", "--actor-label", ""]:
                     "--actor-label must have 1 to 100 characters, not 0",
                 ["keys", "create", "--name", "b", "--actor-label", String(repeating: "x", count: 101)]:

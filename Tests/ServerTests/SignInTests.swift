@@ -129,7 +129,7 @@ struct SignInTests {
                 try await setup.owned.repository.role(
                     couple: setup.owned.couple, user: ann.id, as: .operator(label: "t"))
                     == RoleName(rawValue: "viewer"))
-            let log = try await setup.owned.repository.operatorAudit(since: nil, last: nil)
+            let log = try await setup.owned.repository.operatorAudit(since: nil, before: nil, last: nil)
             #expect(log.filter { $0.action == "identity.insert" && $0.actor == "operator:sign-in" }.count == 2)
             #expect(!(await setup.limiter.isBlocked("127.0.0.1")), "valid tokens never count as failures")
         }
