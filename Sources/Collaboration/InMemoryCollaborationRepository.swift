@@ -694,7 +694,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard var member = memberships[couple]?[user] else {
             throw CollaborationError(.notFound, "user \(user) is not a member of couple \(couple)")
         }
+        let before = member.membership
         update(&member.membership)
+        // As in the database: a change that changes nothing writes nothing, not even a revision.
+        guard member.membership != before else { return before }
         try write(couple, as: actor, action: "membership.update") { $0[user] = member }
         return memberships[couple]![user]!.membership
     }

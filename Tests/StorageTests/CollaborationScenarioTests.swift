@@ -356,8 +356,13 @@ struct CollaborationScenarioTests {
             let edit = Permission(rawValue: "budget.edit")!
             _ = try await world.memberships.suspend(planner, in: couple, as: .user(owner))
             #expect(!(try await world.permissions.check(edit, user: planner, couple: couple).allowed))
-            _ = try await world.memberships.reactivate(planner, in: couple, as: .user(owner))
+            let active = try await world.memberships.reactivate(planner, in: couple, as: .user(owner))
             #expect(try await world.permissions.check(edit, user: planner, couple: couple).allowed)
+            // Changing nothing writes nothing: the revision stays where the change before left it.
+            let again = try await world.memberships.reactivate(planner, in: couple, as: .user(owner))
+            let granted = try await world.memberships.grant(
+                RoleName(rawValue: "planner")!, to: planner, in: couple, as: .user(owner))
+            #expect([again.revision, granted.revision] == [active.revision, active.revision])
             _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
             #expect(!(try await world.permissions.check(edit, user: planner, couple: couple).allowed))
             await expectRefusal(.notFound) {

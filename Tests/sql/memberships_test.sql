@@ -37,6 +37,16 @@ SELECT is((suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).stat
 SELECT ok(NOT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'budget.view'), 'the suspended viewer may do nothing');
 SELECT is((reactivate_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).status, 'active', 'a partner reactivates the viewer');
 SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'budget.view'), 'the reactivated viewer may see the budget again');
+-- Changing nothing writes nothing: no revision, no audit entry, no webhook message.
+CREATE TEMP TABLE written AS
+    SELECT (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')) AS revision,
+           (SELECT count(*) FROM audit_log) AS audited, (SELECT count(*) FROM outbox) AS messages;
+SELECT is((reactivate_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).status, 'active', 'reactivating an active member');
+SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'viewer')).role, 'viewer', 'granting the role held');
+UPDATE memberships SET status = status WHERE couple_id = pg_temp.id('Olivia & Paul');
+SELECT results_eq($$SELECT (SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul')),
+                           (SELECT count(*) FROM audit_log), (SELECT count(*) FROM outbox)$$,
+                  'SELECT * FROM written', 'and neither they nor a raw update that changes nothing writes anything');
 
 -- A planner has no roles.assign; a viewer has nothing to manage with.
 SELECT pg_temp.act_as('pia');

@@ -6,14 +6,17 @@
 -- refuse any change that leaves the couple without an active owner. Applies to every client and to raw SQL;
 -- a couple being deleted (its row already gone) may lose all its members, and gains none: a member added while
 -- it is deleted waits for the deletion and is then refused as for any missing couple (RBNFD), not by the
--- foreign key.
+-- foreign key. An update that changes nothing (suspending a suspended member, granting the role held) is
+-- written as it is: no revision, no audit entry, no notice, no webhook.
 CREATE OR REPLACE FUNCTION rbac.memberships_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
     v_couple_name text;
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.couple_id <> OLD.couple_id THEN
+    IF TG_OP = 'UPDATE' AND NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NEW;
+    ELSIF TG_OP = 'UPDATE' AND NEW.couple_id <> OLD.couple_id THEN
         RAISE EXCEPTION 'a membership cannot move to another couple' USING ERRCODE = 'RBINV';
     END IF;
     UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;

@@ -17,6 +17,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NULL;
+    END IF;
     PERFORM rbac.notify_couple_change(v_couple_id, (SELECT revision FROM public.couples WHERE id = v_couple_id));
     RETURN NULL;
 END $$;
