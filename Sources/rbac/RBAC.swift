@@ -26,9 +26,10 @@ struct RBAC: AsyncParsableCommand {
             """,
         version: RBACVersion.current,
         subcommands: [
-            Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Members.self, Check.self, Invite.self,
-            Invitations.self, Redeem.self, TransferOwnership.self, Leave.self, Audit.self, Roles.self, Policy.self,
-            Serve.self, Keys.self, Webhooks.self, Outbox.self, Deliver.self, Sweep.self, BudgetCommand.self,
+            Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Suspend.self, Reactivate.self,
+            Members.self, Check.self, Invite.self, Invitations.self, Redeem.self, TransferOwnership.self, Leave.self,
+            Audit.self, Roles.self, Policy.self, Serve.self, Keys.self, Webhooks.self, Outbox.self, Deliver.self,
+            Sweep.self, BudgetCommand.self,
         ]
     )
 

@@ -318,6 +318,50 @@ struct CLITests {
         }
     }
 
+    @Test("suspend and reactivate: the role stays and grants nothing meanwhile; refusals change nothing")
+    func suspendAndReactivate() async throws {
+        try await Self.withDatabase { run, _ in
+            let couple = try await Self.createCouple(run)
+            for (email, role) in [("pia@example.com", "planner"), ("vera@example.com", "viewer")] {
+                #expect(try await run(["users", "add", "--email", email]).status == 0)
+                #expect(try await run(["grant", "--couple", couple, "--user", email, "--role", role]).status == 0)
+            }
+            let pia = ["--couple", couple, "--user", "pia@example.com"]
+            let check = ["check"] + pia + ["--permission", "budget.edit"]
+            let suspended = try await run(["suspend"] + pia)
+            #expect(suspended.stdout == "Suspended pia@example.com (planner) in couple \(couple)\n", "\(suspended)")
+            #expect(try await run(check).status == 1, "a suspended member's role grants nothing")
+            func status() async throws -> [String?] {
+                try Self.jsonArray(try await run(["members", "--couple", couple, "--json"])).map {
+                    "\(($0["user"] as? [String: Any])?["email"] ?? "") \($0["role"] ?? "") \($0["status"] ?? "")"
+                }
+            }
+            let listed = try await status()
+            #expect(listed.contains("pia@example.com planner suspended"), "\(listed)")
+            let again = try Self.json(try await run(["suspend"] + pia + ["--json"]))
+            let reactivated = try Self.json(try await run(["reactivate"] + pia + ["--json"]))
+            #expect(reactivated["status"] as? String == "active" && reactivated["role"] as? String == "planner")
+            let revision = try #require(again["revision"] as? Int)
+            #expect(reactivated["revision"] as? Int == revision + 1, "suspending a suspended member changed nothing")
+            #expect(try await run(check).status == 0)
+
+            let before = try await status()
+            for (arguments, exit, message) in [
+                (["suspend", "--couple", couple, "--user", "olivia@example.com"], 4, "must keep at least one owner"),
+                (
+                    ["suspend", "--couple", couple, "--user", "nobody@example.com"], 3,
+                    "nobody@example.com does not exist"
+                ),
+                (["suspend"] + pia + ["--actor", "vera@example.com"], 1, "this needs collaborators.manage"),
+                (["reactivate", "--couple", "C", "--user", "pia@example.com"], 2, "\"C\" is not a couple id"),
+            ] {
+                let refused = try await run(arguments)
+                #expect(refused.status == exit && refused.stderr.contains(message), "\(arguments): \(refused.stderr)")
+            }
+            #expect(try await status() == before)
+        }
+    }
+
     @Test("the sole owner leaving exits 4 with the last-owner message and changes nothing")
     func soleOwnerLeaving() async throws {
         try await Self.withDatabase { run, _ in

@@ -1,0 +1,28 @@
+import ArgumentParser
+import Collaboration
+import Foundation
+
+extension RBAC {
+    struct Suspend: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Suspend a member: they keep their role, which grants nothing until reactivated.",
+            discussion: """
+                Needs collaborators.manage and a role that may give the member's (a partner cannot suspend an \
+                owner); the last active owner cannot be suspended.
+
+                Example: rbac suspend --couple C --user planner@example.com
+                """)
+        @OptionGroup var member: MemberOptions
+        @OptionGroup var acting: ActingOptions
+
+        func run() async throws {
+            try await member.run(acting) { context, actor, user, couple in
+                let suspended = try await context.memberships.suspend(user.id, in: couple, as: actor)
+                try acting.output.print(
+                    suspended,
+                    "Suspended \(user.email) (\(suspended.role)) in couple \(suspended.coupleID.uuidString.lowercased())"
+                )
+            }
+        }
+    }
+}
