@@ -149,10 +149,14 @@ public final class ChangeFeed: Sendable {
     }
 
     /// Sends heartbeats through the database, one at a time, until cancelled, on a connection of its own
-    /// (reopened when it fails: meanwhile the feed falls behind and is not trusted).
+    /// (reopened when it fails: meanwhile the feed falls behind and is not trusted). The first is owed an interval
+    /// after the feed starts listening, which catches it up: sent at once, it would arrive just as the first
+    /// checks are asked, and turn the cache off for them while it is on the socket.
     private func beat() async {
         var connection: PostgresConnection?
         while !Task.isCancelled {
+            try? await Task.sleep(for: heartbeatInterval)
+            if Task.isCancelled { break }
             do {
                 let open: PostgresConnection
                 if let connection {
@@ -170,7 +174,6 @@ public final class ChangeFeed: Sendable {
                 await connection?.close()
                 connection = nil
             }
-            try? await Task.sleep(for: heartbeatInterval)
         }
         await connection?.close()
     }

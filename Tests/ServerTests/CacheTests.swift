@@ -26,10 +26,10 @@ struct CacheTests {
         let dependencies: ServerDependencies
         let listener: Task<Void, Never>
 
-        /// `beforeApplying` is called on the feed's thread before each change notice is applied. A feed given
-        /// `maxStaleness` sends heartbeats as `rbac serve`'s does, at a quarter of it. By default the bound is a
-        /// minute, so that tests counting cached answers do not see a busy test host turn the cache off, with a
-        /// heartbeat every 1.25 s, so that the feed is trusted soon after it listens.
+        /// `beforeApplying` is called on the feed's thread before each change notice is applied. The feed sends
+        /// heartbeats as `rbac serve`'s does, at a quarter of `maxStaleness`. By default the bound is a minute, so
+        /// that tests counting cached answers see neither a busy test host turn the cache off nor a heartbeat
+        /// on the socket: the first is sent 15 s after the feed listens.
         init(
             _ configuration: PostgresConfiguration, maxStaleness: Duration? = nil,
             beforeApplying: @escaping @Sendable (String) -> Void = { _ in }
@@ -39,8 +39,8 @@ struct CacheTests {
             let keys = ServiceKeyCache()
             let feed = ChangeFeed(
                 configuration: configuration, permissions: cache, keys: keys,
-                maxStaleness: maxStaleness ?? .seconds(60),
-                heartbeatInterval: maxStaleness.map { $0 / 4 } ?? .milliseconds(1250), beforeApplying: beforeApplying)
+                maxStaleness: maxStaleness ?? .seconds(60), heartbeatInterval: (maxStaleness ?? .seconds(60)) / 4,
+                beforeApplying: beforeApplying)
             self.feed = feed
             let repository = PostgresCollaborationRepository(pool: pool, invalidating: cache)
             let registry = PrometheusCollectorRegistry()
