@@ -12,6 +12,10 @@ public protocol CollaborationRepository: Sendable {
     /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
     /// must exist.
     func users(limit: Int, after: UUID?) async throws -> [User]
+    /// Deletes a user (the operator, or the user themself): their memberships (each couple's log records it) and
+    /// identities go, and the operator's log keeps their ids without their address or name. Refused (`last_owner`)
+    /// while they are a couple's last active owner.
+    func deleteUser(_ user: UUID, as actor: Actor) async throws
     /// The user of `identity`, made (with the identity) on its first sign-in; see `public.sign_in` for how an
     /// identity is linked to an existing user (only by a verified address).
     func signIn(_ identity: ExternalIdentity) async throws -> SignedIn

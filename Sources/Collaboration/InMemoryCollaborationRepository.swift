@@ -64,6 +64,25 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return found
     }
 
+    public func deleteUser(_ user: UUID, as actor: Actor) throws {
+        if case .user(let id) = actor, id != user {
+            throw CollaborationError(.permissionDenied, "permission denied: users can delete only themselves")
+        }
+        try requireUser(user)
+        let couples = memberships.filter { $0.value[user] != nil }.map(\.key)
+        // All or nothing: no couple loses its last owner, or nothing is removed.
+        if let kept = couples.first(where: { activeOwners($0) == [user] }) {
+            throw CollaborationError(
+                .lastOwner, "couple \"\(couplesByID[kept]?.name ?? "?")\" must keep at least one owner")
+        }
+        for couple in couples { _ = try delete(couple, user, as: actor) }
+        identities = identities.filter { $0.value.user != user }
+        for (hash, stored) in invitationsByHash where stored.invitedBy == user {
+            invitationsByHash[hash]?.invitedBy = nil
+        }
+        usersByID[user] = nil
+    }
+
     public func signIn(_ identity: ExternalIdentity) throws -> SignedIn {
         let key = UserIdentity(issuer: identity.issuer, subject: identity.subject)
         if let known = identities[key] {

@@ -22,6 +22,12 @@ public actor MembershipService {
         try await metrics.measure("couple.show") { try await repository.coupleDetail(couple, as: actor) }
     }
 
+    /// Deletes a user: the operator may delete anyone, an end user only themself (not while a couple's last
+    /// active owner).
+    public func deleteUser(_ user: UUID, as actor: Actor) async throws {
+        try await metrics.measure("user.delete") { try await repository.deleteUser(user, as: actor) }
+    }
+
     /// Renames a couple; the actor needs couple.edit.
     public func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple {
         try await metrics.measure("couple.rename") {

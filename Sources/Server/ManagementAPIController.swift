@@ -30,6 +30,13 @@ struct ManagementAPIController {
         group.post("couples/:couple/roles", use: createRole)
         group.patch("couples/:couple/roles/:role", use: editRole)
         group.delete("couples/:couple/roles/:role", use: deleteRole)
+        group.delete("users/:user", use: deleteUser)
+    }
+
+    /// A user deletes their account: `X-Acting-User` must be that user.
+    @Sendable func deleteUser(_ request: Request, context: AppRequestContext) async throws -> Response {
+        try await memberships.deleteUser(try user(context), as: try request.actingUser())
+        return Response(status: .noContent)
     }
 
     /// The acting user becomes the new couple's first owner.

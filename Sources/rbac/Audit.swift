@@ -83,10 +83,13 @@ extension RBAC {
                 }
                 return (naming + changed).joined(separator: " ")
             case (let row?, nil), (nil, let row?):
-                return shown(Set(row.keys)).compactMap { key in
+                let fields: [String] = shown(Set(row.keys)).compactMap { key in
                     guard let value = row[key], ![.null, .string(""), .array([])].contains(value) else { return nil }
                     return "\(key)=\(text(value, key))"
-                }.joined(separator: " ")
+                }
+                // A row with nothing else to show (a deleted user, erased of their address) shows its id.
+                guard fields.isEmpty, let id = row["id"] else { return fields.joined(separator: " ") }
+                return "id=\(text(id, "id"))"
             case (nil, nil):
                 return ""
             }

@@ -5,12 +5,12 @@ import Foundation
 extension RBAC {
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add and list users, and their identities at identity providers.",
+            abstract: "Add, list and delete users, and their identities at identity providers.",
             discussion: """
                 Users are also made on their first sign-in with a provider's token. Example: rbac users add \
                 --email paul@example.com --name Paul --identity https://tenant.eu.auth0.com/ "auth0|64f1c0ffee"
                 """,
-            subcommands: [Add.self, List.self])
+            subcommands: [Add.self, List.self, Delete.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Add a user.")
@@ -41,6 +41,36 @@ extension RBAC {
                         email: EmailAddress(rawValue: email)!, displayName: try name.map(User.validateDisplayName),
                         identity: identity.count == 2 ? UserIdentity(issuer: identity[0], subject: identity[1]) : nil)
                     try options.output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
+                }
+            }
+        }
+
+        struct Delete: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Delete a user, with their memberships and identities (the operator's).",
+                discussion: """
+                    Each couple's log records the removal. The logs keep the user's id, not their address or name: \
+                    the operator's log is erased of them. Refused (exit 4) while they are a couple's last active \
+                    owner: transfer its ownership or delete it first. There is no undo, so it takes --yes.
+
+                    Example: rbac users delete pia@example.com --yes
+                    """)
+            @Argument(help: "The user's id or email address.") var user: String
+            @Flag(help: "Delete them; there is no undo.") var yes = false
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                try Parse.user(user)
+                guard yes else { throw ValidationError("deleting a user cannot be undone; add --yes to delete them") }
+            }
+
+            func run() async throws {
+                try await options.run { context in
+                    let found = try await context.user(user)
+                    try await context.memberships.deleteUser(found.id, as: .operator(label: options.label.recorded))
+                    try options.output.print(
+                        ["deleted": found.id.uuidString.lowercased()],
+                        "Deleted user \(found.email) \(found.id.uuidString.lowercased())")
                 }
             }
         }

@@ -179,6 +179,37 @@ struct CLITests {
         }
     }
 
+    @Test("users delete: with --yes, never a couple's last owner; the logs keep the id, not the address")
+    func deleteUser() async throws {
+        try await Self.withDatabase { run, _ in
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com", "--name", "Pia Q"]).status == 0)
+            let grant = ["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"]
+            #expect(try await run(grant).status == 0)
+            let before = try await run(["users", "list", "--json"])
+            let refusals: [([String], Int32, String)] = [
+                (["users", "delete", "pia@example.com"], 2, "deleting a user cannot be undone; add --yes"),
+                (["users", "delete", "olivia@example.com", "--yes"], 4, "must keep at least one owner"),
+                (["users", "delete", "nobody@example.com", "--yes"], 3, "user nobody@example.com does not exist"),
+            ]
+            for (arguments, status, message) in refusals {
+                let refused = try await run(arguments)
+                #expect(refused.status == status && refused.stderr.contains(message), "\(arguments): \(refused)")
+            }
+            #expect(try await run(["users", "list", "--json"]).stdout == before.stdout, "the refusals changed nothing")
+
+            let deleted = try await run(["users", "delete", "pia@example.com", "--yes", "--json"])
+            let id = try #require(try Self.json(deleted)["deleted"] as? String, "\(deleted)")
+            #expect(!(try await run(["users", "list"]).stdout.contains("pia@example.com")))
+            #expect(!(try await run(["members", "--couple", couple]).stdout.contains(id)))
+            #expect(try await run(["audit", "--couple", couple]).stdout.contains("membership.delete  user_id=\(id)"))
+            let log = try await run(["audit", "--operator", "--json"]).stdout
+            #expect(log.contains(id) && !log.contains("pia@example.com") && !log.contains("Pia Q"), "\(log)")
+            let table = try await run(["audit", "--operator", "--tail", "1"]).stdout
+            #expect(table.hasSuffix("user.delete  id=\(id)\n"), "the entry names whom it deleted: \(table)")
+        }
+    }
+
     @Test("a couple is renamed with couple.edit and deleted, all of it, with couple.delete and --yes")
     func renameAndDeleteCouple() async throws {
         try await Self.withDatabase { run, _ in

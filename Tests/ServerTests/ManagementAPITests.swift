@@ -77,6 +77,41 @@ struct ManagementAPITests {
         }
     }
 
+    @Test("a user deletes their account: only their own, and not while a couple's last owner")
+    func deleteUser() async throws {
+        let fixture = try await Fixture()
+        let planner = try await fixture.member("pia", "planner").userID
+        try await fixture.application().test(.router) { client in
+            func delete(_ user: String, as actor: UUID?) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(
+                    uri: "/v1/users/\(user)", method: .delete,
+                    headers: actor.map { fixture.keyHeader(actingAs: $0) } ?? fixture.keyHeader
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let refusals: [(String, UUID?, HTTPResponse.Status, String)] = [
+                ("\(planner)", fixture.owner, .forbidden, "permission_denied"),
+                ("\(fixture.owner)", fixture.owner, .conflict, "last_owner"),
+                ("\(planner)", nil, .badRequest, "X-Acting-User"),
+                ("not-a-user", planner, .badRequest, "invalid_input"),
+            ]
+            for (user, actor, status, words) in refusals {
+                let (answered, body) = try await delete(user, as: actor)
+                #expect(answered == status && body.contains(words), "\(user) as \(String(describing: actor)): \(body)")
+            }
+            let members = "/v1/couples/\(fixture.couple)/members"
+            let before = try await client.execute(uri: members, method: .get, headers: fixture.keyHeader) {
+                String(buffer: $0.body)
+            }
+            #expect(before.contains("\(planner)".lowercased()), "the refusals changed nothing")
+            #expect(try await delete("\(planner)", as: planner).0 == .noContent)
+            let after = try await client.execute(uri: members, method: .get, headers: fixture.keyHeader) {
+                String(buffer: $0.body)
+            }
+            #expect(!after.contains("\(planner)".lowercased()), "their membership went with them: \(after)")
+            #expect(try await delete("\(planner)", as: planner).0 == .notFound, "once")
+        }
+    }
+
     @Test("a couple is made for the acting user, renamed with couple.edit, and deleted, all of it, with couple.delete")
     func coupleItself() async throws {
         let fixture = try await Fixture()

@@ -97,6 +97,62 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a user deleted while joining couples and while their invitation is accepted: none of them remains")
+    func deleteUserWhileJoining() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 5) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (leaving, owner, other, invitee) = (
+                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
+                    try await pool.newUser()
+                )
+                // The leaving user is a partner who invited someone, is invited elsewhere, and is being added to a
+                // third couple.
+                let theirs = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
+                let (invitedTo, addedTo) = (
+                    try await pool.newCouple(members: [(other, "owner")]),
+                    try await pool.newCouple(members: [(other, "owner")])
+                )
+                let (made, received) = (SecretToken.generate(.invitation).hash, SecretToken.generate(.invitation).hash)
+                try await pool.acting(as: leaving) {
+                    try await $0.query("SELECT create_invitation(\(theirs), \(Data(made)), 'viewer')")
+                }
+                try await pool.query("SELECT create_invitation(\(invitedTo), \(Data(received)), 'viewer')")
+                let outcomes = try await race(4) { index, go in
+                    await go()
+                    return try await Outcome.of {
+                        switch index {
+                        case 0: try await repository.deleteUser(leaving, as: .user(leaving))
+                        case 1:
+                            _ = try await repository.grant(
+                                couple: addedTo, user: leaving, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                                as: .user(other))
+                        case 2:
+                            _ = try await repository.acceptInvitation(
+                                tokenHash: received, user: nil, as: .user(leaving))
+                        default:
+                            _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee))
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                #expect(outcomes[0] == .success, "\(outcomes)")
+                #expect(outcomes[3] == .success, "an invitation the user made still works: \(outcomes)")
+                // A join after the deletion finds no user; never a foreign key's error.
+                let joins: Set<Outcome> = [.success, .refused("not_found")]
+                #expect(outcomes[1...2].allSatisfy(joins.contains), "\(outcomes)")
+                let left = try await pool.count(
+                    """
+                    SELECT (SELECT count(*) FROM users WHERE id = \(leaving))
+                         + (SELECT count(*) FROM memberships WHERE user_id = \(leaving))
+                    """)
+                #expect(left == 0)
+            }
+            #expect(seen.count > 1, "the joins should land on both sides of the deletion: \(seen)")
+        }
+    }
+
     @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
     func bothOwnersLeave() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

@@ -371,6 +371,24 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "a user deletes themself with their memberships, not while a couple's last owner", arguments: Backend.allCases)
+    func deleteUser(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            await expectRefusal(.permissionDenied) { try await world.memberships.deleteUser(planner, as: .user(owner)) }
+            await expectRefusal(.lastOwner) { try await world.memberships.deleteUser(owner, as: .user(owner)) }
+            #expect(try await world.memberships.members(of: couple, as: world.admin).count == 2, "refused: no change")
+            try await world.memberships.deleteUser(planner, as: .user(planner))
+            let edit = Permission(rawValue: "budget.edit")!
+            #expect(!(try await world.permissions.check(edit, user: planner, couple: couple).allowed))
+            #expect(try await world.memberships.members(of: couple, as: world.admin).map(\.user.id) == [owner])
+            await expectRefusal(.notFound) { _ = try await world.repository.user(.id(planner)) }
+            await expectRefusal(.notFound) { try await world.memberships.deleteUser(planner, as: world.admin) }
+        }
+    }
+
     @Test("users list by email whatever its case, couples oldest first, page by page", arguments: Backend.allCases)
     func usersAndCouplesInPages(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

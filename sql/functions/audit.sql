@@ -59,10 +59,37 @@ END $$;
 CREATE OR REPLACE TRIGGER couples_audit AFTER INSERT OR UPDATE OF name, invite_domains OR DELETE ON couples
     FOR EACH ROW EXECUTE FUNCTION rbac.audit_change('couple', 'id');
 
--- Both logs are append-only, for everyone (superusers included).
+-- An entry of the operator's log without what named user p_user_id, when it is an entry of that user or of one
+-- of their identities: their address and name, the identity's subject and address become null.
+CREATE OR REPLACE FUNCTION rbac.erased(p_entry operator_audit_log, p_user_id uuid) RETURNS operator_audit_log
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_fields jsonb := CASE split_part(p_entry.action, '.', 1)
+        WHEN 'user' THEN '{"email": null, "display_name": null}'
+        WHEN 'identity' THEN '{"subject": null, "email": null}' END;
+    v_key text := CASE split_part(p_entry.action, '.', 1) WHEN 'user' THEN 'id' ELSE 'user_id' END;
+BEGIN
+    IF v_fields IS NOT NULL AND p_user_id::text IN (p_entry.before ->> v_key, p_entry.after ->> v_key) THEN
+        p_entry.before := p_entry.before || v_fields;
+        p_entry.after := p_entry.after || v_fields;
+    END IF;
+    RETURN p_entry;
+END $$;
+
+-- Both logs are append-only, for everyone (superusers included). The one change allowed is delete_user's
+-- erasure of a deleted user from the operator's log (rbac.erasing names that user for the transaction).
 CREATE OR REPLACE FUNCTION rbac.audit_log_append_only() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_erasing uuid := nullif(current_setting('rbac.erasing', true), '')::uuid;
 BEGIN
+    -- Nested: the inner condition takes an operator's log entry, and is planned only when it has one.
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'operator_audit_log' AND v_erasing IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM public.users WHERE id = v_erasing)
+           AND to_jsonb(NEW) = to_jsonb(rbac.erased(OLD, v_erasing)) THEN
+            RETURN NEW;
+        END IF;
+    END IF;
     RAISE EXCEPTION 'the audit log is append-only: % is not allowed', TG_OP USING ERRCODE = 'RBDEN';
 END $$;
 

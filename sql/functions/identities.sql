@@ -97,7 +97,8 @@ BEGIN
                 coalesce(': ' || rbac.email_refusal(btrim(p_email)), '') USING ERRCODE = 'RBINV';
         END IF;
         BEGIN
-            SELECT u.id INTO v_user FROM users u WHERE lower(u.email) = lower(v_email);
+            -- Locked, so that a deletion of the user waits for the identity added, or this finds them gone.
+            SELECT u.id INTO v_user FROM users u WHERE lower(u.email) = lower(v_email) FOR KEY SHARE;
             IF v_user IS NOT NULL AND NOT coalesce(p_email_verified, false) THEN
                 RAISE EXCEPTION 'a user with this email address exists; sign in with a provider that verified it'
                     USING ERRCODE = 'RBDUP';

@@ -163,7 +163,8 @@ DECLARE
 BEGIN
     PERFORM rbac.require_token_hash(p_token_hash);
     v_user := rbac.subject_user(p_user_id, 'name the user who accepts', 'users accept invitations only for themselves');
-    SELECT email INTO v_email FROM users WHERE id = v_user;
+    -- Locked, so that a deletion of the user waits for the acceptance, or this finds them gone.
+    SELECT email INTO v_email FROM users WHERE id = v_user FOR KEY SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', v_user USING ERRCODE = 'RBNFD';
     END IF;

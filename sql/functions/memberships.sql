@@ -6,8 +6,9 @@
 -- refuse any change that leaves the couple without an active owner. Applies to every client and to raw SQL;
 -- a couple being deleted (its row already gone) may lose all its members, and gains none: a member added while
 -- it is deleted waits for the deletion and is then refused as for any missing couple (RBNFD), not by the
--- foreign key. An update that changes nothing (suspending a suspended member, granting the role held) is
--- written as it is: no revision, no audit entry, no notice, no webhook.
+-- foreign key; a member added while the user is deleted, likewise. An update that changes nothing (suspending
+-- a suspended member, granting the role held) is written as it is: no revision, no audit entry, no notice, no
+-- webhook.
 CREATE OR REPLACE FUNCTION rbac.memberships_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -18,6 +19,10 @@ BEGIN
         RETURN NEW;
     ELSIF TG_OP = 'UPDATE' AND NEW.couple_id <> OLD.couple_id THEN
         RAISE EXCEPTION 'a membership cannot move to another couple' USING ERRCODE = 'RBINV';
+    END IF;
+    -- Before the couple's row, as delete_user takes them.
+    IF TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM public.users WHERE id = NEW.user_id FOR KEY SHARE) THEN
+        RAISE EXCEPTION 'user % does not exist', NEW.user_id USING ERRCODE = 'RBNFD';
     END IF;
     UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;
     IF NOT FOUND AND TG_OP = 'DELETE' THEN

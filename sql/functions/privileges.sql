@@ -28,6 +28,7 @@ GRANT EXECUTE ON FUNCTION
     public.create_couple(text, uuid),
     public.rename_couple(uuid, text),
     public.delete_couple(uuid),
+    public.delete_user(uuid),
     public.grant_role(uuid, uuid, text, timestamptz),
     public.suspend_member(uuid, uuid),
     public.reactivate_member(uuid, uuid),

@@ -1,0 +1,92 @@
+-- Deleting a user: who may, what goes with them, what stays, and what the logs keep of them.
+BEGIN;
+\ir fixtures.psql
+SELECT no_plan();
+
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'paul', 'pia', 'vera', 'solo']) AS name;
+SELECT pg_temp.new_couple('Olivia & Paul', 'olivia', 'paul:partner', 'pia:planner', 'vera:viewer');
+SELECT pg_temp.new_couple('Solo', 'solo', 'pia:viewer');
+INSERT INTO user_identities (issuer, subject, user_id, email)
+VALUES ('https://idp.example', 'pia-subject', pg_temp.id('pia'), 'pia@example.com');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_by_pia'), 'viewer', 'guest@example.com');
+UPDATE invitations SET invited_by = pg_temp.id('pia') WHERE couple_id = pg_temp.id('Olivia & Paul');
+CREATE TEMP TABLE revisions AS SELECT id, revision FROM couples;
+INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://hooks.example.com/all', '\x00');
+
+-- Who may.
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok(format('SELECT delete_user(%L)', pg_temp.id('vera')), 'RBDEN',
+                 'permission denied: users can delete only themselves', 'a user cannot delete another');
+SELECT pg_temp.act_as('solo');
+SELECT throws_ok(format('SELECT delete_user(%L)', pg_temp.id('solo')), 'RBLST',
+                 'couple "Solo" must keep at least one owner', 'nor themself while the last owner of a couple');
+SELECT pg_temp.act_as_operator();
+SELECT throws_ok($$SELECT delete_user('00000000-0000-0000-0000-000000000000')$$, 'RBNFD',
+                 'user 00000000-0000-0000-0000-000000000000 does not exist', 'an unknown user is RBNFD');
+SELECT results_eq($$SELECT count(*)::int FROM users$$, ARRAY[5], 'the refusals deleted nobody');
+SELECT results_eq($$SELECT count(*)::int FROM memberships$$, ARRAY[6], 'and removed no member');
+
+-- A user deletes themself.
+SELECT pg_temp.act_as('pia');
+SELECT lives_ok(format('SELECT delete_user(%L)', pg_temp.id('pia')), 'a member deletes themself');
+SELECT pg_temp.act_as_operator();
+SELECT is((SELECT count(*)::int FROM users WHERE id = pg_temp.id('pia'))
+          + (SELECT count(*)::int FROM memberships WHERE user_id = pg_temp.id('pia'))
+          + (SELECT count(*)::int FROM user_identities WHERE user_id = pg_temp.id('pia')), 0,
+          'the user goes, with their memberships and identities');
+SELECT results_eq($$SELECT invited_by, email FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul')$$,
+                  $$VALUES (NULL::uuid, 'guest@example.com'::text)$$,
+                  'the invitation they made stays, naming nobody');
+SELECT results_eq($$SELECT c.id FROM couples c JOIN revisions r USING (id) WHERE c.revision > r.revision ORDER BY 1$$,
+                  $$SELECT unnest(ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Solo')]) ORDER BY 1$$,
+                  'each of their couples moves to a new revision, for every cache');
+SELECT results_eq($$SELECT couple_id, actor_id FROM audit_log WHERE action = 'membership.delete'
+                    AND before ->> 'user_id' = (SELECT pg_temp.id('pia'))::text ORDER BY 1$$,
+                  $$SELECT unnest(ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Solo')]), pg_temp.id('pia') ORDER BY 1$$,
+                  'each couple''s log records the removal, made by them');
+SELECT results_eq($$SELECT couple_id FROM outbox WHERE event_type = 'membership.removed'
+                    AND payload ->> 'user_id' = (SELECT pg_temp.id('pia'))::text ORDER BY 1$$,
+                  $$SELECT unnest(ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Solo')]) ORDER BY 1$$,
+                  'and webhook receivers get a membership.removed from each');
+
+-- The operator's log keeps what happened to the user, without what named them.
+SELECT results_eq($$SELECT action FROM operator_audit_log
+                    WHERE (before ->> 'id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'user.%')
+                       OR after ->> 'id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'user.%'
+                       OR (before ->> 'user_id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'identity.%')
+                       OR (after ->> 'user_id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'identity.%')
+                    ORDER BY id$$,
+                  $$VALUES ('user.insert'), ('identity.insert'), ('user.delete'), ('identity.delete')$$,
+                  'the operator''s log has their user and identity from added to deleted');
+SELECT is((SELECT count(*)::int FROM operator_audit_log
+           WHERE concat(before, after) ~ 'pia@example|Pia|pia-subject'), 0,
+          'and none of those entries holds their address, name or subject');
+SELECT isnt((SELECT count(*)::int FROM operator_audit_log WHERE concat(before, after) ~ 'vera@example.com'), 0,
+            'another user''s entries keep their address');
+
+-- That erasure is the one change the log takes, and only of a deleted user.
+SELECT set_config('rbac.erasing', pg_temp.id('olivia')::text, true);
+SELECT throws_ok(format($$UPDATE operator_audit_log SET after = after || '{"email": null}'
+                          WHERE action = 'user.insert' AND after ->> 'id' = %L$$, pg_temp.id('olivia')),
+                 'RBDEN', 'the audit log is append-only: UPDATE is not allowed', 'not of a user who exists');
+SELECT set_config('rbac.erasing', pg_temp.id('pia')::text, true);
+SELECT throws_ok(format($$UPDATE operator_audit_log SET action = 'user.update'
+                          WHERE action = 'user.delete' AND before ->> 'id' = %L$$, pg_temp.id('pia')),
+                 'RBDEN', 'the audit log is append-only: UPDATE is not allowed', 'nor anything but the erasure');
+SELECT set_config('rbac.erasing', '', true);
+
+-- The operator may delete anyone but a last owner.
+SELECT lives_ok(format('SELECT delete_user(%L)', pg_temp.id('vera')), 'the operator deletes a member');
+SELECT throws_ok(format('SELECT delete_user(%L)', pg_temp.id('vera')), 'RBNFD', NULL, 'once');
+SELECT throws_ok(format('SELECT delete_user(%L)', pg_temp.id('solo')), 'RBLST', NULL,
+                 'and not a last owner, even the operator');
+SELECT lives_ok(format('SELECT delete_couple(%L)', pg_temp.id('Solo')), 'with the couple deleted');
+SELECT lives_ok(format('SELECT delete_user(%L)', pg_temp.id('solo')), 'its owner is deleted');
+
+-- A member added while the user is deleted is refused as for a missing user (RBNFD), not by the foreign key.
+SELECT throws_ok(format($$INSERT INTO memberships (couple_id, user_id, role) VALUES (%L, %L, 'viewer')$$,
+                        pg_temp.id('Olivia & Paul'), pg_temp.id('vera')),
+                 'RBNFD', format('user %s does not exist', pg_temp.id('vera')), 'a deleted user cannot be added');
+
+SELECT * FROM finish();
+ROLLBACK;
