@@ -5,12 +5,12 @@ import Foundation
 extension RBAC {
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add, list and delete users, and their identities at identity providers.",
+            abstract: "Add, list, show and delete users, and their identities at identity providers.",
             discussion: """
                 Users are also made on their first sign-in with a provider's token. Example: rbac users add \
                 --email paul@example.com --name Paul --identity https://tenant.eu.auth0.com/ "auth0|64f1c0ffee"
                 """,
-            subcommands: [Add.self, List.self, Delete.self])
+            subcommands: [Add.self, List.self, Show.self, Delete.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Add a user.")
@@ -41,6 +41,46 @@ extension RBAC {
                         email: EmailAddress(rawValue: email)!, displayName: try name.map(User.validateDisplayName),
                         identity: identity.count == 2 ? UserIdentity(issuer: identity[0], subject: identity[1]) : nil)
                     try options.output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
+                }
+            }
+        }
+
+        struct Show: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Show a user, their identities and the couples they belong to.",
+                discussion: "Example: rbac users show pia@example.com")
+            @Argument(help: "The user's id or email address.") var user: String
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
+
+            func validate() throws { try Parse.user(user) }
+
+            func run() async throws {
+                try await CommandContext.run(database) { context in
+                    let found = try await context.user(user)
+                    let couples = try await everyPage(id: \.coupleID) { limit, after in
+                        try await context.repository.userCouples(
+                            found.id, limit: limit, after: after, as: .operator(label: CommandContext.osUser()))
+                    }
+                    struct Shown: Encodable {
+                        let user: User
+                        let couples: [UserCouple]
+                    }
+                    let identities = found.identities.map { "\($0.issuer) \($0.subject)" }
+                    try output.print(
+                        Shown(user: found, couples: couples),
+                        [found.email, found.displayName ?? "", found.id.uuidString.lowercased()].filter { !$0.isEmpty }
+                            .joined(separator: "  ") + "\n"
+                            + (identities.isEmpty ? "" : "Identities: \(identities.joined(separator: ", "))\n")
+                            + Table(
+                                headers: ["COUPLE", "NAME", "ROLE", "STATUS", "EXPIRES"],
+                                rows: couples.map {
+                                    [
+                                        $0.coupleID.uuidString.lowercased(), $0.coupleName, $0.role.rawValue,
+                                        $0.status.rawValue, $0.expiresAt?.iso8601 ?? "",
+                                    ]
+                                }
+                            ).rendered)
                 }
             }
         }

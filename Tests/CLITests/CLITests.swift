@@ -179,15 +179,22 @@ struct CLITests {
         }
     }
 
-    @Test("users delete: with --yes, never a couple's last owner; the logs keep the id, not the address")
+    @Test("users show and delete: with --yes, never a couple's last owner; the logs keep the id, not the address")
     func deleteUser() async throws {
         try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com", "--name", "Pia Q"]).status == 0)
             let grant = ["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"]
             #expect(try await run(grant).status == 0)
+            // Before: the user and the couples they belong to.
+            let shown = try await run(["users", "show", "pia@example.com"])
+            #expect(shown.stdout.hasPrefix("pia@example.com  Pia Q  "), "\(shown)")
+            #expect(shown.stdout.contains("\n\(couple)  Olivia & Paul  planner  active"), "\(shown.stdout)")
+            let detail = try Self.json(try await run(["users", "show", "pia@example.com", "--json"]))
+            #expect((detail["couples"] as? [[String: Any]])?.map { $0["couple_id"] as? String } == [couple])
             let before = try await run(["users", "list", "--json"])
             let refusals: [([String], Int32, String)] = [
+                (["users", "show", "nobody@example.com"], 3, "user nobody@example.com does not exist"),
                 (["users", "delete", "pia@example.com"], 2, "deleting a user cannot be undone; add --yes"),
                 (["users", "delete", "olivia@example.com", "--yes"], 4, "must keep at least one owner"),
                 (["users", "delete", "nobody@example.com", "--yes"], 3, "user nobody@example.com does not exist"),
