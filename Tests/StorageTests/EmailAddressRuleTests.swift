@@ -62,7 +62,8 @@ struct EmailAddressRuleTests {
                     return error.message
                 }
             }
-            #expect(swift.count { $0 != nil } > 100, "the candidates should hold addresses as well as non-addresses")
+            // About 120 of the 2,000 are addresses; the bound sits far enough below that to hold on any run.
+            #expect(swift.count { $0 != nil } > 50, "the candidates should hold addresses as well as non-addresses")
             #expect(
                 strings.indices.contains { swift[$0] != nil && swift[$0] != Array(strings[$0].utf8) },
                 "and addresses that are stored written otherwise")
