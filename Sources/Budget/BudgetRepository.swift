@@ -142,7 +142,8 @@ public protocol BudgetTransaction {
     func allocations(scenario: UUID?, expenses: [UUID]) async throws -> [Allocation]
     /// The allocations to `item`.
     func allocations(item: UUID) async throws -> [Allocation]
-    /// Deletes the allocations of `expenses` in `scenario` and inserts `allocations` in their place.
+    /// Makes `allocations` the allocations of `expenses` in `scenario`, writing only what differs: an
+    /// allocation kept with its amount is not written, so the audit log shows what a re-split moved.
     func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws
     /// Deletes one record and what depends on it (see `BudgetRecord`); throws its `notFound` when the couple has
     /// no such record, and `primaryScenarioKept` for the primary scenario.

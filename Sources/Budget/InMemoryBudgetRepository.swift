@@ -7,7 +7,7 @@ import Tenancy
 /// audit log, so the actors of writes go unrecorded, and no row limits (it lists none and takes none): those are
 /// PostgreSQL's, and their tests run there.
 public final class InMemoryBudgetRepository: BudgetRepository {
-    public struct Data: Sendable {
+    public struct Data: Sendable, Equatable {
         public var revision: Int64 = 0
         public var scenarios: [Scenario] = []
         public var folders: [Folder] = []
@@ -30,8 +30,10 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     private func write<T>(_ body: (inout Data) throws -> T) rethrows -> T {
         try data.withLock { data in
+            let before = data
             let value = try body(&data)
-            data.revision += 1
+            // As in the database: a write that changes nothing leaves the revision.
+            if data != before { data.revision += 1 }
             return value
         }
     }
@@ -352,9 +354,22 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             data.withLock { $0.allocations.filter { $0.budgetItemID == item } }
         }
         func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws {
+            struct Pair: Hashable {
+                let expense: UUID
+                let item: UUID
+            }
+            func pair(_ allocation: Allocation) -> Pair {
+                Pair(expense: allocation.expenseID, item: allocation.budgetItemID)
+            }
             data.withLock { data in
-                data.allocations.removeAll { $0.scenarioID == scenario && expenses.contains($0.expenseID) }
-                data.allocations += allocations
+                var wanted = Dictionary(allocations.map { (pair($0), $0) }) { $1 }
+                // Kept allocations stay where they are (with their new amount), so that a re-split to the same
+                // cents leaves the data as it was; removed ones go; new ones come last.
+                data.allocations = data.allocations.compactMap { old in
+                    guard old.scenarioID == scenario, expenses.contains(old.expenseID) else { return old }
+                    return wanted.removeValue(forKey: pair(old))
+                }
+                data.allocations += allocations.filter { wanted[pair($0)] != nil }
             }
         }
         /// As the schema's foreign keys would: cascades, and gifts and items let go of what was deleted.

@@ -485,23 +485,28 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
 
         func replaceAllocations(scenario: UUID, expenses: [UUID], with allocations: [Allocation]) async throws {
+            let expenseIDs = allocations.map(\.expenseID)
+            let itemIDs = allocations.map(\.budgetItemID)
+            let amounts = allocations.map(\.amount.description)
             try await connection.query(
                 """
                 DELETE FROM expense_allocations
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario) AND expense_id = ANY(\(expenses))
+                  AND (expense_id, budget_item_id) NOT IN (
+                      SELECT e, i FROM unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[]) AS t(e, i))
                 """)
             guard !allocations.isEmpty else { return }
-            let expenseIDs = allocations.map(\.expenseID)
-            let itemIDs = allocations.map(\.budgetItemID)
-            let amounts = allocations.map(\.amount.description)
             // Selected through the scenario's row, so that Citus runs the insert on the couple's worker as one
-            // statement (rows it would copy there from the coordinator lose their errors' SQLSTATEs).
+            // statement (rows it would copy there from the coordinator lose their errors' SQLSTATEs). An
+            // allocation kept at its amount is left alone.
             try await connection.query(
                 """
-                INSERT INTO expense_allocations (couple_id, scenario_id, expense_id, budget_item_id, amount)
+                INSERT INTO expense_allocations AS a (couple_id, scenario_id, expense_id, budget_item_id, amount)
                 SELECT s.couple_id, s.id, e, i, a::numeric
                 FROM budget_scenarios s, unnest(\(expenseIDs)::uuid[], \(itemIDs)::uuid[], \(amounts)::text[]) AS t(e, i, a)
                 WHERE s.couple_id = \(couple) AND s.id = \(scenario)
+                ON CONFLICT (couple_id, scenario_id, expense_id, budget_item_id) DO UPDATE SET amount = excluded.amount
+                WHERE a.amount <> excluded.amount
                 """)
         }
 

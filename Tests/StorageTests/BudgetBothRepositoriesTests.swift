@@ -13,19 +13,48 @@ struct BudgetBothRepositoriesTests {
 
     /// A couple's budget on the given backend, acted on by the operator (who needs no permission).
     static func withBudget(_ backend: Backend, _ body: (CoupleBudget) async throws -> Void) async throws {
+        try await withBudget(backend) { budget, _, _ in try await body(budget) }
+    }
+
+    /// The same, with the repository under it and the couple.
+    static func withBudget(
+        _ backend: Backend, _ body: (CoupleBudget, any BudgetRepository, UUID) async throws -> Void
+    ) async throws {
         switch backend {
         case .memory:
             let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
                 .flattened()
             let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles))
-            try await body(CoupleBudget(couple: UUID(), repository: InMemoryBudgetRepository(), checker: checker))
+            let (couple, repository) = (UUID(), InMemoryBudgetRepository())
+            try await body(CoupleBudget(couple: couple, repository: repository, checker: checker), repository, couple)
         case .postgres:
             try await TestDatabase.withFreshPool(from: .migrated) { pool in
                 let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
                 let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
+                let repository = PostgresBudgetRepository(pool: pool)
                 try await body(
-                    CoupleBudget(couple: couple, repository: PostgresBudgetRepository(pool: pool), checker: checker))
+                    CoupleBudget(couple: couple, repository: repository, checker: checker), repository, couple)
             }
+        }
+    }
+
+    @Test("a write that changes nothing keeps the budget revision; a change moves it once", arguments: Backend.allCases)
+    func unchangedWrites(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b, repository, couple in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let hall = try await b.createItem(named: "Hall", scenario: main.id, budgeted: 300, as: admin)
+            let food = try await b.createItem(named: "Food", scenario: main.id, budgeted: 100, as: admin)
+            let deposit = try await b.createExpense(named: "Deposit", amount: 100, as: admin)
+            _ = try await b.allocate(expense: deposit.id, scenario: main.id, items: [hall.id, food.id], as: admin)
+            func revision() async throws -> Int64 { try await repository.revision(couple: couple, scenario: main.id).0 }
+            let before = try await revision()
+            _ = try await b.editItem(hall.id, ItemEdit(name: "Hall"), as: admin)
+            _ = try await b.setBudgeted(item: hall.id, to: 300, as: admin)
+            _ = try await b.allocate(expense: deposit.id, scenario: main.id, items: [hall.id, food.id], as: admin)
+            #expect(try await revision() == before, "the same name, budget and split: nothing changed")
+            _ = try await b.editItem(hall.id, ItemEdit(name: "Great Hall"), as: admin)
+            #expect(try await revision() == before + 1)
         }
     }
 

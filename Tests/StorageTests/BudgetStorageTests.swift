@@ -131,7 +131,7 @@ struct BudgetStorageTests {
                 rows == [
                     "budget_scenario.insert \(user)", "budget_item.insert \(user)", "expense.insert \(user) 50.00",
                     "allocation.insert \(user) 50.00", "expense.update operator:finance-bot 50.00 80.00",
-                    "allocation.delete operator:finance-bot 50.00", "allocation.insert operator:finance-bot 80.00",
+                    "allocation.update operator:finance-bot 50.00 80.00",
                 ])
         }
     }

@@ -17,12 +17,16 @@ $$;
 -- Advances the couple's budget revision, once per transaction: a transaction that adds a thousand rows moves it
 -- once, since a reader can only see all of them or none. The couple revised last in this transaction is
 -- remembered in a transaction-local setting (rolled back with a savepoint, like the revision itself), which
--- catches the repeats of a statement's rows, all of one couple.
+-- catches the repeats of a statement's rows, all of one couple. An update that changes nothing (an edit to the
+-- same name, a re-split to the same cents) leaves it, and so the overviews cached at it.
 CREATE OR REPLACE FUNCTION rbac.advance_budget_revision() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
 BEGIN
+    IF TG_OP = 'UPDATE' AND NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NULL;
+    END IF;
     IF current_setting('rbac.budget_revised', true) IS DISTINCT FROM v_couple_id::text THEN
         INSERT INTO budget_revisions AS r (couple_id, revision) VALUES (v_couple_id, 1)
         ON CONFLICT (couple_id) DO UPDATE SET revision = r.revision + 1;
