@@ -68,7 +68,8 @@ struct WebhookDeliveryTests {
             _ = try await pool.query(
                 "UPDATE memberships SET role = 'viewer' WHERE couple_id = \(couple) AND user_id = \(planner)")
             _ = try await pool.query("DELETE FROM memberships WHERE couple_id = \(couple) AND user_id = \(planner)")
-            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 5))
+            _ = try await pool.query("DELETE FROM users WHERE id = \(planner)")
+            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 6))
 
             let received = try Self.received(peer)
             #expect(received.allSatisfy { $0.verified }, "every delivery verifies with standardwebhooks")
@@ -76,7 +77,7 @@ struct WebhookDeliveryTests {
                 received.compactMap(\.type).sorted()
                     == [
                         "couple.created", "membership.created", "membership.created", "membership.removed",
-                        "membership.updated",
+                        "membership.updated", "user.deleted",
                     ])
             let ids: [String] = try await pool.query("SELECT id::text FROM outbox WHERE status = 'sent' ORDER BY id")
                 .map { try $0.decode(column: 0) }

@@ -48,6 +48,9 @@ SELECT results_eq($$SELECT couple_id FROM outbox WHERE event_type = 'membership.
                     AND payload ->> 'user_id' = (SELECT pg_temp.id('pia'))::text ORDER BY 1$$,
                   $$SELECT unnest(ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Solo')]) ORDER BY 1$$,
                   'and webhook receivers get a membership.removed from each');
+SELECT results_eq($$SELECT couple_id, payload FROM outbox WHERE event_type = 'user.deleted'$$,
+                  $$VALUES (NULL::uuid, jsonb_build_object('user_id', pg_temp.id('pia')))$$,
+                  'then a user.deleted with their id alone');
 
 -- The operator's log keeps what happened to the user, without what named them.
 SELECT results_eq($$SELECT action FROM operator_audit_log

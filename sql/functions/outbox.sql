@@ -1,5 +1,6 @@
--- The outbox's writers: what happens to couples, invitations and memberships becomes one message per webhook
--- endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends them.
+-- The outbox's writers: what happens to couples, invitations, memberships and users becomes one message per
+-- webhook endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends
+-- them.
 
 -- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it. PL/pgSQL, not SQL: it
 -- runs inside every write to invitations and memberships, and PL/pgSQL keeps its plan from call to call where a
@@ -55,6 +56,17 @@ END $$;
 
 CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELETE ON couples
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple();
+
+-- user.deleted, written after the membership.removed of each of the user's couples (the foreign keys' cascades
+-- run first), for a receiver that keeps data of its own about the person. The id alone: nothing that named them.
+CREATE OR REPLACE FUNCTION rbac.outbox_user() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM rbac.enqueue_event('user.deleted', NULL, jsonb_build_object('user_id', OLD.id));
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER users_outbox AFTER DELETE ON users FOR EACH ROW EXECUTE FUNCTION rbac.outbox_user();
 
 -- Erases the sealed token of invitation p_invitation_id from every message still holding it: once it is
 -- accepted, revoked, expired or deleted, no message may carry a usable link to it. Its email, if not sent yet,
