@@ -261,6 +261,18 @@ extension AuditEntry {
         }
     }
 
+    /// The newest `last` entries (nil: all) that `read` gives, asked for one more than that to learn whether older
+    /// ones remain, with the `before` of the page before them: nil when none remain.
+    public static func page(
+        last: Int?, isolation: isolated (any _Concurrency.Actor)? = #isolation,
+        _ read: (_ last: Int?) async throws -> [AuditEntry]
+    ) async throws -> (entries: [AuditEntry], nextBefore: Int64?) {
+        var entries = try await read(last.map { $0 + 1 })
+        guard let last, entries.count > last else { return (entries, nil) }
+        entries.removeFirst()
+        return (entries, entries.first?.id)
+    }
+
     /// The refusal for a cursor that names no entry of the log read (`log`: "this couple's log").
     public static func notFound(_ id: Int64, in log: String) -> CollaborationError {
         CollaborationError(.notFound, "no audit entry \(id) in \(log)")

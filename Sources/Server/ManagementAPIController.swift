@@ -74,17 +74,16 @@ struct ManagementAPIController {
     @Sendable func audit(_ request: Request, context: AppRequestContext) async throws -> Response {
         let since = try Self.instant(try request.queryParameter("since"), "since")
         let before = try request.queryNumber("before", in: 0...Int64.max, "the id of an audit entry")
-        // One entry more than asked for tells whether older ones remain.
-        let wanted = try request.queryNumber("tail", in: 1...1000, "a number from 1 to 1000") ?? 100
-        var entries = try await memberships.audit(
-            of: try couple(context), since: since, before: before, last: wanted + 1, as: try request.actingUser())
-        let more = entries.count > wanted
-        if more { entries.removeFirst() }
+        let tail = try request.queryNumber("tail", in: 1...1000, "a number from 1 to 1000") ?? 100
+        let (couple, actor) = (try couple(context), try request.actingUser())
+        let page = try await AuditEntry.page(last: tail) { last in
+            try await memberships.audit(of: couple, since: since, before: before, last: last, as: actor)
+        }
         struct Listed: Encodable {
             let entries: [AuditEntry]
             let nextBefore: Int64?
         }
-        return try PermissionAPIController.json(Listed(entries: entries, nextBefore: more ? entries.first?.id : nil))
+        return try PermissionAPIController.json(Listed(entries: page.entries, nextBefore: page.nextBefore))
     }
 
     @Sendable func grant(_ request: Request, context: AppRequestContext) async throws -> Response {

@@ -45,9 +45,7 @@ extension RBAC {
         func run() async throws {
             try await CommandContext.run(database) { context in
                 let since = since?.date
-                // One entry more than asked for tells whether older ones remain.
-                let last = tail.map { $0 + 1 }
-                var entries =
+                let (entries, nextBefore) = try await AuditEntry.page(last: tail) { last in
                     if let couple {
                         try await context.repository.audit(
                             couple: try Parse.couple(couple), since: since, before: before, last: last,
@@ -55,9 +53,9 @@ extension RBAC {
                     } else {
                         try await context.repository.operatorAudit(since: since, before: before, last: last)
                     }
-                if let tail, entries.count > tail {
-                    entries.removeFirst()
-                    FileHandle.standardError.write(Data("rbac: older entries remain: --before \(entries[0].id)\n".utf8))
+                }
+                if let nextBefore {
+                    FileHandle.standardError.write(Data("rbac: older entries remain: --before \(nextBefore)\n".utf8))
                 }
                 try output.print(
                     entries,
