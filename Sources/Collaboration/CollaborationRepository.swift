@@ -12,6 +12,9 @@ public protocol CollaborationRepository: Sendable {
     /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
     /// must exist.
     func users(limit: Int, after: UUID?) async throws -> [User]
+    /// Changes a user's address (the operator) or display name (the operator, or the user themself); a change to
+    /// what is there writes nothing.
+    func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User
     /// Deletes a user (the operator, or the user themself): their memberships (each couple's log records it) and
     /// identities go, and the operator's log keeps their ids without their address or name. Refused (`last_owner`)
     /// while they are a couple's last active owner.

@@ -64,6 +64,29 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return found
     }
 
+    public func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) throws -> User {
+        if case .user(let id) = actor {
+            guard id == user else {
+                throw CollaborationError(.permissionDenied, "permission denied: users can edit only themselves")
+            }
+            guard edit.email == nil else {
+                throw CollaborationError(
+                    .permissionDenied, "permission denied: only the operator changes a user's email address")
+            }
+        }
+        guard let found = usersByID[user] else { throw CollaborationError(.notFound, "user \(user) does not exist") }
+        if let email = edit.email?.rawValue.lowercased(),
+            usersByID.values.contains(where: { $0.id != user && $0.email.lowercased() == email })
+        {
+            throw CollaborationError(.alreadyExists, "a user with this email address already exists")
+        }
+        let edited = User(
+            id: user, email: edit.email?.rawValue ?? found.email, displayName: edit.displayName ?? found.displayName,
+            identities: found.identities)
+        usersByID[user] = edited
+        return edited
+    }
+
     public func deleteUser(_ user: UUID, as actor: Actor) throws {
         if case .user(let id) = actor, id != user {
             throw CollaborationError(.permissionDenied, "permission denied: users can delete only themselves")

@@ -22,6 +22,12 @@ public actor MembershipService {
         try await metrics.measure("couple.show") { try await repository.coupleDetail(couple, as: actor) }
     }
 
+    /// Changes a user: the operator may change anyone's address and display name, an end user only their own
+    /// display name.
+    public func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User {
+        try await metrics.measure("user.edit") { try await repository.editUser(user, edit, as: actor) }
+    }
+
     /// Deletes a user: the operator may delete anyone, an end user only themself (not while a couple's last
     /// active owner).
     public func deleteUser(_ user: UUID, as actor: Actor) async throws {

@@ -41,6 +41,18 @@ public struct User: Sendable, Hashable, Codable {
     }
 }
 
+/// Changes to a user; nil leaves a field as it is. Only the operator changes an address (see `public.edit_user`).
+public struct UserEdit: Sendable, Hashable {
+    public var email: EmailAddress?
+    /// `.some(nil)` removes the display name.
+    public var displayName: String??
+
+    public init(email: EmailAddress? = nil, displayName: String?? = nil) {
+        self.email = email
+        self.displayName = displayName
+    }
+}
+
 public enum MembershipStatus: String, Sendable, Codable {
     /// `expired`: past its expiry, whatever it was before; it grants nothing.
     case active, suspended, expired

@@ -367,13 +367,6 @@ extension JSONDecoder.KeyDecodingStrategy {
     }
 }
 
-extension KeyedDecodingContainer {
-    /// For a field an edit may clear: nil when `key` is absent (keep), `.some(nil)` when it is null (clear).
-    fileprivate func decodeNullable<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T?? {
-        contains(key) ? .some(try decodeIfPresent(type, forKey: key)) : nil
-    }
-}
-
 extension String {
     /// `budgetItemId` as `budget_item_id`, for error messages about JSON keys.
     fileprivate var snakeCased: String {

@@ -30,7 +30,38 @@ struct ManagementAPIController {
         group.post("couples/:couple/roles", use: createRole)
         group.patch("couples/:couple/roles/:role", use: editRole)
         group.delete("couples/:couple/roles/:role", use: deleteRole)
+        group.patch("users/:user", use: editUser)
         group.delete("users/:user", use: deleteUser)
+    }
+
+    /// A user changes their own display name: `{"display_name": "Pia"}`, null removing it. Only the operator
+    /// changes an address (`rbac users edit`), so an `email` is refused (403), not passed over in silence.
+    @Sendable func editUser(_ request: Request, context: AppRequestContext) async throws -> Response {
+        struct Body: Decodable {
+            let email: String?
+            /// nil when absent, `.some(nil)` for null.
+            let displayName: String??
+
+            enum CodingKeys: String, CodingKey {
+                case email
+                case displayName = "display_name"
+            }
+
+            init(from decoder: any Decoder) throws {
+                let body = try decoder.container(keyedBy: CodingKeys.self)
+                email = try body.decodeIfPresent(String.self, forKey: .email)
+                displayName = try body.decodeNullable(String.self, forKey: .displayName)
+            }
+        }
+        let body = try await request.decode(as: Body.self, context: context)
+        guard body.email != nil || body.displayName != nil else {
+            throw APIError.badRequest("give display_name: a string, or null to remove it")
+        }
+        let edit = UserEdit(
+            email: try body.email.map { try EmailAddress(validating: $0) },
+            displayName: try body.displayName.map { try $0.map(User.validateDisplayName) })
+        return try PermissionAPIController.json(
+            try await memberships.editUser(try user(context), edit, as: try request.actingUser()))
     }
 
     /// A user deletes their account: `X-Acting-User` must be that user.

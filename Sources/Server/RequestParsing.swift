@@ -98,3 +98,10 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 }
+
+extension KeyedDecodingContainer {
+    /// For a field an edit may clear: nil when `key` is absent (keep), `.some(nil)` when it is null (clear).
+    func decodeNullable<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T?? {
+        contains(key) ? .some(try decodeIfPresent(type, forKey: key)) : nil
+    }
+}

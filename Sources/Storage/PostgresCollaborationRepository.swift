@@ -58,6 +58,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    public func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User {
+        let name = edit.displayName.map { $0 ?? "" }
+        let rows = try await run(as: actor) { connection in
+            try await connection.query(
+                "SELECT \(sql: Self.userColumns) FROM edit_user(\(user), \(edit.email?.rawValue), \(name)) AS users")
+        }
+        return try Self.user(rows[0])
+    }
+
     public func deleteUser(_ user: UUID, as actor: Actor) async throws {
         try await run(as: actor) { connection in try await connection.execute("SELECT delete_user(\(user))") }
     }

@@ -5,12 +5,12 @@ import Foundation
 extension RBAC {
     struct Users: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add, list, show and delete users, and their identities at identity providers.",
+            abstract: "Add, list, show, edit and delete users, and their identities at identity providers.",
             discussion: """
                 Users are also made on their first sign-in with a provider's token. Example: rbac users add \
                 --email paul@example.com --name Paul --identity https://tenant.eu.auth0.com/ "auth0|64f1c0ffee"
                 """,
-            subcommands: [Add.self, List.self, Show.self, Delete.self])
+            subcommands: [Add.self, List.self, Show.self, Edit.self, Delete.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Add a user.")
@@ -81,6 +81,45 @@ extension RBAC {
                                     ]
                                 }
                             ).rendered)
+                }
+            }
+        }
+
+        struct Edit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change a user's email address or display name.",
+                discussion: """
+                    A change to what is there writes nothing. Their identities at providers keep the addresses the \
+                    providers gave, and an invitation bound to their old address is no longer theirs to accept.
+
+                    Example: rbac users edit pia@example.com --email pia.berg@example.com --name "Pia Berg"
+                    """)
+            @Argument(help: "The user's id or email address.") var user: String
+            @Option(help: "The new email address (unique, whatever its case).") var email: String?
+            @Option(help: "The new display name.") var name: String?
+            @Flag(help: "Remove the display name.") var noName = false
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                try Parse.user(user)
+                guard email != nil || name != nil || noName else {
+                    throw ValidationError("give what to change: --email, --name or --no-name")
+                }
+                guard !(noName && name != nil) else { throw ValidationError("--name and --no-name cannot go together") }
+                if let email { try Parse.email(email) }
+                do { _ = try name.map(User.validateDisplayName) } catch { throw ValidationError(error.message) }
+            }
+
+            func run() async throws {
+                try await options.run { context in
+                    let found = try await context.user(user)
+                    let edit = UserEdit(
+                        email: email.map { EmailAddress(rawValue: $0)! },
+                        displayName: change(try name.map(User.validateDisplayName), clear: noName))
+                    let edited = try await context.memberships.editUser(
+                        found.id, edit, as: .operator(label: options.label.recorded))
+                    try options.output.print(
+                        edited, "Edited user \(edited.email) \(edited.id.uuidString.lowercased())")
                 }
             }
         }

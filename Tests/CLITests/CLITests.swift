@@ -179,8 +179,9 @@ struct CLITests {
         }
     }
 
-    @Test("users show and delete: with --yes, never a couple's last owner; the logs keep the id, not the address")
-    func deleteUser() async throws {
+    @Test(
+        "users show, edit and delete: with --yes, never a couple's last owner; the logs keep the id, not the address")
+    func editAndDeleteUser() async throws {
         try await Self.withDatabase { run, _ in
             let couple = try await Self.createCouple(run)
             #expect(try await run(["users", "add", "--email", "pia@example.com", "--name", "Pia Q"]).status == 0)
@@ -198,6 +199,11 @@ struct CLITests {
                 (["users", "delete", "pia@example.com"], 2, "deleting a user cannot be undone; add --yes"),
                 (["users", "delete", "olivia@example.com", "--yes"], 4, "must keep at least one owner"),
                 (["users", "delete", "nobody@example.com", "--yes"], 3, "user nobody@example.com does not exist"),
+                (["users", "edit", "pia@example.com"], 2, "give what to change: --email, --name or --no-name"),
+                (["users", "edit", "pia@example.com", "--name", "P", "--no-name"], 2, "cannot go together"),
+                (["users", "edit", "pia@example.com", "--email", "pia"], 2, "\"pia\" is not an email address"),
+                (["users", "edit", "pia@example.com", "--email", "Olivia@example.com"], 4, "already exists"),
+                (["users", "edit", "nobody@example.com", "--name", "N"], 3, "user nobody@example.com does not exist"),
             ]
             for (arguments, status, message) in refusals {
                 let refused = try await run(arguments)
@@ -205,13 +211,30 @@ struct CLITests {
             }
             #expect(try await run(["users", "list", "--json"]).stdout == before.stdout, "the refusals changed nothing")
 
-            let deleted = try await run(["users", "delete", "pia@example.com", "--yes", "--json"])
+            let edit = ["users", "edit", "pia@example.com", "--email", "pia.quinn@example.com", "--name", "Pia Quinn"]
+            let edited = try Self.json(try await run(edit + ["--json"]))
+            #expect(
+                edited["email"] as? String == "pia.quinn@example.com"
+                    && edited["display_name"] as? String == "Pia Quinn")
+            #expect(try await run(["users", "show", "pia@example.com"]).status == 3, "the old address names nobody")
+            #expect(try await run(["users", "edit", "pia.quinn@example.com", "--no-name"]).status == 0)
+            let renamed = try await run(["users", "show", "pia.quinn@example.com"])
+            #expect(
+                renamed.stdout.hasPrefix("pia.quinn@example.com  \(edited["id"] as? String ?? "?")\n"), "\(renamed)")
+            let change = try await run(["audit", "--operator", "--tail", "2"]).stdout
+            #expect(
+                change.contains(
+                    "user.update  email pia@example.com→pia.quinn@example.com display_name Pia Q→Pia Quinn"),
+                "\(change)")
+            #expect(change.contains("user.update  display_name Pia Quinn→null"), "\(change)")
+
+            let deleted = try await run(["users", "delete", "pia.quinn@example.com", "--yes", "--json"])
             let id = try #require(try Self.json(deleted)["deleted"] as? String, "\(deleted)")
-            #expect(!(try await run(["users", "list"]).stdout.contains("pia@example.com")))
+            #expect(!(try await run(["users", "list"]).stdout.contains("pia.quinn@example.com")))
             #expect(!(try await run(["members", "--couple", couple]).stdout.contains(id)))
             #expect(try await run(["audit", "--couple", couple]).stdout.contains("membership.delete  user_id=\(id)"))
             let log = try await run(["audit", "--operator", "--json"]).stdout
-            #expect(log.contains(id) && !log.contains("pia@example.com") && !log.contains("Pia Q"), "\(log)")
+            #expect(log.contains(id) && !log.contains("pia") && !log.contains("Pia Q"), "\(log)")
             let table = try await run(["audit", "--operator", "--tail", "1"]).stdout
             #expect(table.hasSuffix("user.delete  id=\(id)\n"), "the entry names whom it deleted: \(table)")
         }

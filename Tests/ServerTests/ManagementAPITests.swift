@@ -112,6 +112,44 @@ struct ManagementAPITests {
         }
     }
 
+    @Test("a user changes their own display name over HTTP; an address is the operator's to change")
+    func editUser() async throws {
+        let fixture = try await Fixture()
+        let planner = try await fixture.member("pia", "planner").userID
+        try await fixture.application().test(.router) { client in
+            func patch(_ user: String, as actor: UUID?, _ body: String) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(
+                    uri: "/v1/users/\(user)", method: .patch,
+                    headers: actor.map { fixture.keyHeader(actingAs: $0) } ?? fixture.keyHeader,
+                    body: ByteBuffer(string: body)
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let refusals: [(String, UUID?, String, HTTPResponse.Status, String)] = [
+                ("\(planner)", fixture.owner, #"{"display_name":"Pia"}"#, .forbidden, "permission_denied"),
+                ("\(planner)", planner, #"{"email":"pia.berg@example.com"}"#, .forbidden, "only the operator"),
+                ("\(planner)", planner, #"{"email":"pia"}"#, .badRequest, "invalid_input"),
+                ("\(planner)", planner, #"{"display_name":"a\u001bb"}"#, .badRequest, "control characters"),
+                ("\(planner)", planner, #"{"display_name":7}"#, .badRequest, "invalid_input"),
+                ("\(planner)", planner, #"{"displayName":"Pia"}"#, .badRequest, "give display_name"),
+                ("\(planner)", nil, #"{"display_name":"Pia"}"#, .badRequest, "X-Acting-User"),
+                ("not-a-user", planner, #"{"display_name":"Pia"}"#, .badRequest, "invalid_input"),
+            ]
+            for (user, actor, body, status, words) in refusals {
+                let (answered, answer) = try await patch(user, as: actor, body)
+                #expect(
+                    answered == status && answer.contains(words), "\(body) as \(String(describing: actor)): \(answer)")
+            }
+            #expect(try await fixture.repository.user(.id(planner)).displayName == nil, "the refusals changed nothing")
+
+            let (renamed, user) = try await patch("\(planner)", as: planner, #"{"display_name":" Pia Berg "}"#)
+            #expect(renamed == .ok && user.contains(#""display_name":"Pia Berg""#), "\(user)")
+            #expect(user.contains(#""email":"pia@example.com""#), "\(user)")
+            let (_, unnamed) = try await patch("\(planner)", as: planner, #"{"display_name":null}"#)
+            #expect(!unnamed.contains("display_name"), "null removes the name: \(unnamed)")
+            #expect(try await fixture.repository.user(.id(planner)).displayName == nil)
+        }
+    }
+
     @Test("a couple is made for the acting user, renamed with couple.edit, and deleted, all of it, with couple.delete")
     func coupleItself() async throws {
         let fixture = try await Fixture()

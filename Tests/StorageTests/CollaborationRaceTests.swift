@@ -153,6 +153,43 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("two users given one address while one of them is deleted: at most one holds it, and all else is refused")
+    func editUsersToOneAddress() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (leaving, staying) = (try await pool.newUser(), try await pool.newUser())
+                let address = EmailAddress(rawValue: "taken-\(UUID().uuidString.lowercased())@example.com")!
+                let outcomes = try await race(3) { index, go in
+                    await go()
+                    return try await Outcome.of {
+                        switch index {
+                        case 0:
+                            _ = try await repository.editUser(
+                                leaving, UserEdit(email: address), as: .operator(label: "race"))
+                        case 1:
+                            _ = try await repository.editUser(
+                                staying, UserEdit(email: address), as: .operator(label: "race"))
+                        default: try await repository.deleteUser(leaving, as: .user(leaving))
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                #expect(outcomes[2] == .success, "\(outcomes)")
+                #expect(
+                    [.success, .refused("not_found"), .refused("already_exists")].contains(outcomes[0]), "\(outcomes)")
+                #expect([.success, .refused("already_exists")].contains(outcomes[1]), "\(outcomes)")
+                let holders: [UUID] = try await pool.query(
+                    "SELECT id FROM users WHERE lower(email) = lower(\(address.rawValue))"
+                ).map { try $0.decode("id") }
+                // Both edits succeed only when the deletion came between them.
+                #expect(holders == (outcomes[1] == .success ? [staying] : []), "one address, one user: \(outcomes)")
+            }
+            #expect(seen.count > 1, "the edits should land on both sides of each other: \(seen)")
+        }
+    }
+
     @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
     func bothOwnersLeave() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

@@ -372,6 +372,45 @@ struct CollaborationScenarioTests {
     }
 
     @Test(
+        "the operator changes a user's address and name; a user only their own name", arguments: Backend.allCases)
+    func editUser(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let taken = try await world.repository.user(.id(owner)).email
+            let address = EmailAddress(rawValue: "pia.\(UUID().uuidString.prefix(8))@example.com")!
+            let renamed = UserEdit(displayName: "Pia Berg")
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.editUser(planner, renamed, as: .user(owner))
+            }
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.editUser(planner, UserEdit(email: address), as: .user(planner))
+            }
+            await expectRefusal(.alreadyExists) {
+                _ = try await world.memberships.editUser(
+                    planner, UserEdit(email: EmailAddress(rawValue: taken.uppercased())!), as: world.admin)
+            }
+            await expectRefusal(.notFound) {
+                _ = try await world.memberships.editUser(UUID(), renamed, as: world.admin)
+            }
+            #expect(try await world.repository.user(.id(planner)).displayName == "planner", "refused: no change")
+
+            let own = try await world.memberships.editUser(planner, renamed, as: .user(planner))
+            #expect(own.displayName == "Pia Berg")
+            let moved = try await world.memberships.editUser(planner, UserEdit(email: address), as: world.admin)
+            #expect((moved.email, moved.displayName) == (address.rawValue, "Pia Berg"), "a field not given stays")
+            #expect(try await world.repository.user(.email(address)).id == planner)
+            let unnamed = try await world.memberships.editUser(
+                planner, UserEdit(displayName: .some(nil)), as: world.admin)
+            #expect(unnamed.displayName == nil)
+            #expect(
+                try await world.permissions.check(Permission(rawValue: "budget.edit")!, user: planner, couple: couple)
+                    .allowed,
+                "their membership is theirs still")
+        }
+    }
+
+    @Test(
         "a user deletes themself with their memberships, not while a couple's last owner", arguments: Backend.allCases)
     func deleteUser(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

@@ -1,4 +1,5 @@
--- Deleting a user: who may, what goes with them, what stays, and what the logs keep of them.
+-- Editing and deleting a user: who may, what goes with a deleted user, what stays, and what the logs keep of
+-- them.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -25,6 +26,40 @@ SELECT throws_ok($$SELECT delete_user('00000000-0000-0000-0000-000000000000')$$,
                  'user 00000000-0000-0000-0000-000000000000 does not exist', 'an unknown user is RBNFD');
 SELECT results_eq($$SELECT count(*)::int FROM users$$, ARRAY[5], 'the refusals deleted nobody');
 SELECT results_eq($$SELECT count(*)::int FROM memberships$$, ARRAY[6], 'and removed no member');
+
+-- Editing: the operator changes addresses and names; a user only their own name.
+SELECT pg_temp.act_as('pia');
+SELECT throws_ok(format($$SELECT edit_user(%L, NULL, 'Vee')$$, pg_temp.id('vera')), 'RBDEN',
+                 'permission denied: users can edit only themselves', 'a user cannot edit another');
+SELECT throws_ok(format($$SELECT edit_user(%L, 'pia.berg@example.com', NULL)$$, pg_temp.id('pia')), 'RBDEN',
+                 'permission denied: only the operator changes a user''s email address',
+                 'nor their own address: sign-ins link to it');
+SELECT throws_ok(format($$SELECT edit_user(%L, NULL, %L)$$, pg_temp.id('pia'), repeat('p', 201)), 'RBINV',
+                 'a display name must be 1 to 200 characters, none of them control characters',
+                 'a name over 200 characters is refused');
+SELECT throws_ok(format($$SELECT edit_user(%L, NULL, E'Pia\u202eBerg')$$, pg_temp.id('pia')), 'RBINV', NULL,
+                 'as is one with a control character');
+SELECT results_eq(format($$SELECT email, display_name FROM edit_user(%L, NULL, ' Pia Berg ')$$, pg_temp.id('pia')),
+                  $$VALUES ('pia@example.com', 'Pia Berg')$$, 'a user changes their own name, trimmed');
+SELECT pg_temp.act_as_operator();
+SELECT throws_ok(format($$SELECT edit_user(%L, 'OLIVIA@example.com', NULL)$$, pg_temp.id('vera')), '23505', NULL,
+                 'an address another user has, whatever its case, is refused');
+SELECT throws_ok(format($$SELECT edit_user(%L, 'vera@example', NULL)$$, pg_temp.id('vera')), 'RBINV',
+                 'the new email address is not one rbac stores: it needs a name before its @ and a dot inside its '
+                 'domain (name@example.com)', 'an address rbac does not store is refused, saying why');
+SELECT throws_ok($$SELECT edit_user('00000000-0000-0000-0000-000000000000', NULL, 'X')$$, 'RBNFD',
+                 'user 00000000-0000-0000-0000-000000000000 does not exist', 'an unknown user is RBNFD');
+SELECT results_eq(format($$SELECT email, display_name FROM edit_user(%L, 'vera@xn--bcher-kva.example', '')$$,
+                         pg_temp.id('vera')),
+                  $$VALUES ('vera@bücher.example', NULL::text)$$,
+                  'the operator changes an address, stored as every address is, and removes a name');
+CREATE TEMP TABLE log_size AS SELECT count(*) AS entries FROM operator_audit_log;
+SELECT edit_user(pg_temp.id('vera'), 'vera@bücher.example', NULL);
+SELECT is((SELECT count(*) FROM operator_audit_log), (SELECT entries FROM log_size),
+          'a change to what is there writes nothing');
+SELECT results_eq($$SELECT before ->> 'email', after ->> 'email' FROM operator_audit_log
+                    WHERE action = 'user.update' ORDER BY id DESC LIMIT 1$$,
+                  $$VALUES ('vera@example.com', 'vera@bücher.example')$$, 'the operator''s log records a change');
 
 -- A user deletes themself.
 SELECT pg_temp.act_as('pia');
@@ -59,11 +94,11 @@ SELECT results_eq($$SELECT action FROM operator_audit_log
                        OR (before ->> 'user_id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'identity.%')
                        OR (after ->> 'user_id' = (SELECT pg_temp.id('pia'))::text AND action LIKE 'identity.%')
                     ORDER BY id$$,
-                  $$VALUES ('user.insert'), ('identity.insert'), ('user.delete'), ('identity.delete')$$,
+                  $$VALUES ('user.insert'), ('identity.insert'), ('user.update'), ('user.delete'), ('identity.delete')$$,
                   'the operator''s log has their user and identity from added to deleted');
 SELECT is((SELECT count(*)::int FROM operator_audit_log
-           WHERE concat(before, after) ~ 'pia@example|Pia|pia-subject'), 0,
-          'and none of those entries holds their address, name or subject');
+           WHERE concat(before, after) ~ 'pia@example|Pia|Berg|pia-subject'), 0,
+          'and none of those entries holds their address, names or subject');
 SELECT isnt((SELECT count(*)::int FROM operator_audit_log WHERE concat(before, after) ~ 'vera@example.com'), 0,
             'another user''s entries keep their address');
 

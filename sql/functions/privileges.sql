@@ -28,6 +28,7 @@ GRANT EXECUTE ON FUNCTION
     public.create_couple(text, uuid),
     public.rename_couple(uuid, text),
     public.delete_couple(uuid),
+    public.edit_user(uuid, text, text),
     public.delete_user(uuid),
     public.grant_role(uuid, uuid, text, timestamptz),
     public.suspend_member(uuid, uuid),

@@ -1,5 +1,47 @@
--- Deleting a user: the operator adds users (a plain INSERT, or sign_in at a first sign-in) and deletes them;
--- an end user may delete themself.
+-- Editing and deleting a user: the operator adds users (a plain INSERT, or sign_in at a first sign-in), edits
+-- and deletes them; an end user may change their own display name, and delete themself.
+
+-- Changes user p_user_id's address and display name: NULL keeps either as it is; p_display_name '' removes the
+-- name. The address is the operator's alone to change: sign_in links a provider's identity to the user who has
+-- the address the provider verified, so a user who could set theirs could take over whoever signs in with it
+-- next. The name is the operator's or the user's own. Refused: an address another user has (users_email_key's
+-- unique_violation), an address rbac does not store (RBINV, saying why), a name longer than 200 characters or
+-- holding control characters (RBINV). A change to what is there writes nothing.
+CREATE OR REPLACE FUNCTION public.edit_user(p_user_id uuid, p_email text, p_display_name text) RETURNS users
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_user users;
+    v_email text := rbac.stored_email(btrim(p_email));
+    v_name text := nullif(btrim(p_display_name), '');
+BEGIN
+    IF NOT rbac.is_operator() THEN
+        IF rbac.require_user() IS DISTINCT FROM p_user_id THEN
+            RAISE EXCEPTION 'permission denied: users can edit only themselves' USING ERRCODE = 'RBDEN';
+        END IF;
+        IF p_email IS NOT NULL THEN
+            RAISE EXCEPTION 'permission denied: only the operator changes a user''s email address'
+                USING ERRCODE = 'RBDEN';
+        END IF;
+    END IF;
+    IF p_email IS NOT NULL AND v_email IS NULL THEN
+        RAISE EXCEPTION 'the new email address is not one rbac stores: %', rbac.email_refusal(btrim(p_email))
+            USING ERRCODE = 'RBINV';
+    END IF;
+    IF length(v_name) > 200 OR rbac.has_control_character(v_name) THEN
+        RAISE EXCEPTION 'a display name must be 1 to 200 characters, none of them control characters'
+            USING ERRCODE = 'RBINV';
+    END IF;
+    SELECT * INTO v_user FROM users WHERE id = p_user_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    END IF;
+    v_email := coalesce(v_email, v_user.email);
+    v_name := CASE WHEN p_display_name IS NULL THEN v_user.display_name ELSE v_name END;
+    IF (v_email, v_name) IS DISTINCT FROM (v_user.email, v_user.display_name) THEN
+        UPDATE users SET email = v_email, display_name = v_name WHERE id = p_user_id RETURNING * INTO v_user;
+    END IF;
+    RETURN v_user;
+END $$;
 
 -- Deletes user p_user_id, for the operator, or for that user alone. Their memberships go, each recorded in its
 -- couple's log and announced as membership.removed; so do their identities. Invitations they made or accepted
