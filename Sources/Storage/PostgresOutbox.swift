@@ -28,6 +28,12 @@ public struct OutboxMessage: Sendable, Hashable, Codable {
     public let deliveredAt: Date?
 }
 
+/// How many settled messages a pruning of the outbox deleted.
+public struct OutboxPruning: Sendable, Hashable, Codable {
+    public let sent: Int
+    public let dead: Int
+}
+
 /// The outbox and the webhook endpoints in PostgreSQL (`sql/0004_outbox.sql`, `sql/functions/outbox.sql`).
 /// Webhook secrets are sealed under the delivery key before they reach the database.
 public struct PostgresOutbox: Sendable {
@@ -218,6 +224,45 @@ public struct PostgresOutbox: Sendable {
                 WHERE endpoint_id = \(endpoint) AND status = 'pending'
                 """)
         }
+    }
+
+    /// Deletes the sent messages delivered more than `keepSent` ago and the dead ones whose last attempt was due
+    /// more than `keepDead` ago, `batch` of each to a statement, until none is left; a waiting message is never
+    /// deleted. One being retried right then is passed over (SKIP LOCKED), and one retried since its batch began
+    /// is read again and kept. Returns how many of each went; `progress` hears the count so far after each batch
+    /// that leaves more to do.
+    public func prune(
+        keepSent: Duration, keepDead: Duration, batch: Int = 1000, progress: (OutboxPruning) -> Void = { _ in }
+    ) async throws -> OutboxPruning {
+        let (sent, dead) = (keepSent.components.seconds, keepDead.components.seconds)
+        var total = OutboxPruning(sent: 0, dead: 0)
+        // A cancelled task (serve shutting down) stops between batches, leaving the rest to the next sweep.
+        repeat {
+            let row = try await run { connection in
+                try await connection.query(
+                    """
+                    WITH sent AS (
+                        DELETE FROM outbox WHERE id IN (
+                            SELECT id FROM outbox
+                            WHERE status = 'sent' AND delivered_at < now() - make_interval(secs => \(sent)::float8)
+                            ORDER BY delivered_at LIMIT \(batch) FOR UPDATE SKIP LOCKED)
+                        RETURNING 1),
+                    dead AS (
+                        DELETE FROM outbox WHERE id IN (
+                            SELECT id FROM outbox
+                            WHERE status = 'dead' AND next_attempt_at < now() - make_interval(secs => \(dead)::float8)
+                            ORDER BY next_attempt_at LIMIT \(batch) FOR UPDATE SKIP LOCKED)
+                        RETURNING 1)
+                    SELECT (SELECT count(*) FROM sent) AS sent, (SELECT count(*) FROM dead) AS dead
+                    """)[0]
+            }
+            let sentNow = Int(try row.decode("sent", as: Int64.self))
+            let deadNow = Int(try row.decode("dead", as: Int64.self))
+            total = OutboxPruning(sent: total.sent + sentNow, dead: total.dead + deadNow)
+            guard sentNow == batch || deadNow == batch else { break }
+            progress(total)
+        } while !Task.isCancelled
+        return total
     }
 
     /// Per channel: how many messages wait, and how long the oldest has (seconds).

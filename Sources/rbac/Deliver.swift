@@ -10,7 +10,8 @@ extension RBAC {
             abstract: "Send the outbox's messages (rbac serve does too); with --once, what is due now, then exit.",
             discussion: """
                 Several workers may run on one database: each claims due messages with SKIP LOCKED. A message \
-                whose worker died is taken up again a minute later. An idle worker looks for due messages every 200 ms.
+                whose worker died is taken up again a minute later. An idle worker looks for due messages every 200 ms. \
+                Sent and dead messages stay until a sweep deletes them (rbac serve, or rbac sweep from cron).
 
                 Example: rbac deliver --once --json
                 """)

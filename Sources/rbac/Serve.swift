@@ -65,10 +65,12 @@ extension RBAC {
         @Option(
             help: ArgumentHelp(
                 """
-                How often to record expired memberships and invitations in the audit logs and the outbox (rbac \
-                sweep): 1s to 3600s. Expiry itself does not wait for it.
+                How often to record expired memberships and invitations in the audit logs and the outbox, and \
+                to delete outbox messages kept long enough (rbac sweep): 1s to 3600s. Expiry itself does not \
+                wait for it.
                 """, valueName: "duration"))
         var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
+        @OptionGroup var keeping: OutboxKeepingOptions
         @Flag(
             help: ArgumentHelp(
                 """
@@ -181,7 +183,7 @@ extension RBAC {
                         metrics: PrometheusMetricsFactory(registry: registry)
                     ).run { logger.warning("\($0)") }
                 }
-                let sweeper = Task { [logger, sweepInterval] in
+                let sweeper = Task { [logger, sweepInterval, keeping] in
                     while !Task.isCancelled {
                         do {
                             let swept = try await repository.sweepExpired()
@@ -192,9 +194,15 @@ extension RBAC {
                                         "memberships": "\(swept.memberships)", "invitations": "\(swept.invitations)",
                                     ])
                             }
+                            let pruned = try await PostgresOutbox(pool: pool).prune(
+                                keepSent: keeping.keepSent.duration, keepDead: keeping.keepDead.duration)
+                            if pruned.sent + pruned.dead > 0 {
+                                logger.info(
+                                    "deleted outbox messages kept long enough",
+                                    metadata: ["sent": "\(pruned.sent)", "dead": "\(pruned.dead)"])
+                            }
                         } catch {
-                            logger.warning(
-                                "sweeping expiries failed; trying again later", metadata: ["error": "\(error)"])
+                            logger.warning("sweeping failed; trying again later", metadata: ["error": "\(error)"])
                         }
                         try? await Task.sleep(for: sweepInterval.duration)
                     }

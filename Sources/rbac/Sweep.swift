@@ -6,13 +6,21 @@ import Storage
 extension RBAC {
     struct Sweep: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Record the memberships and invitations that expired: audit entries and outbox events.",
+            abstract: """
+                Record the memberships and invitations that expired (audit entries and outbox events), and delete \
+                outbox messages kept long enough.
+                """,
             discussion: """
                 Expiry needs no sweep: from the instant a membership expires it grants nothing. The sweep only \
                 writes down what happened (membership.expired, invitation.expired), once each, for expiries of \
-                the last 30 days; rbac serve sweeps every --sweep-interval on its own.
+                the last 30 days. It then deletes the outbox messages sent more than --keep-sent ago and those \
+                dead more than --keep-dead ago; waiting ones stay. rbac serve sweeps every --sweep-interval on \
+                its own.
+
+                Example: rbac sweep --keep-sent 1d
                 """)
         @Option(help: "Record at most this many of each kind in one go (1 to 100000).") var limit: Int = 1000
+        @OptionGroup var keeping: OutboxKeepingOptions
         @OptionGroup var options: OperatorOptions
 
         func validate() throws {
@@ -30,10 +38,24 @@ extension RBAC {
                         invitations: total.invitations + swept.invitations)
                     guard swept.memberships == limit || swept.invitations == limit else { break }
                 }
+                let pruned = try await PostgresOutbox(pool: context.pool).prune(
+                    keepSent: keeping.keepSent.duration, keepDead: keeping.keepDead.duration
+                ) { sofar in
+                    let line = "rbac: deleted \(sofar.sent) sent and \(sofar.dead) dead outbox message(s) so far\n"
+                    FileHandle.standardError.write(Data(line.utf8))
+                }
+                struct Swept: Encodable {
+                    let memberships: Int
+                    let invitations: Int
+                    /// The outbox messages deleted.
+                    let outbox: OutboxPruning
+                }
                 try options.output.print(
-                    total,
-                    "recorded \(total.memberships) expired membership(s) and \(total.invitations) expired invitation(s)"
-                )
+                    Swept(memberships: total.memberships, invitations: total.invitations, outbox: pruned),
+                    """
+                    recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
+                    invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s)
+                    """)
             }
         }
     }

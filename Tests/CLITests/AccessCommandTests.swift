@@ -98,7 +98,7 @@ extension CLITests {
         }
     }
 
-    @Test("sweep records each expiry once, and says how many")
+    @Test("sweep records each expiry once, deletes outbox messages kept long enough, and says how many")
     func sweep() async throws {
         try await Self.withDatabase { run, configuration in
             let couple = try await Self.createCouple(run)
@@ -110,14 +110,28 @@ extension CLITests {
             let admin = try await PostgresConnection.connect(configuration)
             _ = try await admin.execute(
                 "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
+            // Sent two days and two hours ago.
+            _ = try await admin.execute(
+                """
+                INSERT INTO outbox (event_type, payload, channel, status, delivered_at)
+                SELECT 'invitation.created', '{}', 'email', 'sent', now() - ago
+                FROM unnest(ARRAY[interval '2 days', interval '2 hours']) AS ago
+                """)
             await admin.close()
-            let first = try await run(["sweep", "--json"])
+            let first = try await run(["sweep", "--keep-sent", "1d", "--json"])
             #expect(first.status == 0, "\(first.stderr)")
             #expect(try Self.json(first)["memberships"] as? Int == 1)
-            #expect(try Self.json(try await run(["sweep", "--json"]))["memberships"] as? Int == 0)
+            #expect(try Self.json(first)["outbox"] as? [String: Int] == ["sent": 1, "dead": 0])
+            let second = try await run(["sweep", "--keep-sent", "1h"])
+            #expect(
+                second.stdout.contains("recorded 0 expired membership(s)") && second.stdout.contains("deleted 1 sent"))
+            #expect(
+                try Self.json(try await run(["sweep", "--json"]))["outbox"] as? [String: Int] == ["sent": 0, "dead": 0])
             let members = try await run(["members", "--couple", couple])
             #expect(members.stdout.contains("expired"))
-            #expect(try await run(["sweep", "--limit", "0"]).status == 2)
+            for refused in [["--limit", "0"], ["--keep-sent", "0m"], ["--keep-dead", "1w"]] {
+                #expect(try await run(["sweep"] + refused).status == 2, "\(refused)")
+            }
         }
     }
 

@@ -1008,6 +1008,35 @@ struct CLITests {
         }
     }
 
+    @Test("serve's sweeper deletes the outbox messages kept long enough, and logs how many")
+    func serveDeletesSettledMessages() async throws {
+        try await Self.withJWTSecretFile { secret in
+            try await Self.withDatabase { _, configuration in
+                let admin = try await PostgresConnection.connect(configuration)
+                // Sent two hours ago, sent just now, and dead two hours ago.
+                _ = try await admin.execute(
+                    """
+                    INSERT INTO outbox (event_type, payload, channel, status, delivered_at, next_attempt_at)
+                    VALUES ('invitation.created', '{}', 'email', 'sent', now() - interval '2 hours', now()),
+                           ('invitation.created', '{}', 'email', 'sent', now(), now()),
+                           ('invitation.created', '{}', 'email', 'dead', NULL, now() - interval '2 hours')
+                    """)
+                let (serve, _) = try await Self.serve(
+                    ["--jwt-secret-file", secret, "--keep-sent", "1h", "--keep-dead", "3h"],
+                    database: configuration.connectionString, errorLog: "/dev/null",
+                    until: { $0.contains("deleted outbox messages kept long enough") })
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve deleted nothing: \(serve.lines)")
+                let line = serve.lines.first { $0.contains("deleted outbox messages") } ?? ""
+                #expect(line.contains("sent=1") && line.contains("dead=0"), "\(line)")
+                let left = try await admin.query("SELECT status FROM outbox ORDER BY 1")
+                #expect(try left.map { try $0.decode("status", as: String.self) } == ["dead", "sent"])
+                await admin.close()
+                await serve.stop()
+            }
+        }
+    }
+
     @Test("serve --budget-reads-on-workers answers the overview the CLI prints (on Citus, read on the worker)")
     func serveBudgetReadsOnWorkers() async throws {
         try await Self.withJWTSecretFile { secret in

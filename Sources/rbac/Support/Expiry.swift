@@ -2,6 +2,24 @@ import ArgumentParser
 import Collaboration
 import Foundation
 
+/// A span of time as people write it: 30m, 12h, 7d.
+struct Lifetime: ExpressibleByArgument {
+    let duration: Duration
+    let defaultValueDescription: String
+
+    init?(argument: String) {
+        guard let match = argument.wholeMatch(of: /(\d{1,6})([mhd])/), let count = Int(match.1) else { return nil }
+        let unit: Int =
+            switch match.2 {
+            case "m": 60
+            case "h": 3600
+            default: 86_400
+            }
+        duration = .seconds(count * unit)
+        defaultValueDescription = argument
+    }
+}
+
 /// An instant given on the command line (see `instant(parsing:)`).
 struct Instant: ExpressibleByArgument {
     let date: Date

@@ -3,22 +3,6 @@ import Budget
 import Collaboration
 import Foundation
 
-/// An invitation's lifetime as people write it: 30m, 12h, 7d.
-struct Lifetime: ExpressibleByArgument {
-    let duration: Duration
-
-    init?(argument: String) {
-        guard let match = argument.wholeMatch(of: /(\d{1,6})([mhd])/), let count = Int(match.1) else { return nil }
-        let unit: Int =
-            switch match.2 {
-            case "m": 60
-            case "h": 3600
-            default: 86_400
-            }
-        duration = .seconds(count * unit)
-    }
-}
-
 struct IssuedReport: Encodable {
     let invitation: Invitation
     let token: String

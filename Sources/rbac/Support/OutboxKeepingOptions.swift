@@ -1,0 +1,22 @@
+import ArgumentParser
+
+/// How long the sweep keeps settled outbox messages, for `rbac outbox list`, before it deletes them.
+struct OutboxKeepingOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "Delete a sent outbox message this long after its delivery (30m, 12h, 7d).", valueName: "lifetime"))
+    var keepSent = Lifetime(argument: "7d")!
+    @Option(
+        help: ArgumentHelp(
+            """
+            Delete a dead outbox message this long after its last attempt (30m, 12h, 7d); until then rbac outbox \
+            retry can take it back.
+            """, valueName: "lifetime"))
+    var keepDead = Lifetime(argument: "30d")!
+
+    func validate() throws {
+        guard keepSent.duration >= .seconds(60), keepDead.duration >= .seconds(60) else {
+            throw ValidationError("--keep-sent and --keep-dead must be at least 1m")
+        }
+    }
+}
