@@ -5,7 +5,8 @@ import Foundation
 extension RBAC {
     struct Check: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "May a user do something in a couple? Exit 0 when allowed, 1 when denied.")
+            abstract: "May a user do something in a couple? Exit 0 when allowed, 1 when denied.",
+            discussion: "Example: rbac check --couple C --user pia@example.com --permission budget.edit")
         @OptionGroup var member: MemberOptions
         @Option(help: "The permission, e.g. budget.edit (see rbac roles).") var permission: String
         @OptionGroup var database: DatabaseOptions

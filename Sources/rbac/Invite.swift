@@ -7,7 +7,11 @@ extension RBAC {
     struct Invite: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Invite someone to a couple with a role; prints the link once.",
-            discussion: "Links start with $RBAC_PUBLIC_URL (default http://localhost:8080).")
+            discussion: """
+                Links start with $RBAC_PUBLIC_URL (default http://localhost:8080).
+
+                Example: rbac invite --couple C --role planner --email pia@example.com --access-until 2027-06-30
+                """)
         @Option(help: "The couple's id.") var couple: String
         @Option(help: "The role the invitee will get.") var role: String
         @Option(help: "Only the user with this email address may accept.") var email: String?

@@ -5,7 +5,8 @@ import Foundation
 extension RBAC {
     struct Leave: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "A member leaves a couple (the last active owner cannot).")
+            abstract: "A member leaves a couple (the last active owner cannot).",
+            discussion: "Example: rbac leave --couple C --user pia@example.com")
         @OptionGroup var member: MemberOptions
         @OptionGroup var acting: ActingOptions
 

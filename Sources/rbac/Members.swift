@@ -4,7 +4,8 @@ import Foundation
 
 extension RBAC {
     struct Members: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List a couple's members.")
+        static let configuration = CommandConfiguration(
+            abstract: "List a couple's members.", discussion: "Example: rbac members --couple C --limit 50")
         @Option(help: "The couple's id.") var couple: String
         @OptionGroup var page: PageOptions
         @OptionGroup var acting: ActingOptions

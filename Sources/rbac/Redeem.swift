@@ -5,7 +5,9 @@ import Foundation
 
 extension RBAC {
     struct Redeem: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Accept an invitation token for a user.")
+        static let configuration = CommandConfiguration(
+            abstract: "Accept an invitation token for a user.",
+            discussion: "Example: printf '%s\\n' \"$LINK\" | rbac redeem - --user paul@example.com")
         @Argument(
             help: """
                 The token (inv_...) or the whole link; - reads it from standard input, which keeps it out of the \

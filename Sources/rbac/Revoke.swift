@@ -4,7 +4,9 @@ import Foundation
 
 extension RBAC {
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a user from a couple.")
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a user from a couple.",
+            discussion: "Example: rbac revoke --couple C --user pia@example.com")
         @OptionGroup var member: MemberOptions
         @OptionGroup var acting: ActingOptions
 

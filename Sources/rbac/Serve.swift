@@ -20,6 +20,8 @@ extension RBAC {
                 On SIGINT/SIGTERM it stops taking connections, answers \
                 the requests in flight (for up to --drain-timeout), closes each connection after its last \
                 answer, and exits 0.
+
+                Example: rbac serve --public-url https://invite.example.com --jwt-issuer https://tenant.eu.auth0.com/
                 """)
 
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?

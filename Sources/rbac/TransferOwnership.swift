@@ -6,7 +6,8 @@ extension RBAC {
     struct TransferOwnership: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "transfer-ownership",
-            abstract: "Make a member the owner; the previous owner becomes a partner.")
+            abstract: "Make a member the owner; the previous owner becomes a partner.",
+            discussion: "Example: rbac transfer-ownership --couple C --to paul@example.com")
         @Option(help: "The couple's id.") var couple: String
         @Option(help: "The new owner's id or email address.") var to: String
         @OptionGroup var acting: ActingOptions
