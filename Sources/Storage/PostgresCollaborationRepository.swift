@@ -578,15 +578,12 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     /// an entry's id, reads only the entries older than it, as `audit(couple:...)` does.
     public func operatorAudit(since: Date?, before: Int64?, last: Int?) async throws -> [AuditEntry] {
         try AuditEntry.requireCount(last)
-        if let before {
-            let cursor = try await run(as: nil) {
-                try await $0.query("SELECT 1 FROM operator_audit_log WHERE id = \(before)")
-            }
-            if cursor.isEmpty { throw AuditEntry.notFound(before, in: "the operator's log") }
-        }
-        // The log lives on one node, so its ids alone give its order.
         return try await run(as: nil) { connection in
-            try await connection.query(
+            if let before, try await connection.query("SELECT 1 FROM operator_audit_log WHERE id = \(before)").isEmpty {
+                throw AuditEntry.notFound(before, in: "the operator's log")
+            }
+            // The log lives on one node, so its ids alone give its order.
+            return try await connection.query(
                 """
                 SELECT * FROM (
                     SELECT id, at, actor_label AS actor, action, before, after
