@@ -69,7 +69,8 @@ struct WebhookDeliveryTests {
                 "UPDATE memberships SET role = 'viewer' WHERE couple_id = \(couple) AND user_id = \(planner)")
             _ = try await pool.query("DELETE FROM memberships WHERE couple_id = \(couple) AND user_id = \(planner)")
             _ = try await pool.query("DELETE FROM users WHERE id = \(planner)")
-            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 6))
+            _ = try await pool.query("UPDATE users SET display_name = 'Olivia' WHERE id = \(owner)")
+            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 7))
 
             let received = try Self.received(peer)
             #expect(received.allSatisfy { $0.verified }, "every delivery verifies with standardwebhooks")
@@ -77,7 +78,7 @@ struct WebhookDeliveryTests {
                 received.compactMap(\.type).sorted()
                     == [
                         "couple.created", "membership.created", "membership.created", "membership.removed",
-                        "membership.updated", "user.deleted",
+                        "membership.updated", "user.deleted", "user.updated",
                     ])
             let ids: [String] = try await pool.query("SELECT id::text FROM outbox WHERE status = 'sent' ORDER BY id")
                 .map { try $0.decode(column: 0) }

@@ -60,6 +60,12 @@ SELECT is((SELECT count(*) FROM operator_audit_log), (SELECT entries FROM log_si
 SELECT results_eq($$SELECT before ->> 'email', after ->> 'email' FROM operator_audit_log
                     WHERE action = 'user.update' ORDER BY id DESC LIMIT 1$$,
                   $$VALUES ('vera@example.com', 'vera@bücher.example')$$, 'the operator''s log records a change');
+SELECT set_eq($$SELECT payload FROM outbox WHERE event_type = 'user.updated'$$,
+              $$VALUES (jsonb_build_object('user_id', pg_temp.id('pia'), 'email', 'pia@example.com',
+                                           'display_name', 'Pia Berg')),
+                       (jsonb_build_object('user_id', pg_temp.id('vera'), 'email', 'vera@bücher.example',
+                                           'display_name', NULL))$$,
+              'webhook receivers get a user.updated of each change, with the address and name as they are now');
 
 -- A user deletes themself.
 SELECT pg_temp.act_as('pia');
@@ -86,6 +92,9 @@ SELECT results_eq($$SELECT couple_id FROM outbox WHERE event_type = 'membership.
 SELECT results_eq($$SELECT couple_id, payload FROM outbox WHERE event_type = 'user.deleted'$$,
                   $$VALUES (NULL::uuid, jsonb_build_object('user_id', pg_temp.id('pia')))$$,
                   'then a user.deleted with their id alone');
+SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'Pia Berg|pia@example'), 0,
+          'and their user.updated goes from the outbox: no message names them');
+SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'user.updated'), 1, 'another user''s stays');
 
 -- The operator's log keeps what happened to the user, without what named them.
 SELECT results_eq($$SELECT action FROM operator_audit_log
