@@ -102,16 +102,21 @@ public struct PostgresOutbox: Sendable {
 
     // MARK: Messages
 
-    /// The newest `limit` messages, of `status` only when given.
-    public func messages(status: String?, limit: Int) async throws -> [OutboxMessage] {
+    /// The newest `limit` messages; of `status`, of couple `couple` and of event type `event` only when given.
+    public func messages(status: String?, couple: UUID? = nil, event: String? = nil, limit: Int) async throws
+        -> [OutboxMessage]
+    {
         if let status, !Self.statuses.contains(status) {
             throw CollaborationError(
                 .invalidInput, "unknown status \(quoted(status)); valid: \(Self.statuses.joined(separator: ", "))")
         }
+        if let event { try Self.validate(eventTypes: [event]) }
         return try await run {
             try await $0.query(
                 """
-                SELECT \(sql: Self.messageColumns) FROM outbox WHERE \(status)::text IS NULL OR status = \(status)
+                SELECT \(sql: Self.messageColumns) FROM outbox
+                WHERE (\(status)::text IS NULL OR status = \(status)) AND (\(couple)::uuid IS NULL OR couple_id = \(couple))
+                  AND (\(event)::text IS NULL OR event_type = \(event))
                 ORDER BY created_at DESC, id LIMIT \(limit)
                 """)
         }.map(Self.message)
@@ -323,7 +328,11 @@ public struct PostgresOutbox: Sendable {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(url))")
         }
-        for type in eventTypes where !eventTypes.isEmpty && !Self.eventTypes.contains(type) {
+        try validate(eventTypes: eventTypes)
+    }
+
+    private static func validate(eventTypes: [String]) throws(CollaborationError) {
+        for type in eventTypes where !Self.eventTypes.contains(type) {
             throw CollaborationError(
                 .invalidInput, "unknown event \(quoted(type)); valid: \(Self.eventTypes.joined(separator: ", "))")
         }

@@ -11,8 +11,14 @@ extension RBAC {
             subcommands: [List.self, Retry.self])
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "The newest messages.")
+            static let configuration = CommandConfiguration(
+                abstract: "The newest messages, with when each was written, is due again and was delivered.",
+                discussion: "Example: rbac outbox list --couple C --event invitation.created")
             @Option(help: "Only pending, sent or dead ones.") var status: String?
+            @Option(help: ArgumentHelp("Only the couple's messages.", valueName: "id")) var couple: String?
+            @Option(
+                help: ArgumentHelp("Only messages of one event type, such as invitation.created.", valueName: "type"))
+            var event: String?
             @Option(help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n")) var limit = 100
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
@@ -22,12 +28,18 @@ extension RBAC {
                     throw ValidationError(
                         "unknown status \(quoted(status)); valid: \(PostgresOutbox.statuses.joined(separator: ", "))")
                 }
+                if let event, !PostgresOutbox.eventTypes.contains(event) {
+                    throw ValidationError(
+                        "unknown event \(quoted(event)); valid: \(PostgresOutbox.eventTypes.joined(separator: ", "))")
+                }
+                _ = try couple.map(Parse.couple)
                 guard (1...1000).contains(limit) else { throw ValidationError("--limit must be from 1 to 1000") }
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let messages = try await PostgresOutbox(pool: context.pool).messages(status: status, limit: limit)
+                    let messages = try await PostgresOutbox(pool: context.pool).messages(
+                        status: status, couple: try couple.map(Parse.couple), event: event, limit: limit)
                     try output.print(messages, Outbox.table(messages).rendered)
                 }
             }
@@ -51,11 +63,14 @@ extension RBAC {
 
         static func table(_ messages: [OutboxMessage]) -> Table {
             Table(
-                headers: ["ID", "EVENT", "STATUS", "ATTEMPTS", "NEXT", "LAST ERROR"],
+                headers: [
+                    "ID", "EVENT", "CHANNEL", "STATUS", "ATTEMPTS", "CREATED", "NEXT", "DELIVERED", "LAST ERROR",
+                ],
                 rows: messages.map {
                     [
-                        idText($0.id), $0.eventType, $0.status, String($0.attempts),
-                        $0.status == "pending" ? $0.nextAttemptAt.iso8601 : "", $0.lastError ?? "",
+                        idText($0.id), $0.eventType, $0.channel, $0.status, String($0.attempts), $0.createdAt.iso8601,
+                        $0.status == "pending" ? $0.nextAttemptAt.iso8601 : "", $0.deliveredAt?.iso8601 ?? "",
+                        $0.lastError ?? "",
                     ]
                 })
         }

@@ -61,7 +61,7 @@ struct DeliveryCommandTests {
                 let listed = try await run(["webhooks", "list"])
                 #expect(listed.stdout.contains(url) && !listed.stdout.contains(secret), "never the secret")
 
-                _ = try await CLITests.createCouple(run)
+                let couple = try await CLITests.createCouple(run)
                 let delivered = try CLITests.json(
                     try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
                 #expect(delivered["delivered"] as? Int == 2, "\(delivered)")
@@ -78,6 +78,18 @@ struct DeliveryCommandTests {
                 let again = try await run(["outbox", "retry", message])
                 #expect(again.status == 3 && again.stderr.contains("a sent one is not sent again"), "\(again.stderr)")
                 #expect(try await run(["outbox", "list", "--status", "lost"]).status == 2)
+                let created = try CLITests.jsonArray(
+                    try await run(["outbox", "list", "--couple", couple, "--event", "couple.created", "--json"]))
+                #expect(created.map { $0["event_type"] as? String } == ["couple.created"], "\(created)")
+                #expect(created.first?["delivered_at"] is String, "a sent message says when it was delivered")
+                let elsewhere = try await run(["outbox", "list", "--couple", UUID().uuidString, "--json"])
+                #expect(try CLITests.jsonArray(elsewhere).isEmpty, "another couple's messages only")
+                let unknown = try await run(["outbox", "list", "--event", "member.created"])
+                #expect(unknown.status == 2 && unknown.stderr.contains("unknown event \"member.created\""))
+                let messages = try await run(["outbox", "list", "--couple", couple]).stdout
+                #expect(
+                    messages.contains(" DELIVERED ") && messages.contains(" membership.created  webhook  sent "),
+                    "\(messages)")
 
                 #expect(try await run(["webhooks", "remove", id]).status == 0)
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
