@@ -10,8 +10,8 @@ public protocol CollaborationRepository: Sendable {
     func addUser(email: EmailAddress, displayName: String?, identity: UserIdentity?) async throws -> User
     func user(_ reference: UserReference) async throws -> User
     /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
-    /// must exist.
-    func users(limit: Int, after: UUID?) async throws -> [User]
+    /// must exist; with `search`, only those whose address or display name contains it, whatever its case.
+    func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User]
     /// Changes a user's address (the operator) or display name (the operator, or the user themself); a change to
     /// what is there writes nothing.
     func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User

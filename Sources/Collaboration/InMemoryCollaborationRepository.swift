@@ -130,10 +130,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return SignedIn(user: user.id, identity: identity, created: existing == nil)
     }
 
-    public func users(limit: Int, after: UUID?) throws -> [User] {
+    public func users(matching search: String?, limit: Int, after: UUID?) throws -> [User] {
         try requirePageSize(limit)
+        try User.validateSearch(search)
         let users = usersByID.values.sorted { $0.email.lowercased() < $1.email.lowercased() }
-        return try Self.orderedPage(users, id: \.id, after: after, limit: limit, noun: "user")
+        let following = try Self.orderedPage(users, id: \.id, after: after, limit: users.count, noun: "user")
+        return Array(following.filter { user in search.map(user.matches) ?? true }.prefix(limit))
     }
 
     public func createCouple(name: String, owner: UUID, as actor: Actor) throws -> Couple {

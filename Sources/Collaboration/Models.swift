@@ -39,6 +39,19 @@ public struct User: Sendable, Hashable, Codable {
     public static func validateDisplayName(_ name: String) throws(CollaborationError) -> String {
         do { return try validatedName(name, "the display name") } catch { throw CollaborationError(error) }
     }
+
+    /// Checks the text users are searched for by: 1 to 200 characters, as long as the longest name.
+    public static func validateSearch(_ search: String?) throws(CollaborationError) {
+        guard let search else { return }
+        guard (1...200).contains(search.count) else {
+            throw CollaborationError(.invalidInput, "a search must be 1 to 200 characters, not \(search.count)")
+        }
+    }
+
+    /// Whether the address or display name contains `search`, whatever its case.
+    public func matches(_ search: String) -> Bool {
+        [email, displayName ?? ""].contains { $0.lowercased().contains(search.lowercased()) }
+    }
 }
 
 /// Changes to a user; nil leaves a field as it is. Only the operator changes an address (see `public.edit_user`).

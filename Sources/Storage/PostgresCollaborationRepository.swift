@@ -85,14 +85,17 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         return try Self.user(row)
     }
 
-    public func users(limit: Int, after: UUID?) async throws -> [User] {
+    public func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User] {
         try requirePageSize(limit)
+        try User.validateSearch(search)
         return try await run(as: nil) { connection in
             let rows = try await connection.query(
                 """
                 SELECT \(sql: Self.userColumns) FROM users
-                WHERE \(after)::uuid IS NULL
-                   OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after))
+                WHERE (\(after)::uuid IS NULL
+                       OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after)))
+                  AND (\(search)::text IS NULL OR strpos(lower(email), lower(\(search))) > 0
+                       OR strpos(lower(display_name), lower(\(search))) > 0)
                 ORDER BY lower(email) LIMIT \(limit)
                 """)
             // An empty page after an unknown user is a mistake to report, not the end of the listing.

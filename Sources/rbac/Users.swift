@@ -155,14 +155,26 @@ extension RBAC {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List users by email.")
+            static let configuration = CommandConfiguration(
+                abstract: "List users by email.", discussion: "Example: rbac users list --search berg")
+            @Option(
+                help: ArgumentHelp(
+                    "Only users whose address or display name contains this text, whatever its case.",
+                    valueName: "text"))
+            var search: String?
             @OptionGroup var page: PageOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
+            func validate() throws {
+                do { try User.validateSearch(search) } catch { throw ValidationError(error.message) }
+            }
+
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let users = try await page.read(id: \.id, pages: context.repository.users(limit:after:))
+                    let users = try await page.read(id: \.id) { limit, after in
+                        try await context.repository.users(matching: search, limit: limit, after: after)
+                    }
                     try output.print(
                         users,
                         Table(

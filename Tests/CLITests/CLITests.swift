@@ -355,6 +355,10 @@ struct CLITests {
             }
             #expect(
                 emails == emails.sorted { $0.lowercased() < $1.lowercased() } && emails.contains("Paul@example.com"))
+            let found = try Self.jsonArray(try await run(["users", "list", "--search", "PAUL", "--json"]))
+            #expect(found.compactMap { $0["email"] as? String } == ["Paul@example.com"], "a search, whatever its case")
+            let empty = try await run(["users", "list", "--search", ""])
+            #expect(empty.status == 2 && empty.stderr.contains("a search must be 1 to 200 characters, not 0"))
             let names = try Self.jsonArray(try await run(["couples", "list", "--json"])).compactMap {
                 $0["name"] as? String
             }

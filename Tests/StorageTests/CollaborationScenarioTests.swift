@@ -428,7 +428,9 @@ struct CollaborationScenarioTests {
         }
     }
 
-    @Test("users list by email whatever its case, couples oldest first, page by page", arguments: Backend.allCases)
+    @Test(
+        "users list by email whatever its case, or those a search finds, couples oldest first, page by page",
+        arguments: Backend.allCases)
     func usersAndCouplesInPages(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
             for name in ["vera", "Paul", "ana", "Sam", "olivia"] {
@@ -444,15 +446,33 @@ struct CollaborationScenarioTests {
                     if page.count < 2 { return items }
                 }
             }
-            let users = try await walk(world.repository.users(limit:after:), id: \.id)
+            let users = try await walk(
+                { try await world.repository.users(matching: nil, limit: $0, after: $1) }, id: \.id)
             #expect(users.map(\.email) == ["ana", "olivia", "Paul", "Sam", "vera"].map { "\($0)@example.com" })
+            _ = try await world.repository.editUser(users[3].id, UserEdit(displayName: "Sam Alvarez"), as: world.admin)
+            let found = try await walk(
+                { try await world.repository.users(matching: "V", limit: $0, after: $1) }, id: \.id)
+            #expect(
+                found.map(\.email) == ["olivia", "Sam", "vera"].map { "\($0)@example.com" },
+                "an address or a name that holds the text, whatever its case, in pages of the same order")
+            #expect(
+                try await world.repository.users(matching: "ALVAREZ", limit: 10, after: nil).map(\.email) == [
+                    "Sam@example.com"
+                ])
             let couples = try await walk(world.repository.couples(limit:after:), id: \.id)
             #expect(couples.map(\.name) == ["vera", "Paul", "ana", "Sam", "olivia"])
 
-            await expectRefusal(.notFound) { _ = try await world.repository.users(limit: 2, after: UUID()) }
+            await expectRefusal(.notFound) {
+                _ = try await world.repository.users(matching: nil, limit: 2, after: UUID())
+            }
+            await expectRefusal(.invalidInput) {
+                _ = try await world.repository.users(matching: "", limit: 2, after: nil)
+            }
             await expectRefusal(.notFound) { _ = try await world.repository.couples(limit: 2, after: UUID()) }
             for limit in [0, 1001] {
-                await expectRefusal(.invalidInput) { _ = try await world.repository.users(limit: limit, after: nil) }
+                await expectRefusal(.invalidInput) {
+                    _ = try await world.repository.users(matching: nil, limit: limit, after: nil)
+                }
                 await expectRefusal(.invalidInput) { _ = try await world.repository.couples(limit: limit, after: nil) }
             }
         }
