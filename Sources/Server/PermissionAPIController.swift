@@ -15,6 +15,7 @@ struct PermissionAPIController {
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("check", use: check)
         group.post("check/batch", use: checkBatch)
+        group.get("users/:user", use: user)
         group.get("users/:user/couples", use: userCouples)
         group.get("couples/:couple/members", use: members)
         group.get("couples/:couple/users/:user/permissions", use: userPermissions)
@@ -70,6 +71,12 @@ struct PermissionAPIController {
             return results
         }
         return try Self.json(Results(results: results))
+    }
+
+    /// A user with their identities, for a backend that heard of them by id (a webhook, a member listing).
+    @Sendable func user(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let user = try APIError.uuid(context.parameters.get("user"), "user id")
+        return try Self.json(try await repository.user(.id(user)))
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {

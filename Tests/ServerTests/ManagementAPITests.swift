@@ -112,7 +112,8 @@ struct ManagementAPITests {
         }
     }
 
-    @Test("a user changes their own display name over HTTP; an address is the operator's to change")
+    @Test(
+        "a user changes their own display name over HTTP, which services read; an address is the operator's to change")
     func editUser() async throws {
         let fixture = try await Fixture()
         let planner = try await fixture.member("pia", "planner").userID
@@ -147,6 +148,18 @@ struct ManagementAPITests {
             let (_, unnamed) = try await patch("\(planner)", as: planner, #"{"display_name":null}"#)
             #expect(!unnamed.contains("display_name"), "null removes the name: \(unnamed)")
             #expect(try await fixture.repository.user(.id(planner)).displayName == nil)
+            _ = try await patch("\(planner)", as: planner, #"{"display_name":"Pia"}"#)
+
+            func get(_ user: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, String) {
+                try await client.execute(uri: "/v1/users/\(user)", method: .get, headers: headers) {
+                    ($0.status, String(buffer: $0.body))
+                }
+            }
+            let (found, shown) = try await get("\(planner)", fixture.keyHeader)
+            #expect(found == .ok && shown.contains(#""display_name":"Pia""#), "a service reads a user: \(shown)")
+            #expect(try await get("\(UUID())", fixture.keyHeader).0 == .notFound)
+            #expect(try await get("pia@example.com", fixture.keyHeader).0 == .badRequest, "by id only")
+            #expect(try await get("\(planner)", [:]).0 == .unauthorized)
         }
     }
 
