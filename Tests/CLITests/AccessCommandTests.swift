@@ -98,6 +98,75 @@ extension CLITests {
         }
     }
 
+    @Test("check --explain says why: the role and what it grants, a suspension, an expiry, no membership")
+    func explainedCheck() async throws {
+        try await Self.withDatabase { run, configuration in
+            let couple = try await Self.createCouple(run)
+            for email in ["pia@example.com", "vera@example.com"] {
+                #expect(try await run(["users", "add", "--email", email]).status == 0)
+            }
+            #expect(
+                try await run(["grant", "--couple", couple, "--user", "pia@example.com", "--role", "viewer"]).status
+                    == 0)
+            func explain(_ user: String, _ permission: String, couple: String = couple) async throws -> (Int32, String)
+            {
+                let result = try await run([
+                    "check", "--couple", couple, "--user", user, "--permission", permission, "--explain",
+                ])
+                return (result.status, result.stdout)
+            }
+            let expectations: [(String, String, Int32, String)] = [
+                (
+                    "pia@example.com", "budget.view", 0,
+                    "allowed: pia@example.com holds role viewer in the couple, which grants budget.view"
+                ),
+                (
+                    "pia@example.com", "budget.edit", 1,
+                    "denied: pia@example.com holds role viewer in the couple, which does not grant budget.edit; owner, partner, planner do"
+                ),
+                (
+                    "vera@example.com", "couple.delete", 1,
+                    "denied: vera@example.com is not a member of the couple; owner does"
+                ),
+            ]
+            for (user, permission, status, line) in expectations {
+                #expect(try await explain(user, permission) == (status, line + "\n"))
+            }
+            let unknown = UUID().uuidString.lowercased()
+            #expect(
+                try await explain("pia@example.com", "budget.view", couple: unknown) == (
+                    1, "denied: couple \(unknown) does not exist\n"
+                ))
+
+            #expect(try await run(["suspend", "--couple", couple, "--user", "pia@example.com"]).status == 0)
+            #expect(
+                try await explain("pia@example.com", "budget.view")
+                    == (
+                        1,
+                        "denied: pia@example.com holds role viewer in the couple, suspended: rbac reactivate restores it\n"
+                    ))
+            #expect(try await run(["reactivate", "--couple", couple, "--user", "pia@example.com"]).status == 0)
+            let admin = try await PostgresConnection.connect(configuration)
+            _ = try await admin.execute(
+                "UPDATE memberships SET expires_at = '2026-01-01T00:00:00Z' WHERE role = 'viewer'")
+            await admin.close()
+            #expect(
+                try await explain("pia@example.com", "budget.view")
+                    == (
+                        1,
+                        "denied: pia@example.com held role viewer in the couple until 2026-01-01T00:00:00Z (rbac grant renews it)\n"
+                    ))
+            let json = try Self.json(
+                try await run([
+                    "check", "--couple", couple, "--user", "olivia@example.com", "--permission", "budget.edit",
+                    "--explain", "--json",
+                ]))
+            #expect(
+                json["allowed"] as? Bool == true && json["revision"] is Int
+                    && (json["reason"] as? String)?.contains("owner") == true)
+        }
+    }
+
     @Test("sweep records each expiry once, deletes outbox messages kept long enough, and says how many")
     func sweep() async throws {
         try await Self.withDatabase { run, configuration in
