@@ -154,6 +154,8 @@ public struct PostgresOutbox: Sendable {
         public let endpoint: (id: UUID, url: String, secretBox: [UInt8])?
         /// The invitation's token, sealed, for the link the message carries.
         public let tokenBox: [UInt8]?
+        /// For an invitation email, whom the invitation is from, read as it is sent (`rbac.inviter_shown`).
+        public let inviter: String?
     }
 
     /// Claims up to `limit` due messages of `channels`: they count an attempt and are not due again for `lease`,
@@ -174,7 +176,12 @@ public struct PostgresOutbox: Sendable {
                 RETURNING o.id, o.event_type, o.channel, o.payload::text AS payload, o.created_at, o.attempts,
                           o.token_box, o.endpoint_id,
                           (SELECT url FROM webhook_endpoints WHERE id = o.endpoint_id) AS url,
-                          (SELECT secret_box FROM webhook_endpoints WHERE id = o.endpoint_id) AS secret_box
+                          (SELECT secret_box FROM webhook_endpoints WHERE id = o.endpoint_id) AS secret_box,
+                          -- Compared as text: a payload that raw SQL wrote wrong must not fail every claim.
+                          CASE WHEN o.channel = 'email' THEN rbac.inviter_shown(
+                              (SELECT i.invited_by FROM invitations i
+                               WHERE i.couple_id = o.couple_id AND i.id::text = o.payload ->> 'invitation_id'))
+                          END AS inviter
                 """
             ).map { row in
                 let endpoint: UUID? = try row.decode("endpoint_id")
@@ -186,7 +193,8 @@ public struct PostgresOutbox: Sendable {
                     endpoint: try endpoint.map {
                         ($0, try row.decode("url"), Array(try row.decode("secret_box", as: Data.self)))
                     },
-                    tokenBox: try row.decode("token_box", as: Data?.self).map(Array.init))
+                    tokenBox: try row.decode("token_box", as: Data?.self).map(Array.init),
+                    inviter: try row.decode("inviter"))
             }
         }
     }

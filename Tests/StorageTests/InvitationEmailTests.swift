@@ -128,6 +128,28 @@ struct InvitationEmailTests {
         }
     }
 
+    @Test("the inviter is named as they are when the email is sent; the operator's label never reaches an invitee")
+    func inviterWhenSent() async throws {
+        try await Self.withServer { setup in
+            try await setup.invite("pia@example.com")
+            _ = try await setup.pool.query("UPDATE users SET display_name = 'Olivia Berg' WHERE id = \(setup.owner)")
+            try await setup.invitations.invite(
+                to: setup.couple, role: RoleName(rawValue: "viewer")!,
+                email: EmailAddress(rawValue: "vera@example.com"),
+                as: .operator(label: "support desk"))
+            #expect(
+                try await setup.pool.count("SELECT count(*) FROM outbox WHERE payload::text ~ 'Olivia|support desk'")
+                    == 0,
+                "the outbox keeps no inviter")
+            #expect(try await setup.worker.runOnce() == [.delivered, .delivered])
+            let texts = Dictionary(
+                uniqueKeysWithValues: try Self.received(setup.peer).map { ($0.to, $0.parts[0].text) })
+            #expect(texts["pia@example.com"]?.contains("Olivia Berg invites you") == true, "\(texts)")
+            #expect(texts["vera@example.com"]?.contains("The couple's administrator invites you") == true, "\(texts)")
+            #expect(!texts.values.contains { $0.contains("support desk") })
+        }
+    }
+
     @Test("a couple's name that raw SQL gave a line break or an override is sent escaped, never as a header")
     func rawSQLName() async throws {
         try await Self.withServer { setup in

@@ -62,6 +62,8 @@ SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_viewer'), pg_temp.
 -- Expired and revoked.
 SELECT pg_temp.act_as_operator();
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_old'), 'viewer');
+SELECT is((SELECT inviter FROM invitation_preview(pg_temp.hash('inv_old'))), 'The couple''s administrator',
+          'an invitation the operator made is from the couple''s administrator, not the operator''s label');
 UPDATE invitations SET created_at = now() - interval '8 days', expires_at = now() - interval '1 day'
 WHERE token_hash = pg_temp.hash('inv_old');
 SELECT pg_temp.act_as('second');

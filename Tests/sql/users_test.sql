@@ -41,6 +41,9 @@ SELECT throws_ok(format($$SELECT edit_user(%L, NULL, E'Pia\u202eBerg')$$, pg_tem
                  'as is one with a control character');
 SELECT results_eq(format($$SELECT email, display_name FROM edit_user(%L, NULL, ' Pia Berg ')$$, pg_temp.id('pia')),
                   $$VALUES ('pia@example.com', 'Pia Berg')$$, 'a user changes their own name, trimmed');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_from_pia'), 'viewer', 'friend@example.com');
+SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'Pia Berg'), 1,
+          'the outbox names her in her user.updated alone, not in the email of her invitation');
 SELECT pg_temp.act_as_operator();
 SELECT throws_ok(format($$SELECT edit_user(%L, 'OLIVIA@example.com', NULL)$$, pg_temp.id('vera')), '23505', NULL,
                  'an address another user has, whatever its case, is refused');
@@ -75,9 +78,10 @@ SELECT is((SELECT count(*)::int FROM users WHERE id = pg_temp.id('pia'))
           + (SELECT count(*)::int FROM memberships WHERE user_id = pg_temp.id('pia'))
           + (SELECT count(*)::int FROM user_identities WHERE user_id = pg_temp.id('pia')), 0,
           'the user goes, with their memberships and identities');
-SELECT results_eq($$SELECT invited_by, email FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul')$$,
-                  $$VALUES (NULL::uuid, 'guest@example.com'::text)$$,
-                  'the invitation they made stays, naming nobody');
+SELECT results_eq($$SELECT invited_by, email FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul')
+                    ORDER BY email DESC$$,
+                  $$VALUES (NULL::uuid, 'guest@example.com'::text), (NULL, 'friend@example.com')$$,
+                  'the invitations they made stay, naming nobody');
 SELECT results_eq($$SELECT c.id FROM couples c JOIN revisions r USING (id) WHERE c.revision > r.revision ORDER BY 1$$,
                   $$SELECT unnest(ARRAY[pg_temp.id('Olivia & Paul'), pg_temp.id('Solo')]) ORDER BY 1$$,
                   'each of their couples moves to a new revision, for every cache');
@@ -93,7 +97,9 @@ SELECT results_eq($$SELECT couple_id, payload FROM outbox WHERE event_type = 'us
                   $$VALUES (NULL::uuid, jsonb_build_object('user_id', pg_temp.id('pia')))$$,
                   'then a user.deleted with their id alone');
 SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'Pia Berg|pia@example'), 0,
-          'and their user.updated goes from the outbox: no message names them');
+          'and no message in the outbox names them: their user.updated goes');
+SELECT is(rbac.inviter_shown((SELECT invited_by FROM invitations WHERE email = 'friend@example.com')),
+          'The couple''s administrator', 'the email of their invitation, sent now, names the administrator');
 SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'user.updated'), 1, 'another user''s stays');
 
 -- The operator's log keeps what happened to the user, without what named them.

@@ -123,6 +123,15 @@ BEGIN
         RETURNING i.id, i.expires_at;
 END $$;
 
+-- Whom an invitation is from, as the invitee is told (the invitation page, the email): the inviter's name, else
+-- their address; for one the operator made, or whose inviter is gone, the couple's administrator. Operators'
+-- labels are for the logs, not for invitees.
+CREATE OR REPLACE FUNCTION rbac.inviter_shown(p_invited_by uuid) RETURNS text
+LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+    SELECT coalesce((SELECT coalesce(u.display_name, u.email) FROM users u WHERE u.id = p_invited_by),
+                    'The couple''s administrator')
+$$;
+
 -- What the landing page shows for a token: couple, role, inviter, expiry, status, and for an invitation bound to
 -- an address that address masked (o•••@example.com): enough for its owner to know which account to sign in
 -- with, not enough to learn it from a forwarded link. Anyone holding the token may look; nothing is consumed.
@@ -135,8 +144,7 @@ RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     RETURN QUERY
-        SELECT i.couple_id, c.name, i.role,
-               coalesce(u.display_name, u.email, 'the couple''s administrator'),
+        SELECT i.couple_id, c.name, i.role, rbac.inviter_shown(i.invited_by),
                left(split_part(i.email, '@', 1), 1) || '•••@' || split_part(i.email, '@', 2),
                i.expires_at, rbac.invitation_status(i),
                coalesce((SELECT r.description FROM roles r WHERE r.name = i.role),
@@ -145,7 +153,6 @@ BEGIN
                i.membership_expires_at
         FROM invitations i
         JOIN couples c ON c.id = i.couple_id
-        LEFT JOIN users u ON u.id = i.invited_by
         WHERE i.token_hash = p_token_hash;
 END $$;
 

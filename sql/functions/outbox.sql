@@ -94,7 +94,8 @@ END $$;
 
 -- invitation.created, invitation.accepted, invitation.revoked; and for an invitation bound to an address, the
 -- email that carries its link. Once an invitation is accepted, revoked or deleted (with its couple), its sealed
--- token goes from every message still holding it.
+-- token goes from every message still holding it. The email names no inviter: the worker reads who it is from
+-- when it sends it (rbac.inviter_shown), as they are then, and the outbox does not keep it.
 CREATE OR REPLACE FUNCTION rbac.outbox_invitation() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -125,11 +126,9 @@ BEGIN
         INSERT INTO outbox (event_type, couple_id, payload, channel)
         SELECT v_type, NEW.couple_id,
                v_payload || jsonb_build_object(
-                   'couple_name', c.name,
-                   'inviter', coalesce(u.display_name, u.email, NEW.inviter_label, 'the couple'),
-                   'expires_epoch', extract(epoch FROM NEW.expires_at)::bigint),
+                   'couple_name', c.name, 'expires_epoch', extract(epoch FROM NEW.expires_at)::bigint),
                'email'
-        FROM couples c LEFT JOIN users u ON u.id = NEW.invited_by
+        FROM couples c
         WHERE c.id = NEW.couple_id;
     END IF;
     RETURN NULL;
