@@ -153,6 +153,42 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a user deleted while inviting and renaming themself: each lands before the deletion or is refused")
+    func deleteUserWhileActing() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (leaving, owner) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
+                let outcomes = try await race(3) { index, go in
+                    await go()
+                    return try await Outcome.of {
+                        switch index {
+                        case 0: try await repository.deleteUser(leaving, as: .user(leaving))
+                        case 1:
+                            _ = try await repository.createInvitation(
+                                couple: couple, token: SecretToken.generate(.invitation),
+                                role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                                membershipExpiresAt: nil, as: .user(leaving))
+                        default:
+                            _ = try await repository.editUser(
+                                leaving, UserEdit(displayName: "Gone"), as: .user(leaving))
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                #expect(outcomes[0] == .success, "\(outcomes)")
+                // After the deletion the user is no member (permission_denied) and no user (not_found); never a
+                // foreign key's error.
+                let allowed: Set<Outcome> = [.success, .refused("not_found"), .refused("permission_denied")]
+                #expect(outcomes[1...2].allSatisfy(allowed.contains), "\(outcomes)")
+                #expect(try await pool.count("SELECT count(*) FROM invitations WHERE invited_by = \(leaving)") == 0)
+            }
+            #expect(seen.count > 1, "the writes should land on both sides of the deletion: \(seen)")
+        }
+    }
+
     @Test("two users given one address while one of them is deleted: at most one holds it, and all else is refused")
     func editUsersToOneAddress() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in

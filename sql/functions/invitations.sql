@@ -103,6 +103,11 @@ DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.invite');
     v_email text := rbac.stored_email(p_email);
 BEGIN
+    -- The inviter's row locked first, before the couple's (rbac.require_invitation_allowed), as delete_user
+    -- takes them: a deletion of the inviter waits for the invitation, or this finds them gone.
+    IF v_actor IS NOT NULL AND NOT EXISTS (SELECT FROM users WHERE id = v_actor FOR KEY SHARE) THEN
+        RAISE EXCEPTION 'user % does not exist', v_actor USING ERRCODE = 'RBNFD';
+    END IF;
     PERFORM rbac.require_token_hash(p_token_hash);
     PERFORM rbac.require_role(p_couple_id, p_role);
     PERFORM rbac.require_expiry(p_role, p_membership_expires_at);
