@@ -51,11 +51,12 @@ struct CollaborationRaceTests {
         }
     }
 
-    @Test("a couple deleted while a member is added and an invitation accepted: nothing of it remains")
+    @Test("a couple deleted while a member is added, invited and accepted, and a budget begun: nothing of it remains")
     func deleteWhileJoining() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
             // Through the repository, which runs each call again after a deadlock, as every caller should.
             let repository = PostgresCollaborationRepository(pool: pool)
+            let budget = PostgresBudgetRepository(pool: pool)
             var seen = Set<[Outcome]>()
             for _ in 0..<Self.rounds {
                 let (owner, joiner, invitee) = (
@@ -64,7 +65,7 @@ struct CollaborationRaceTests {
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
                 let token = SecretToken.generate(.invitation).hash
                 try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
-                let outcomes = try await race(3) { index, go in
+                let outcomes = try await race(5) { index, go in
                     await go()
                     return try await Outcome.of {
                         switch index {
@@ -73,8 +74,16 @@ struct CollaborationRaceTests {
                             _ = try await repository.grant(
                                 couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
                                 as: .user(owner))
-                        default:
+                        case 2:
                             _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee))
+                        case 3:
+                            _ = try await repository.createInvitation(
+                                couple: couple, token: SecretToken.generate(.invitation),
+                                role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                                membershipExpiresAt: nil, as: .user(owner))
+                        default:
+                            _ = try await budget.createScenario(
+                                couple: couple, name: "Main", primary: true, as: .user(owner))
                         }
                     }
                 }
@@ -90,6 +99,7 @@ struct CollaborationRaceTests {
                     """
                     SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
                          + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
+                         + (SELECT count(*) FROM budget_scenarios WHERE couple_id = \(couple))
                     """)
                 #expect(left == 0)
             }

@@ -48,6 +48,10 @@ DECLARE
     v_next timestamptz;
 BEGIN
     SELECT invite_domains INTO v_domains FROM couples WHERE id = p_couple_id FOR UPDATE;
+    -- Deleted since the caller's permission check: the invitation would have nothing to belong to.
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'couple % does not exist', p_couple_id USING ERRCODE = 'RBNFD';
+    END IF;
     IF v_domains <> '{}' AND (p_email IS NULL OR rbac.ascii_domain(split_part(p_email, '@', 2)) <> ALL (v_domains))
     THEN
         RAISE EXCEPTION 'couple % invites only addresses at %; name one', p_couple_id,
