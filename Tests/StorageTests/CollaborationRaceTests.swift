@@ -199,6 +199,42 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a webhook endpoint removed while members are added: every grant lands, with or without its message")
+    func removeEndpointWhileGranting() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let outbox = PostgresOutbox(pool: pool)
+            let key = try DeliveryKey(hex: DeliveryKey.generateHex())
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            for _ in 0..<Self.rounds {
+                let (endpoint, _) = try await outbox.addWebhook(
+                    url: "https://hooks.example.com/\(UUID())", eventTypes: [], key: key)
+                // Messages that the removal deletes with it, as an endpoint in use has: the grants meet it in
+                // the middle of its work.
+                _ = try await pool.query(
+                    """
+                    INSERT INTO outbox (event_type, payload, channel, endpoint_id)
+                    SELECT 'couple.created', '{}', 'webhook', \(endpoint.id) FROM generate_series(1, 300)
+                    """)
+                let (first, second) = (try await pool.newUser(), try await pool.newUser())
+                let outcomes = try await race(3) { index, go in
+                    await go()
+                    return try await Outcome.of {
+                        switch index {
+                        case 0: _ = try await outbox.removeWebhook(endpoint.id)
+                        default:
+                            _ = try await repository.grant(
+                                couple: couple, user: index == 1 ? first : second, role: RoleName(rawValue: "viewer")!,
+                                expiresAt: nil, as: .operator(label: "race"))
+                        }
+                    }
+                }
+                #expect(outcomes == [.success, .success, .success], "never the foreign key's error: \(outcomes)")
+            }
+        }
+    }
+
     @Test("two users given one address while one of them is deleted: at most one holds it, and all else is refused")
     func editUsersToOneAddress() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in

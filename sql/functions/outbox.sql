@@ -4,14 +4,17 @@
 
 -- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it. PL/pgSQL, not SQL: it
 -- runs inside every write to invitations and memberships, and PL/pgSQL keeps its plan from call to call where a
--- SQL function called this way is planned again each time.
+-- SQL function called this way is planned again each time. The endpoints are locked as they are read, with the
+-- lock their foreign key would take: one being removed meanwhile is waited for and then passed over, where the
+-- foreign key would fail the write that the event tells of.
 CREATE OR REPLACE FUNCTION rbac.enqueue_event(p_type text, p_couple_id uuid, p_payload jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     INSERT INTO outbox (event_type, couple_id, payload, channel, endpoint_id)
     SELECT p_type, p_couple_id, p_payload, 'webhook', e.id
     FROM webhook_endpoints e
-    WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types));
+    WHERE e.disabled_at IS NULL AND (e.event_types = '{}' OR p_type = ANY (e.event_types))
+    FOR KEY SHARE OF e;
 END $$;
 
 -- membership.created, membership.updated (role, status or expiry), membership.removed. (membership.expired comes
