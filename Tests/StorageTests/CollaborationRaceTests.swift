@@ -51,9 +51,9 @@ struct CollaborationRaceTests {
         }
     }
 
-    @Test("a couple deleted while a member is added, invited and accepted, and a budget begun: nothing of it remains")
+    @Test("a couple deleted while members join, a role and a budget are made, and it is renamed: nothing of it remains")
     func deleteWhileJoining() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
             // Through the repository, which runs each call again after a deadlock, as every caller should.
             let repository = PostgresCollaborationRepository(pool: pool)
             let budget = PostgresBudgetRepository(pool: pool)
@@ -65,7 +65,7 @@ struct CollaborationRaceTests {
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
                 let token = SecretToken.generate(.invitation).hash
                 try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
-                let outcomes = try await race(5) { index, go in
+                let outcomes = try await race(7) { index, go in
                     await go()
                     return try await Outcome.of {
                         switch index {
@@ -81,9 +81,14 @@ struct CollaborationRaceTests {
                                 couple: couple, token: SecretToken.generate(.invitation),
                                 role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
                                 membershipExpiresAt: nil, as: .user(owner))
-                        default:
+                        case 4:
                             _ = try await budget.createScenario(
                                 couple: couple, name: "Main", primary: true, as: .user(owner))
+                        case 5:
+                            _ = try await repository.createRole(
+                                couple: couple, name: RoleName(rawValue: "mom")!, description: "Mom",
+                                permissions: [Permission(rawValue: "guests.view")!], as: .user(owner))
+                        default: _ = try await repository.renameCouple(couple, to: "Renamed", as: .user(owner))
                         }
                     }
                 }
@@ -100,6 +105,7 @@ struct CollaborationRaceTests {
                     SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
                          + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
                          + (SELECT count(*) FROM budget_scenarios WHERE couple_id = \(couple))
+                         + (SELECT count(*) FROM couple_roles WHERE couple_id = \(couple))
                     """)
                 #expect(left == 0)
             }

@@ -235,6 +235,10 @@ BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'couple.edit');
     PERFORM rbac.require_couple_name(p_name);
     UPDATE couples SET name = btrim(p_name) WHERE id = p_couple_id RETURNING * INTO v_couple;
+    -- Deleted since the permission check.
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'couple % does not exist', p_couple_id USING ERRCODE = 'RBNFD';
+    END IF;
     RETURN v_couple;
 END $$;
 

@@ -164,8 +164,12 @@ BEGIN
             USING ERRCODE = 'RBINV';
     END IF;
     PERFORM rbac.require_holds_all(p_couple_id, v_actor, v_permissions, format('author the %s role', p_name));
-    -- Serialises authoring in the couple, so two authors of one name get one role and one RBDUP.
+    -- Serialises authoring in the couple, so two authors of one name get one role and one RBDUP; a couple
+    -- deleted since the permission check has nothing to hold the role.
     PERFORM 1 FROM couples WHERE id = p_couple_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'couple % does not exist', p_couple_id USING ERRCODE = 'RBNFD';
+    END IF;
     IF EXISTS (SELECT 1 FROM couple_roles cr WHERE cr.couple_id = p_couple_id AND cr.name = p_name) THEN
         RAISE EXCEPTION 'couple % already has a role named "%"', p_couple_id, p_name USING ERRCODE = 'RBDUP';
     END IF;
