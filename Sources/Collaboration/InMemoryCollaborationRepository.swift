@@ -470,7 +470,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
             // As rbac.inviter_shown: the operator's label is for the logs, not for invitees.
             inviter: stored.invitedBy.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email }
-                ?? "The couple's administrator",
+                ?? InvitationPreview.administrator,
             emailHint: stored.invitation.email.map(EmailAddress.masked),
             expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()),
             roleDescription: roleDefinitions[stored.invitation.role]?.description

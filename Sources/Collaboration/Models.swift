@@ -185,6 +185,10 @@ public struct Invitation: Sendable, Hashable, Codable {
 
 /// What an invitation link's page shows before anyone accepts.
 public struct InvitationPreview: Sendable, Hashable, Codable {
+    /// Whom an invitation is from when no user made it (the operator did, or its inviter is gone), as invitees
+    /// are told on the page and in the email; rbac.inviter_shown says the same in SQL.
+    public static let administrator = "The couple's administrator"
+
     public let coupleID: UUID
     public let coupleName: String
     public let role: RoleName

@@ -223,7 +223,7 @@ public struct OutboxWorker: Sendable {
         }
         let bytes = InvitationEmail(
             id: message.id, from: mail.from, to: to, coupleName: payload["couple_name"] as? String ?? "a couple",
-            inviter: message.inviter ?? "The couple's administrator", role: payload["role"] as? String ?? "",
+            inviter: message.inviter ?? InvitationPreview.administrator, role: payload["role"] as? String ?? "",
             expires: expires, link: link
         ).message(at: now())
         do {

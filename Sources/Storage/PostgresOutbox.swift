@@ -106,11 +106,7 @@ public struct PostgresOutbox: Sendable {
     public func messages(status: String?, couple: UUID? = nil, event: String? = nil, limit: Int) async throws
         -> [OutboxMessage]
     {
-        if let status, !Self.statuses.contains(status) {
-            throw CollaborationError(
-                .invalidInput, "unknown status \(quoted(status)); valid: \(Self.statuses.joined(separator: ", "))")
-        }
-        if let event { try Self.validate(eventTypes: [event]) }
+        try Self.validate(status: status, event: event)
         return try await run {
             try await $0.query(
                 """
@@ -337,6 +333,15 @@ public struct PostgresOutbox: Sendable {
                 .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(url))")
         }
         try validate(eventTypes: eventTypes)
+    }
+
+    /// Refuses a status or an event type the outbox does not know, naming those it does.
+    public static func validate(status: String?, event: String?) throws(CollaborationError) {
+        if let status, !statuses.contains(status) {
+            throw CollaborationError(
+                .invalidInput, "unknown status \(quoted(status)); valid: \(statuses.joined(separator: ", "))")
+        }
+        try validate(eventTypes: event.map { [$0] } ?? [])
     }
 
     private static func validate(eventTypes: [String]) throws(CollaborationError) {

@@ -24,13 +24,8 @@ extension RBAC {
             @OptionGroup var output: OutputOptions
 
             func validate() throws {
-                if let status, !PostgresOutbox.statuses.contains(status) {
-                    throw ValidationError(
-                        "unknown status \(quoted(status)); valid: \(PostgresOutbox.statuses.joined(separator: ", "))")
-                }
-                if let event, !PostgresOutbox.eventTypes.contains(event) {
-                    throw ValidationError(
-                        "unknown event \(quoted(event)); valid: \(PostgresOutbox.eventTypes.joined(separator: ", "))")
+                do { try PostgresOutbox.validate(status: status, event: event) } catch {
+                    throw ValidationError(error.message)
                 }
                 _ = try couple.map(Parse.couple)
                 guard (1...1000).contains(limit) else { throw ValidationError("--limit must be from 1 to 1000") }
