@@ -100,8 +100,16 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
         for couple in couples { _ = try delete(couple, user, as: actor) }
         identities = identities.filter { $0.value.user != user }
-        for (hash, stored) in invitationsByHash where stored.invitedBy == user {
-            invitationsByHash[hash]?.invitedBy = nil
+        for (hash, stored) in invitationsByHash {
+            if stored.invitedBy == user { invitationsByHash[hash]?.invitedBy = nil }
+            // What they accepted names neither them nor the address it was sent to, as delete_user leaves it.
+            let invitation = stored.invitation
+            if invitation.acceptedBy == user {
+                invitationsByHash[hash]?.invitation = Invitation(
+                    id: invitation.id, coupleID: invitation.coupleID, role: invitation.role, email: nil,
+                    inviter: invitation.inviter, createdAt: invitation.createdAt, expiresAt: invitation.expiresAt,
+                    status: invitation.status, acceptedBy: nil, membershipExpiresAt: invitation.membershipExpiresAt)
+            }
         }
         usersByID[user] = nil
     }

@@ -416,7 +416,8 @@ struct CollaborationScenarioTests {
     }
 
     @Test(
-        "a user deletes themself with their memberships, not while a couple's last owner", arguments: Backend.allCases)
+        "a user deletes themself with their memberships, not while a couple's last owner; what they accepted forgets them",
+        arguments: Backend.allCases)
     func deleteUser(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
             let (couple, owner) = try await world.couple()
@@ -430,6 +431,24 @@ struct CollaborationScenarioTests {
             #expect(try await world.memberships.members(of: couple, as: world.admin).map(\.user.id) == [owner])
             await expectRefusal(.notFound) { _ = try await world.repository.user(.id(planner)) }
             await expectRefusal(.notFound) { try await world.memberships.deleteUser(planner, as: world.admin) }
+
+            // An invitation they accepted stays, without them or the address it was sent to.
+            let guest = try await world.repository.addUser(
+                email: EmailAddress(rawValue: "guest@example.com")!, displayName: nil)
+            let invited = try await world.invitations.invite(
+                to: couple, role: RoleName(rawValue: "viewer")!, email: EmailAddress(rawValue: "guest@example.com")!,
+                as: .user(owner))
+            _ = try await world.invitations.accept(token: invited.token.rawValue, user: nil, as: .user(guest.id))
+            func accepted() async throws -> Invitation? {
+                try await world.invitations.invitations(of: couple, as: .user(owner))
+                    .first { $0.id == invited.invitation.id }
+            }
+            #expect(try await accepted()?.email == "guest@example.com")
+            #expect(try await accepted()?.acceptedBy == guest.id)
+            try await world.memberships.deleteUser(guest.id, as: .user(guest.id))
+            let erased = try await accepted()
+            #expect(erased?.status == .accepted)
+            #expect(erased?.email == nil && erased?.acceptedBy == nil)
         }
     }
 

@@ -22,7 +22,7 @@ SELECT results_eq(
     $$VALUES (pg_temp.id('olivia'), 'planner', 'partner')$$,
     'a role change is recorded with the acting user, before and after');
 
-SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_secret'), 'viewer');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_secret'), 'viewer', 'guest@example.com');
 SELECT pg_temp.act_as('guest');
 SELECT accept_invitation(pg_temp.hash('inv_secret'));
 SELECT results_eq(
@@ -32,6 +32,9 @@ SELECT results_eq(
 SELECT is_empty(
     $$SELECT 1 FROM audit_log WHERE before ? 'token_hash' OR after ? 'token_hash'$$,
     'token hashes stay out of the audit log');
+SELECT is_empty(
+    $$SELECT 1 FROM audit_log WHERE concat(before, after) ~ 'guest@example'$$,
+    'so does the address an invitation names: a couple''s log names people by id');
 
 SELECT pg_temp.act_as('olivia');
 SELECT transfer_ownership(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'));

@@ -116,8 +116,12 @@ SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (0, 0)$$, 'the nex
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'membership.expired'), 2, 'membership.expired is in the audit log');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'invitation.expired'), 1, 'and invitation.expired');
 SELECT is((SELECT actor_label FROM audit_log WHERE action = 'invitation.expired'), 'system:expiry', 'recorded by no one');
+SELECT ok((SELECT NOT after ? 'email' FROM audit_log WHERE action = 'invitation.expired'),
+          'without the address the invitation names, as every invitation''s entry');
 SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'membership.expired'), 2, 'the events go through the outbox');
 SELECT is((SELECT count(*)::int FROM outbox WHERE event_type = 'invitation.expired'), 1, 'both kinds');
+SELECT ok((SELECT payload ? 'email' FROM outbox WHERE event_type = 'invitation.expired'),
+          'which, for webhook receivers, have it');
 SELECT is((SELECT count(*)::int FROM outbox WHERE token_box IS NOT NULL), 0, 'the expired invitation''s sealed token is erased');
 UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE user_id = pg_temp.id('ivy');
 SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0)$$,

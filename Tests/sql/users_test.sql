@@ -141,5 +141,27 @@ SELECT throws_ok(format($$INSERT INTO memberships (couple_id, user_id, role) VAL
                         pg_temp.id('Olivia & Paul'), pg_temp.id('vera')),
                  'RBNFD', format('user %s does not exist', pg_temp.id('vera')), 'a deleted user cannot be added');
 
+-- An invitation a user accepted loses the address it was sent to when they are deleted; the couple's log never
+-- held it.
+SELECT pg_temp.new_user('ivy');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_ivy'), 'viewer', 'ivy@example.com');
+SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_ivy_again'), 'viewer', 'ivy@example.com');
+SELECT pg_temp.act_as('ivy');
+SELECT accept_invitation(pg_temp.hash('inv_ivy'));
+SELECT pg_temp.act_as_operator();
+SELECT isnt((SELECT count(*)::int FROM outbox WHERE payload ->> 'email' = 'ivy@example.com'), 0,
+            'the outbox holds messages to her address');
+SELECT lives_ok(format('SELECT delete_user(%L)', pg_temp.id('ivy')), 'she is deleted');
+SELECT results_eq($$SELECT email, accepted_by FROM invitations WHERE token_hash = pg_temp.hash('inv_ivy')$$,
+                  $$VALUES (NULL::text, NULL::uuid)$$, 'the invitation she accepted names neither her nor her address');
+SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'ivy@example'
+             AND payload ->> 'invitation_id' = (SELECT id::text FROM invitations
+                                                WHERE token_hash = pg_temp.hash('inv_ivy'))), 0,
+          'nor does any message about it');
+SELECT is((SELECT count(*)::int FROM audit_log WHERE concat(before, after) ~ 'ivy@example'), 0,
+          'nor the couple''s log');
+SELECT is((SELECT email FROM invitations WHERE token_hash = pg_temp.hash('inv_ivy_again')), 'ivy@example.com',
+          'a pending invitation to the address keeps it: whoever holds the address may still accept it');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -8,9 +8,12 @@
 CREATE OR REPLACE FUNCTION rbac.audit_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
-    -- Hashes of tokens and keys, and sealed secrets, stay out of the logs.
-    v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - 'token_hash' - 'key_hash' - 'secret_box' END;
-    v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'token_hash' - 'key_hash' - 'secret_box' END;
+    -- Hashes of tokens and keys, and sealed secrets, stay out of the logs. So does the address an invitation
+    -- names: a couple's log names people by id only, and would keep it past the person's deletion.
+    v_hidden text[] := ARRAY['token_hash', 'key_hash', 'secret_box']
+        || CASE WHEN TG_ARGV[0] = 'invitation' THEN ARRAY['email'] ELSE '{}' END;
+    v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - v_hidden END;
+    v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - v_hidden END;
     v_couple_column text := coalesce(TG_ARGV[1], 'couple_id');
     v_couple_id uuid := coalesce(v_after ->> v_couple_column, v_before ->> v_couple_column)::uuid;
     v_action text := TG_ARGV[0] || '.' || lower(TG_OP);

@@ -62,8 +62,9 @@ BEGIN
         v_after := jsonb_build_object('couple_id', v_invitation.couple_id, 'invitation_id', v_invitation.id,
                                       'role', v_invitation.role, 'email', v_invitation.email,
                                       'expires_at', v_invitation.expires_at);
+        -- The log's entry without the address, as rbac.audit_change writes invitations'.
         INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
-        VALUES (v_invitation.couple_id, NULL, 'system:expiry', 'invitation.expired', NULL, v_after);
+        VALUES (v_invitation.couple_id, NULL, 'system:expiry', 'invitation.expired', NULL, v_after - 'email');
         PERFORM rbac.erase_sealed_token(v_invitation.id);
         PERFORM rbac.enqueue_event('invitation.expired', v_invitation.couple_id, v_after);
         v_invitations := v_invitations + 1;

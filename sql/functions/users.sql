@@ -45,12 +45,15 @@ END $$;
 
 -- Deletes user p_user_id, for the operator, or for that user alone. Their memberships go, each recorded in its
 -- couple's log and announced as membership.removed; so do their identities. Invitations they made or accepted
--- stay, naming nobody. Refused (RBLST) while they are a couple's last active owner: the couple must get another
--- owner, or be deleted, first. What named the person in the operator's log (their address and name; an
--- identity's subject and address) is erased from it: the logs keep ids only, and the entries they made show
--- user:<id>. Their user.updated messages go from the outbox (rbac.outbox_user).
+-- stay, naming nobody: those they accepted lose the address they were sent to, in the table and in the outbox's
+-- messages (couples' logs never hold it). Refused (RBLST) while they are a couple's last active owner: the
+-- couple must get another owner, or be deleted, first. What named the person in the operator's log (their
+-- address and name; an identity's subject and address) is erased from it: the logs keep ids only, and the
+-- entries they made show user:<id>. Their user.updated messages go from the outbox (rbac.outbox_user).
 CREATE OR REPLACE FUNCTION public.delete_user(p_user_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+    v_erased text[];
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
         RAISE EXCEPTION 'permission denied: users can delete only themselves' USING ERRCODE = 'RBDEN';
@@ -61,6 +64,14 @@ BEGIN
     PERFORM FROM invitations WHERE invited_by = p_user_id OR accepted_by = p_user_id ORDER BY couple_id, id
         FOR UPDATE;
     PERFORM FROM memberships WHERE user_id = p_user_id ORDER BY couple_id FOR UPDATE;
+    WITH erased AS (
+        UPDATE invitations SET email = NULL WHERE accepted_by = p_user_id AND email IS NOT NULL RETURNING id::text)
+    SELECT array_agg(id) INTO v_erased FROM erased;
+    -- Read whole (no index serves it), and only when there is an address to erase.
+    IF v_erased IS NOT NULL THEN
+        UPDATE outbox SET payload = payload || '{"email": null}'
+        WHERE payload ->> 'invitation_id' = ANY (v_erased) AND payload ->> 'email' IS NOT NULL;
+    END IF;
     DELETE FROM users WHERE id = p_user_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', p_user_id USING ERRCODE = 'RBNFD';
