@@ -67,7 +67,8 @@ public protocol CollaborationRepository: Sendable {
     func leave(couple: UUID, user: UUID?, as actor: Actor) async throws -> Membership
     func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) async throws -> Membership
 
-    /// `membershipExpiresAt`: when the membership that accepting creates expires (nil: never).
+    /// `membershipExpiresAt`: when the membership that accepting creates expires (nil: never). An address that is
+    /// a member's is refused (`alreadyExists`): accepting could only fail.
     func createInvitation(
         couple: UUID, token: SecretToken, role: RoleName, email: EmailAddress?, expiresIn: Duration,
         membershipExpiresAt: Date?, as actor: Actor

@@ -459,6 +459,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard expiresIn >= .seconds(60), expiresIn <= .seconds(365 * 24 * 3600) else {
             throw CollaborationError(.invalidInput, "an invitation must expire between 1 minute and 365 days from now")
         }
+        if let email,
+            let member = usersByID.values.first(where: { $0.email.lowercased() == email.rawValue.lowercased() }),
+            memberships[couple]?[member.id] != nil
+        {
+            throw CollaborationError(.alreadyExists, "\(email.rawValue) is already a member of this couple")
+        }
         let created = now()
         let inviter = acting.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email } ?? "\(actor)"
         let invitation = Invitation(

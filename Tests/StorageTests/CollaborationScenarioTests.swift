@@ -211,7 +211,9 @@ struct CollaborationScenarioTests {
         }
     }
 
-    @Test("revoked and email-bound invitations refuse, and resend issues a working link", arguments: Backend.allCases)
+    @Test(
+        "revoked and email-bound invitations refuse, resend issues a working link, and a member is not invited",
+        arguments: Backend.allCases)
     func revokeBindResend(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
             let (couple, owner) = try await world.couple()
@@ -237,6 +239,13 @@ struct CollaborationScenarioTests {
             }
             _ = try await world.invitations.accept(token: resent.token.rawValue, user: nil, as: .user(boundUser.id))
             #expect(try await world.permissions.role(user: boundUser.id, couple: couple, as: world.admin) == viewer)
+            // A member's address, whatever its case, is not invited again: the link could only fail them.
+            let pending = try await world.invitations.invitations(of: couple, as: .user(owner)).count
+            await expectRefusal(.alreadyExists) {
+                _ = try await world.invitations.invite(
+                    to: couple, role: viewer, email: EmailAddress(rawValue: "BOUND@example.com")!, as: .user(owner))
+            }
+            #expect(try await world.invitations.invitations(of: couple, as: .user(owner)).count == pending)
         }
     }
 

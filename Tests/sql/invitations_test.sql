@@ -97,6 +97,13 @@ SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_again'))$$, 'RBDUP', NULL, 'a member cannot accept another invitation');
 SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_again'))$$, $$VALUES ('pending')$$,
                   'and the invitation stays pending');
+SELECT pg_temp.act_as('olivia');
+CREATE TEMP TABLE invitations_before AS SELECT count(*) AS n FROM invitations;
+SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_member'), 'viewer',
+                                           'PIA@example.com')$$,
+                 'RBDUP', 'PIA@example.com is already a member of this couple',
+                 'nor be invited by their address, whatever its case: the link could only fail them');
+SELECT is((SELECT count(*) FROM invitations), (SELECT n FROM invitations_before), 'and no invitation is made');
 
 -- Listing.
 SELECT pg_temp.act_as('olivia');

@@ -124,6 +124,11 @@ BEGIN
             USING ERRCODE = 'RBINV';
     END IF;
     PERFORM rbac.require_invitation_allowed(p_couple_id, v_email);
+    -- Its link could only fail them (accept_invitation refuses a member): say so now, not in their inbox.
+    IF EXISTS (SELECT FROM users u JOIN memberships m ON m.user_id = u.id
+               WHERE lower(u.email) = lower(v_email) AND m.couple_id = p_couple_id) THEN
+        RAISE EXCEPTION '% is already a member of this couple', v_email USING ERRCODE = 'RBDUP';
+    END IF;
     RETURN QUERY
         INSERT INTO invitations AS i (couple_id, token_hash, role, email, invited_by, inviter_label, expires_at,
                                       membership_expires_at)
