@@ -4,9 +4,10 @@ import Hummingbird
 import Identity
 import Secrets
 
-/// `GET /invitations/{token}` (the page: a preview that never consumes the token), `GET /v1/invitations/{token}`
-/// (the same preview as JSON, for apps that host their own page), `POST /invitations/{token}/accept` (exactly
-/// once, for the user a bearer JWT names; made on their first sign-in), and with sign-in at the app's identity
+/// The routes of end users, who present a bearer JWT or an invitation link: `GET /invitations/{token}` (the page:
+/// a preview that never consumes the token), `GET /v1/invitations/{token}` (the same preview as JSON, for apps
+/// that host their own page), `POST /invitations/{token}/accept` (exactly once, for the user a bearer JWT names;
+/// made on their first sign-in), `POST /v1/sign-in` (that user alone), and with sign-in at the app's identity
 /// provider `GET /invitations/{token}/sign-in` and its callback `GET /oidc/callback`.
 struct InvitationController {
     let invitations: CollaborationInvitationService
@@ -23,6 +24,27 @@ struct InvitationController {
         router.post("invitations/:token/accept", use: accept)
         router.get("invitations/:token/sign-in", use: startSignIn)
         router.get("oidc/callback", use: finishSignIn)
+        // As every /v1 write: a body, though none is read, is JSON or nothing (415).
+        router.group("v1").add(middleware: JSONBodyMiddleware()).post("sign-in", use: signInUser)
+    }
+
+    /// The user a bearer JWT names, made with its identity on their first verified sign-in (201; 200 after): how
+    /// an app's backend learns the id it names in `X-Acting-User` for a person nobody invited, such as one about
+    /// to create their couple.
+    @Sendable func signInUser(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let unauthorized = APIError(.unauthorized, code: .unauthorized, "a valid bearer JWT of the user is required")
+        guard let bearer = request.headers.bearerCredential else { throw unauthorized }
+        let verified: VerifiedIdentity
+        switch await tokens.verify(bearer) {
+        case .success(let identity): verified = identity
+        case .failure(let refusal):
+            context.logger.notice("bearer token refused", metadata: ["reason": "\(refusal.rawValue)"])
+            throw unauthorized
+        }
+        let signedIn = try await repository.signIn(externalIdentity(verified))
+        var response = try PermissionAPIController.json(try await repository.user(.id(signedIn.user)))
+        if signedIn.created { response.status = .created }
+        return response
     }
 
     /// A valid token is answered whoever presents it: a client that used up its failures (`limiter`) gets 429

@@ -164,4 +164,65 @@ struct SignInTests {
             #expect(preview?.status == .pending, "nothing was accepted")
         }
     }
+
+    @Test("POST /v1/sign-in makes a new person's user (201), finds them after (200), refuses bad tokens; the id acts")
+    func signInRoute() async throws {
+        try await Self.withSetup { setup in
+            let (subject, email) = ("auth0|\(UUID().uuidString)", "nina.\(UUID().uuidString.prefix(8))@example.com")
+            let claims: [String: Any] = [
+                "iss": Self.auth0, "sub": subject, "aud": "https://rbac.api", "email": email, "email_verified": true,
+                "name": "Nina",
+            ]
+            let token = try await setup.token("auth0", "RS256", claims)
+            var wrongAudience = claims
+            wrongAudience["aud"] = "https://another.api"
+            let foreign = try await setup.token("auth0", "RS256", wrongAudience)
+            let key = try await LiveTests.serviceKey(setup.owned.pool)
+            try await setup.app().test(.live) { client in
+                func signIn(_ headers: HTTPFields) async throws -> (HTTPResponse.Status, [String: Any]) {
+                    try await client.execute(uri: "/v1/sign-in", method: .post, headers: headers) { response in
+                        let body = try? JSONSerialization.jsonObject(with: Data(buffer: response.body))
+                        return (response.status, body as? [String: Any] ?? [:])
+                    }
+                }
+                let (status, body) = try await signIn([.authorization: "Bearer \(token)"])
+                #expect(status == .created, "\(body)")
+                let id = try #require((body["id"] as? String).flatMap(UUID.init(uuidString:)))
+                #expect(body["email"] as? String == email)
+                #expect(body["display_name"] as? String == "Nina")
+                let (again, againBody) = try await signIn([.authorization: "Bearer \(token)"])
+                #expect(again == .ok, "the same identity is the same user")
+                #expect(againBody["id"] as? String == body["id"] as? String)
+                let (unsupported, _) = try await signIn([.authorization: "Bearer \(token)", .contentType: "text/plain"])
+                #expect(unsupported == .unsupportedMediaType, "a body is JSON or nothing, as on every /v1 write")
+
+                for headers: HTTPFields in [
+                    [:], [.authorization: "Bearer \(foreign)"], [.authorization: "Bearer \(key.rawValue)"],
+                ] {
+                    let (refused, refusal) = try await signIn(headers)
+                    #expect(refused == .unauthorized, "\(headers)")
+                    #expect((refusal["error"] as? [String: Any])?["code"] as? String == "unauthorized")
+                }
+
+                // The backend names the new user as the one acting, with its service key: they make their couple.
+                let headers: HTTPFields = [
+                    .authorization: "Bearer \(key.rawValue)", .contentType: "application/json",
+                    .init("X-Acting-User")!: id.uuidString,
+                ]
+                try await client.execute(
+                    uri: "/v1/couples", method: .post, headers: headers,
+                    body: ByteBuffer(string: #"{"name":"Nina & Ola"}"#)
+                ) { response in
+                    #expect(response.status == .created, "\(String(buffer: response.body))")
+                }
+            }
+            let nina = try await setup.owned.repository.user(.email(EmailAddress(rawValue: email)!))
+            #expect(nina.identities.map(\.subject) == [subject], "one user, one identity")
+            let couples = try await setup.owned.repository.userCouples(
+                nina.id, limit: 10, after: nil, as: .operator(label: "t"))
+            #expect(couples.map(\.role) == [.owner], "the couple she made is hers")
+            let logged = setup.lines.written.withLock { $0.joined() }
+            #expect(!logged.contains(token) && !logged.contains(foreign), "no token is logged")
+        }
+    }
 }
