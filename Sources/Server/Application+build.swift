@@ -24,6 +24,8 @@ public struct ServerDependencies: Sendable {
     public let limiter: FailedAttemptLimiter
     /// Whose forwarding headers name the client (for the limiter).
     public let trustedProxies: TrustedProxies
+    /// The app's origins whose pages may call the browser routes (CORS).
+    public let browserOrigins: BrowserOrigins
     /// Whether the database answers (`/ready`).
     public let isReady: @Sendable () async -> Bool
     /// Answers `/v1/check`: through a permission cache when the service runs with one.
@@ -38,6 +40,7 @@ public struct ServerDependencies: Sendable {
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
         emailVerifyingIssuers: Set<String> = [], signIn: OpenIDSignIn? = nil, publicBaseURL: URL,
         limiter: FailedAttemptLimiter = FailedAttemptLimiter(), trustedProxies: TrustedProxies = .none,
+        browserOrigins: BrowserOrigins = .none,
         checker: PermissionChecker? = nil,
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
@@ -51,6 +54,7 @@ public struct ServerDependencies: Sendable {
         self.publicBaseURL = publicBaseURL
         self.limiter = limiter
         self.trustedProxies = trustedProxies
+        self.browserOrigins = browserOrigins
         self.metrics = metrics
         let operationMetrics = Self.operationMetrics(metrics)
         let checker = checker ?? PermissionChecker(repository: repository, metrics: operationMetrics)
@@ -83,6 +87,9 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     router.add(
         middleware: RouteMetricsMiddleware(
             factory: PrometheusMetricsFactory(registry: dependencies.metrics)))
+    router.add(
+        middleware: BrowserOriginsMiddleware(
+            origins: dependencies.browserOrigins, paths: InvitationController.browserRoutes))
     router.add(middleware: APIErrorMiddleware())
     router.get("health") { _, _ in "ok" }
     router.get("metrics") { _, _ -> Response in

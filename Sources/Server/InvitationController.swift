@@ -18,6 +18,9 @@ struct InvitationController {
     let limiter: FailedAttemptLimiter
     let proxies: TrustedProxies
 
+    /// The routes an app's pages may call from another origin (`BrowserOrigins`), as the router names them.
+    static let browserRoutes: Set<String> = ["/v1/invitations/{token}", "/invitations/{token}/accept", "/v1/sign-in"]
+
     func addRoutes(to router: Router<AppRequestContext>) {
         router.get("invitations/:token", use: show)
         router.get("v1/invitations/:token", use: previewJSON)
@@ -42,9 +45,7 @@ struct InvitationController {
             throw unauthorized
         }
         let signedIn = try await repository.signIn(externalIdentity(verified))
-        var response = try PermissionAPIController.json(try await repository.user(.id(signedIn.user)))
-        if signedIn.created { response.status = .created }
-        return response
+        return try Self.json(signedIn.created ? .created : .ok, try await repository.user(.id(signedIn.user)))
     }
 
     /// A valid token is answered whoever presents it: a client that used up its failures (`limiter`) gets 429

@@ -53,6 +53,13 @@ extension RBAC {
         @Option(
             help: ArgumentHelp(
                 """
+                An origin of the app's own pages (repeatable: https://app.example.com) whose scripts may call \
+                the invitation's JSON preview, its acceptance and POST /v1/sign-in from the browser (CORS).
+                """, valueName: "origin"))
+        var corsOrigin: [String] = []
+        @Option(
+            help: ArgumentHelp(
+                """
                 On SIGTERM or SIGINT, how long requests in flight may take to be answered before the rest are \
                 cut off: 1s to 300s.
                 """, valueName: "duration"))
@@ -94,6 +101,7 @@ extension RBAC {
                 throw ValidationError("unknown log level \(quoted(logLevel))")
             }
             do { _ = try TrustedProxies(parsing: trustedProxy) } catch { throw ValidationError(error.description) }
+            do { _ = try BrowserOrigins(parsing: corsOrigin) } catch { throw ValidationError(error.description) }
             guard (.seconds(1)...Duration.seconds(300)).contains(drainTimeout.duration) else {
                 throw ValidationError("--drain-timeout must be from 1s to 300s")
             }
@@ -160,6 +168,7 @@ extension RBAC {
                     tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), signIn: signIn,
                     publicBaseURL: baseURL,
                     trustedProxies: try TrustedProxies(parsing: trustedProxy),
+                    browserOrigins: try BrowserOrigins(parsing: corsOrigin),
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,
                         isCacheTrusted: feed.isTrusted, metrics: metrics),

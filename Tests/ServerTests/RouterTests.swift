@@ -56,12 +56,22 @@ struct Fixture {
     }()
 
     func application(
-        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil, logger: Logger? = nil
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil,
+        browserOrigins: BrowserOrigins = .none, logger: Logger? = nil
     ) -> some ApplicationProtocol {
-        let dependencies = ServerDependencies(
+        Application(
+            router: buildRouter(dependencies(limiter: limiter, signIn: signIn, browserOrigins: browserOrigins)),
+            logger: logger)
+    }
+
+    func dependencies(
+        limiter: FailedAttemptLimiter = FailedAttemptLimiter(), signIn: OpenIDSignIn? = nil,
+        browserOrigins: BrowserOrigins = .none
+    ) -> ServerDependencies {
+        ServerDependencies(
             repository: repository, keys: keys, tokens: tokens, signIn: signIn,
-            publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter, isReady: { true })
-        return Application(router: buildRouter(dependencies), logger: logger)
+            publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter, browserOrigins: browserOrigins,
+            isReady: { true })
     }
 
     func invite(_ role: String = "partner", email: String? = nil) async throws -> String {
