@@ -74,6 +74,8 @@ struct BrowserOriginsMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         var response = try await next(request, context)
         response.headers[.accessControlAllowOrigin] = origin
+        // Scripts read only the safelisted fields unless told: a 429's wait too.
+        response.headers[.accessControlExposeHeaders] = "Retry-After"
         response.headers[values: .vary].append("Origin")
         return response
     }

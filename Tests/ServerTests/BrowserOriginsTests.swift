@@ -78,6 +78,7 @@ struct BrowserOriginsTests {
             #expect(preview.status == .ok)
             #expect(preview.headers[.accessControlAllowOrigin] == Self.app)
             #expect(preview.headers[values: .vary].contains("Origin"))
+            #expect(preview.headers[.accessControlExposeHeaders] == "Retry-After", "a 429's wait is for the page too")
             let unknown = try await client.execute(
                 uri: "/v1/invitations/inv_unknown", method: .get, headers: [.origin: Self.app])
             #expect(unknown.status == .notFound)
