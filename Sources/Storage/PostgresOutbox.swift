@@ -46,7 +46,7 @@ public struct PostgresOutbox: Sendable {
         "couple.created", "couple.renamed", "couple.deleted",
         "invitation.created", "invitation.accepted", "invitation.revoked", "invitation.expired",
         "membership.created", "membership.updated", "membership.removed", "membership.expired",
-        "ownership.transferred", "user.updated", "user.deleted",
+        "ownership.transferred", "user.created", "user.updated", "user.deleted",
     ]
     public static let statuses = ["pending", "sent", "dead"]
     public static let channels = ["webhook", "email"]

@@ -64,11 +64,14 @@ struct DeliveryCommandTests {
                 let couple = try await CLITests.createCouple(run)
                 let delivered = try CLITests.json(
                     try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
-                #expect(delivered["delivered"] as? Int == 2, "\(delivered)")
+                #expect(
+                    delivered["delivered"] as? Int == 3, "its new owner, the couple and the membership: \(delivered)")
                 let received = try String(
                     contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
                 #expect(!received.contains(#""verified": false"#) && received.contains(#""verified": true"#))
-                #expect(received.contains("couple.created") && received.contains("membership.created"))
+                #expect(
+                    received.contains("user.created") && received.contains("couple.created")
+                        && received.contains("membership.created"))
 
                 let rotated = try CLITests.json(try await run(["webhooks", "rotate-secret", id, "--json"] + keyed))
                 #expect((rotated["secret"] as? String).map { $0 != secret && $0.hasPrefix("whsec_") } == true)

@@ -70,7 +70,8 @@ struct WebhookDeliveryTests {
             _ = try await pool.query("DELETE FROM memberships WHERE couple_id = \(couple) AND user_id = \(planner)")
             _ = try await pool.query("DELETE FROM users WHERE id = \(planner)")
             _ = try await pool.query("UPDATE users SET display_name = 'Olivia' WHERE id = \(owner)")
-            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 7))
+            // The deleted planner's user.created went with them; the owner's stays.
+            #expect(try await Self.drain(worker) == Array(repeating: .delivered, count: 8))
 
             let received = try Self.received(peer)
             #expect(received.allSatisfy { $0.verified }, "every delivery verifies with standardwebhooks")
@@ -78,7 +79,7 @@ struct WebhookDeliveryTests {
                 received.compactMap(\.type).sorted()
                     == [
                         "couple.created", "membership.created", "membership.created", "membership.removed",
-                        "membership.updated", "user.deleted", "user.updated",
+                        "membership.updated", "user.created", "user.deleted", "user.updated",
                     ])
             let ids: [String] = try await pool.query("SELECT id::text FROM outbox WHERE status = 'sent' ORDER BY id")
                 .map { try $0.decode(column: 0) }

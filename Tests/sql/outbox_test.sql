@@ -1,5 +1,5 @@
--- The outbox: every change to couples, invitations and memberships, and every ownership transfer, becomes one
--- message per enabled endpoint that wants it, in the same transaction, whoever makes the change.
+-- The outbox: every change to couples, invitations, memberships and users, and every ownership transfer, becomes
+-- one message per enabled endpoint that wants it, in the same transaction, whoever makes the change.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -16,8 +16,12 @@ SELECT results_eq(
       ORDER BY e.url, o.event_type$$,
     $$VALUES ('https://all.example.com/hooks', 'couple.created'),
              ('https://all.example.com/hooks', 'membership.created'),
+             ('https://all.example.com/hooks', 'user.created'),
+             ('https://all.example.com/hooks', 'user.created'),
+             ('https://all.example.com/hooks', 'user.created'),
              ('https://members.example.com/hooks', 'membership.created')$$,
-    'a couple and its member inserted by raw SQL: one message per endpoint that wants it, none for a disabled one');
+    'users, a couple and its member inserted by raw SQL: one message per endpoint that wants it, none for a '
+    'disabled one');
 SELECT is((SELECT payload FROM outbox WHERE event_type = 'couple.created'),
           jsonb_build_object('couple_id', pg_temp.id('Olivia & Paul'), 'name', 'Olivia & Paul', 'previous_name', NULL),
           'couple.created names the couple');

@@ -144,6 +144,10 @@ SELECT throws_ok(format($$INSERT INTO memberships (couple_id, user_id, role) VAL
 -- An invitation a user accepted loses the address it was sent to when they are deleted; the couple's log never
 -- held it.
 SELECT pg_temp.new_user('ivy');
+SELECT results_eq($$SELECT payload FROM outbox WHERE event_type = 'user.created'$$,
+                  $$VALUES (jsonb_build_object('user_id', pg_temp.id('ivy'), 'email', 'ivy@example.com',
+                                               'display_name', 'Ivy'))$$,
+                  'a new user reaches webhook receivers as user.created, with their address and name');
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_ivy'), 'viewer', 'ivy@example.com');
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_ivy_again'), 'viewer', 'ivy@example.com');
 SELECT pg_temp.act_as('ivy');
@@ -160,6 +164,9 @@ SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'ivy@example'
           'nor does any message about it');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE concat(before, after) ~ 'ivy@example'), 0,
           'nor the couple''s log');
+SELECT is((SELECT count(*)::int FROM outbox WHERE payload::text ~ 'ivy@example|Ivy'
+             AND event_type IN ('user.created', 'user.updated')), 0,
+          'and her user.created goes from the outbox with her');
 SELECT is((SELECT email FROM invitations WHERE token_hash = pg_temp.hash('inv_ivy_again')), 'ivy@example.com',
           'a pending invitation to the address keeps it: whoever holds the address may still accept it');
 

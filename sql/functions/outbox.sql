@@ -60,24 +60,27 @@ END $$;
 CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELETE ON couples
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple();
 
--- user.updated, when an address or display name changes, with both, for a receiver that shows who is who.
--- user.deleted, written after the membership.removed of each of the user's couples (the foreign keys' cascades
--- run first), for a receiver that keeps data of its own about the person. The id alone: nothing that named them,
--- and their user.updated messages, sent or not, go from the outbox with them.
+-- user.created (a first sign-in, rbac users add, a couple made for a new owner) and user.updated (an address or
+-- display name changed), with both as they are, for a receiver that shows who is who. user.deleted, written
+-- after the membership.removed of each of the user's couples (the foreign keys' cascades run first), for a
+-- receiver that keeps data of its own about the person. The id alone: nothing that named them, and their
+-- user.created and user.updated messages, sent or not, go from the outbox with them.
 CREATE OR REPLACE FUNCTION rbac.outbox_user() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        DELETE FROM outbox WHERE event_type = 'user.updated' AND payload ->> 'user_id' = OLD.id::text;
+        DELETE FROM outbox WHERE event_type IN ('user.created', 'user.updated')
+                             AND payload ->> 'user_id' = OLD.id::text;
         PERFORM rbac.enqueue_event('user.deleted', NULL, jsonb_build_object('user_id', OLD.id));
-    ELSIF (OLD.email, OLD.display_name) IS DISTINCT FROM (NEW.email, NEW.display_name) THEN
-        PERFORM rbac.enqueue_event('user.updated', NULL, jsonb_build_object(
-            'user_id', NEW.id, 'email', NEW.email, 'display_name', NEW.display_name));
+    ELSIF TG_OP = 'INSERT' OR (OLD.email, OLD.display_name) IS DISTINCT FROM (NEW.email, NEW.display_name) THEN
+        PERFORM rbac.enqueue_event(CASE TG_OP WHEN 'INSERT' THEN 'user.created' ELSE 'user.updated' END, NULL,
+                                   jsonb_build_object('user_id', NEW.id, 'email', NEW.email,
+                                                      'display_name', NEW.display_name));
     END IF;
     RETURN NULL;
 END $$;
 
-CREATE OR REPLACE TRIGGER users_outbox AFTER UPDATE OF email, display_name OR DELETE ON users
+CREATE OR REPLACE TRIGGER users_outbox AFTER INSERT OR UPDATE OF email, display_name OR DELETE ON users
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_user();
 
 -- Erases the sealed token of invitation p_invitation_id from every message still holding it: once it is
