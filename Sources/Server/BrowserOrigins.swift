@@ -31,8 +31,6 @@ public struct BrowserOrigins: Sendable {
                 return origin
             })
     }
-
-    public var isEmpty: Bool { origins.isEmpty }
 }
 
 public struct BrowserOriginError: Error, CustomStringConvertible {
