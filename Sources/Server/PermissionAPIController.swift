@@ -15,6 +15,7 @@ struct PermissionAPIController {
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         group.post("check", use: check)
         group.post("check/batch", use: checkBatch)
+        group.get("users", use: users)
         group.get("users/:user", use: user)
         group.get("users/:user/couples", use: userCouples)
         group.get("couples/:couple/members", use: members)
@@ -77,6 +78,16 @@ struct PermissionAPIController {
     @Sendable func user(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try APIError.uuid(context.parameters.get("user"), "user id")
         return try Self.json(try await repository.user(.id(user)))
+    }
+
+    /// Users by address, a page at a time; with `search`, those whose address or display name contains it,
+    /// whatever its case: for a backend that looks for someone it has heard of by name, as `rbac users list`.
+    @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
+        let search = try request.queryParameter("search")
+        try User.validateSearch(search)
+        let (limit, after) = try Self.page(request)
+        let users = try await repository.users(matching: search, limit: limit, after: after)
+        return try Self.json(Page("users", users, limit: limit) { $0.id })
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {

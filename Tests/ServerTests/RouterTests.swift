@@ -499,6 +499,38 @@ struct RouterTests {
         }
     }
 
+    @Test("users are listed by address a page at a time, or those a search finds; bad input is a 400")
+    func usersListed() async throws {
+        let fixture = try await Fixture()
+        try await fixture.user("pia", displayName: "Pia Alvarez")
+        try await fixture.application().test(.router) { client in
+            func users(_ query: String, _ headers: HTTPFields) async throws -> (HTTPResponse.Status, [String: Any]) {
+                try await client.execute(uri: "/v1/users\(query)", method: .get, headers: headers) { response in
+                    let body = try? JSONSerialization.jsonObject(with: Data(buffer: response.body))
+                    return (response.status, body as? [String: Any] ?? [:])
+                }
+            }
+            func emails(_ body: [String: Any]) -> [String] {
+                (body["users"] as? [[String: Any]] ?? []).compactMap { $0["email"] as? String }
+            }
+            let (status, all) = try await users("", fixture.keyHeader)
+            #expect(status == .ok)
+            #expect(emails(all) == ["olivia@example.com", "paul@example.com", "pia@example.com"])
+            let (_, found) = try await users("?search=ALVAREZ", fixture.keyHeader)
+            #expect(emails(found) == ["pia@example.com"], "by name, whatever its case")
+            let (_, first) = try await users("?limit=2", fixture.keyHeader)
+            #expect(emails(first) == ["olivia@example.com", "paul@example.com"])
+            let next = try #require(first["next_after"] as? String)
+            let (_, rest) = try await users("?limit=2&after=\(next)", fixture.keyHeader)
+            #expect(emails(rest) == ["pia@example.com"])
+            #expect(rest["next_after"] is NSNull || rest["next_after"] == nil, "a page that is not full ends it")
+            for query in ["?search=", "?search=\(String(repeating: "a", count: 201))", "?limit=0", "?after=x"] {
+                #expect(try await users(query, fixture.keyHeader).0 == .badRequest, "\(query)")
+            }
+            #expect(try await users("", [:]).0 == .unauthorized)
+        }
+    }
+
     @Test("a min_revision the couple has not reached is a 400 that says so")
     func minRevisionAhead() async throws {
         let fixture = try await Fixture()
