@@ -459,14 +459,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard expiresIn >= .seconds(60), expiresIn <= .seconds(365 * 24 * 3600) else {
             throw CollaborationError(.invalidInput, "an invitation must expire between 1 minute and 365 days from now")
         }
-        if let email,
-            let member = usersByID.values.first(where: { $0.email.lowercased() == email.rawValue.lowercased() }),
-            memberships[couple]?[member.id] != nil
-        {
+        if let email, let member = try? user(.email(email)), memberships[couple]?[member.id] != nil {
             throw CollaborationError(.alreadyExists, "\(email.rawValue) is already a member of this couple")
         }
         let created = now()
-        let inviter = acting.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email } ?? "\(actor)"
+        let inviter = shownName(acting) ?? "\(actor)"
         let invitation = Invitation(
             id: UUID(), coupleID: couple, role: role, email: email?.rawValue, inviter: inviter, createdAt: created,
             expiresAt: created.addingTimeInterval(TimeInterval(expiresIn.components.seconds)), status: .pending,
@@ -483,8 +480,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return InvitationPreview(
             coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
             // As rbac.inviter_shown: the operator's label is for the logs, not for invitees.
-            inviter: stored.invitedBy.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email }
-                ?? InvitationPreview.administrator,
+            inviter: shownName(stored.invitedBy) ?? InvitationPreview.administrator,
             emailHint: stored.invitation.email.map(EmailAddress.masked),
             expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()),
             roleDescription: roleDefinitions[stored.invitation.role]?.description
@@ -692,6 +688,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             throw CollaborationError(.notFound, "\(noun) \(after.uuidString.lowercased()) does not exist")
         }
         return Array(items[(position + 1)...].prefix(limit))
+    }
+
+    /// A user's name, else their address, as others are shown them; nil for no user, or one gone.
+    private func shownName(_ id: UUID?) -> String? {
+        id.flatMap { usersByID[$0] }.map { $0.displayName ?? $0.email }
     }
 
     private func requireUser(_ id: UUID) throws {

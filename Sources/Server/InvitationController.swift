@@ -36,15 +36,10 @@ struct InvitationController {
     /// to create their couple.
     @Sendable func signInUser(_ request: Request, context: AppRequestContext) async throws -> Response {
         let unauthorized = APIError(.unauthorized, code: .unauthorized, "a valid bearer JWT of the user is required")
-        guard let bearer = request.headers.bearerCredential else { throw unauthorized }
-        let verified: VerifiedIdentity
-        switch await tokens.verify(bearer) {
-        case .success(let identity): verified = identity
-        case .failure(let refusal):
-            context.logger.notice("bearer token refused", metadata: ["reason": "\(refusal.rawValue)"])
+        guard let bearer = request.headers.bearerCredential, let verified = await verified(bearer, context) else {
             throw unauthorized
         }
-        let signedIn = try await repository.signIn(externalIdentity(verified))
+        let signedIn = try await signedIn(verified)
         return try Self.json(signedIn.created ? .created : .ok, try await repository.user(.id(signedIn.user)))
     }
 
@@ -131,7 +126,7 @@ struct InvitationController {
                 let (verified, tokenHash) = try await signIn.finish(
                     code: try request.queryParameter("code"), state: try request.queryParameter("state"),
                     cookie: Self.cookie(OpenIDSignIn.cookieName, in: request.headers))
-                let signedIn = try await repository.signIn(externalIdentity(verified))
+                let signedIn = try await signedIn(verified)
                 let membership = try await invitations.accept(tokenHash: tokenHash, signedIn: signedIn)
                 let name = (try? await invitations.preview(tokenHash: tokenHash))??.coupleName ?? "the couple"
                 response = Self.html(.ok, InvitationPage.accepted(membership, coupleName: name, appURL: signIn.appURL))
@@ -160,13 +155,26 @@ struct InvitationController {
         html(.notFound, InvitationPage.problem("Signing in is not set up here; open the link from the app instead."))
     }
 
-    /// What a verified token says of its identity, with the address verified as the provider or its trust says.
-    private func externalIdentity(_ verified: VerifiedIdentity) -> ExternalIdentity {
-        ExternalIdentity(
-            issuer: verified.issuer, subject: verified.subject,
-            email: verified.email.flatMap(EmailAddress.init(rawValue:)),
-            emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
-            name: verified.name)
+    /// The identity a bearer JWT proves, or nil: one answer for every refused token; why it was refused is for
+    /// the operator's log only.
+    private func verified(_ bearer: String, _ context: AppRequestContext) async -> VerifiedIdentity? {
+        switch await tokens.verify(bearer) {
+        case .success(let identity): return identity
+        case .failure(let refusal):
+            context.logger.notice("bearer token refused", metadata: ["reason": "\(refusal.rawValue)"])
+            return nil
+        }
+    }
+
+    /// The user of a verified token's identity, made on their first sign-in: the identity as the token says it,
+    /// with the address verified as the provider or its trust says.
+    private func signedIn(_ verified: VerifiedIdentity) async throws -> SignedIn {
+        try await repository.signIn(
+            ExternalIdentity(
+                issuer: verified.issuer, subject: verified.subject,
+                email: verified.email.flatMap(EmailAddress.init(rawValue:)),
+                emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
+                name: verified.name))
     }
 
     /// The value of cookie `name` among the request's `Cookie` fields.
@@ -216,18 +224,12 @@ struct InvitationController {
                 context)
         }
         let unauthorized = APIError(.unauthorized, code: .unauthorized, "sign in to accept the invitation")
-        guard let bearer else { return try respond(unauthorized, json: json, request, context) }
-        let verified: VerifiedIdentity
-        switch await tokens.verify(bearer) {
-        case .success(let identity): verified = identity
-        case .failure(let refusal):
-            // One answer for every refused token; why it was refused is for the operator's log only.
-            context.logger.notice("bearer token refused", metadata: ["reason": "\(refusal.rawValue)"])
+        guard let bearer, let verified = await verified(bearer, context) else {
             return try respond(unauthorized, json: json, request, context)
         }
         do {
             // A valid token of someone not seen before makes their user: never an "invalid link".
-            let signedIn = try await repository.signIn(externalIdentity(verified))
+            let signedIn = try await signedIn(verified)
             let membership = try await invitations.accept(token: token, signedIn: signedIn)
             if json {
                 struct Accepted: Encodable {

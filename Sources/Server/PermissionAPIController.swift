@@ -83,10 +83,9 @@ struct PermissionAPIController {
     /// Users by address, a page at a time; with `search`, those whose address or display name contains it,
     /// whatever its case: for a backend that looks for someone it has heard of by name, as `rbac users list`.
     @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let search = try request.queryParameter("search")
-        try User.validateSearch(search)
         let (limit, after) = try Self.page(request)
-        let users = try await repository.users(matching: search, limit: limit, after: after)
+        let users = try await repository.users(
+            matching: try request.queryParameter("search"), limit: limit, after: after)
         return try Self.json(Page("users", users, limit: limit) { $0.id })
     }
 

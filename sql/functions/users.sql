@@ -49,7 +49,8 @@ END $$;
 -- messages (couples' logs never hold it). Refused (RBLST) while they are a couple's last active owner: the
 -- couple must get another owner, or be deleted, first. What named the person in the operator's log (their
 -- address and name; an identity's subject and address) is erased from it: the logs keep ids only, and the
--- entries they made show user:<id>. Their user.updated messages go from the outbox (rbac.outbox_user).
+-- entries they made show user:<id>. Their user.created and user.updated messages go from the outbox
+-- (rbac.outbox_user).
 CREATE OR REPLACE FUNCTION public.delete_user(p_user_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
