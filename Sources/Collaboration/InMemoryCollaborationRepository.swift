@@ -373,14 +373,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 $0.expiresAt = expiresAt
             }
         }
-        try write(couple, as: actor, action: "membership.insert") {
-            $0[user] = (
-                Membership(
-                    coupleID: couple, userID: user, role: role, status: .active, revision: 0, expiresAt: expiresAt),
-                now()
-            )
-        }
-        return memberships[couple]![user]!.membership
+        return try insertMember(couple, user, role: role, expiresAt: expiresAt, as: actor)
     }
 
     public func suspend(couple: UUID, user: UUID, as actor: Actor) throws -> Membership {
@@ -545,15 +538,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             status: .accepted, acceptedBy: accepter, membershipExpiresAt: invitation.membershipExpiresAt)
         invitationsByHash[tokenHash] = stored
         record(invitation.coupleID, actor, "invitation.update")
-        try write(invitation.coupleID, as: actor, action: "membership.insert") {
-            $0[accepter] = (
-                Membership(
-                    coupleID: invitation.coupleID, userID: accepter, role: invitation.role, status: .active,
-                    revision: 0, expiresAt: invitation.membershipExpiresAt),
-                now()
-            )
-        }
-        return memberships[invitation.coupleID]![accepter]!.membership
+        return try insertMember(
+            invitation.coupleID, accepter, role: invitation.role, expiresAt: invitation.membershipExpiresAt, as: actor)
     }
 
     public func revokeInvitation(couple: UUID, invitation: UUID, as actor: Actor) throws {
@@ -761,6 +747,29 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         // As in the database: a change that changes nothing writes nothing, not even a revision.
         guard member.membership != before else { return before }
         try write(couple, as: actor, action: "membership.update") { $0[user] = member }
+        return memberships[couple]![user]!.membership
+    }
+
+    /// Makes `user` an active member and, as rbac.memberships_guard does, revokes their pending invitations to the
+    /// couple: bound to their address, those could only fail them now.
+    private func insertMember(_ couple: UUID, _ user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) throws
+        -> Membership
+    {
+        try write(couple, as: actor, action: "membership.insert") {
+            $0[user] = (
+                Membership(
+                    coupleID: couple, userID: user, role: role, status: .active, revision: 0, expiresAt: expiresAt),
+                now()
+            )
+        }
+        let address = usersByID[user]?.email.lowercased()
+        for (hash, stored) in invitationsByHash
+        where stored.invitation.coupleID == couple && stored.invitation.email?.lowercased() == address
+            && stored.status(at: now()) == .pending
+        {
+            invitationsByHash[hash]?.revokedAt = now()
+            record(couple, actor, "invitation.update")
+        }
         return memberships[couple]![user]!.membership
     }
 

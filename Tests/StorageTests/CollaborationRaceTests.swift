@@ -428,6 +428,70 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("joining races a grant, resend, revocation and invitation: none to the member's address stays pending")
+    func joinRacesInvitations() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 7) { pool in
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
+                    .decode("email")
+                var hashes: [Data] = []
+                var ids: [UUID] = []
+                // Two to the joiner's address, one to nobody's: it must stay pending.
+                for email in [address, address.uppercased(), nil] {
+                    hashes.append(Data(SecretToken.generate(.invitation).hash))
+                    ids.append(
+                        try await pool.query(
+                            """
+                            SELECT invitation_id FROM create_invitation(\(couple), \(hashes.last!), 'viewer', \(email))
+                            """)[0].decode("invitation_id"))
+                }
+                let outcomes = try await race(6) { [hashes, ids] index, go in
+                    let fresh = Data(SecretToken.generate(.invitation).hash)
+                    return try await Outcome.of {
+                        // Each call once, straight to SQL: a deadlock would show as 40P01, not be run again.
+                        try await pool.acting(as: index < 2 ? joiner : owner) { connection in
+                            await go()
+                            switch index {
+                            case 0, 1: try await connection.query("SELECT * FROM accept_invitation(\(hashes[index]))")
+                            case 2: try await connection.query("SELECT grant_role(\(couple), \(joiner), 'viewer')")
+                            case 3:
+                                try await connection.query(
+                                    "SELECT * FROM resend_invitation(\(couple), \(ids[1]), \(fresh))")
+                            case 4: try await connection.query("SELECT revoke_invitation(\(couple), \(ids[1]))")
+                            default:
+                                try await connection.query(
+                                    "SELECT * FROM create_invitation(\(couple), \(fresh), 'viewer', \(address))")
+                            }
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                // Refusals that say what happened first: revoked (by a joining, a resend or the revocation),
+                // already accepted, already a member.
+                let allowed: Set<Outcome> = [.success, .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP")]
+                #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
+                #expect(outcomes[2] == .success, "the grant always lands: \(outcomes)")
+                let state = try await pool.query(
+                    """
+                    SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
+                               AS members,
+                           (SELECT count(*) FROM invitations i
+                            WHERE couple_id = \(couple) AND lower(email) = lower(\(address))
+                              AND rbac.invitation_status(i) = 'pending') AS pending_to_member,
+                           (SELECT rbac.invitation_status(i) FROM invitations i
+                            WHERE couple_id = \(couple) AND id = \(ids[2])) AS open_status
+                    """)[0]
+                #expect(try state.decode("members", as: Int.self) == 1)
+                #expect(try state.decode("pending_to_member", as: Int.self) == 0, "\(outcomes)")
+                #expect(try state.decode("open_status", as: String.self) == "pending")
+            }
+            #expect(seen.count > 1, "the calls should land in more than one order: \(seen)")
+        }
+    }
+
     @Test("two resends of one invitation at once: one new token, the other refused, one invitation pending")
     func resendRacesResend() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

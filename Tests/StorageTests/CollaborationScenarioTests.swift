@@ -250,6 +250,48 @@ struct CollaborationScenarioTests {
     }
 
     @Test(
+        "becoming a member, by invitation or grant, revokes one's other pending invitations to the couple; only those",
+        arguments: Backend.allCases)
+    func joiningRevokesInvitations(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let (elsewhere, otherOwner) = try await world.couple()
+            let viewer = RoleName(rawValue: "viewer")!
+            func invite(_ address: String?, to couple: UUID = couple, as actor: UUID = owner) async throws
+                -> IssuedInvitation
+            {
+                try await world.invitations.invite(
+                    to: couple, role: viewer, email: address.map { EmailAddress(rawValue: $0)! }, as: .user(actor))
+            }
+            func statuses(_ invitations: [IssuedInvitation], in couple: UUID = couple, as actor: UUID = owner)
+                async throws -> [InvitationStatus]
+            {
+                let listed = try await world.invitations.invitations(of: couple, as: .user(actor))
+                return invitations.map { issued in listed.first { $0.id == issued.invitation.id }!.status }
+            }
+            let (joiner, granted) = (try await world.user("joiner"), try await world.user("granted"))
+            let joinerAddress = try await world.repository.user(.id(joiner)).email
+            let grantedAddress = try await world.repository.user(.id(granted)).email
+            let accepted = try await invite(joinerAddress)
+            let mine = [try await invite(joinerAddress.uppercased()), try await invite(grantedAddress)]
+            let others = [try await invite(nil), try await invite("someone.else@example.com")]
+            let theirs = try await invite(joinerAddress, to: elsewhere, as: otherOwner)
+
+            _ = try await world.invitations.accept(token: accepted.token.rawValue, user: nil, as: .user(joiner))
+            let afterAccepting = try await statuses([accepted] + mine + others)
+            #expect(afterAccepting == [.accepted, .revoked, .pending, .pending, .pending])
+            await expectRefusal(.invitationRevoked) {
+                _ = try await world.invitations.accept(token: mine[0].token.rawValue, user: nil, as: .user(joiner))
+            }
+            #expect(try await statuses([theirs], in: elsewhere, as: otherOwner) == [.pending], "another couple's")
+
+            _ = try await world.repository.grant(
+                couple: couple, user: granted, role: viewer, expiresAt: nil, as: .user(owner))
+            #expect(try await statuses(mine + others) == [.revoked, .revoked, .pending, .pending])
+        }
+    }
+
+    @Test(
         "the audit log's newest entries, still oldest first, before an entry of its own; a count below 1 is refused",
         arguments: Backend.allCases)
     func auditTail(backend: Backend) async throws {

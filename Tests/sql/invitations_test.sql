@@ -156,6 +156,45 @@ SELECT pg_temp.act_as('vera');
 SELECT throws_ok($$SELECT * FROM couple_invitation(pg_temp.id('Olivia & Paul'), gen_random_uuid())$$, 'RBDEN', NULL,
                  'a viewer cannot read invitations');
 
+-- Becoming a member revokes one's pending invitations to the couple, which could only fail them now, however
+-- one becomes a member; not those to others, nor those without an address, nor another couple's.
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['joiner', 'granted']) AS name;
+SELECT pg_temp.new_couple('Joiners', 'olivia');
+SELECT pg_temp.new_couple('Elsewhere', 'olivia');
+SELECT pg_temp.act_as('olivia');
+SELECT create_invitation(pg_temp.id(couple), pg_temp.hash(token), 'viewer', email)
+FROM (VALUES ('Joiners', 'inv_join_a', 'joiner@example.com'), ('Joiners', 'inv_join_b', 'JOINER@example.com'),
+             ('Joiners', 'inv_join_open', NULL), ('Joiners', 'inv_join_other', 'other@example.com'),
+             ('Elsewhere', 'inv_join_elsewhere', 'joiner@example.com'), ('Joiners', 'inv_granted', 'granted@example.com'),
+             ('Joiners', 'inv_granted_expired', 'granted@example.com')) AS i (couple, token, email);
+UPDATE invitations SET created_at = now() - interval '8 days', expires_at = now() - interval '1 day'
+WHERE token_hash = pg_temp.hash('inv_granted_expired');
+SELECT pg_temp.act_as('joiner');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_join_a'))$$, 'the joiner accepts one invitation');
+SELECT results_eq(
+    $$SELECT token, rbac.invitation_status(i)
+      FROM unnest(ARRAY['inv_join_a', 'inv_join_b', 'inv_join_open', 'inv_join_other', 'inv_join_elsewhere']) AS token
+      JOIN invitations i ON i.token_hash = pg_temp.hash(token) ORDER BY token$$,
+    $$VALUES ('inv_join_a', 'accepted'), ('inv_join_b', 'revoked'), ('inv_join_elsewhere', 'pending'),
+             ('inv_join_open', 'pending'), ('inv_join_other', 'pending')$$,
+    'the other invitation to their address is revoked, whatever its case; the rest stay pending');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_join_b'))$$, 'RBREV', NULL,
+                 'so its link says it was revoked');
+SELECT results_eq(
+    $$SELECT actor_id, after ->> 'id' FROM audit_log
+      WHERE couple_id = (SELECT pg_temp.id('Joiners')) AND action = 'invitation.update'
+        AND after ->> 'revoked_at' IS NOT NULL$$,
+    $$VALUES (pg_temp.id('joiner'), (SELECT id::text FROM invitations WHERE token_hash = pg_temp.hash('inv_join_b')))$$,
+    'the revocation is in the couple''s log, made by the joiner''s acceptance (and announced as any revocation)');
+SELECT pg_temp.act_as('olivia');
+SELECT lives_ok($$SELECT grant_role(pg_temp.id('Joiners'), pg_temp.id('granted'), 'planner')$$,
+                'the owner grants a role to someone invited');
+SELECT results_eq(
+    $$SELECT token, rbac.invitation_status(i) FROM unnest(ARRAY['inv_granted', 'inv_granted_expired']) AS token
+      JOIN invitations i ON i.token_hash = pg_temp.hash(token) ORDER BY token$$,
+    $$VALUES ('inv_granted', 'revoked'), ('inv_granted_expired', 'expired')$$,
+    'their pending invitation is revoked; an expired one stays expired');
+
 -- An address is kept composed however a caller spells it: ë written as e and a combining diaeresis is still
 -- zoë's address, not a second one.
 SELECT pg_temp.new_user(U&'zo\00EB');

@@ -35,6 +35,27 @@ BEGIN
     END CASE;
 END $$;
 
+-- Whether p_invitation is pending and bound to user p_user_id's address: an invitation that making them a
+-- member of its couple revokes (rbac.memberships_guard), since its link could only answer "already a member".
+CREATE OR REPLACE FUNCTION rbac.invites_member(p_invitation invitations, p_user_id uuid) RETURNS boolean
+LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+    SELECT rbac.invitation_status(p_invitation) = 'pending'
+       AND lower(p_invitation.email) = (SELECT lower(u.email) FROM users u WHERE u.id = p_user_id)
+$$;
+
+-- Locks invitation p_also and the couple's invitations rbac.invites_member names for p_user_id. The functions
+-- that make members take these locks before the membership's and the couple's, so that making a member waits
+-- for a resend or deletion of one of them instead of deadlocking with it. Oldest first, as delete_couple and
+-- delete_user lock invitations: two joinings of one person then meet at the oldest they share, before either
+-- holds one made since (which the other's memberships_guard would wait for).
+CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id uuid, p_also uuid DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM FROM invitations i
+    WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
+    ORDER BY i.created_at, i.id FOR UPDATE;
+END $$;
+
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
 -- the role. p_email, when set, binds the invitation to that address (as rbac.stored_email writes it).
 -- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
@@ -190,6 +211,9 @@ BEGIN
         RAISE EXCEPTION 'user % does not exist', v_user USING ERRCODE = 'RBNFD';
     END IF;
 
+    -- With the couple's other invitations to the user's address, which joining revokes.
+    SELECT * INTO v_invitation FROM invitations i WHERE i.token_hash = p_token_hash;
+    PERFORM rbac.lock_invitations_to(v_invitation.couple_id, v_user, v_invitation.id);
     UPDATE invitations i SET accepted_at = now(), accepted_by = v_user
     WHERE i.token_hash = p_token_hash AND i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()
     RETURNING * INTO v_invitation;

@@ -30,6 +30,15 @@ BEGIN
     ELSIF NOT FOUND THEN
         RAISE EXCEPTION 'couple % does not exist', v_couple_id USING ERRCODE = 'RBNFD';
     END IF;
+    -- The new member's pending invitations to the couple could only fail them now: revoked, each recorded and
+    -- announced as any revocation. grant_role and accept_invitation locked them before the couple's row
+    -- (rbac.lock_invitations_to), so this waits only for one made since and held by another transaction, or
+    -- for those of a raw INSERT; should that other wait for this couple's row, PostgreSQL ends the deadlock
+    -- (the repository runs the call again). None is left pending: one made later sees the member and is refused.
+    IF TG_OP = 'INSERT' THEN
+        UPDATE public.invitations i SET revoked_at = now()
+        WHERE i.couple_id = NEW.couple_id AND rbac.invites_member(i, NEW.user_id);
+    END IF;
     IF TG_OP <> 'INSERT' AND OLD.role = 'owner' AND OLD.status = 'active'
        AND (TG_OP = 'DELETE' OR NEW.role <> 'owner' OR NEW.status <> 'active')
        AND NOT EXISTS (
@@ -83,6 +92,7 @@ BEGIN
     PERFORM rbac.require_expiry(p_role, p_expires_at);
     PERFORM rbac.require_user_exists(p_user_id);
     PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
+    PERFORM rbac.lock_invitations_to(p_couple_id, p_user_id);
     SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
     IF FOUND THEN
         PERFORM rbac.require_grantable(p_couple_id, v_actor, v_existing.role);
@@ -251,7 +261,7 @@ BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'couple.delete');
     -- The rows it removes that others change, locked first in the order they take them (an invitation, then a
     -- membership, then the couple's row), so that the deletion waits for them instead of deadlocking with them.
-    PERFORM FROM invitations WHERE couple_id = p_couple_id ORDER BY id FOR UPDATE;
+    PERFORM FROM invitations WHERE couple_id = p_couple_id ORDER BY created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
     DELETE FROM couples WHERE id = p_couple_id;
 END $$;
