@@ -492,6 +492,40 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a grant races the person's own acceptance: they end with the granted role, and neither call fails oddly")
+    func grantRacesAccept() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        try await pool.acting(as: [joiner, owner][index]) { connection in
+                            await go()
+                            try await connection.query(
+                                index == 0
+                                    ? "SELECT * FROM accept_invitation(\(hash))"
+                                    : "SELECT grant_role(\(couple), \(joiner), 'planner')")
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                // Accepting after the grant finds a member; a grant after (or during) the acceptance changes the
+                // role the invitation gave. Never the primary key's 23505.
+                #expect(outcomes[0] == .success || outcomes[0] == .refused("RBDUP"), "\(outcomes)")
+                #expect(outcomes[1] == .success, "\(outcomes)")
+                let role: String = try await pool.query(
+                    "SELECT role FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner)")[0].decode(
+                        "role")
+                #expect(role == "planner")
+            }
+            #expect(seen.count > 1, "the calls should land in both orders: \(seen)")
+        }
+    }
+
     @Test("two resends of one invitation at once: one new token, the other refused, one invitation pending")
     func resendRacesResend() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

@@ -237,8 +237,12 @@ BEGIN
         RAISE EXCEPTION 'the access this invitation offers ended at %', v_invitation.membership_expires_at
             USING ERRCODE = 'RBEXP';
     END IF;
-    INSERT INTO memberships (couple_id, user_id, role, expires_at)
-    VALUES (v_invitation.couple_id, v_user, v_invitation.role, v_invitation.membership_expires_at);
+    BEGIN
+        INSERT INTO memberships (couple_id, user_id, role, expires_at)
+        VALUES (v_invitation.couple_id, v_user, v_invitation.role, v_invitation.membership_expires_at);
+    EXCEPTION WHEN unique_violation THEN  -- joined since the check above, by a grant or another invitation
+        RAISE EXCEPTION 'user % is already a member of this couple', v_user USING ERRCODE = 'RBDUP';
+    END;
     RETURN QUERY SELECT v_invitation.couple_id, v_user, v_invitation.role;
 END $$;
 

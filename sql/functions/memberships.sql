@@ -94,16 +94,27 @@ BEGIN
     PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
     PERFORM rbac.lock_invitations_to(p_couple_id, p_user_id);
     SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
-    IF FOUND THEN
-        PERFORM rbac.require_grantable(p_couple_id, v_actor, v_existing.role);
-        UPDATE memberships SET role = p_role, expires_at = p_expires_at
-        WHERE couple_id = p_couple_id AND user_id = p_user_id
-        RETURNING * INTO v_result;
-    ELSE
-        INSERT INTO memberships (couple_id, user_id, role, expires_at)
-        VALUES (p_couple_id, p_user_id, p_role, p_expires_at)
-        RETURNING * INTO v_result;
+    IF NOT FOUND THEN
+        BEGIN
+            INSERT INTO memberships (couple_id, user_id, role, expires_at)
+            VALUES (p_couple_id, p_user_id, p_role, p_expires_at)
+            RETURNING * INTO v_result;
+            RETURN v_result;
+        EXCEPTION WHEN unique_violation THEN
+            -- They joined since the SELECT (an invitation of theirs accepted meanwhile): the grant changes the
+            -- role they now hold, as for any member.
+            SELECT * INTO v_existing FROM memberships
+            WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
+            IF NOT FOUND THEN  -- a snapshot older than their joining (REPEATABLE READ): run the grant again
+                RAISE EXCEPTION 'user % joined couple % meanwhile', p_user_id, p_couple_id
+                    USING ERRCODE = 'serialization_failure';
+            END IF;
+        END;
     END IF;
+    PERFORM rbac.require_grantable(p_couple_id, v_actor, v_existing.role);
+    UPDATE memberships SET role = p_role, expires_at = p_expires_at
+    WHERE couple_id = p_couple_id AND user_id = p_user_id
+    RETURNING * INTO v_result;
     RETURN v_result;
 END $$;
 
