@@ -492,6 +492,77 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("joining races the deletions of the inviter and of the couple: no deadlock, nothing left pending")
+    func joinRacesDeletions() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
+            var seen = Set<[Outcome]>()
+            for round in 0..<Self.rounds {
+                let (owner, inviter, joiner) = (
+                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+                )
+                let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+                let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
+                    .decode("email")
+                // Two to the joiner's address, the older from the inviter, and one from the inviter to nobody's.
+                var hashes: [Data] = []
+                for (actor, email) in [(inviter, address), (owner, address), (inviter, nil)] {
+                    let hash = Data(SecretToken.generate(.invitation).hash)
+                    try await pool.acting(as: actor) {
+                        try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(email))")
+                    }
+                    hashes.append(hash)
+                }
+                // The couple is deleted in every other round; in the others the second invitation is accepted.
+                let deletesCouple = round % 2 == 0
+                let outcomes = try await race(4) { [hashes] index, go in
+                    try await Outcome.of {
+                        // Each call once, straight to SQL: a deadlock would show as 40P01, not be run again.
+                        try await pool.acting(as: [joiner, owner, inviter, deletesCouple ? owner : joiner][index]) {
+                            connection in
+                            await go()
+                            switch (index, deletesCouple) {
+                            case (0, _): try await connection.query("SELECT * FROM accept_invitation(\(hashes[0]))")
+                            case (1, _):
+                                try await connection.query("SELECT grant_role(\(couple), \(joiner), 'planner')")
+                            case (2, _): try await connection.query("SELECT delete_user(\(inviter))")
+                            case (_, true): try await connection.query("SELECT delete_couple(\(couple))")
+                            case (_, false): try await connection.query("SELECT * FROM accept_invitation(\(hashes[1]))")
+                            }
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                // What came first is gone (not found), revoked, used or joined; the grant during or after the
+                // couple's deletion finds no owner to act for (denied, or the role not theirs to give).
+                let allowed: Set<Outcome> = [
+                    .success, .refused("RBNFD"), .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP"),
+                    .refused("RBDEN"), .refused("RBESC"),
+                ]
+                #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
+                #expect(outcomes[2] == .success && (!deletesCouple || outcomes[3] == .success), "\(outcomes)")
+                let state = try await pool.query(
+                    """
+                    SELECT (SELECT count(*) FROM couples WHERE id = \(couple)) AS couples,
+                           (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
+                               AS members,
+                           (SELECT count(*) FROM invitations i
+                            WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending') AS pending
+                    """)[0]
+                let (couples, members, pending) = (
+                    try state.decode("couples", as: Int.self), try state.decode("members", as: Int.self),
+                    try state.decode("pending", as: Int.self)
+                )
+                if deletesCouple {
+                    #expect(couples == 0 && members == 0 && pending == 0)
+                } else {
+                    // Joined, and only the invitation to nobody's address is pending, its inviter gone.
+                    #expect(couples == 1 && members == 1 && pending == 1, "\(outcomes)")
+                }
+            }
+            #expect(seen.count > 2, "the calls should land in several orders: \(seen)")
+        }
+    }
+
     @Test("a grant races the person's own acceptance: they end with the granted role, and neither call fails oddly")
     func grantRacesAccept() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
