@@ -84,6 +84,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             id: user, email: edit.email?.rawValue ?? found.email, displayName: edit.displayName ?? found.displayName,
             identities: found.identities)
         usersByID[user] = edited
+        // As the users_new_address trigger: invitations of their couples to their new address are of no use now.
+        if edited.email.lowercased() != found.email.lowercased() {
+            for (couple, members) in memberships where members[user] != nil {
+                revokeInvitations(to: user, in: couple, as: actor)
+            }
+        }
         return edited
     }
 
@@ -751,7 +757,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     /// Makes `user` an active member and, as rbac.memberships_guard does, revokes their pending invitations to the
-    /// couple: bound to their address, those could only fail them now.
+    /// couple.
     private func insertMember(_ couple: UUID, _ user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) throws
         -> Membership
     {
@@ -762,6 +768,13 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 now()
             )
         }
+        revokeInvitations(to: user, in: couple, as: actor)
+        return memberships[couple]![user]!.membership
+    }
+
+    /// Revokes the couple's pending invitations bound to the address of `user`, a member: those could only fail
+    /// them now.
+    private func revokeInvitations(to user: UUID, in couple: UUID, as actor: Actor) {
         let address = usersByID[user]?.email.lowercased()
         for (hash, stored) in invitationsByHash
         where stored.invitation.coupleID == couple && stored.invitation.email?.lowercased() == address
@@ -770,7 +783,6 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             invitationsByHash[hash]?.revokedAt = now()
             record(couple, actor, "invitation.update")
         }
-        return memberships[couple]![user]!.membership
     }
 
     private func delete(_ couple: UUID, _ user: UUID, as actor: Actor) throws -> Membership {

@@ -563,6 +563,50 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a member's address changes while the couple invites the new address: nothing to it stays pending")
+    func newAddressRacesInvitations() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            var seen = Set<[Outcome]>()
+            for _ in 0..<Self.rounds {
+                let (owner, member) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
+                let address = "moved-\(UUID().uuidString.lowercased())@example.com"
+                let outcomes = try await race(3) { index, go in
+                    let hash = Data(SecretToken.generate(.invitation).hash)
+                    return try await Outcome.of {
+                        // Each call once, straight to SQL; the address change as the operator (no claims).
+                        if index == 0 {
+                            try await pool.withTransaction(maxAttempts: 1) { connection in
+                                await go()
+                                try await connection.query("SELECT edit_user(\(member), \(address), NULL)")
+                            }
+                        } else {
+                            try await pool.acting(as: owner) { connection in
+                                await go()
+                                try await connection.query(
+                                    """
+                                    SELECT * FROM create_invitation(
+                                        \(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))
+                                    """)
+                            }
+                        }
+                    }
+                }
+                seen.insert(outcomes)
+                // An invitation made first is revoked by the change; one made after it is refused (RBDUP).
+                #expect(outcomes[0] == .success, "\(outcomes)")
+                #expect(outcomes[1...].allSatisfy { $0 == .success || $0 == .refused("RBDUP") }, "\(outcomes)")
+                let pending = try await pool.count(
+                    """
+                    SELECT count(*) FROM invitations i
+                    WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
+                    """)
+                #expect(pending == 0, "\(outcomes)")
+            }
+            #expect(seen.count > 1, "the calls should land in more than one order: \(seen)")
+        }
+    }
+
     @Test("a grant races the person's own acceptance: they end with the granted role, and neither call fails oddly")
     func grantRacesAccept() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

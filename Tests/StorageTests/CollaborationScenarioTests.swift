@@ -250,7 +250,7 @@ struct CollaborationScenarioTests {
     }
 
     @Test(
-        "becoming a member, by invitation or grant, revokes one's other pending invitations to the couple; only those",
+        "joining (invitation, grant) or a member's new address revokes pending invitations to them; only those",
         arguments: Backend.allCases)
     func joiningRevokesInvitations(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
@@ -288,6 +288,15 @@ struct CollaborationScenarioTests {
             _ = try await world.repository.grant(
                 couple: couple, user: granted, role: viewer, expiresAt: nil, as: .user(owner))
             #expect(try await statuses(mine + others) == [.revoked, .revoked, .pending, .pending])
+
+            // A member's address changes to one an invitation of their couple names: it could only fail them.
+            let newAddress = "moved.\(UUID().uuidString.prefix(8))@example.com"
+            let toNewAddress = try await invite(newAddress)
+            let elsewhereToNew = try await invite(newAddress, to: elsewhere, as: otherOwner)
+            _ = try await world.memberships.editUser(
+                joiner, UserEdit(email: EmailAddress(rawValue: newAddress.uppercased())!), as: world.admin)
+            #expect(try await statuses([toNewAddress] + others) == [.revoked, .pending, .pending])
+            #expect(try await statuses([elsewhereToNew], in: elsewhere, as: otherOwner) == [.pending])
         }
     }
 

@@ -194,6 +194,19 @@ SELECT results_eq(
       JOIN invitations i ON i.token_hash = pg_temp.hash(token) ORDER BY token$$,
     $$VALUES ('inv_granted', 'revoked'), ('inv_granted_expired', 'expired')$$,
     'their pending invitation is revoked; an expired one stays expired');
+SELECT create_invitation(pg_temp.id(couple), pg_temp.hash(token), 'viewer', email)
+FROM (VALUES ('Joiners', 'inv_moved', 'moved@example.com'), ('Elsewhere', 'inv_moved_elsewhere', 'moved@example.com'),
+             ('Joiners', 'inv_raw', 'raw@example.com')) AS i (couple, token, email);
+SELECT pg_temp.act_as_operator();
+SELECT edit_user(pg_temp.id('joiner'), 'Moved@example.com', NULL);
+UPDATE users SET email = 'raw@example.com' WHERE id = pg_temp.id('granted');
+SELECT results_eq(
+    $$SELECT token, rbac.invitation_status(i)
+      FROM unnest(ARRAY['inv_moved', 'inv_moved_elsewhere', 'inv_raw', 'inv_join_open']) AS token
+      JOIN invitations i ON i.token_hash = pg_temp.hash(token) ORDER BY token$$,
+    $$VALUES ('inv_join_open', 'pending'), ('inv_moved', 'revoked'), ('inv_moved_elsewhere', 'pending'),
+             ('inv_raw', 'revoked')$$,
+    'a member''s address changed (by edit_user or raw SQL) to one their couple invited: revoked, not elsewhere');
 
 -- An address is kept composed however a caller spells it: ë written as e and a combining diaeresis is still
 -- zoë's address, not a second one.

@@ -43,6 +43,25 @@ BEGIN
     RETURN v_user;
 END $$;
 
+-- A member whose address changes, by edit_user or raw SQL, to one that a pending invitation of their couple is
+-- bound to: that invitation could only fail them now, as after joining (rbac.memberships_guard), and is revoked.
+-- Their couples' rows are held first (FOR KEY SHARE, in id order): an invitation to the new address made
+-- meanwhile (create_invitation holds the couple's row) is seen here, and one made after sees the member and is
+-- refused.
+CREATE OR REPLACE FUNCTION rbac.revoke_invitations_to_new_address() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM FROM couples WHERE id IN (SELECT couple_id FROM memberships WHERE user_id = NEW.id) ORDER BY id
+        FOR KEY SHARE;
+    UPDATE invitations i SET revoked_at = now()
+    WHERE i.couple_id IN (SELECT couple_id FROM memberships WHERE user_id = NEW.id) AND rbac.invites_member(i, NEW.id);
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER users_new_address AFTER UPDATE OF email ON users
+    FOR EACH ROW WHEN (lower(OLD.email) IS DISTINCT FROM lower(NEW.email))
+    EXECUTE FUNCTION rbac.revoke_invitations_to_new_address();
+
 -- Deletes user p_user_id, for the operator, or for that user alone. Their memberships go, each recorded in its
 -- couple's log and announced as membership.removed; so do their identities. Invitations they made or accepted
 -- stay, naming nobody: those they accepted lose the address they were sent to, in the table and in the outbox's
