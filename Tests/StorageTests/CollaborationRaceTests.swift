@@ -607,6 +607,44 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a person's address changes while they join a couple inviting the new address: nothing to it stays pending")
+    func newAddressRacesJoining() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 2) { pool in
+            for _ in 0..<Self.rounds {
+                let (owner, person) = (try await pool.newUser(), try await pool.newUser())
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let address = "moved-\(UUID().uuidString.lowercased())@example.com"
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                try await pool.acting(as: owner) { connection in
+                    try await connection.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
+                }
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        // Each call once, straight to SQL; the address change as the operator (no claims).
+                        if index == 0 {
+                            try await pool.withTransaction(maxAttempts: 1) { connection in
+                                await go()
+                                try await connection.query("SELECT edit_user(\(person), \(address), NULL)")
+                            }
+                        } else {
+                            try await pool.acting(as: owner) { connection in
+                                await go()
+                                try await connection.query("SELECT grant_role(\(couple), \(person), 'planner')")
+                            }
+                        }
+                    }
+                }
+                #expect(outcomes == [.success, .success], "\(outcomes)")
+                let pending = try await pool.count(
+                    """
+                    SELECT count(*) FROM invitations i
+                    WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
+                    """)
+                #expect(pending == 0, "\(outcomes)")
+            }
+        }
+    }
+
     @Test("a grant races the person's own acceptance: they end with the granted role, and neither call fails oddly")
     func grantRacesAccept() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in

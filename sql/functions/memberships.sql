@@ -20,8 +20,10 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' AND NEW.couple_id <> OLD.couple_id THEN
         RAISE EXCEPTION 'a membership cannot move to another couple' USING ERRCODE = 'RBINV';
     END IF;
-    -- Before the couple's row, as delete_user takes them.
-    IF TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM public.users WHERE id = NEW.user_id FOR KEY SHARE) THEN
+    -- Before the couple's row, as delete_user takes them. FOR SHARE, not the foreign key's FOR KEY SHARE: an
+    -- address change (rbac.revoke_invitations_to_new_address) waits for this joining and then sees the member,
+    -- or this one waits for it and then revokes by the new address below.
+    IF TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM public.users WHERE id = NEW.user_id FOR SHARE) THEN
         RAISE EXCEPTION 'user % does not exist', NEW.user_id USING ERRCODE = 'RBNFD';
     END IF;
     UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;

@@ -47,7 +47,8 @@ END $$;
 -- bound to: that invitation could only fail them now, as after joining (rbac.memberships_guard), and is revoked.
 -- Their couples' rows are held first (FOR KEY SHARE, in id order): an invitation to the new address made
 -- meanwhile (create_invitation holds the couple's row) is seen here, and one made after sees the member and is
--- refused.
+-- refused. A joining holds the user's row FOR SHARE (rbac.memberships_guard): one in flight was waited for, and
+-- its couple is read here; one after waits for the change and revokes by the new address itself.
 CREATE OR REPLACE FUNCTION rbac.revoke_invitations_to_new_address() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 BEGIN
