@@ -285,12 +285,7 @@ struct CollaborationRaceTests {
                 let (first, second) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: [first, second][index]) { connection in
-                            await go()
-                            try await connection.query("SELECT leave_couple(\(couple))")
-                        }
-                    }
+                    try await pool.racing("SELECT leave_couple(\(couple))", as: [first, second][index], after: go)
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
@@ -310,15 +305,10 @@ struct CollaborationRaceTests {
                 let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: [demoter, leaver][index]) { connection in
-                            await go()
-                            try await connection.query(
-                                index == 0
-                                    ? "SELECT grant_role(\(couple), \(leaver), 'partner')"
-                                    : "SELECT leave_couple(\(couple))")
-                        }
-                    }
+                    try await pool.racing(
+                        index == 0
+                            ? "SELECT grant_role(\(couple), \(leaver), 'partner')" : "SELECT leave_couple(\(couple))",
+                        as: [demoter, leaver][index], after: go)
                 }
                 seen.insert(outcomes)
                 // Either order is fine: demoted then left, or left and then there is no one to demote.
@@ -344,12 +334,7 @@ struct CollaborationRaceTests {
                 var users: [UUID] = []
                 for _ in 0..<20 { users.append(try await pool.newUser()) }
                 let outcomes = try await race(users.count) { [users] index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: users[index]) { connection in
-                            await go()
-                            try await connection.query("SELECT * FROM accept_invitation(\(hash))")
-                        }
-                    }
+                    try await pool.racing("SELECT * FROM accept_invitation(\(hash))", as: users[index], after: go)
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBUSD") }.count == 19)
@@ -398,15 +383,11 @@ struct CollaborationRaceTests {
                     "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
                         "invitation_id")
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: [invitee, owner][index]) { connection in
-                            await go()
-                            try await connection.query(
-                                index == 0
-                                    ? "SELECT * FROM accept_invitation(\(hash))"
-                                    : "SELECT revoke_invitation(\(couple), \(invitation))")
-                        }
-                    }
+                    try await pool.racing(
+                        index == 0
+                            ? "SELECT * FROM accept_invitation(\(hash))"
+                            : "SELECT revoke_invitation(\(couple), \(invitation))",
+                        as: [invitee, owner][index], after: go)
                 }
                 let (accepted, revoked) = (outcomes[0], outcomes[1])
                 let member = try await pool.count(
@@ -450,23 +431,15 @@ struct CollaborationRaceTests {
                 }
                 let outcomes = try await race(6) { [hashes, ids] index, go in
                     let fresh = Data(SecretToken.generate(.invitation).hash)
-                    return try await Outcome.of {
-                        // Each call once, straight to SQL: a deadlock would show as 40P01, not be run again.
-                        try await pool.acting(as: index < 2 ? joiner : owner) { connection in
-                            await go()
-                            switch index {
-                            case 0, 1: try await connection.query("SELECT * FROM accept_invitation(\(hashes[index]))")
-                            case 2: try await connection.query("SELECT grant_role(\(couple), \(joiner), 'viewer')")
-                            case 3:
-                                try await connection.query(
-                                    "SELECT * FROM resend_invitation(\(couple), \(ids[1]), \(fresh))")
-                            case 4: try await connection.query("SELECT revoke_invitation(\(couple), \(ids[1]))")
-                            default:
-                                try await connection.query(
-                                    "SELECT * FROM create_invitation(\(couple), \(fresh), 'viewer', \(address))")
-                            }
-                        }
-                    }
+                    let calls: [PostgresQuery] = [
+                        "SELECT * FROM accept_invitation(\(hashes[0]))",
+                        "SELECT * FROM accept_invitation(\(hashes[1]))",
+                        "SELECT grant_role(\(couple), \(joiner), 'viewer')",
+                        "SELECT * FROM resend_invitation(\(couple), \(ids[1]), \(fresh))",
+                        "SELECT revoke_invitation(\(couple), \(ids[1]))",
+                        "SELECT * FROM create_invitation(\(couple), \(fresh), 'viewer', \(address))",
+                    ]
+                    return try await pool.racing(calls[index], as: index < 2 ? joiner : owner, after: go)
                 }
                 seen.insert(outcomes)
                 // Refusals that say what happened first: revoked (by a joining, a resend or the revocation),
@@ -515,21 +488,15 @@ struct CollaborationRaceTests {
                 // The couple is deleted in every other round; in the others the second invitation is accepted.
                 let deletesCouple = round % 2 == 0
                 let outcomes = try await race(4) { [hashes] index, go in
-                    try await Outcome.of {
-                        // Each call once, straight to SQL: a deadlock would show as 40P01, not be run again.
-                        try await pool.acting(as: [joiner, owner, inviter, deletesCouple ? owner : joiner][index]) {
-                            connection in
-                            await go()
-                            switch (index, deletesCouple) {
-                            case (0, _): try await connection.query("SELECT * FROM accept_invitation(\(hashes[0]))")
-                            case (1, _):
-                                try await connection.query("SELECT grant_role(\(couple), \(joiner), 'planner')")
-                            case (2, _): try await connection.query("SELECT delete_user(\(inviter))")
-                            case (_, true): try await connection.query("SELECT delete_couple(\(couple))")
-                            case (_, false): try await connection.query("SELECT * FROM accept_invitation(\(hashes[1]))")
-                            }
-                        }
-                    }
+                    let calls: [(PostgresQuery, UUID)] = [
+                        ("SELECT * FROM accept_invitation(\(hashes[0]))", joiner),
+                        ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
+                        ("SELECT delete_user(\(inviter))", inviter),
+                        deletesCouple
+                            ? ("SELECT delete_couple(\(couple))", owner)
+                            : ("SELECT * FROM accept_invitation(\(hashes[1]))", joiner),
+                    ]
+                    return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
                 }
                 seen.insert(outcomes)
                 // What came first is gone (not found), revoked, used or joined; the grant during or after the
@@ -573,24 +540,12 @@ struct CollaborationRaceTests {
                 let address = "moved-\(UUID().uuidString.lowercased())@example.com"
                 let outcomes = try await race(3) { index, go in
                     let hash = Data(SecretToken.generate(.invitation).hash)
-                    return try await Outcome.of {
-                        // Each call once, straight to SQL; the address change as the operator (no claims).
-                        if index == 0 {
-                            try await pool.withTransaction(maxAttempts: 1) { connection in
-                                await go()
-                                try await connection.query("SELECT edit_user(\(member), \(address), NULL)")
-                            }
-                        } else {
-                            try await pool.acting(as: owner) { connection in
-                                await go()
-                                try await connection.query(
-                                    """
-                                    SELECT * FROM create_invitation(
-                                        \(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))
-                                    """)
-                            }
-                        }
-                    }
+                    // The address change as the operator (no claims).
+                    return index == 0
+                        ? try await pool.racing("SELECT edit_user(\(member), \(address), NULL)", as: nil, after: go)
+                        : try await pool.racing(
+                            "SELECT create_invitation(\(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))",
+                            as: owner, after: go)
                 }
                 seen.insert(outcomes)
                 // An invitation made first is revoked by the change; one made after it is refused (RBDUP).
@@ -615,24 +570,13 @@ struct CollaborationRaceTests {
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
                 let address = "moved-\(UUID().uuidString.lowercased())@example.com"
                 let hash = Data(SecretToken.generate(.invitation).hash)
-                try await pool.acting(as: owner) { connection in
-                    try await connection.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
-                }
+                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        // Each call once, straight to SQL; the address change as the operator (no claims).
-                        if index == 0 {
-                            try await pool.withTransaction(maxAttempts: 1) { connection in
-                                await go()
-                                try await connection.query("SELECT edit_user(\(person), \(address), NULL)")
-                            }
-                        } else {
-                            try await pool.acting(as: owner) { connection in
-                                await go()
-                                try await connection.query("SELECT grant_role(\(couple), \(person), 'planner')")
-                            }
-                        }
-                    }
+                    // The address change as the operator (no claims).
+                    index == 0
+                        ? try await pool.racing("SELECT edit_user(\(person), \(address), NULL)", as: nil, after: go)
+                        : try await pool.racing(
+                            "SELECT grant_role(\(couple), \(person), 'planner')", as: owner, after: go)
                 }
                 #expect(outcomes == [.success, .success], "\(outcomes)")
                 let pending = try await pool.count(
@@ -655,15 +599,11 @@ struct CollaborationRaceTests {
                 let hash = Data(SecretToken.generate(.invitation).hash)
                 try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: [joiner, owner][index]) { connection in
-                            await go()
-                            try await connection.query(
-                                index == 0
-                                    ? "SELECT * FROM accept_invitation(\(hash))"
-                                    : "SELECT grant_role(\(couple), \(joiner), 'planner')")
-                        }
-                    }
+                    try await pool.racing(
+                        index == 0
+                            ? "SELECT * FROM accept_invitation(\(hash))"
+                            : "SELECT grant_role(\(couple), \(joiner), 'planner')",
+                        as: [joiner, owner][index], after: go)
                 }
                 seen.insert(outcomes)
                 // Accepting after the grant finds a member; a grant after (or during) the acceptance changes the
@@ -691,13 +631,8 @@ struct CollaborationRaceTests {
                         "invitation_id")
                 let outcomes = try await race(2) { _, go in
                     let newHash = Data(SecretToken.generate(.invitation).hash)
-                    return try await Outcome.of {
-                        try await pool.acting(as: owner) { connection in
-                            await go()
-                            try await connection.query(
-                                "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))")
-                        }
-                    }
+                    return try await pool.racing(
+                        "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))", as: owner, after: go)
                 }
                 #expect(outcomes.filter { $0 == .success }.count == 1)
                 #expect(outcomes.filter { $0 == .refused("RBREV") }.count == 1)
@@ -718,15 +653,11 @@ struct CollaborationRaceTests {
                 try await pool.query(
                     "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: owner) { connection in
-                            await go()
-                            try await connection.query(
-                                index == 0
-                                    ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                                    : "SELECT delete_couple_role(\(couple), 'mom')")
-                        }
-                    }
+                    try await pool.racing(
+                        index == 0
+                            ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                            : "SELECT delete_couple_role(\(couple), 'mom')",
+                        as: owner, after: go)
                 }
                 // Granted first, the role is held and stays; deleted first, there is no role to grant.
                 #expect(
@@ -762,16 +693,11 @@ struct CollaborationRaceTests {
                 try await pool.query(
                     "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
                 let outcomes = try await race(2) { index, go in
-                    try await Outcome.of {
-                        try await pool.acting(as: index == 0 ? partner : author) { connection in
-                            await go()
-                            try await connection.query(
-                                index == 0
-                                    ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                                    : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])"
-                            )
-                        }
-                    }
+                    try await pool.racing(
+                        index == 0
+                            ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                            : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])",
+                        as: index == 0 ? partner : author, after: go)
                 }
                 #expect(
                     [[.success, .refused("RBESC")], [.refused("RBESC"), .success]].contains(outcomes), "\(outcomes)")

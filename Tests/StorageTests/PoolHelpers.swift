@@ -30,6 +30,18 @@ extension PostgresConnectionPool {
         }
     }
 
+    /// One call of a race (`race`): `sql` once `go` lets it start, straight to SQL, as the end user `user` or, with
+    /// nil, as the operator (no claims). What it came to; never run again, so a deadlock shows as `40P01`.
+    func racing(_ sql: PostgresQuery, as user: UUID?, after go: @Sendable () async -> Void) async throws -> Outcome {
+        try await Outcome.of {
+            let call = { (connection: PostgresConnection) in
+                await go()
+                try await connection.query(sql)
+            }
+            if let user { try await acting(as: user, call) } else { try await withTransaction(maxAttempts: 1, call) }
+        }
+    }
+
     /// A new user with a unique email address.
     func newUser() async throws -> UUID {
         let email = "user-\(UUID().uuidString.lowercased())@example.com"
