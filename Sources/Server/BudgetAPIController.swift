@@ -305,8 +305,7 @@ struct BudgetAPIController {
     private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: AppRequestContext) async throws
         -> T
     {
-        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        try RepeatedJSONKeys.refuse(buffer)
+        let buffer = try await documentedJSONBody(request, context)
         let decoder = JSONDecoder()
         decoder.keyDecodingStrategy = .documentedSnakeCase
         do {
@@ -346,7 +345,8 @@ extension JSONDecoder.KeyDecodingStrategy {
     /// A body's keys in the spelling the API documents (`folder_id` read as `folderId`) and no other.
     /// `.convertFromSnakeCase` also reads `folderId`, `FOLDER_ID` and `folder__id` as that field, first one
     /// winning, so a gateway that checks `folder_id` could pass a body this service reads another value from;
-    /// here any other spelling names no field and is ignored like any key a body does not take.
+    /// here any other spelling names no field, and `documentedJSONBody` has refused it as a key the route does not
+    /// take.
     fileprivate static let documentedSnakeCase = Self.custom { path in
         let key = path.last?.stringValue ?? ""
         let words = key.split(separator: "_", omittingEmptySubsequences: false)

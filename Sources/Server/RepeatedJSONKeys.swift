@@ -17,13 +17,12 @@ extension RepeatedJSONKeys {
 }
 
 /// Hummingbird's default request decoder (JSONDecoder reading dates as ISO 8601), after refusing a body whose
-/// objects repeat a key (`RepeatedJSONKeys`).
+/// objects repeat a key or name one the route does not take (`documentedJSONBody`).
 public struct StrictJSONDecoder: RequestDecoder {
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext)
         async throws -> T
     {
-        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
-        try RepeatedJSONKeys.refuse(buffer)
+        let buffer = try await documentedJSONBody(request, context)
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return try decoder.decode(T.self, from: buffer)

@@ -177,6 +177,7 @@ struct CheckAnswerDifferentialTests {
             request(check(user: fixture.owner), key: unknownKey),
             request(check(user: fixture.owner), contentType: "text/plain"),
             request(#"{"couple_id":"\#(fixture.couple)","#),
+            request(check(user: fixture.owner, extra: #","note":"x""#)),
             request(check(user: fixture.owner, extra: #","note":"\#(String(repeating: "x", count: 70_000))""#)),
         ]
 

@@ -131,7 +131,7 @@ struct ManagementAPITests {
                 ("\(planner)", planner, #"{"email":"pia"}"#, .badRequest, "invalid_input"),
                 ("\(planner)", planner, #"{"display_name":"a\u001bb"}"#, .badRequest, "control characters"),
                 ("\(planner)", planner, #"{"display_name":7}"#, .badRequest, "invalid_input"),
-                ("\(planner)", planner, #"{"displayName":"Pia"}"#, .badRequest, "give display_name"),
+                ("\(planner)", planner, #"{"displayName":"Pia"}"#, .badRequest, #"names \"displayName\""#),
                 ("\(planner)", nil, #"{"display_name":"Pia"}"#, .badRequest, "X-Acting-User"),
                 ("not-a-user", planner, #"{"display_name":"Pia"}"#, .badRequest, "invalid_input"),
             ]

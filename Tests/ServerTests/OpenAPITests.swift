@@ -55,6 +55,57 @@ struct OpenAPITests {
         }
     }
 
+    @Test("every documented JSON body is closed, and a key it does not document is refused with 400, at any depth")
+    func undocumentedKeysRefused() async throws {
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
+        let bodies = paths.flatMap { path, operations in
+            operations.compactMap { method, operation in
+                let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+                return content?["application/json"] == nil ? nil : "\(method.uppercased()) \(path)"
+            }
+        }
+        #expect(Set(DocumentedBodies.shapes.keys) == Set(bodies))
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            for operation in bodies.sorted() {
+                guard case .object = DocumentedBodies.shapes[operation] else {
+                    Issue.record("\(operation): its body is not an object of documented keys")
+                    continue
+                }
+                let parts = operation.split(separator: " ")
+                // Any ids: the body is read before they are looked up.
+                let path = parts[1].split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString : String($0) }
+                try await client.execute(
+                    uri: "/" + path.joined(separator: "/"), method: HTTPRequest.Method(String(parts[0]))!,
+                    headers: fixture.keyHeader(actingAs: fixture.owner),
+                    body: ByteBuffer(string: #"{"zz_undocumented": 1}"#)
+                ) { response in
+                    #expect(response.status == .badRequest, "\(operation)")
+                    #expect(
+                        String(buffer: response.body).contains(#"the body names \"zz_undocumented\""#), "\(operation)")
+                }
+            }
+            let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit""#
+            try await client.execute(
+                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader(actingAs: fixture.owner),
+                body: ByteBuffer(string: #"{"checks":[\#(check)},\#(check),"minRevision":1}]}"#)
+            ) { response in
+                #expect(response.status == .badRequest)
+                #expect(
+                    String(buffer: response.body).contains(
+                        #"checks[1] names \"minRevision\", which this request does not take; it takes couple_id, "#
+                            + "min_revision, permission, user_id"))
+            }
+            try await client.execute(
+                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader(actingAs: fixture.owner),
+                body: ByteBuffer(string: #"{"checks":[\#(check)}]}"#)
+            ) { response in
+                #expect(response.status == .ok, "the documented keys alone are read as before")
+            }
+        }
+    }
+
     @Test("the document is served at /openapi.json")
     func served() async throws {
         let fixture = try await Fixture()

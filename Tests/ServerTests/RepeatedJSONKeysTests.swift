@@ -41,7 +41,7 @@ struct RepeatedJSONKeysTests {
         }
     }
 
-    @Test("a budget body's keys are read only as documented; other spellings of a key set nothing")
+    @Test("a budget body's keys are read only as documented; another spelling of a key is refused, named")
     func otherSpellings() async throws {
         let fixture = try await Fixture()
         let acting = fixture.keyHeader(actingAs: fixture.owner)
@@ -58,16 +58,18 @@ struct RepeatedJSONKeysTests {
             }
             let scenario = try id(try await post("/scenarios", #"{"name":"Main"}"#))
             let folder = try id(try await post("/scenarios/\(scenario)/folders", #"{"name":"Party"}"#))
-            // Another spelling first, which `.convertFromSnakeCase` would have read: the documented key counts.
-            let (created, item) = try await post(
-                "/scenarios/\(scenario)/items",
-                #"{"name":"Cake","budgeted":1,"folderId":"\#(UUID())","folder_id":"\#(folder)"}"#)
+            // Another spelling beside the documented key, which `.convertFromSnakeCase` would have read first.
+            let items = "/scenarios/\(scenario)/items"
+            let (refused, answer) = try await post(
+                items, #"{"name":"Cake","budgeted":1,"folderId":"\#(UUID())","folder_id":"\#(folder)"}"#)
+            #expect(refused == .badRequest && answer.contains(#"names \"folderId\""#), "\(refused) \(answer)")
+            let (created, item) = try await post(items, #"{"name":"Cake","budgeted":1,"folder_id":"\#(folder)"}"#)
             #expect(created == .created && item.contains(#""folder_id":"\#(folder)""#), "\(created) \(item)")
             let expense = try id(try await post("/expenses", #"{"name":"Deposit","amount":10}"#))
             for spelling in ["scenarioId", "SCENARIO_ID", "scenario__id", "Scenario_Id"] {
                 let (status, body) = try await post(
                     "/expenses/\(expense)/allocations", #"{"\#(spelling)":"\#(scenario)","items":[]}"#)
-                #expect(status == .badRequest && body.contains(#"lacks \"scenario_id\""#), "\(spelling): \(body)")
+                #expect(status == .badRequest && body.contains(#"names \"\#(spelling)\""#), "\(spelling): \(body)")
             }
         }
     }
