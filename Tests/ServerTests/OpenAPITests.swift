@@ -55,7 +55,7 @@ struct OpenAPITests {
         }
     }
 
-    @Test("every documented JSON body is closed, and a key it does not document is refused with 400, at any depth")
+    @Test("every documented JSON body refuses a key it does not document with 400, at any depth, naming it")
     func undocumentedKeysRefused() async throws {
         let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
         let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
@@ -65,11 +65,11 @@ struct OpenAPITests {
                 return content?["application/json"] == nil ? nil : "\(method.uppercased()) \(path)"
             }
         }
-        #expect(Set(DocumentedBodies.shapes.keys) == Set(bodies))
+        #expect(Set(DocumentedRequests.operations.filter { $0.value.body != nil }.keys) == Set(bodies))
         let fixture = try await Fixture()
         try await fixture.application().test(.router) { client in
             for operation in bodies.sorted() {
-                guard case .object = DocumentedBodies.shapes[operation] else {
+                guard case .object = DocumentedRequests.operations[operation]?.body else {
                     Issue.record("\(operation): its body is not an object of documented keys")
                     continue
                 }
@@ -102,6 +102,47 @@ struct OpenAPITests {
                 body: ByteBuffer(string: #"{"checks":[\#(check)}]}"#)
             ) { response in
                 #expect(response.status == .ok, "the documented keys alone are read as before")
+            }
+        }
+    }
+
+    @Test("every route taking a service key refuses a query parameter it does not document with 400, naming it")
+    func undocumentedQueryRefused() async throws {
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
+        let keyed = paths.flatMap { path, operations in
+            operations.compactMap { method, operation in
+                "\(operation["security"] ?? "")".contains("serviceKey") ? (method, path) : nil
+            }
+        }
+        #expect(keyed.count > 50)
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            for (method, path) in keyed.sorted(by: { "\($0)" < "\($1)" }) {
+                let taken = try #require(DocumentedRequests.operations["\(method.uppercased()) \(path)"]?.query)
+                // Any ids, and the documented parameters with any values: the query is read before either.
+                let uri =
+                    path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString : String($0) }
+                    .joined(separator: "/")
+                let query = (taken.sorted() + ["zz_undocumented"]).map { "\($0)=1" }.joined(separator: "&")
+                try await client.execute(
+                    uri: "/\(uri)?\(query)", method: HTTPRequest.Method(method.uppercased())!,
+                    headers: fixture.keyHeader(actingAs: fixture.owner)
+                ) { response in
+                    #expect(response.status == .badRequest, "\(method) \(path)")
+                    #expect(
+                        String(buffer: response.body).contains(#"the query names \"zz_undocumented\""#),
+                        "\(method) \(path): \(String(buffer: response.body))")
+                }
+            }
+            // Names are read percent-decoded, as the routes read them.
+            try await client.execute(
+                uri: "/v1/users?%73earch=pia&%73erch=pia", method: .get, headers: fixture.keyHeader
+            ) { response in
+                #expect(response.status == .badRequest)
+                #expect(
+                    String(buffer: response.body).contains(
+                        #"the query names \"serch\", which this request does not take; it takes after, limit, search"#))
             }
         }
     }

@@ -1,0 +1,153 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Tenancy
+
+/// The query parameters and JSON body keys each API route may be sent, as `openapi.json` documents them. Any
+/// other is refused with a 400 naming it and those the route takes: read without it, a client's `is_primary` for
+/// `primary`, `folderId` for `folder_id` or `?serch=` for `?search=` would change nothing, or list everything,
+/// while the answer said the request was done. Taken from the document, so that what it promises and what the
+/// service reads cannot drift.
+enum DocumentedRequests {
+    /// What a schema says of the keys a JSON value may hold.
+    indirect enum Shape: Sendable {
+        /// An object of these keys only.
+        case object([String: Shape])
+        /// An array, each element of this shape.
+        case array(Shape)
+        /// Anything else, or a choice of shapes: not looked into.
+        case unchecked
+    }
+
+    /// What one documented operation may be sent.
+    struct Operation: Sendable {
+        var query: Set<String> = []
+        /// The shape of its JSON body, if it takes one.
+        var body: Shape?
+    }
+
+    /// Each documented operation, by `METHOD /path/{parameter}`.
+    static let operations: [String: Operation] = {
+        guard let data = try? openAPIDocument(),
+            let document = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let paths = document["paths"] as? [String: [String: Any]]
+        else { return [:] }
+        let components = document["components"] as? [String: Any] ?? [:]
+        let schemas = components["schemas"] as? [String: Any] ?? [:]
+        let parameters = components["parameters"] as? [String: Any] ?? [:]
+        func resolved(_ object: Any, in section: [String: Any]) -> [String: Any]? {
+            guard let object = object as? [String: Any] else { return nil }
+            guard let reference = object["$ref"] as? String else { return object }
+            return section[String(reference.split(separator: "/").last ?? "")] as? [String: Any]
+        }
+        var operations: [String: Operation] = [:]
+        for (path, entries) in paths {
+            for (method, entry) in entries {
+                guard let entry = entry as? [String: Any] else { continue }
+                var operation = Operation()
+                for parameter in entry["parameters"] as? [Any] ?? [] {
+                    guard let parameter = resolved(parameter, in: parameters), parameter["in"] as? String == "query",
+                        let name = parameter["name"] as? String
+                    else { continue }
+                    operation.query.insert(name)
+                }
+                let content = (entry["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+                if let schema = (content?["application/json"] as? [String: Any])?["schema"] {
+                    operation.body = shape(of: schema, schemas)
+                }
+                operations["\(method.uppercased()) \(path)"] = operation
+            }
+        }
+        return operations
+    }()
+
+    private static func shape(of schema: Any, _ components: [String: Any]) -> Shape {
+        guard var schema = schema as? [String: Any] else { return .unchecked }
+        if let reference = schema["$ref"] as? String,
+            let resolved = components[String(reference.split(separator: "/").last ?? "")] as? [String: Any]
+        {
+            schema = resolved
+        }
+        if let properties = schema["properties"] as? [String: Any] {
+            return .object(properties.mapValues { shape(of: $0, components) })
+        }
+        if schema["type"] as? String == "array", let items = schema["items"] {
+            return .array(shape(of: items, components))
+        }
+        return .unchecked
+    }
+
+    /// A 400 naming the first key (by name) in `body` that the route's documented body does not take. Nothing
+    /// when there is none, when the body is not JSON (its decoder says what is wrong) or when the route takes no
+    /// JSON body.
+    static func refuseUnknownKeys(_ body: ByteBuffer, method: HTTPRequest.Method, route: String?) throws(APIError) {
+        guard let route, let shape = operations["\(method.rawValue) \(documentedPath(route))"]?.body,
+            let value = try? JSONSerialization.jsonObject(
+                with: Data(body.readableBytesView), options: .fragmentsAllowed)
+        else { return }
+        try refuse(value, shape, at: Self.whole)
+    }
+
+    /// A 400 naming the first query parameter (by name) that the route does not take; names are compared
+    /// percent-decoded, as `Request.queryParameter` reads them. Nothing for a route the document does not know.
+    static func refuseUnknownQuery(_ request: Request, route: String?) throws(APIError) {
+        guard request.uri.query?.isEmpty == false else { return }  // most requests: nothing to look up
+        let method = request.method == .head ? "GET" : request.method.rawValue
+        guard let route, let taken = operations["\(method) \(documentedPath(route))"]?.query else { return }
+        let names = request.uri.queryParameters.map { String($0.key.removingPercentEncoding ?? String($0.key)) }
+        guard let unknown = names.filter({ !taken.contains($0) }).sorted().first else { return }
+        throw APIError.badRequest(
+            "the query names \(quoted(unknown)), which this request does not take; it takes "
+                + (taken.isEmpty ? "none" : taken.sorted().joined(separator: ", ")))
+    }
+
+    /// How a message names the body itself; a member is named by its path (`checks[1]`).
+    private static let whole = "the body"
+
+    private static func refuse(_ value: Any, _ shape: Shape, at place: String) throws(APIError) {
+        switch shape {
+        case .object(let keys):
+            guard let object = value as? [String: Any] else { return }
+            for (key, member) in object.sorted(by: { $0.key < $1.key }) {
+                guard let inner = keys[key] else {
+                    throw APIError.badRequest(
+                        "\(place) names \(quoted(key)), which this request does not take; it takes "
+                            + keys.keys.sorted().joined(separator: ", "))
+                }
+                try refuse(member, inner, at: place == Self.whole ? key : "\(place).\(key)")
+            }
+        case .array(let element):
+            guard let array = value as? [Any] else { return }
+            for (index, member) in array.enumerated() { try refuse(member, element, at: "\(place)[\(index)]") }
+        case .unchecked:
+            return
+        }
+    }
+
+    /// A route as the router names it (`/v1/couples/:couple` or `/v1/couples/{couple}`), as the document does.
+    static func documentedPath(_ route: String) -> String {
+        "/"
+            + route.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
+            .joined(separator: "/")
+    }
+}
+
+/// A JSON body collected for its decoder, after the refusals every one meets: an object that names a key twice
+/// (`RepeatedJSONKeys`), a key its route does not take (`DocumentedRequests`).
+func documentedJSONBody(_ request: Request, _ context: some RequestContext) async throws -> ByteBuffer {
+    let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+    try RepeatedJSONKeys.refuse(buffer)
+    try DocumentedRequests.refuseUnknownKeys(buffer, method: request.method, route: context.endpointPath)
+    return buffer
+}
+
+/// Refuses a query parameter the route does not take (`DocumentedRequests`), before anything else reads the query.
+struct DocumentedQueryMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        try DocumentedRequests.refuseUnknownQuery(request, route: context.endpointPath)
+        return try await next(request, context)
+    }
+}
