@@ -10,17 +10,38 @@ public struct PolicyDocument: Sendable, Decodable {
         public let inherits: [String]?
         public let permissions: [String]?
         public let grants: [String]?
+
+        /// The keys a role's object may hold.
+        static let keys = ["description", "grants", "inherits", "permissions", "rank"]
     }
 
     public let permissions: [String: String]
     public let roles: [String: Role]
 
     /// The document in `url`; one whose objects name a key twice is refused, since the database, applying it,
-    /// would take the last of the values where this reading takes the first.
+    /// would take the last of the values where this reading takes the first, and so is one naming a key that
+    /// nothing reads, as `apply_policy` refuses it: `inherit` for `inherits` would leave a role without its
+    /// ancestors' permissions.
     public static func load(from url: URL) throws -> PolicyDocument {
         let data = try Data(contentsOf: url)
         if let key = RepeatedJSONKeys.first(in: data) {
             throw CollaborationError(.invalidPolicy, "invalid policy: an object names \(quoted(key)) twice")
+        }
+        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+            let roles = object["roles"] as? [String: Any] ?? [:]
+            let problems =
+                object.keys.filter { !["permissions", "roles"].contains($0) }.map {
+                    "the policy names \(quoted($0)), which it does not take; it takes permissions, roles"
+                }
+                + roles.flatMap { name, role in
+                    ((role as? [String: Any])?.keys.filter { !Role.keys.contains($0) } ?? []).map {
+                        "role \(quoted(name)) names \(quoted($0)), which a role does not take; it takes "
+                            + Role.keys.joined(separator: ", ")
+                    }
+                }
+            guard problems.isEmpty else {
+                throw CollaborationError(.invalidPolicy, "invalid policy: " + problems.sorted().joined(separator: "; "))
+            }
         }
         return try JSONDecoder().decode(PolicyDocument.self, from: data)
     }

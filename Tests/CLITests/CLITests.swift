@@ -1206,5 +1206,19 @@ struct CLITests {
             #expect(twice.status == 2, "\(command): \(twice.stderr)")
             #expect(twice.stderr.contains(#"names "viewer" twice"#), "\(twice.stderr)")
         }
+
+        // A key nothing reads ("inherit" for "inherits", a misspelt section): refused, naming each, as the
+        // database refuses it.
+        try policy.replacingOccurrences(of: #""inherits": ["viewer"]"#, with: #""inherit": ["viewer"]"#)
+            .replacingOccurrences(of: #""roles": {"#, with: #""role": {}, "roles": {"#)
+            .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        let unread = try await Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
+        #expect(unread.status == 2)
+        #expect(
+            unread.stderr.contains(
+                #"role "planner" names "inherit", which a role does not take; it takes description, grants, "#
+                    + "inherits, permissions, rank"), "\(unread.stderr)")
+        #expect(
+            unread.stderr.contains(#"the policy names "role", which it does not take; it takes permissions, roles"#))
     }
 }

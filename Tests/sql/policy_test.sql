@@ -28,6 +28,15 @@ SELECT throws_like(
     $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,owner}')$$,
     '%must define the "owner" role%', 'the owner role is required');
 SELECT throws_like($$SELECT apply_policy('{"roles": []}')$$, '%"permissions" and "roles" objects%', 'the shape is checked');
+-- A key nothing reads is named: "inherit" for "inherits" would leave the role without its ancestors' permissions.
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,planner,inherit}', '["viewer"]'))$$,
+    '%role "planner" names "inherit", which a role does not take; it takes description, grants, inherits, permissions, rank%',
+    'a key a role does not take is named');
+SELECT throws_like(
+    $$SELECT apply_policy((SELECT policy FROM base) || '{"role": {}}')$$,
+    '%the policy names "role", which it does not take; it takes permissions, roles%',
+    'a key the policy does not take is named');
 
 SELECT pg_temp.new_user('olivia');
 SELECT pg_temp.new_user('pia');

@@ -6,8 +6,9 @@
 --                        "permissions": ["couple.delete", ...], "grants": ["owner", "partner", ...]}, ...}}
 -- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent, and it
 -- writes only what differs, so applying an unchanged policy changes nothing and notifies no cache. Raises
--- RBPOL naming every unknown permission or role, an inheritance cycle, or a removed role still held. It
--- reads memberships and invitations only for roles it removes, so its cost does not grow with the couples.
+-- RBPOL naming every key it does not take, unknown permission or role, an inheritance cycle, or a removed role
+-- still held. It reads memberships and invitations only for roles it removes, so its cost does not grow with the
+-- couples.
 CREATE OR REPLACE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
 DECLARE
@@ -41,7 +42,18 @@ BEGIN
                      ) AS refs (kind, reference);
 
     SELECT array_agg(problem ORDER BY problem) INTO v_problems FROM (
-        SELECT format('permission "%s" is not named area.action in lower case', name) AS problem
+        -- A key read by nothing is a mistake to name, not to skip: "inherit" for "inherits" would leave a role
+        -- without its ancestors' permissions.
+        SELECT format('the policy names "%s", which it does not take; it takes permissions, roles', key) AS problem
+        FROM jsonb_object_keys(p_policy) AS key WHERE key NOT IN ('permissions', 'roles')
+        UNION ALL
+        SELECT format('role "%s" names "%s", which a role does not take; it takes description, grants, inherits, '
+                      'permissions, rank', r.name, key)
+        FROM policy_roles r,
+             jsonb_object_keys(CASE jsonb_typeof(r.definition) WHEN 'object' THEN r.definition ELSE '{}' END) AS key
+        WHERE key NOT IN ('description', 'grants', 'inherits', 'permissions', 'rank')
+        UNION ALL
+        SELECT format('permission "%s" is not named area.action in lower case', name)
         FROM policy_permissions WHERE name !~ '^[a-z][a-z_]*\.[a-z][a-z_]*$'
         UNION ALL
         SELECT format('permission "%s" needs a description', name) FROM policy_permissions WHERE description IS NULL
