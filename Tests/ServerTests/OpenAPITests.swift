@@ -38,37 +38,37 @@ struct OpenAPITests {
             "documented routes that do not exist: \(documented.subtracting(routed))")
     }
 
-    @Test("every JSON write documents 415, and every operation that takes a body documents 413")
-    func refusalsDocumented() throws {
+    /// Each operation the document lists: its method (lower case), its path, and what the document says of it.
+    static func operations() throws -> [(method: String, path: String, operation: [String: Any])] {
         let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
         let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
-        for (path, operations) in paths {
-            for (method, operation) in operations {
-                let statuses = Set((operation["responses"] as? [String: Any] ?? [:]).keys)
-                if path.hasPrefix("/v1/") && ["post", "put", "patch"].contains(method) {
-                    #expect(statuses.contains("415"), "\(method) \(path)")
-                }
-                if operation["requestBody"] != nil {
-                    #expect(statuses.contains("413"), "\(method) \(path)")
-                }
+        return paths.flatMap { path, operations in operations.map { ($0.key, path, $0.value) } }
+            .sorted { ($0.path, $0.method) < ($1.path, $1.method) }
+    }
+
+    @Test("every JSON write documents 415, and every operation that takes a body documents 413")
+    func refusalsDocumented() throws {
+        for (method, path, operation) in try Self.operations() {
+            let statuses = Set((operation["responses"] as? [String: Any] ?? [:]).keys)
+            if path.hasPrefix("/v1/") && ["post", "put", "patch"].contains(method) {
+                #expect(statuses.contains("415"), "\(method) \(path)")
+            }
+            if operation["requestBody"] != nil {
+                #expect(statuses.contains("413"), "\(method) \(path)")
             }
         }
     }
 
     @Test("every documented JSON body refuses a key it does not document with 400, at any depth, naming it")
     func undocumentedKeysRefused() async throws {
-        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
-        let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
-        let bodies = paths.flatMap { path, operations in
-            operations.compactMap { method, operation in
-                let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
-                return content?["application/json"] == nil ? nil : "\(method.uppercased()) \(path)"
-            }
+        let bodies = try Self.operations().compactMap { method, path, operation in
+            let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+            return content?["application/json"] == nil ? nil : "\(method.uppercased()) \(path)"
         }
         #expect(Set(DocumentedRequests.operations.filter { $0.value.body != nil }.keys) == Set(bodies))
         let fixture = try await Fixture()
         try await fixture.application().test(.router) { client in
-            for operation in bodies.sorted() {
+            for operation in bodies {
                 guard case .object = DocumentedRequests.operations[operation]?.body else {
                     Issue.record("\(operation): its body is not an object of documented keys")
                     continue
@@ -108,17 +108,13 @@ struct OpenAPITests {
 
     @Test("every route taking a service key refuses a query parameter it does not document with 400, naming it")
     func undocumentedQueryRefused() async throws {
-        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
-        let paths = try #require(document["paths"] as? [String: [String: [String: Any]]])
-        let keyed = paths.flatMap { path, operations in
-            operations.compactMap { method, operation in
-                "\(operation["security"] ?? "")".contains("serviceKey") ? (method, path) : nil
-            }
+        let keyed = try Self.operations().compactMap { method, path, operation in
+            "\(operation["security"] ?? "")".contains("serviceKey") ? (method, path) : nil
         }
         #expect(keyed.count > 50)
         let fixture = try await Fixture()
         try await fixture.application().test(.router) { client in
-            for (method, path) in keyed.sorted(by: { "\($0)" < "\($1)" }) {
+            for (method, path) in keyed {
                 let taken = try #require(DocumentedRequests.operations["\(method.uppercased()) \(path)"]?.query)
                 // Any ids, and the documented parameters with any values: the query is read before either.
                 let uri =
