@@ -36,11 +36,6 @@ enum DocumentedRequests {
         let components = document["components"] as? [String: Any] ?? [:]
         let schemas = components["schemas"] as? [String: Any] ?? [:]
         let parameters = components["parameters"] as? [String: Any] ?? [:]
-        func resolved(_ object: Any, in section: [String: Any]) -> [String: Any]? {
-            guard let object = object as? [String: Any] else { return nil }
-            guard let reference = object["$ref"] as? String else { return object }
-            return section[String(reference.split(separator: "/").last ?? "")] as? [String: Any]
-        }
         var operations: [String: Operation] = [:]
         for (path, entries) in paths {
             for (method, entry) in entries {
@@ -62,18 +57,20 @@ enum DocumentedRequests {
         return operations
     }()
 
-    private static func shape(of schema: Any, _ components: [String: Any]) -> Shape {
-        guard var schema = schema as? [String: Any] else { return .unchecked }
-        if let reference = schema["$ref"] as? String,
-            let resolved = components[String(reference.split(separator: "/").last ?? "")] as? [String: Any]
-        {
-            schema = resolved
-        }
+    /// `object`, or what its `$ref` names in `section` of the document's components.
+    private static func resolved(_ object: Any, in section: [String: Any]) -> [String: Any]? {
+        guard let object = object as? [String: Any] else { return nil }
+        guard let reference = object["$ref"] as? String else { return object }
+        return section[String(reference.split(separator: "/").last ?? "")] as? [String: Any]
+    }
+
+    private static func shape(of schema: Any, _ schemas: [String: Any]) -> Shape {
+        guard let schema = resolved(schema, in: schemas) else { return .unchecked }
         if let properties = schema["properties"] as? [String: Any] {
-            return .object(properties.mapValues { shape(of: $0, components) })
+            return .object(properties.mapValues { shape(of: $0, schemas) })
         }
         if schema["type"] as? String == "array", let items = schema["items"] {
-            return .array(shape(of: items, components))
+            return .array(shape(of: items, schemas))
         }
         return .unchecked
     }
@@ -82,7 +79,7 @@ enum DocumentedRequests {
     /// when there is none, when the body is not JSON (its decoder says what is wrong) or when the route takes no
     /// JSON body.
     static func refuseUnknownKeys(_ body: ByteBuffer, method: HTTPRequest.Method, route: String?) throws(APIError) {
-        guard let route, let shape = operations["\(method.rawValue) \(documentedPath(route))"]?.body,
+        guard let shape = operation(method, route)?.body,
             let value = try? JSONSerialization.jsonObject(
                 with: Data(body.readableBytesView), options: .fragmentsAllowed)
         else { return }
@@ -93,8 +90,7 @@ enum DocumentedRequests {
     /// percent-decoded, as `Request.queryParameter` reads them. Nothing for a route the document does not know.
     static func refuseUnknownQuery(_ request: Request, route: String?) throws(APIError) {
         guard request.uri.query?.isEmpty == false else { return }  // most requests: nothing to look up
-        let method = request.method == .head ? "GET" : request.method.rawValue
-        guard let route, let taken = operations["\(method) \(documentedPath(route))"]?.query else { return }
+        guard let taken = operation(request.method, route)?.query else { return }
         let names = request.uri.queryParameters.map { String($0.key.removingPercentEncoding ?? String($0.key)) }
         guard let unknown = names.filter({ !taken.contains($0) }).sorted().first else { return }
         throw APIError.badRequest(
@@ -125,11 +121,12 @@ enum DocumentedRequests {
         }
     }
 
-    /// A route as the router names it (`/v1/couples/:couple` or `/v1/couples/{couple}`), as the document does.
-    static func documentedPath(_ route: String) -> String {
-        "/"
-            + route.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
-            .joined(separator: "/")
+    /// The documented operation a request to `route`, as the router names it (`/v1/couples/:couple` or
+    /// `/v1/couples/{couple}`), is for; HEAD is GET's.
+    private static func operation(_ method: HTTPRequest.Method, _ route: String?) -> Operation? {
+        guard let route else { return nil }
+        let path = route.split(separator: "/").map { $0.hasPrefix(":") ? "{\($0.dropFirst())}" : String($0) }
+        return operations["\(method == .head ? "GET" : method.rawValue) /\(path.joined(separator: "/"))"]
     }
 }
 
