@@ -12,10 +12,13 @@
 //
 //   ScaleBenchmark [MINUTES]        (default 10; connection from PGHOST, PGPORT, PGDATABASE, ...)
 //
-// `ScaleBenchmark rates BASELINE OTHER [SECONDS]` instead compares two databases (connection strings) in one
-// run: warm checks (answered from a cache warmed with 10,000 of the couples) and database-forced ones (uniform
-// over every couple), 32 tasks, SECONDS (default 10) each, three rounds alternating between the two; it prints
-// each median and OTHER against BASELINE.
+// `ScaleBenchmark rates BASELINE OTHER [SECONDS]` instead compares two databases (libpq key=value connection
+// strings) in one run: warm checks (answered from a cache warmed with 10,000 of the couples) and
+// database-forced ones (uniform over every couple), 32 tasks, SECONDS (default 10) each, three rounds
+// alternating between the two; it prints each median and OTHER against BASELINE. Then users searched for a part
+// of one address (as `GET /v1/users?search=` finds them), 8 tasks: at OTHER against BASELINE, and at each with
+// the planner kept from the trigram indexes (a session without bitmap scans, which GIN indexes need), as every
+// user was read before them.
 
 import Collaboration
 import Foundation
@@ -88,6 +91,7 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         let warmed: [(couple: UUID, user: UUID)]
         let warm: PermissionChecker
         let uncached: PermissionChecker
+        let url: String
     }
     var targets: [Target] = []
     for url in arguments.prefix(2) {
@@ -105,7 +109,7 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         targets.append(
             Target(
                 pool: pool, pairs: pairs, warmed: warmed, warm: warm,
-                uncached: PermissionChecker(repository: repository)))
+                uncached: PermissionChecker(repository: repository), url: url))
         FileHandle.standardError.write(Data("\(pairs.count) couples in \(url)\n".utf8))
     }
     var warm: [[Double]] = [[], []]
@@ -138,6 +142,33 @@ if CommandLine.arguments.dropFirst().first == "rates" {
                     format: "%14.0f %11.0f %10.2fx", median(figures[0]), median(figures[1]),
                     median(figures[1]) / median(figures[0])))
     }
+    // "user17@" finds user17@example.com alone among the seeded addresses.
+    func searchRate(_ target: Target, options: String = "") async throws -> Double {
+        let pool = PostgresConnectionPool(
+            configuration: PostgresConfiguration(connectionString: target.url + options), maxConnections: 8)
+        let (repository, users) = (PostgresCollaborationRepository(pool: pool), 3 * target.pairs.count)
+        let searched = try await rate(workers: 8, seconds: seconds) {
+            let found = try await repository.users(matching: "user\(Int.random(in: 1...users))@", limit: 50, after: nil)
+            precondition(found.count == 1, "a search finds one user")
+        }
+        await pool.close()
+        return searched
+    }
+    var searched: [(indexed: Double, unindexed: Double)] = []
+    for target in targets {
+        searched.append(
+            (try await searchRate(target), try await searchRate(target, options: " options='-c enable_bitmapscan=off'"))
+        )
+    }
+    print(
+        "users searched/s".padding(toLength: 24, withPad: " ", startingAt: 0)
+            + String(
+                format: "%14.0f %11.0f %10.2fx", searched[0].indexed, searched[1].indexed,
+                searched[1].indexed / searched[0].indexed))
+    print(
+        "  without the indexes".padding(toLength: 24, withPad: " ", startingAt: 0)
+            + String(format: "%14.1f %11.1f", searched[0].unindexed, searched[1].unindexed)
+            + String(format: "   with them at other: %.0fx", searched[1].indexed / searched[1].unindexed))
     for target in targets { await target.pool.close() }
     exit(0)
 }

@@ -88,14 +88,19 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User] {
         try requirePageSize(limit)
         try User.validateSearch(search)
+        // A LIKE pattern, which the trigram indexes (sql/0020) answer when few users match; the search's own
+        // backslashes, percent signs and underscores stand for themselves.
+        let pattern = search.map {
+            "%" + $0.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_") + "%"
+        }
         return try await run(as: nil) { connection in
             let rows = try await connection.query(
                 """
                 SELECT \(sql: Self.userColumns) FROM users
                 WHERE (\(after)::uuid IS NULL
                        OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after)))
-                  AND (\(search)::text IS NULL OR strpos(lower(email), lower(\(search))) > 0
-                       OR strpos(lower(display_name), lower(\(search))) > 0)
+                  AND (\(pattern)::text IS NULL OR lower(email) LIKE lower(\(pattern))
+                       OR lower(display_name) LIKE lower(\(pattern)))
                 ORDER BY lower(email) LIMIT \(limit)
                 """)
             // An empty page after an unknown user is a mistake to report, not the end of the listing.

@@ -543,6 +543,15 @@ struct CollaborationScenarioTests {
                 try await world.repository.users(matching: "ALVAREZ", limit: 10, after: nil).map(\.email) == [
                     "Sam@example.com"
                 ])
+            // Characters a LIKE pattern would read as wildcards or an escape match only themselves.
+            _ = try await world.repository.editUser(users[1].id, UserEdit(displayName: "o_k 100%"), as: world.admin)
+            _ = try await world.repository.editUser(users[4].id, UserEdit(displayName: #"ook\"#), as: world.admin)
+            for (search, expected) in [("_", "olivia"), ("%", "olivia"), (#"\"#, "vera"), ("o_k", "olivia")] {
+                #expect(
+                    try await world.repository.users(matching: search, limit: 10, after: nil).map(\.email) == [
+                        "\(expected)@example.com"
+                    ], "search \(search)")
+            }
             let couples = try await walk(world.repository.couples(limit:after:), id: \.id)
             #expect(couples.map(\.name) == ["vera", "Paul", "ana", "Sam", "olivia"])
 
