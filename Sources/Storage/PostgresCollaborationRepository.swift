@@ -68,7 +68,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     public func deleteUser(_ user: UUID, as actor: Actor) async throws {
-        try await run(as: actor) { connection in try await connection.execute("SELECT delete_user(\(user))") }
+        _ = try await run(as: actor) { connection in try await connection.execute("SELECT delete_user(\(user))") }
     }
 
     public func user(_ reference: UserReference) async throws -> User {
