@@ -98,7 +98,11 @@ BEGIN
         RAISE EXCEPTION 'user % does not exist', p_user_id USING ERRCODE = 'RBNFD';
     END IF;
     PERFORM set_config('rbac.erasing', p_user_id::text, true);
+    -- The ids the entries hold as operator_audit_log_people indexes them; rbac.erased says which it names.
     UPDATE operator_audit_log a SET (before, after) = (SELECT e.before, e.after FROM rbac.erased(a, p_user_id) e)
-    WHERE a.action ~ '^(user|identity)\.' AND to_jsonb(a) <> to_jsonb(rbac.erased(a, p_user_id));
+    WHERE a.action ~ '^(user|identity)\.'
+      AND ARRAY[a.before ->> 'id', a.after ->> 'id', a.before ->> 'user_id', a.after ->> 'user_id']
+          @> ARRAY[p_user_id::text]
+      AND to_jsonb(a) <> to_jsonb(rbac.erased(a, p_user_id));
     PERFORM set_config('rbac.erasing', '', true);
 END $$;
