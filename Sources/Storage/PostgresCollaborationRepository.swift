@@ -418,13 +418,15 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     /// Seals the new invitation's token into each message the outbox just queued about it, each box bound to its
-    /// row's id, in the invitation's transaction: a worker never sees a message of it without its box.
+    /// row's id, in the invitation's transaction: a worker never sees a message of it without its box. Those are
+    /// pending, and found among the pending ones (outbox_due), not among every message the outbox keeps.
     private func sealToken(_ token: SecretToken, of invitation: UUID, on connection: PostgresConnection) async throws {
         guard let deliveryKey else { return }
         let rows = try await connection.query(
             """
             SELECT id FROM outbox
-            WHERE event_type = 'invitation.created' AND payload ->> 'invitation_id' = \(invitation.uuidString.lowercased())
+            WHERE status = 'pending' AND event_type = 'invitation.created'
+              AND payload ->> 'invitation_id' = \(invitation.uuidString.lowercased())
             """)
         for row in rows {
             let id: UUID = try row.decode("id")
