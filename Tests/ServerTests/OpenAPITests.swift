@@ -46,6 +46,13 @@ struct OpenAPITests {
             .sorted { ($0.path, $0.method) < ($1.path, $1.method) }
     }
 
+    /// A documented path (`/v1/couples/{couple}`) with a new id for each parameter.
+    static func uri(_ path: Substring) -> String {
+        "/"
+            + path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString : String($0) }
+            .joined(separator: "/")
+    }
+
     @Test("every JSON write documents 415, and every operation that takes a body documents 413")
     func refusalsDocumented() throws {
         for (method, path, operation) in try Self.operations() {
@@ -75,9 +82,8 @@ struct OpenAPITests {
                 }
                 let parts = operation.split(separator: " ")
                 // Any ids: the body is read before they are looked up.
-                let path = parts[1].split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString : String($0) }
                 try await client.execute(
-                    uri: "/" + path.joined(separator: "/"), method: HTTPRequest.Method(String(parts[0]))!,
+                    uri: Self.uri(parts[1]), method: HTTPRequest.Method(String(parts[0]))!,
                     headers: fixture.keyHeader(actingAs: fixture.owner),
                     body: ByteBuffer(string: #"{"zz_undocumented": 1}"#)
                 ) { response in
@@ -117,12 +123,9 @@ struct OpenAPITests {
             for (method, path) in keyed {
                 let taken = try #require(DocumentedRequests.operations["\(method.uppercased()) \(path)"]?.query)
                 // Any ids, and the documented parameters with any values: the query is read before either.
-                let uri =
-                    path.split(separator: "/").map { $0.hasPrefix("{") ? UUID().uuidString : String($0) }
-                    .joined(separator: "/")
                 let query = (taken.sorted() + ["zz_undocumented"]).map { "\($0)=1" }.joined(separator: "&")
                 try await client.execute(
-                    uri: "/\(uri)?\(query)", method: HTTPRequest.Method(method.uppercased())!,
+                    uri: "\(Self.uri(path[...]))?\(query)", method: HTTPRequest.Method(method.uppercased())!,
                     headers: fixture.keyHeader(actingAs: fixture.owner)
                 ) { response in
                     #expect(response.status == .badRequest, "\(method) \(path)")
