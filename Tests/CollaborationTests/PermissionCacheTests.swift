@@ -207,7 +207,7 @@ struct PermissionCacheTests {
         let couple = try await repository.createCouple(name: "C", owner: owner.id, as: .operator(label: "t"))
         let cache = PermissionCache()
         let trusted = Flag()
-        let checker = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: { trusted.value })
+        let checker = PermissionChecker(repository: repository, cache: cache, isCacheTrusted: { trusted.isSet })
 
         #expect(try await checker.check(couple: couple.id, user: owner.id, permission: edit).allowed)
         try await checker.requireKnown([edit])
@@ -216,7 +216,7 @@ struct PermissionCacheTests {
         await #expect(throws: CollaborationError.self) {
             try await checker.requireKnown([Permission(rawValue: "a.b")!])
         }
-        trusted.value = true
+        trusted.set()
         let first = try await checker.check(couple: couple.id, user: owner.id, permission: edit)
         #expect(cache.count == 1)
         try await checker.requireKnown([edit])
@@ -231,10 +231,4 @@ struct PermissionCacheTests {
             couple: couple.id, user: owner.id, permission: edit, minRevision: written.revision)
         #expect(fresh.revision == written.revision)
     }
-}
-
-/// A Bool tests flip while a checker reads it.
-final class Flag: @unchecked Sendable {
-    // Safety: written only between checks in one test.
-    var value = false
 }

@@ -691,12 +691,3 @@ struct BudgetStorageTests {
         }
     }
 }
-
-/// A flag one task raises and others read (a writer that must stop without being cancelled mid-commit).
-private final class Flag: Sendable {
-    private let raised = Atomic(false)
-
-    var isSet: Bool { raised.load(ordering: .acquiring) }
-
-    func set() { raised.store(true, ordering: .releasing) }
-}

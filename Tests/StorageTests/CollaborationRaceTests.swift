@@ -21,12 +21,15 @@ struct CollaborationRaceTests {
             let revision: PostgresQuery = "SELECT revision FROM couples WHERE id = \(couple)"
             let start: Int64 = try await pool.query(revision)[0].decode(column: 0)
             // Each side's (revision, whether the guest is a member), as it saw them: the writer after each change,
-            // in the change's transaction; the reader through the repository.
+            // in the change's transaction; the reader through the repository, until the writer is done, so that
+            // its reads fall between the changes however fast either side runs (writes through Citus are slow).
+            let written = Flag()
             let sides = try await race(2) { index, go in
                 await go()
                 var seen: [(revision: Int64, member: Bool)] = []
-                for round in 0..<(Self.rounds * 3) {
-                    if index == 0 {
+                if index == 0 {
+                    defer { written.set() }
+                    for round in 0..<(Self.rounds * 3) {
                         let joins = round.isMultiple(of: 2)
                         let now: Int64 = try await pool.withTransaction { connection in
                             try await connection.query(
@@ -36,7 +39,9 @@ struct CollaborationRaceTests {
                             return try await connection.query(revision)[0].decode(column: 0)
                         }
                         seen.append((now, joins))
-                    } else {
+                    }
+                } else {
+                    while !written.isSet {
                         let detail = try await repository.coupleDetail(couple, as: .user(owner))
                         seen.append((detail.couple.revision, detail.members.contains { $0.user.id == guest }))
                     }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Runs `count` copies of `body` at once, each in a task of its own, and returns their results in the order of
 /// their indexes. Each copy calls the `go` it is given where the race begins (after it has taken its connection
 /// and set up its transaction, say): none goes on until every copy has arrived there, so what they race with
@@ -16,4 +18,16 @@ public func race<T: Sendable>(
         for try await (index, result) in group { results[index] = result }
         return (0..<count).map { results[$0]! }
     }
+}
+
+/// A flag one task raises and others read: a side of a race that must stop when another is done, without being
+/// cancelled mid-commit.
+public final class Flag: Sendable {
+    private let raised = Atomic(false)
+
+    public init() {}
+
+    public var isSet: Bool { raised.load(ordering: .acquiring) }
+
+    public func set() { raised.store(true, ordering: .releasing) }
 }
