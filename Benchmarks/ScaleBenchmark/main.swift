@@ -33,12 +33,28 @@ final class Flag: Sendable {
     func set(_ newValue: Bool = true) { value.store(newValue, ordering: .relaxed) }
 }
 
-/// Runs `workers` tasks doing `check` until `stop` is set.
-func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable () async throws -> Void) async throws {
+/// SplitMix64, one generator per task: the system's generator asks the kernel for every number, a system call
+/// per check that costs a cached check more than the check itself.
+struct TaskRandom: RandomNumberGenerator {
+    private var state = UInt64.random(in: .min ... .max)
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = (state ^ (state >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
+    }
+}
+
+/// Runs `workers` tasks doing `check` until `stop` is set, each with its own random numbers.
+func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable (inout TaskRandom) async throws -> Void)
+    async throws
+{
     try await withThrowingTaskGroup(of: Void.self) { group in
         for _ in 0..<workers {
             group.addTask {
-                while !stop.isSet { try await check() }
+                var random = TaskRandom()
+                while !stop.isSet { try await check(&random) }
             }
         }
         try await group.waitForAll()
@@ -46,12 +62,14 @@ func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable () async 
 }
 
 /// Checks a second that `workers` tasks doing `check` make in `seconds`.
-func rate(workers: Int, seconds: Int, _ check: @escaping @Sendable () async throws -> Void) async throws -> Double {
+func rate(workers: Int, seconds: Int, _ check: @escaping @Sendable (inout TaskRandom) async throws -> Void)
+    async throws -> Double
+{
     let done = Atomic(0)
     let stop = Flag()
     let running = Task {
-        try await load(workers: workers, until: stop) {
-            try await check()
+        try await load(workers: workers, until: stop) { random in
+            try await check(&random)
             done.add(1, ordering: .relaxed)
             // A cached check never suspends: without this the tasks would keep the threads from the timer.
             await Task.yield()
@@ -118,8 +136,8 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         for (index, target) in targets.enumerated() {
             let (checker, sample) = (target.warm, target.warmed)
             warm[index].append(
-                try await rate(workers: 32, seconds: seconds) {
-                    let pair = sample[Int.random(in: 0..<sample.count)]
+                try await rate(workers: 32, seconds: seconds) { random in
+                    let pair = sample[Int.random(in: 0..<sample.count, using: &random)]
                     if checker.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
                         _ = try await checker.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
                     }
@@ -127,8 +145,8 @@ if CommandLine.arguments.dropFirst().first == "rates" {
             let pairs = target.pairs
             let uncached = target.uncached
             forced[index].append(
-                try await rate(workers: 32, seconds: seconds) {
-                    let pair = pairs[Int.random(in: 0..<pairs.count)]
+                try await rate(workers: 32, seconds: seconds) { random in
+                    let pair = pairs[Int.random(in: 0..<pairs.count, using: &random)]
                     _ = try await uncached.check(couple: pair.couple, user: pair.user, permission: edit)
                 })
         }
@@ -147,8 +165,9 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         let pool = PostgresConnectionPool(
             configuration: PostgresConfiguration(connectionString: target.url + options), maxConnections: 8)
         let (repository, users) = (PostgresCollaborationRepository(pool: pool), 3 * target.pairs.count)
-        let searched = try await rate(workers: 8, seconds: seconds) {
-            let found = try await repository.users(matching: "user\(Int.random(in: 1...users))@", limit: 50, after: nil)
+        let searched = try await rate(workers: 8, seconds: seconds) { random in
+            let found = try await repository.users(
+                matching: "user\(Int.random(in: 1...users, using: &random))@", limit: 50, after: nil)
             precondition(found.count == 1, "a search finds one user")
         }
         await pool.close()
@@ -215,7 +234,7 @@ let before = residentBytes()
 let filling = Array(pairs.prefix(cache.capacity))
 let next = Atomic(0)
 let filled = Flag()
-try await load(workers: 16, until: filled) {
+try await load(workers: 16, until: filled) { _ in
     let index = next.add(1, ordering: .relaxed).newValue - 1
     guard index < filling.count else { return filled.set() }
     _ = try await cached.checkKnown(couple: filling[index].couple, user: filling[index].user, permission: edit)
@@ -231,9 +250,9 @@ let stopCache = Flag()
 print("1. Permission cache (capacity \(cache.capacity) couples), \(pairs.count) couples, one check in ten hot")
 print("minute   checks/s   hit rate   hot hit rate   cached couples   evictions   resident MB")
 let cacheLoad = Task {
-    try await load(workers: 64, until: stopCache) {
-        let hot = Int.random(in: 0..<10) == 0
-        let pair = pairs[hot ? Int.random(in: 0..<hotCount) : Int.random(in: 0..<pairs.count)]
+    try await load(workers: 64, until: stopCache) { random in
+        let hot = Int.random(in: 0..<10, using: &random) == 0
+        let pair = pairs[Int.random(in: 0..<(hot ? hotCount : pairs.count), using: &random)]
         var hit = true
         if cached.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
             hit = false
@@ -284,8 +303,8 @@ func window(_ during: @escaping @Sendable () async throws -> Void) async throws 
     let latencies = Mutex<[Double]>([])
     let stop = Flag()
     let checks = Task {
-        try await load(workers: 32, until: stop) {
-            let pair = pairs[Int.random(in: 0..<pairs.count)]
+        try await load(workers: 32, until: stop) { random in
+            let pair = pairs[Int.random(in: 0..<pairs.count, using: &random)]
             let start = ContinuousClock.now
             _ = try await uncached.check(couple: pair.couple, user: pair.user, permission: edit)
             let elapsed = ContinuousClock.now - start
