@@ -166,9 +166,10 @@ if CommandLine.arguments.dropFirst().first == "rates" {
             configuration: PostgresConfiguration(connectionString: target.url + options), maxConnections: 8)
         let (repository, users) = (PostgresCollaborationRepository(pool: pool), 3 * target.pairs.count)
         let searched = try await rate(workers: 8, seconds: seconds) { random in
-            let found = try await repository.users(
-                matching: "user\(Int.random(in: 1...users, using: &random))@", limit: 50, after: nil)
-            precondition(found.count == 1, "a search finds one user")
+            let search = "user\(Int.random(in: 1...users, using: &random))@"
+            let found = try await repository.users(matching: search, limit: 50, after: nil)
+            // Every seeded user is there until the benchmark's last steps delete one.
+            precondition(found.count == 1, "searching \(search) in \(target.url) found \(found.count) users, not 1")
         }
         await pool.close()
         return searched
