@@ -70,33 +70,31 @@ struct CollaborationRaceTests {
                 let couple = try await pool.newCouple(members: [(owner, "owner")])
                 let token = SecretToken.generate(.invitation).hash
                 try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
-                let outcomes = try await race(7) { index, go in
-                    await go()
-                    return try await Outcome.of {
-                        switch index {
-                        case 0: try await repository.deleteCouple(couple, as: .user(owner))
-                        case 1:
-                            _ = try await repository.grant(
-                                couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
-                                as: .user(owner))
-                        case 2:
-                            _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee))
-                        case 3:
-                            _ = try await repository.createInvitation(
-                                couple: couple, token: SecretToken.generate(.invitation),
-                                role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
-                                membershipExpiresAt: nil, as: .user(owner))
-                        case 4:
-                            _ = try await budget.createScenario(
-                                couple: couple, name: "Main", primary: true, as: .user(owner))
-                        case 5:
-                            _ = try await repository.createRole(
-                                couple: couple, name: RoleName(rawValue: "mom")!, description: "Mom",
-                                permissions: [Permission(rawValue: "guests.view")!], as: .user(owner))
-                        default: _ = try await repository.renameCouple(couple, to: "Renamed", as: .user(owner))
-                        }
-                    }
-                }
+                let outcomes = try await race([
+                    { try await repository.deleteCouple(couple, as: .user(owner)) },
+                    {
+                        _ = try await repository.grant(
+                            couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                            as: .user(owner))
+                    },
+                    { _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee)) },
+                    {
+                        _ = try await repository.createInvitation(
+                            couple: couple, token: SecretToken.generate(.invitation),
+                            role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                            membershipExpiresAt: nil, as: .user(owner))
+                    },
+                    {
+                        _ = try await budget.createScenario(
+                            couple: couple, name: "Main", primary: true, as: .user(owner))
+                    },
+                    {
+                        _ = try await repository.createRole(
+                            couple: couple, name: RoleName(rawValue: "mom")!, description: "Mom",
+                            permissions: [Permission(rawValue: "guests.view")!], as: .user(owner))
+                    },
+                    { _ = try await repository.renameCouple(couple, to: "Renamed", as: .user(owner)) },
+                ])
                 seen.insert(outcomes)
                 #expect(outcomes[0] == .success, "\(outcomes)")
                 // A join that comes after the deletion finds no couple, or, past that check, no owner to act
@@ -140,23 +138,16 @@ struct CollaborationRaceTests {
                     try await $0.query("SELECT create_invitation(\(theirs), \(Data(made)), 'viewer')")
                 }
                 try await pool.query("SELECT create_invitation(\(invitedTo), \(Data(received)), 'viewer')")
-                let outcomes = try await race(4) { index, go in
-                    await go()
-                    return try await Outcome.of {
-                        switch index {
-                        case 0: try await repository.deleteUser(leaving, as: .user(leaving))
-                        case 1:
-                            _ = try await repository.grant(
-                                couple: addedTo, user: leaving, role: RoleName(rawValue: "planner")!, expiresAt: nil,
-                                as: .user(other))
-                        case 2:
-                            _ = try await repository.acceptInvitation(
-                                tokenHash: received, user: nil, as: .user(leaving))
-                        default:
-                            _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee))
-                        }
-                    }
-                }
+                let outcomes = try await race([
+                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
+                    {
+                        _ = try await repository.grant(
+                            couple: addedTo, user: leaving, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                            as: .user(other))
+                    },
+                    { _ = try await repository.acceptInvitation(tokenHash: received, user: nil, as: .user(leaving)) },
+                    { _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee)) },
+                ])
                 seen.insert(outcomes)
                 #expect(outcomes[0] == .success, "\(outcomes)")
                 #expect(outcomes[3] == .success, "an invitation the user made still works: \(outcomes)")
@@ -182,22 +173,16 @@ struct CollaborationRaceTests {
             for _ in 0..<Self.rounds {
                 let (leaving, owner) = (try await pool.newUser(), try await pool.newUser())
                 let couple = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
-                let outcomes = try await race(3) { index, go in
-                    await go()
-                    return try await Outcome.of {
-                        switch index {
-                        case 0: try await repository.deleteUser(leaving, as: .user(leaving))
-                        case 1:
-                            _ = try await repository.createInvitation(
-                                couple: couple, token: SecretToken.generate(.invitation),
-                                role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
-                                membershipExpiresAt: nil, as: .user(leaving))
-                        default:
-                            _ = try await repository.editUser(
-                                leaving, UserEdit(displayName: "Gone"), as: .user(leaving))
-                        }
-                    }
-                }
+                let outcomes = try await race([
+                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
+                    {
+                        _ = try await repository.createInvitation(
+                            couple: couple, token: SecretToken.generate(.invitation),
+                            role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                            membershipExpiresAt: nil, as: .user(leaving))
+                    },
+                    { _ = try await repository.editUser(leaving, UserEdit(displayName: "Gone"), as: .user(leaving)) },
+                ])
                 seen.insert(outcomes)
                 #expect(outcomes[0] == .success, "\(outcomes)")
                 // After the deletion the user is no member (permission_denied) and no user (not_found); never a
@@ -229,18 +214,18 @@ struct CollaborationRaceTests {
                     SELECT 'couple.created', '{}', 'webhook', \(endpoint.id) FROM generate_series(1, 300)
                     """)
                 let (first, second) = (try await pool.newUser(), try await pool.newUser())
-                let outcomes = try await race(3) { index, go in
-                    await go()
-                    return try await Outcome.of {
-                        switch index {
-                        case 0: _ = try await outbox.removeWebhook(endpoint.id)
-                        default:
-                            _ = try await repository.grant(
-                                couple: couple, user: index == 1 ? first : second, role: RoleName(rawValue: "viewer")!,
-                                expiresAt: nil, as: .operator(label: "race"))
-                        }
-                    }
-                }
+                let (viewer, racer) = (RoleName(rawValue: "viewer")!, Actor.operator(label: "race"))
+                let outcomes = try await race([
+                    { _ = try await outbox.removeWebhook(endpoint.id) },
+                    {
+                        _ = try await repository.grant(
+                            couple: couple, user: first, role: viewer, expiresAt: nil, as: racer)
+                    },
+                    {
+                        _ = try await repository.grant(
+                            couple: couple, user: second, role: viewer, expiresAt: nil, as: racer)
+                    },
+                ])
                 #expect(outcomes == [.success, .success, .success], "never the foreign key's error: \(outcomes)")
             }
         }
@@ -254,20 +239,17 @@ struct CollaborationRaceTests {
             for _ in 0..<Self.rounds {
                 let (leaving, staying) = (try await pool.newUser(), try await pool.newUser())
                 let address = EmailAddress(rawValue: "taken-\(UUID().uuidString.lowercased())@example.com")!
-                let outcomes = try await race(3) { index, go in
-                    await go()
-                    return try await Outcome.of {
-                        switch index {
-                        case 0:
-                            _ = try await repository.editUser(
-                                leaving, UserEdit(email: address), as: .operator(label: "race"))
-                        case 1:
-                            _ = try await repository.editUser(
-                                staying, UserEdit(email: address), as: .operator(label: "race"))
-                        default: try await repository.deleteUser(leaving, as: .user(leaving))
-                        }
-                    }
-                }
+                let outcomes = try await race([
+                    {
+                        _ = try await repository.editUser(
+                            leaving, UserEdit(email: address), as: .operator(label: "race"))
+                    },
+                    {
+                        _ = try await repository.editUser(
+                            staying, UserEdit(email: address), as: .operator(label: "race"))
+                    },
+                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
+                ])
                 seen.insert(outcomes)
                 #expect(outcomes[2] == .success, "\(outcomes)")
                 #expect(

@@ -83,3 +83,11 @@ enum Outcome: Hashable, Sendable {
         }
     }
 }
+
+/// What each of `calls` came to, made at once (`race`): the n-th outcome is the n-th call's.
+func race(_ calls: [@Sendable () async throws -> Void]) async throws -> [Outcome] {
+    try await race(calls.count) { index, go in
+        await go()
+        return try await Outcome.of(calls[index])
+    }
+}
