@@ -7,6 +7,8 @@ import NIOCore
 /// links, several times what reading and adding up the overview costs.
 struct OverviewJSON {
     private var buffer = ByteBuffer()
+    /// Whether the object being written has a member yet: the next one's key then follows a comma.
+    private var hasMembers = false
 
     static func body(_ overview: BudgetOverview) -> ByteBuffer {
         var json = OverviewJSON()
@@ -20,84 +22,119 @@ struct OverviewJSON {
     // `encodeIfPresent` leaves it.
 
     private mutating func write(_ overview: BudgetOverview) {
-        raw(#"{"items":["#)
+        open("{")
+        key("items")
         list(overview.items) { $0.write($1) }
-        raw(#"],"revision":\#(overview.revision),"scenario_id":"#)
+        key("revision")
+        raw(String(overview.revision))
+        key("scenario_id")
         uuid(overview.scenarioID)
-        raw(#","totals":{"budgeted":"#)
+        key("totals")
+        open("{")
+        key("budgeted")
         decimal(overview.totals.budgeted)
-        raw(#","effective_spent":"#)
+        key("effective_spent")
         decimal(overview.totals.effectiveSpent)
-        raw(#","gifts":"#)
+        key("gifts")
         decimal(overview.totals.gifts)
-        raw(#","spent":"#)
+        key("spent")
         decimal(overview.totals.spent)
-        raw("}}")
+        close("}")
+        close("}")
     }
 
     private mutating func write(_ line: BudgetOverview.Line) {
-        raw(#"{"effective_spent":"#)
+        open("{")
+        key("effective_spent")
         decimal(line.effectiveSpent)
-        raw(#","expenses":["#)
+        key("expenses")
         list(line.expenses) { $0.write($1) }
-        raw(#"],"gift_links":["#)
+        key("gift_links")
         list(line.giftLinks) { $0.write($1) }
-        raw(#"],"gifts":"#)
+        key("gifts")
         decimal(line.gifts)
-        raw(#","item":"#)
+        key("item")
         write(line.item)
-        raw(#","remaining":"#)
+        key("remaining")
         decimal(line.remaining)
-        raw(#","spent":"#)
+        key("spent")
         decimal(line.spent)
-        raw("}")
+        close("}")
     }
 
     private mutating func write(_ item: BudgetItem) {
-        raw(#"{"budgeted":"#)
+        open("{")
+        key("budgeted")
         decimal(item.budgeted)
-        raw(#","category":"#)
+        key("category")
         string(item.category)
-        raw(#","event":"#)
+        key("event")
         string(item.event)
         if let folder = item.folderID {
-            raw(#","folder_id":"#)
+            key("folder_id")
             uuid(folder)
         }
-        raw(#","id":"#)
+        key("id")
         uuid(item.id)
-        raw(#","name":"#)
+        key("name")
         string(item.name)
-        raw(#","scenario_id":"#)
+        key("scenario_id")
         uuid(item.scenarioID)
-        raw("}")
+        close("}")
     }
 
     private mutating func write(_ link: BudgetOverview.ExpenseLink) {
-        raw(#"{"allocated":"#)
+        open("{")
+        key("allocated")
         decimal(link.allocated)
-        raw(#","expense_id":"#)
+        key("expense_id")
         uuid(link.expenseID)
-        raw(#","name":"#)
+        key("name")
         string(link.name)
-        raw("}")
+        close("}")
     }
 
     private mutating func write(_ link: BudgetOverview.GiftLink) {
-        raw(#"{"amount":"#)
+        open("{")
+        key("amount")
         decimal(link.amount)
-        raw(#","from":"#)
+        key("from")
         string(link.from)
-        raw(#","gift_id":"#)
+        key("gift_id")
         uuid(link.giftID)
-        raw(link.received ? #","received":true}"# : #","received":false}"#)
+        key("received")
+        raw(link.received ? "true" : "false")
+        close("}")
     }
 
     private mutating func list<Element>(_ elements: [Element], _ write: (inout OverviewJSON, Element) -> Void) {
+        open("[")
         for (index, element) in elements.enumerated() {
-            if index > 0 { raw(",") }
+            if index > 0 { buffer.writeInteger(UInt8(ascii: ",")) }
             write(&self, element)
         }
+        close("]")
+    }
+
+    /// Starts an object's member, after a comma unless it is the object's first.
+    private mutating func key(_ name: StaticString) {
+        if hasMembers { buffer.writeInteger(UInt8(ascii: ",")) }
+        buffer.writeInteger(UInt8(ascii: "\""))
+        buffer.writeStaticString(name)
+        buffer.writeStaticString("\":")
+        hasMembers = true
+    }
+
+    private mutating func open(_ bracket: StaticString) {
+        buffer.writeStaticString(bracket)
+        hasMembers = false
+    }
+
+    /// What is closed was a member's value (the object around it now has a member) or an element of a list
+    /// (which writes its own commas).
+    private mutating func close(_ bracket: StaticString) {
+        buffer.writeStaticString(bracket)
+        hasMembers = true
     }
 
     private mutating func raw(_ text: String) {
