@@ -22,12 +22,140 @@ import Synchronization
 /// new couple takes the slot of the first unmarked one after the hand, clearing marks on its way. It costs a
 /// constant amount per insertion on average, and a set looked up again before the hand comes round stays,
 /// however much cold traffic passes.
+///
+/// A large cache is split into shards by couple, each with its own lock, clock and share of the capacity, so
+/// that checks on several threads seldom wait for each other: with one lock for everything, two threads spent
+/// a sixth of each cached check spinning for it. Everything the rules above keep per couple lives in the
+/// couple's shard; what concerns every couple (holds, epochs, policy changes) is applied to every shard.
 public final class PermissionCache: Sendable {
     /// Taken before a load; `store` honours it only if nothing in between may have made the load stale.
     public struct Ticket: Sendable {
+        /// Each shard's, in shard order.
+        fileprivate let shards: [Shard.Ticket]
+    }
+
+    /// Beyond this many policy changes, the next one drops everything: the log stays short to read.
+    static let maxRoleChanges = 64
+
+    private let shards: [Shard]
+    /// At most this many couples are tracked (rounded up to a whole number per shard); beyond it, one is evicted.
+    public let capacity: Int
+    /// The clock expiries are read against.
+    private let now: @Sendable () -> Date
+
+    /// Without a metrics factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
+    /// Without a number of shards, one for every 4,096 couples of capacity, at most 16.
+    public init(
+        capacity: Int = 100_000, shards: Int? = nil, metrics factory: (any MetricsFactory)? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        precondition(capacity > 0, "a cache needs room for at least one couple")
+        let count = shards ?? min(16, max(1, capacity / 4096))
+        precondition(count > 0, "a cache needs at least one shard")
+        self.capacity = capacity
+        self.now = now
+        let metrics = Shard.Metrics(factory: factory ?? MetricsSystem.factory)
+        let share = (capacity + count - 1) / count
+        self.shards = (0..<count).map { _ in Shard(capacity: share, metrics: metrics) }
+    }
+
+    /// Random couple ids spread evenly over the shards by any two of their bytes. Internal for tests, which
+    /// pick couples of one shard.
+    func shardIndex(_ couple: UUID) -> Int {
+        let bytes = couple.uuid
+        return (Int(bytes.0) << 8 | Int(bytes.15)) % shards.count
+    }
+
+    private func shard(_ couple: UUID) -> Shard { shards[shardIndex(couple)] }
+
+    /// The cached set, if there is one at `minRevision` or later whose membership has not expired.
+    public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
+        shard(couple).lookup(couple: couple, user: user, minRevision: minRevision, now: now())
+    }
+
+    /// Makes lookups find nothing until the matching `release`: a change feed holds the cache from before it
+    /// reads its socket until it has applied what it read, so no answer comes from a set that a notice already
+    /// read says is stale, however long the feed's thread waits for the processor in between.
+    public func hold() { for shard in shards { shard.hold() } }
+
+    public func release() { for shard in shards { shard.release() } }
+
+    public func ticket() -> Ticket { Ticket(shards: shards.map { $0.ticket() }) }
+
+    /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples, and sets past their
+    /// expiry, are not kept.
+    public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
+        guard set.revision != nil, set.expiresAt.map({ $0 > now() }) ?? true else { return }
+        let index = shardIndex(couple)
+        shards[index].store(set, couple: couple, user: user, ticket: ticket.shards[index])
+    }
+
+    /// The permissions some role grants, if they were loaded since the policy last changed (kept in the first
+    /// shard).
+    public func knownPermissions() -> Set<Permission>? { shards[0].knownPermissions() }
+
+    /// Keeps the permissions the roles grant, loaded under `ticket`, unless a policy change or an
+    /// `invalidateAll` came in between.
+    public func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
+        shards[0].storeKnownPermissions(known, ticket: ticket.shards[0])
+    }
+
+    /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good). Sets
+    /// loaded at `revision` or later stay: they were read after the change committed, and so show it (a notice
+    /// often arrives after a check that read through `min_revision` has loaded the new set).
+    public func invalidate(couple: UUID, revision: Int64?) {
+        shard(couple).invalidate(couple: couple, revision: revision)
+    }
+
+    /// What `roles` grant changed at `policyRevision`; nil: any role's grants may have. Sets of other roles stay.
+    /// Every shard hears every change and is emptied together, so their logs fill up together.
+    public func invalidate(roles: Set<String>?, policyRevision: Int64) {
+        let dropAll = shards.map { $0.invalidate(roles: roles, policyRevision: policyRevision) }.contains(true)
+        if dropAll { invalidateAll() }
+    }
+
+    /// Forgets everything, and every load in flight.
+    public func invalidateAll() { for shard in shards { shard.invalidateAll() } }
+
+    public var count: Int { shards.reduce(0) { $0 + $1.count } }
+
+    /// Couples evicted to make room, since the cache was made.
+    public var evictions: Int { shards.reduce(0) { $0 + $1.evictions } }
+}
+
+/// One shard of a `PermissionCache`: the rules of its documentation for the couples it holds, under one lock.
+private final class Shard: Sendable {
+    struct Ticket: Sendable {
         fileprivate let epoch: UInt64
         fileprivate let notices: UInt64
         fileprivate let roleChanges: Int
+    }
+
+    /// `rbac_permission_cache_evictions_total` and `rbac_permission_cache_couples`, shared by the shards; with
+    /// the checks counted as `cached` and `database` (`rbac_operations_total`), they give the hit rate.
+    struct Metrics: Sendable {
+        let evicted: CoreMetrics.Counter
+        let tracked: CoreMetrics.Gauge
+        /// Couples tracked by every shard together, which the gauge shows.
+        let trackedCouples = SharedCount()
+
+        init(factory: any MetricsFactory) {
+            evicted = CoreMetrics.Counter(label: "rbac_permission_cache_evictions_total", factory: factory)
+            tracked = CoreMetrics.Gauge(label: "rbac_permission_cache_couples", factory: factory)
+        }
+
+        /// Shards record the total as they change it, each under its own lock. Read again just before it is
+        /// recorded, an older total seldom lands after a newer one, and the next change corrects it.
+        func tracking(_ change: Int) {
+            trackedCouples.add(change)
+            tracked.record(trackedCouples.value)
+        }
+    }
+
+    final class SharedCount: Sendable {
+        private let count = Atomic(0)
+        var value: Int { count.load(ordering: .relaxed) }
+        func add(_ change: Int) { count.add(change, ordering: .relaxed) }
     }
 
     private struct Entry {
@@ -84,36 +212,17 @@ public final class PermissionCache: Sendable {
         }
     }
 
-    /// Beyond this many policy changes, the next one drops everything: the log stays short to read.
-    static let maxRoleChanges = 64
-
     private let state = Mutex(State())
-    /// At most this many couples are tracked; beyond it, one is evicted.
-    public let capacity: Int
-    /// `rbac_permission_cache_evictions_total` and `rbac_permission_cache_couples`; with the checks counted as
-    /// `cached` and `database` (`rbac_operations_total`), they give the hit rate.
-    private let evicted: CoreMetrics.Counter
-    private let tracked: CoreMetrics.Gauge
-    /// The clock expiries are read against.
-    private let now: @Sendable () -> Date
+    private let capacity: Int
+    private let metrics: Metrics
 
-    /// Without a metrics factory, the process-wide one (`MetricsSystem.bootstrap`; a no-op until bootstrapped).
-    public init(
-        capacity: Int = 100_000, metrics factory: (any MetricsFactory)? = nil,
-        now: @escaping @Sendable () -> Date = { Date() }
-    ) {
-        precondition(capacity > 0, "a cache needs room for at least one couple")
+    init(capacity: Int, metrics: Metrics) {
         self.capacity = capacity
-        self.now = now
-        let factory = factory ?? MetricsSystem.factory
-        evicted = CoreMetrics.Counter(label: "rbac_permission_cache_evictions_total", factory: factory)
-        tracked = CoreMetrics.Gauge(label: "rbac_permission_cache_couples", factory: factory)
+        self.metrics = metrics
     }
 
-    /// The cached set, if there is one at `minRevision` or later whose membership has not expired.
-    public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
-        let now = now()
-        return state.withLock { state in
+    func lookup(couple: UUID, user: UUID, minRevision: Int64?, now: Date) -> PermissionSet? {
+        state.withLock { state in
             guard state.holds == 0, let tracked = state.couples[couple], var entry = tracked.users[user],
                 entry.revision >= (minRevision ?? .min)
             else {
@@ -139,21 +248,17 @@ public final class PermissionCache: Sendable {
         }
     }
 
-    /// Makes lookups find nothing until the matching `release`: a change feed holds the cache from before it
-    /// reads its socket until it has applied what it read, so no answer comes from a set that a notice already
-    /// read says is stale, however long the feed's thread waits for the processor in between.
-    public func hold() { state.withLock { $0.holds += 1 } }
+    func hold() { state.withLock { $0.holds += 1 } }
 
-    public func release() { state.withLock { $0.holds -= 1 } }
+    func release() { state.withLock { $0.holds -= 1 } }
 
-    public func ticket() -> Ticket {
+    func ticket() -> Ticket {
         state.withLock { Ticket(epoch: $0.epoch, notices: $0.notices, roleChanges: $0.roleChangesHeard) }
     }
 
-    /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples, and sets past their
-    /// expiry, are not kept.
-    public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
-        guard let revision = set.revision, set.expiresAt.map({ $0 > now() }) ?? true else { return }
+    /// `set` has a revision and has not expired (`PermissionCache.store`).
+    func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
+        guard let revision = set.revision else { return }
         state.withLock { state in
             guard ticket.epoch == state.epoch else { return }
             let tracked = state.couples[couple]
@@ -168,22 +273,16 @@ public final class PermissionCache: Sendable {
         }
     }
 
-    /// The permissions some role grants, if they were loaded since the policy last changed.
-    public func knownPermissions() -> Set<Permission>? { state.withLock { $0.known } }
+    func knownPermissions() -> Set<Permission>? { state.withLock { $0.known } }
 
-    /// Keeps the permissions the roles grant, loaded under `ticket`, unless a policy change or an
-    /// `invalidateAll` came in between.
-    public func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
+    func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
         state.withLock { state in
             guard ticket.epoch == state.epoch, ticket.roleChanges == state.roleChangesHeard else { return }
             state.known = known
         }
     }
 
-    /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good). Sets
-    /// loaded at `revision` or later stay: they were read after the change committed, and so show it (a notice
-    /// often arrives after a check that read through `min_revision` has loaded the new set).
-    public func invalidate(couple: UUID, revision: Int64?) {
+    func invalidate(couple: UUID, revision: Int64?) {
         state.withLock { state in
             state.notices &+= 1
             if state.couples[couple] == nil { track(couple, in: &state) }
@@ -195,38 +294,38 @@ public final class PermissionCache: Sendable {
         }
     }
 
-    /// What `roles` grant changed at `policyRevision`; nil: any role's grants may have. Sets of other roles stay.
-    public func invalidate(roles: Set<String>?, policyRevision: Int64) {
-        let dropAll = state.withLock { state in
+    /// Whether the change overflows the log, which then calls for `invalidateAll`.
+    func invalidate(roles: Set<String>?, policyRevision: Int64) -> Bool {
+        state.withLock { state in
             state.roleChangesHeard += 1
             state.known = nil
-            guard let roles, state.roleChanges.count < Self.maxRoleChanges else { return true }
+            guard let roles, state.roleChanges.count < PermissionCache.maxRoleChanges else { return true }
             state.roleChanges.append(RoleChange(policyRevision: policyRevision, roles: roles))
             state.policyRevision = max(state.policyRevision, policyRevision)
             return false
         }
-        if dropAll { invalidateAll() }
     }
 
-    /// Forgets everything, and every load in flight.
-    public func invalidateAll() {
-        state.withLock { state in
-            state.epoch &+= 1
-            state.couples = [:]
-            state.slots = []
-            state.marked = []
-            state.hand = 0
-            state.known = nil
-            // Loads begun from now on read every change heard so far.
-            state.roleChanges = []
+    func invalidateAll() {
+        let forgotten = state.withLock { state in
+            defer {
+                state.epoch &+= 1
+                state.couples = [:]
+                state.slots = []
+                state.marked = []
+                state.hand = 0
+                state.known = nil
+                // Loads begun from now on read every change heard so far.
+                state.roleChanges = []
+            }
+            return state.slots.count
         }
-        tracked.record(0)
+        metrics.tracking(-forgotten)
     }
 
-    public var count: Int { state.withLock { $0.couples.values.reduce(0) { $0 + $1.users.count } } }
+    var count: Int { state.withLock { $0.couples.values.reduce(0) { $0 + $1.users.count } } }
 
-    /// Couples evicted to make room, since the cache was made.
-    public var evictions: Int { state.withLock { $0.evictions } }
+    var evictions: Int { state.withLock { $0.evictions } }
 
     /// Starts tracking `couple`, in a free slot or, when every slot is taken, in the slot of the first couple
     /// after the hand that was not looked up since the hand last passed it.
@@ -235,7 +334,7 @@ public final class PermissionCache: Sendable {
             state.couples[couple] = CoupleState(uncertainBefore: state.evictedNotice, slot: state.slots.count)
             state.slots.append(couple)
             state.marked.append(false)
-            tracked.record(state.slots.count)
+            metrics.tracking(1)
             return
         }
         while state.marked[state.hand] {
@@ -246,7 +345,7 @@ public final class PermissionCache: Sendable {
         if let evicted = state.couples.removeValue(forKey: state.slots[slot]) {
             state.evictedNotice = max(state.evictedNotice, evicted.lastNotice)
             state.evictions += 1
-            self.evicted.increment()
+            metrics.evicted.increment()
         }
         state.slots[slot] = couple
         state.couples[couple] = CoupleState(uncertainBefore: state.evictedNotice, slot: slot)

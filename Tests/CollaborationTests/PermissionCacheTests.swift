@@ -198,6 +198,63 @@ struct PermissionCacheTests {
         #expect(cache.lookup(couple: named, user: user) == set(revision: 5), "a load begun after the notice is kept")
     }
 
+    @Test("a cache in shards: holds, tickets and policy changes reach every couple, notices only their own")
+    func shards() {
+        let cache = PermissionCache(capacity: 4000, shards: 4)
+        let couples = (0..<200).map { _ in UUID() }
+        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket()) }
+        #expect(cache.count == 200, "room for 1,000 a shard holds 200 random couples, however they fall")
+
+        cache.hold()
+        #expect(couples.allSatisfy { cache.lookup(couple: $0, user: user) == nil }, "a hold hides every shard")
+        cache.release()
+        #expect(couples.allSatisfy { cache.lookup(couple: $0, user: user) != nil })
+
+        // A notice for one couple refuses that couple's older load, and no other couple's.
+        let ticket = cache.ticket()
+        cache.invalidate(couple: couples[0], revision: 2)
+        let later = (0..<200).map { _ in UUID() }
+        for couple in [couples[0]] + later {
+            cache.store(set(revision: 1), couple: couple, user: UUID(), ticket: ticket)
+        }
+        #expect(cache.count == 199 + 200, "the noticed couple's set went, and its older load was refused")
+
+        let beforeDrop = cache.ticket()
+        cache.invalidateAll()
+        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: beforeDrop) }
+        #expect(cache.count == 0, "a load begun before invalidateAll is refused in every shard")
+
+        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket()) }
+        let known = Set([edit])
+        cache.storeKnownPermissions(known, ticket: cache.ticket())
+        #expect(cache.knownPermissions() == known)
+        cache.invalidate(roles: nil, policyRevision: 1)
+        #expect(cache.count == 0 && cache.knownPermissions() == nil, "a change to any role empties every shard")
+    }
+
+    @Test("a load is judged by its couple's shard: notices heard in another shard do not vouch for it")
+    func ticketOfTheCouplesShard() {
+        let cache = PermissionCache(capacity: 4, shards: 2)
+        func couples(inShard shard: Int, _ count: Int) -> [UUID] {
+            var found: [UUID] = []
+            while found.count < count {
+                let couple = UUID()
+                if cache.shardIndex(couple) == shard { found.append(couple) }
+            }
+            return found
+        }
+        let named = couples(inShard: 1, 1)[0]
+        for couple in couples(inShard: 0, 5) { cache.invalidate(couple: couple, revision: 1) }
+        let begun = cache.ticket()
+        cache.invalidate(couple: named, revision: 5)
+        // Room for two couples a shard: the named couple is evicted, and its floor with it.
+        for couple in couples(inShard: 1, 4) {
+            cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket())
+        }
+        cache.store(set(revision: 4), couple: named, user: user, ticket: begun)
+        #expect(cache.lookup(couple: named, user: user) == nil, "begun before its shard's notice, the load is refused")
+    }
+
     @Test("the checker answers from the cache only while trusted, and reads through min_revision")
     func checker() async throws {
         let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))

@@ -17,4 +17,15 @@ struct PermissionCacheMetricsTests {
         cache.invalidateAll()
         #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 0)
     }
+
+    @Test("/metrics shows the couples of every shard together")
+    func countsEveryShard() throws {
+        let registry = PrometheusCollectorRegistry()
+        let cache = PermissionCache(capacity: 3_000, shards: 3, metrics: PrometheusMetricsFactory(registry: registry))
+        let set = PermissionSet(permissions: [], revision: 1)
+        for _ in 0..<30 { cache.store(set, couple: UUID(), user: UUID(), ticket: cache.ticket()) }
+        #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 30)
+        cache.invalidateAll()
+        #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 0)
+    }
 }
