@@ -24,9 +24,9 @@ import Synchronization
 /// however much cold traffic passes.
 ///
 /// A large cache is split into shards by couple, each with its own lock, clock and share of the capacity, so
-/// that checks on several threads seldom wait for each other: with one lock for everything, two threads spent
-/// a sixth of each cached check spinning for it. Everything the rules above keep per couple lives in the
-/// couple's shard; what concerns every couple (holds, epochs, policy changes) is applied to every shard.
+/// that checks on several threads seldom wait for each other, as they would for one lock that every cached check
+/// takes. Everything the rules above keep per couple lives in the couple's shard; what concerns every couple
+/// (holds, epochs, policy changes) is applied to every shard.
 public final class PermissionCache: Sendable {
     /// Taken before a load; `store` honours it only if nothing in between may have made the load stale.
     public struct Ticket: Sendable {
@@ -133,11 +133,11 @@ private final class Shard: Sendable {
 
     /// `rbac_permission_cache_evictions_total` and `rbac_permission_cache_couples`, shared by the shards; with
     /// the checks counted as `cached` and `database` (`rbac_operations_total`), they give the hit rate.
-    struct Metrics: Sendable {
+    final class Metrics: Sendable {
         let evicted: CoreMetrics.Counter
-        let tracked: CoreMetrics.Gauge
+        private let tracked: CoreMetrics.Gauge
         /// Couples tracked by every shard together, which the gauge shows.
-        let trackedCouples = SharedCount()
+        private let trackedCouples = Atomic(0)
 
         init(factory: any MetricsFactory) {
             evicted = CoreMetrics.Counter(label: "rbac_permission_cache_evictions_total", factory: factory)
@@ -147,15 +147,9 @@ private final class Shard: Sendable {
         /// Shards record the total as they change it, each under its own lock. Read again just before it is
         /// recorded, an older total seldom lands after a newer one, and the next change corrects it.
         func tracking(_ change: Int) {
-            trackedCouples.add(change)
-            tracked.record(trackedCouples.value)
+            trackedCouples.add(change, ordering: .relaxed)
+            tracked.record(trackedCouples.load(ordering: .relaxed))
         }
-    }
-
-    final class SharedCount: Sendable {
-        private let count = Atomic(0)
-        var value: Int { count.load(ordering: .relaxed) }
-        func add(_ change: Int) { count.add(change, ordering: .relaxed) }
     }
 
     private struct Entry {
@@ -308,17 +302,16 @@ private final class Shard: Sendable {
 
     func invalidateAll() {
         let forgotten = state.withLock { state in
-            defer {
-                state.epoch &+= 1
-                state.couples = [:]
-                state.slots = []
-                state.marked = []
-                state.hand = 0
-                state.known = nil
-                // Loads begun from now on read every change heard so far.
-                state.roleChanges = []
-            }
-            return state.slots.count
+            let tracked = state.slots.count
+            state.epoch &+= 1
+            state.couples = [:]
+            state.slots = []
+            state.marked = []
+            state.hand = 0
+            state.known = nil
+            // Loads begun from now on read every change heard so far.
+            state.roleChanges = []
+            return tracked
         }
         metrics.tracking(-forgotten)
     }
