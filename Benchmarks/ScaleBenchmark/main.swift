@@ -47,45 +47,36 @@ struct TaskRandom: RandomNumberGenerator {
     }
 }
 
-/// Runs `workers` tasks doing `check` until `stop` is set, each with its own random numbers.
+/// Runs `workers` tasks doing `check` until `stop` is set, each with its own random numbers; returns how many
+/// checks they made. Each task counts its own (a shared counter would be written from both cores on every check).
+@discardableResult
 func load(workers: Int, until stop: Flag, _ check: @escaping @Sendable (inout TaskRandom) async throws -> Void)
-    async throws
+    async throws -> Int
 {
-    try await withThrowingTaskGroup(of: Void.self) { group in
+    try await withThrowingTaskGroup(of: Int.self) { group in
         for _ in 0..<workers {
             group.addTask {
-                var random = TaskRandom()
-                while !stop.isSet { try await check(&random) }
+                var (random, done) = (TaskRandom(), 0)
+                while !stop.isSet {
+                    try await check(&random)
+                    done += 1
+                    // A cached check never suspends: without this the tasks would keep the threads from the
+                    // timer. Not after every check, which would time the executor more than the check.
+                    if done % 64 == 0 { await Task.yield() }
+                }
+                return done
             }
         }
-        try await group.waitForAll()
+        return try await group.reduce(0, +)
     }
 }
 
-/// Checks a second that `workers` tasks doing `check` make in `seconds`. Each task counts its own (a shared
-/// counter would be written from both cores on every check).
+/// Checks a second that `workers` tasks doing `check` make in `seconds`.
 func rate(workers: Int, seconds: Int, _ check: @escaping @Sendable (inout TaskRandom) async throws -> Void)
     async throws -> Double
 {
     let stop = Flag()
-    let running = Task {
-        try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    var (random, done) = (TaskRandom(), 0)
-                    while !stop.isSet {
-                        try await check(&random)
-                        done += 1
-                        // A cached check never suspends: without this the tasks would keep the threads from the
-                        // timer. Not after every check, which would time the executor more than the check.
-                        if done % 64 == 0 { await Task.yield() }
-                    }
-                    return done
-                }
-            }
-            return try await group.reduce(0, +)
-        }
-    }
+    let running = Task { try await load(workers: workers, until: stop, check) }
     try await Task.sleep(for: .seconds(seconds))
     stop.set()
     return Double(try await running.value) / Double(seconds)
