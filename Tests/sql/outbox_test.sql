@@ -38,9 +38,16 @@ SELECT bag_eq(
 DELETE FROM outbox;
 
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_1'), 'viewer', 'vera@example.com');
+-- With sequential scans priced out, a statement reads the whole outbox only where no index serves it.
+SET LOCAL enable_seqscan = off;
+CREATE TEMP TABLE outbox_scans AS SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'outbox'::regclass;
 SELECT pg_temp.act_as('vera');
 SELECT * FROM accept_invitation(pg_temp.hash('inv_1'));
 SELECT pg_temp.act_as_operator();
+RESET enable_seqscan;
+SELECT is((SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = 'outbox'::regclass),
+          (SELECT seq_scan FROM outbox_scans),
+          'an acceptance finds the messages that hold its link by the invitation''s id, not by reading them all');
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_2'), 'viewer');
 SELECT revoke_invitation(pg_temp.id('Olivia & Paul'), (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_2')));
 SELECT bag_eq(

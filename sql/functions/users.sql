@@ -88,7 +88,7 @@ BEGIN
     WITH erased AS (
         UPDATE invitations SET email = NULL WHERE accepted_by = p_user_id AND email IS NOT NULL RETURNING id::text)
     SELECT array_agg(id) INTO v_erased FROM erased;
-    -- Read whole (no index serves it), and only when there is an address to erase.
+    -- Found through outbox_invitation_messages (sql/0023), and only when there is an address to erase.
     IF v_erased IS NOT NULL THEN
         UPDATE outbox SET payload = payload || '{"email": null}'
         WHERE payload ->> 'invitation_id' = ANY (v_erased) AND payload ->> 'email' IS NOT NULL;
