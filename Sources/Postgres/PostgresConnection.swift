@@ -134,21 +134,33 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Runs `body` in a transaction and commits it. A serialization failure (40001) or deadlock (40P01) rolls
     /// back and runs the whole closure again, up to `maxAttempts` times in all; any other error rolls back and
     /// is rethrown.
+    ///
+    /// `opening`, statements without parameters, runs first in each attempt, in the round trip that begins the
+    /// transaction: what the rest relies on, such as a lock. Never a `SET LOCAL` that Citus propagates: it
+    /// replays the whole query string of one on each worker the transaction reaches.
     public func withTransaction<T: Sendable>(
-        isolation: IsolationLevel = .readCommitted, maxAttempts: Int = 5,
+        isolation: IsolationLevel = .readCommitted, maxAttempts: Int = 5, opening: [PostgresQuery] = [],
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
+        let begin =
+            switch isolation {
+            case .readCommitted: "BEGIN ISOLATION LEVEL READ COMMITTED"
+            case .repeatableRead: "BEGIN ISOLATION LEVEL REPEATABLE READ"
+            case .serializable: "BEGIN ISOLATION LEVEL SERIALIZABLE"
+            }
+        guard opening.allSatisfy({ $0.bindings.count == 0 && $0.statementName == nil }) else {
+            throw PostgresError(.invalidQuery, message: "a transaction's opening takes no parameters")
+        }
+        let script = PostgresQuery(unsafeSQL: ([begin] + opening.map(\.sql)).joined(separator: "; "))
         var attempt = 1
         while true {
-            switch isolation {
-            case .readCommitted: try await execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-            case .repeatableRead: try await execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            case .serializable: try await execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-            }
             do {
+                try await runScript(script)
                 let value = try await body(self)
                 try await execute("COMMIT")
                 return value
+            } catch let error as StaleConnection {
+                throw error  // nothing was sent: the pool runs it all on another connection
             } catch {
                 await rollback()
                 guard let failure = error as? PostgresError, failure.isTransactionRetryable, attempt < maxAttempts

@@ -69,10 +69,11 @@ public final class PostgresConnectionPool: Sendable {
     /// Runs `body` in a transaction on a pooled connection; see `PostgresConnection.withTransaction`.
     public func withTransaction<T: Sendable>(
         isolation: PostgresConnection.IsolationLevel = .readCommitted, maxAttempts: Int = 5,
-        _ body: (PostgresConnection) async throws -> T
+        opening: [PostgresQuery] = [], _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await withConnection { connection in
-            try await connection.withTransaction(isolation: isolation, maxAttempts: maxAttempts, body)
+            try await connection.withTransaction(
+                isolation: isolation, maxAttempts: maxAttempts, opening: opening, body)
         }
     }
 

@@ -8,7 +8,8 @@ extension PostgresConnection {
     /// With `SET LOCAL`, not `set_config`: on Citus only `SET LOCAL`, with `citus.propagate_set_commands =
     /// local`, reaches the workers, where a budget row's audit trigger reads the actor. Set here too, not only
     /// for the database (`rbac migrate --citus`), so that connections opened before the distribution send it
-    /// as well; on plain PostgreSQL it is an unused placeholder.
+    /// as well; on plain PostgreSQL it is an unused placeholder. Sent alone, never with other statements in
+    /// one query string: Citus replays the whole string of a `SET LOCAL` on each worker the transaction reaches.
     func act(as actor: Actor) async throws {
         switch actor {
         case .user(let id):

@@ -660,20 +660,15 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    /// Runs `body` in a transaction; one that writes names its actor first, for the audit log, and holds the
-    /// couple's row against its deletion to the end: on Citus no foreign key ties the budget to the couple, and a
-    /// row written while the couple was deleted would outlive it.
+    /// Runs a write in a transaction that holds the couple's row against its deletion to the end
+    /// (`rbac.hold_couple`, in the round trip that begins it) and names its actor, for the audit log.
     private func transaction<T: Sendable>(
-        _ couple: UUID, as actor: Actor? = nil, isolation: PostgresConnection.IsolationLevel = .readCommitted,
-        _ body: (PostgresConnection) async throws -> T
+        _ couple: UUID, as actor: Actor, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
-            return try await pool.withTransaction(isolation: isolation) { connection in
-                if let actor {
-                    try await connection.act(as: actor)
-                    guard try await !connection.query("SELECT FROM couples WHERE id = \(couple) FOR KEY SHARE").isEmpty
-                    else { throw BudgetError(.notFound, "couple \(couple.uuidString.lowercased()) does not exist") }
-                }
+            let hold: PostgresQuery = "SELECT rbac.hold_couple(\(literal: couple.uuidString.lowercased()))"
+            return try await pool.withTransaction(opening: [hold]) { connection in
+                try await connection.act(as: actor)
                 return try await body(connection)
             }
         } catch let error as PostgresError {

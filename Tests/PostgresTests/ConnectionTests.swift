@@ -68,6 +68,43 @@ struct ConnectionTests {
         }
     }
 
+    @Test("a transaction's opening runs in the round trip that begins it; when it fails, nothing stays open")
+    func opening() async throws {
+        try await TestDatabase.withFreshPool(maxConnections: 1) { pool in
+            try await pool.query("CREATE TABLE items (n int)")
+            let before = pool.statementsSent
+            let setting = try await pool.withTransaction(opening: ["SET LOCAL application_name = 'opened'"]) {
+                try await $0.query("INSERT INTO items VALUES (1)")
+                return try await $0.query("SELECT current_setting('application_name') AS name")[0].decode(
+                    "name", as: String.self)
+            }
+            #expect(setting == "opened")
+            #expect(pool.statementsSent - before == 4, "BEGIN with the opening, two statements, COMMIT")
+            // Local to the transaction, and committed with it.
+            #expect(
+                try await pool.query("SELECT current_setting('application_name') AS name")[0].decode(
+                    "name", as: String.self) != "opened")
+            #expect(try await pool.query("SELECT count(*) AS n FROM items")[0].decode("n", as: Int.self) == 1)
+
+            let backend: Int32 = try await pool.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
+            let ran = Counter()
+            let error = await #expect(throws: PostgresError.self) {
+                try await pool.withTransaction(opening: ["INSERT INTO items VALUES (2)", "SELECT 1 / 0"]) { _ in
+                    _ = await ran.increment()
+                }
+            }
+            #expect(error?.sqlState == SQLState("22012"))
+            #expect(await ran.value == 0, "the body does not run after its opening failed")
+            // The opening's own insert went with it, and the connection, rolled back, stays in the pool.
+            #expect(try await pool.query("SELECT count(*) AS n FROM items")[0].decode("n", as: Int.self) == 1)
+            #expect(try await pool.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self) == backend)
+
+            await #expect(throws: PostgresError.self) {
+                try await pool.withTransaction(opening: ["SELECT \(1)"]) { _ in }
+            }
+        }
+    }
+
     @Test(
         "a serialization failure between two SERIALIZABLE transactions is retried, and the rule holds",
         arguments: 0..<10)

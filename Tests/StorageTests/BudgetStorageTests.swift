@@ -136,6 +136,32 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("a write is four round trips: BEGIN with the couple's hold, who acts, the write, COMMIT")
+    func writeRoundTrips() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let world = try await BudgetWorld(pool)
+            let gift = Gift(id: UUID(), from: "Aunt May", amount: 25, received: true, budgetItemID: nil)
+            let before = pool.statementsSent
+            _ = try await world.repository.createGift(couple: world.couple, gift, as: world.owner)
+            #expect(pool.statementsSent - before == 4)
+            #expect(try await world.repository.gifts(couple: world.couple, page: nil) == [gift])
+            guard case .user(let owner) = world.owner else { throw TestSetupError("the owner is a user") }
+            #expect(
+                try await pool.query(
+                    "SELECT actor_label FROM audit_log WHERE couple_id = \(world.couple) AND action = 'gift.insert'"
+                ).map { try $0.decode("actor_label", as: String.self) } == ["user:\(owner.uuidString.lowercased())"])
+
+            // No couple, nothing to hold: refused before the write, which no foreign key stops on Citus.
+            let nowhere = UUID()
+            let error = await #expect(throws: BudgetError.self) {
+                _ = try await world.repository.createGift(couple: nowhere, gift, as: .operator(label: "t"))
+            }
+            #expect(error?.code == .notFound)
+            #expect(error?.message == "couple \(nowhere.uuidString.lowercased()) does not exist")
+            #expect(try await pool.count("SELECT count(*) FROM gifts_and_owed") == 1)
+        }
+    }
+
     @Test("a viewer's edits and a stranger's reads are refused, and the database is exactly as before")
     func refusals() async throws {
         try await TestDatabase.withFreshPool(from: .migrated) { pool in

@@ -101,6 +101,18 @@ BEGIN
     END IF;
 END $$;
 
+-- Holds couple p_couple_id's row against its deletion to the end of the transaction; RBNFD when there is none.
+-- A budget write takes it first (PostgresBudgetRepository): on Citus no foreign key ties the budget to the
+-- couple, and a row written while the couple was deleted would outlive it.
+CREATE OR REPLACE FUNCTION rbac.hold_couple(p_couple_id uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+BEGIN
+    PERFORM FROM public.couples WHERE id = p_couple_id FOR KEY SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'couple % does not exist', coalesce(p_couple_id::text, '(null)') USING ERRCODE = 'RBNFD';
+    END IF;
+END $$;
+
 CREATE OR REPLACE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
 BEGIN

@@ -57,4 +57,4 @@ TO rbac_app;
 GRANT EXECUTE ON FUNCTION public.user_roles(uuid[], uuid[]), public.role_permission_sets() TO rbac_operator;
 GRANT EXECUTE ON FUNCTION public.sign_in(text, text, text, boolean, text) TO rbac_operator;
 GRANT EXECUTE ON FUNCTION public.sweep_expired(integer) TO rbac_operator;
-GRANT EXECUTE ON FUNCTION rbac.budget_node(uuid), rbac.distributed(regclass) TO rbac_operator;
+GRANT EXECUTE ON FUNCTION rbac.budget_node(uuid), rbac.distributed(regclass), rbac.hold_couple(uuid) TO rbac_operator;
