@@ -80,7 +80,7 @@ struct ConnectionTests {
             }
             #expect(setting == "opened")
             #expect(pool.statementsSent - before == 4, "BEGIN with the opening, two statements, COMMIT")
-            // Local to the transaction, and committed with it.
+            // The setting ended with the transaction; the insert was committed.
             #expect(
                 try await pool.query("SELECT current_setting('application_name') AS name")[0].decode(
                     "name", as: String.self) != "opened")
