@@ -12,6 +12,27 @@ import Testing
 struct CollaborationRaceTests {
     static let rounds = 100
 
+    /// `round` run `rounds` times on one fresh migrated database.
+    private func everyRound(
+        maxConnections: Int, _ round: (PostgresConnectionPool, Int) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: maxConnections) { pool in
+            for index in 0..<Self.rounds { try await round(pool, index) }
+        }
+    }
+
+    /// `everyRound`, each round racing calls and checking what came of them; then a check that the races came out
+    /// in at least `orders` different ways, since races that always land in one order have tested only that order.
+    private func raceRounds(
+        maxConnections: Int, orders: Int = 2, _ expectation: String,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ round: (PostgresConnectionPool, Int) async throws -> [Outcome]
+    ) async throws {
+        var seen = Set<[Outcome]>()
+        try await everyRound(maxConnections: maxConnections) { seen.insert(try await round($0, $1)) }
+        #expect(seen.count >= orders, "\(expectation): \(seen)", sourceLocation: sourceLocation)
+    }
+
     @Test("a couple read while a member comes and goes again and again: the revision shown is its members'")
     func coupleDetailIsOneSnapshot() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
@@ -58,140 +79,128 @@ struct CollaborationRaceTests {
 
     @Test("a couple deleted while members join, a role and a budget are made, and it is renamed: nothing of it remains")
     func deleteWhileJoining() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 8) { pool in
+        try await raceRounds(maxConnections: 8, "the joins should land on both sides of the deletion") { pool, _ in
             // Through the repository, which runs each call again after a deadlock, as every caller should.
             let repository = PostgresCollaborationRepository(pool: pool)
             let budget = PostgresBudgetRepository(pool: pool)
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (owner, joiner, invitee) = (
-                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
-                )
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let token = SecretToken.generate(.invitation).hash
-                try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
-                let outcomes = try await race([
-                    { try await repository.deleteCouple(couple, as: .user(owner)) },
-                    {
-                        _ = try await repository.grant(
-                            couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
-                            as: .user(owner))
-                    },
-                    { _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee)) },
-                    {
-                        _ = try await repository.createInvitation(
-                            couple: couple, token: SecretToken.generate(.invitation),
-                            role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
-                            membershipExpiresAt: nil, as: .user(owner))
-                    },
-                    {
-                        _ = try await budget.createScenario(
-                            couple: couple, name: "Main", primary: true, as: .user(owner))
-                    },
-                    {
-                        _ = try await repository.createRole(
-                            couple: couple, name: RoleName(rawValue: "mom")!, description: "Mom",
-                            permissions: [Permission(rawValue: "guests.view")!], as: .user(owner))
-                    },
-                    { _ = try await repository.renameCouple(couple, to: "Renamed", as: .user(owner)) },
-                ])
-                seen.insert(outcomes)
-                #expect(outcomes[0] == .success, "\(outcomes)")
-                // A join that comes after the deletion finds no couple, or, past that check, no owner to act
-                // for; never a foreign key's error.
-                let refusals: Set<Outcome> = [
-                    .success, .refused("not_found"), .refused("permission_denied"), .refused("role_not_grantable"),
-                ]
-                #expect(outcomes.dropFirst().allSatisfy(refusals.contains), "\(outcomes)")
-                let left = try await pool.count(
-                    """
-                    SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
-                         + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
-                         + (SELECT count(*) FROM budget_scenarios WHERE couple_id = \(couple))
-                         + (SELECT count(*) FROM couple_roles WHERE couple_id = \(couple))
-                    """)
-                #expect(left == 0)
-            }
-            #expect(seen.count > 1, "the joins should land on both sides of the deletion: \(seen)")
+            let (owner, joiner, invitee) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let token = SecretToken.generate(.invitation).hash
+            try await pool.query("SELECT create_invitation(\(couple), \(Data(token)), 'viewer')")
+            let outcomes = try await race([
+                { try await repository.deleteCouple(couple, as: .user(owner)) },
+                {
+                    _ = try await repository.grant(
+                        couple: couple, user: joiner, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                        as: .user(owner))
+                },
+                { _ = try await repository.acceptInvitation(tokenHash: token, user: nil, as: .user(invitee)) },
+                {
+                    _ = try await repository.createInvitation(
+                        couple: couple, token: SecretToken.generate(.invitation),
+                        role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                        membershipExpiresAt: nil, as: .user(owner))
+                },
+                {
+                    _ = try await budget.createScenario(
+                        couple: couple, name: "Main", primary: true, as: .user(owner))
+                },
+                {
+                    _ = try await repository.createRole(
+                        couple: couple, name: RoleName(rawValue: "mom")!, description: "Mom",
+                        permissions: [Permission(rawValue: "guests.view")!], as: .user(owner))
+                },
+                { _ = try await repository.renameCouple(couple, to: "Renamed", as: .user(owner)) },
+            ])
+            #expect(outcomes[0] == .success, "\(outcomes)")
+            // A join that comes after the deletion finds no couple, or, past that check, no owner to act
+            // for; never a foreign key's error.
+            let refusals: Set<Outcome> = [
+                .success, .refused("not_found"), .refused("permission_denied"), .refused("role_not_grantable"),
+            ]
+            #expect(outcomes.dropFirst().allSatisfy(refusals.contains), "\(outcomes)")
+            let left = try await pool.count(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
+                     + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
+                     + (SELECT count(*) FROM budget_scenarios WHERE couple_id = \(couple))
+                     + (SELECT count(*) FROM couple_roles WHERE couple_id = \(couple))
+                """)
+            #expect(left == 0)
+            return outcomes
         }
     }
 
     @Test("a user deleted while joining couples and while their invitation is accepted: none of them remains")
     func deleteUserWhileJoining() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 5) { pool in
+        try await raceRounds(maxConnections: 5, "the joins should land on both sides of the deletion") { pool, _ in
             let repository = PostgresCollaborationRepository(pool: pool)
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (leaving, owner, other, invitee) = (
-                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
-                    try await pool.newUser()
-                )
-                // The leaving user is a partner who invited someone, is invited elsewhere, and is being added to a
-                // third couple.
-                let theirs = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
-                let (invitedTo, addedTo) = (
-                    try await pool.newCouple(members: [(other, "owner")]),
-                    try await pool.newCouple(members: [(other, "owner")])
-                )
-                let (made, received) = (SecretToken.generate(.invitation).hash, SecretToken.generate(.invitation).hash)
-                try await pool.acting(as: leaving) {
-                    try await $0.query("SELECT create_invitation(\(theirs), \(Data(made)), 'viewer')")
-                }
-                try await pool.query("SELECT create_invitation(\(invitedTo), \(Data(received)), 'viewer')")
-                let outcomes = try await race([
-                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
-                    {
-                        _ = try await repository.grant(
-                            couple: addedTo, user: leaving, role: RoleName(rawValue: "planner")!, expiresAt: nil,
-                            as: .user(other))
-                    },
-                    { _ = try await repository.acceptInvitation(tokenHash: received, user: nil, as: .user(leaving)) },
-                    { _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee)) },
-                ])
-                seen.insert(outcomes)
-                #expect(outcomes[0] == .success, "\(outcomes)")
-                #expect(outcomes[3] == .success, "an invitation the user made still works: \(outcomes)")
-                // A join after the deletion finds no user; never a foreign key's error.
-                let joins: Set<Outcome> = [.success, .refused("not_found")]
-                #expect(outcomes[1...2].allSatisfy(joins.contains), "\(outcomes)")
-                let left = try await pool.count(
-                    """
-                    SELECT (SELECT count(*) FROM users WHERE id = \(leaving))
-                         + (SELECT count(*) FROM memberships WHERE user_id = \(leaving))
-                    """)
-                #expect(left == 0)
+            let (leaving, owner, other, invitee) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
+                try await pool.newUser()
+            )
+            // The leaving user is a partner who invited someone, is invited elsewhere, and is being added to a
+            // third couple.
+            let theirs = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
+            let (invitedTo, addedTo) = (
+                try await pool.newCouple(members: [(other, "owner")]),
+                try await pool.newCouple(members: [(other, "owner")])
+            )
+            let (made, received) = (SecretToken.generate(.invitation).hash, SecretToken.generate(.invitation).hash)
+            try await pool.acting(as: leaving) {
+                try await $0.query("SELECT create_invitation(\(theirs), \(Data(made)), 'viewer')")
             }
-            #expect(seen.count > 1, "the joins should land on both sides of the deletion: \(seen)")
+            try await pool.query("SELECT create_invitation(\(invitedTo), \(Data(received)), 'viewer')")
+            let outcomes = try await race([
+                { try await repository.deleteUser(leaving, as: .user(leaving)) },
+                {
+                    _ = try await repository.grant(
+                        couple: addedTo, user: leaving, role: RoleName(rawValue: "planner")!, expiresAt: nil,
+                        as: .user(other))
+                },
+                { _ = try await repository.acceptInvitation(tokenHash: received, user: nil, as: .user(leaving)) },
+                { _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee)) },
+            ])
+            #expect(outcomes[0] == .success, "\(outcomes)")
+            #expect(outcomes[3] == .success, "an invitation the user made still works: \(outcomes)")
+            // A join after the deletion finds no user; never a foreign key's error.
+            let joins: Set<Outcome> = [.success, .refused("not_found")]
+            #expect(outcomes[1...2].allSatisfy(joins.contains), "\(outcomes)")
+            let left = try await pool.count(
+                """
+                SELECT (SELECT count(*) FROM users WHERE id = \(leaving))
+                     + (SELECT count(*) FROM memberships WHERE user_id = \(leaving))
+                """)
+            #expect(left == 0)
+            return outcomes
         }
     }
 
     @Test("a user deleted while inviting and renaming themself: each lands before the deletion or is refused")
     func deleteUserWhileActing() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+        try await raceRounds(maxConnections: 4, "the writes should land on both sides of the deletion") { pool, _ in
             let repository = PostgresCollaborationRepository(pool: pool)
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (leaving, owner) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
-                let outcomes = try await race([
-                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
-                    {
-                        _ = try await repository.createInvitation(
-                            couple: couple, token: SecretToken.generate(.invitation),
-                            role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
-                            membershipExpiresAt: nil, as: .user(leaving))
-                    },
-                    { _ = try await repository.editUser(leaving, UserEdit(displayName: "Gone"), as: .user(leaving)) },
-                ])
-                seen.insert(outcomes)
-                #expect(outcomes[0] == .success, "\(outcomes)")
-                // After the deletion the user is no member (permission_denied) and no user (not_found); never a
-                // foreign key's error.
-                let allowed: Set<Outcome> = [.success, .refused("not_found"), .refused("permission_denied")]
-                #expect(outcomes[1...2].allSatisfy(allowed.contains), "\(outcomes)")
-                #expect(try await pool.count("SELECT count(*) FROM invitations WHERE invited_by = \(leaving)") == 0)
-            }
-            #expect(seen.count > 1, "the writes should land on both sides of the deletion: \(seen)")
+            let (leaving, owner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
+            let outcomes = try await race([
+                { try await repository.deleteUser(leaving, as: .user(leaving)) },
+                {
+                    _ = try await repository.createInvitation(
+                        couple: couple, token: SecretToken.generate(.invitation),
+                        role: RoleName(rawValue: "viewer")!, email: nil, expiresIn: .seconds(3600),
+                        membershipExpiresAt: nil, as: .user(leaving))
+                },
+                { _ = try await repository.editUser(leaving, UserEdit(displayName: "Gone"), as: .user(leaving)) },
+            ])
+            #expect(outcomes[0] == .success, "\(outcomes)")
+            // After the deletion the user is no member (permission_denied) and no user (not_found); never a
+            // foreign key's error.
+            let allowed: Set<Outcome> = [.success, .refused("not_found"), .refused("permission_denied")]
+            #expect(outcomes[1...2].allSatisfy(allowed.contains), "\(outcomes)")
+            #expect(try await pool.count("SELECT count(*) FROM invitations WHERE invited_by = \(leaving)") == 0)
+            return outcomes
         }
     }
 
@@ -233,102 +242,89 @@ struct CollaborationRaceTests {
 
     @Test("two users given one address while one of them is deleted: at most one holds it, and all else is refused")
     func editUsersToOneAddress() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+        try await raceRounds(maxConnections: 4, "the edits should land on both sides of each other") { pool, _ in
             let repository = PostgresCollaborationRepository(pool: pool)
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (leaving, staying) = (try await pool.newUser(), try await pool.newUser())
-                let address = EmailAddress(rawValue: "taken-\(UUID().uuidString.lowercased())@example.com")!
-                let outcomes = try await race([
-                    {
-                        _ = try await repository.editUser(
-                            leaving, UserEdit(email: address), as: .operator(label: "race"))
-                    },
-                    {
-                        _ = try await repository.editUser(
-                            staying, UserEdit(email: address), as: .operator(label: "race"))
-                    },
-                    { try await repository.deleteUser(leaving, as: .user(leaving)) },
-                ])
-                seen.insert(outcomes)
-                #expect(outcomes[2] == .success, "\(outcomes)")
-                #expect(
-                    [.success, .refused("not_found"), .refused("already_exists")].contains(outcomes[0]), "\(outcomes)")
-                #expect([.success, .refused("already_exists")].contains(outcomes[1]), "\(outcomes)")
-                let holders: [UUID] = try await pool.query(
-                    "SELECT id FROM users WHERE lower(email) = lower(\(address.rawValue))"
-                ).map { try $0.decode("id") }
-                // Both edits succeed only when the deletion came between them.
-                #expect(holders == (outcomes[1] == .success ? [staying] : []), "one address, one user: \(outcomes)")
-            }
-            #expect(seen.count > 1, "the edits should land on both sides of each other: \(seen)")
+            let (leaving, staying) = (try await pool.newUser(), try await pool.newUser())
+            let address = EmailAddress(rawValue: "taken-\(UUID().uuidString.lowercased())@example.com")!
+            let outcomes = try await race([
+                {
+                    _ = try await repository.editUser(
+                        leaving, UserEdit(email: address), as: .operator(label: "race"))
+                },
+                {
+                    _ = try await repository.editUser(
+                        staying, UserEdit(email: address), as: .operator(label: "race"))
+                },
+                { try await repository.deleteUser(leaving, as: .user(leaving)) },
+            ])
+            #expect(outcomes[2] == .success, "\(outcomes)")
+            #expect(
+                [.success, .refused("not_found"), .refused("already_exists")].contains(outcomes[0]), "\(outcomes)")
+            #expect([.success, .refused("already_exists")].contains(outcomes[1]), "\(outcomes)")
+            let holders: [UUID] = try await pool.query(
+                "SELECT id FROM users WHERE lower(email) = lower(\(address.rawValue))"
+            ).map { try $0.decode("id") }
+            // Both edits succeed only when the deletion came between them.
+            #expect(holders == (outcomes[1] == .success ? [staying] : []), "one address, one user: \(outcomes)")
+            return outcomes
         }
     }
 
     @Test("both owners of a two-owner couple leave at once: exactly one succeeds, one owner remains")
     func bothOwnersLeave() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            for _ in 0..<Self.rounds {
-                let (first, second) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing("SELECT leave_couple(\(couple))", as: [first, second][index], after: go)
-                }
-                #expect(outcomes.filter { $0 == .success }.count == 1)
-                #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
-                let owners = try await pool.count(
-                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
-                )
-                #expect(owners == 1)
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let (first, second) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
+            let outcomes = try await race(2) { index, go in
+                try await pool.racing("SELECT leave_couple(\(couple))", as: [first, second][index], after: go)
             }
+            #expect(outcomes.filter { $0 == .success }.count == 1)
+            #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
+            let owners = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
+            )
+            #expect(owners == 1)
         }
     }
 
     @Test("one owner demotes the other while the other leaves: an owner always remains")
     func demoteWhileLeaving() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing(
-                        index == 0
-                            ? "SELECT grant_role(\(couple), \(leaver), 'partner')" : "SELECT leave_couple(\(couple))",
-                        as: [demoter, leaver][index], after: go)
-                }
-                seen.insert(outcomes)
-                // Either order is fine: demoted then left, or left and then there is no one to demote.
-                #expect([[.success, .success], [.refused("RBNFD"), .success]].contains(outcomes))
-                let owners = try await pool.count(
-                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
-                )
-                #expect(owners == 1)
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
+            let outcomes = try await race(2) { index, go in
+                try await pool.racing(
+                    index == 0
+                        ? "SELECT grant_role(\(couple), \(leaver), 'partner')" : "SELECT leave_couple(\(couple))",
+                    as: [demoter, leaver][index], after: go)
             }
-            #expect(!seen.isEmpty)
+            // Either order is fine: demoted then left, or left and then there is no one to demote.
+            #expect([[.success, .success], [.refused("RBNFD"), .success]].contains(outcomes))
+            let owners = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'"
+            )
+            #expect(owners == 1)
         }
     }
 
     @Test("20 users accept one invitation at once: exactly one membership")
     func twentyAcceptOneInvitation() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 21) { pool in
-            for _ in 0..<Self.rounds {
-                let owner = try await pool.newUser()
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let token = SecretToken.generate(.invitation)
-                let hash = Data(token.hash)
-                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
-                var users: [UUID] = []
-                for _ in 0..<20 { users.append(try await pool.newUser()) }
-                let outcomes = try await race(users.count) { [users] index, go in
-                    try await pool.racing("SELECT * FROM accept_invitation(\(hash))", as: users[index], after: go)
-                }
-                #expect(outcomes.filter { $0 == .success }.count == 1)
-                #expect(outcomes.filter { $0 == .refused("RBUSD") }.count == 19)
-                let viewers = try await pool.count(
-                    "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'viewer'")
-                #expect(viewers == 1)
+        try await everyRound(maxConnections: 21) { pool, _ in
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let token = SecretToken.generate(.invitation)
+            let hash = Data(token.hash)
+            try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+            var users: [UUID] = []
+            for _ in 0..<20 { users.append(try await pool.newUser()) }
+            let outcomes = try await race(users.count) { [users] index, go in
+                try await pool.racing("SELECT * FROM accept_invitation(\(hash))", as: users[index], after: go)
             }
+            #expect(outcomes.filter { $0 == .success }.count == 1)
+            #expect(outcomes.filter { $0 == .refused("RBUSD") }.count == 19)
+            let viewers = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'viewer'")
+            #expect(viewers == 1)
         }
     }
 
@@ -398,301 +394,277 @@ struct CollaborationRaceTests {
 
     @Test("joining races a grant, resend, revocation and invitation: none to the member's address stays pending")
     func joinRacesInvitations() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 7) { pool in
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
-                    .decode("email")
-                var hashes: [Data] = []
-                var ids: [UUID] = []
-                // Two to the joiner's address, one to nobody's: it must stay pending.
-                for email in [address, address.uppercased(), nil] {
-                    hashes.append(Data(SecretToken.generate(.invitation).hash))
-                    ids.append(
-                        try await pool.query(
-                            """
-                            SELECT invitation_id FROM create_invitation(\(couple), \(hashes.last!), 'viewer', \(email))
-                            """)[0].decode("invitation_id"))
-                }
-                let outcomes = try await race(6) { [hashes, ids] index, go in
-                    let fresh = Data(SecretToken.generate(.invitation).hash)
-                    let calls: [PostgresQuery] = [
-                        "SELECT * FROM accept_invitation(\(hashes[0]))",
-                        "SELECT * FROM accept_invitation(\(hashes[1]))",
-                        "SELECT grant_role(\(couple), \(joiner), 'viewer')",
-                        "SELECT * FROM resend_invitation(\(couple), \(ids[1]), \(fresh))",
-                        "SELECT revoke_invitation(\(couple), \(ids[1]))",
-                        "SELECT * FROM create_invitation(\(couple), \(fresh), 'viewer', \(address))",
-                    ]
-                    return try await pool.racing(calls[index], as: index < 2 ? joiner : owner, after: go)
-                }
-                seen.insert(outcomes)
-                // Refusals that say what happened first: revoked (by a joining, a resend or the revocation),
-                // already accepted, already a member.
-                let allowed: Set<Outcome> = [.success, .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP")]
-                #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
-                #expect(outcomes[2] == .success, "the grant always lands: \(outcomes)")
-                let state = try await pool.query(
-                    """
-                    SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
-                               AS members,
-                           (SELECT count(*) FROM invitations i
-                            WHERE couple_id = \(couple) AND lower(email) = lower(\(address))
-                              AND rbac.invitation_status(i) = 'pending') AS pending_to_member,
-                           (SELECT rbac.invitation_status(i) FROM invitations i
-                            WHERE couple_id = \(couple) AND id = \(ids[2])) AS open_status
-                    """)[0]
-                #expect(try state.decode("members", as: Int.self) == 1)
-                #expect(try state.decode("pending_to_member", as: Int.self) == 0, "\(outcomes)")
-                #expect(try state.decode("open_status", as: String.self) == "pending")
+        try await raceRounds(maxConnections: 7, "the calls should land in more than one order") { pool, _ in
+            let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
+                .decode("email")
+            var hashes: [Data] = []
+            var ids: [UUID] = []
+            // Two to the joiner's address, one to nobody's: it must stay pending.
+            for email in [address, address.uppercased(), nil] {
+                hashes.append(Data(SecretToken.generate(.invitation).hash))
+                ids.append(
+                    try await pool.query(
+                        """
+                        SELECT invitation_id FROM create_invitation(\(couple), \(hashes.last!), 'viewer', \(email))
+                        """)[0].decode("invitation_id"))
             }
-            #expect(seen.count > 1, "the calls should land in more than one order: \(seen)")
+            let outcomes = try await race(6) { [hashes, ids] index, go in
+                let fresh = Data(SecretToken.generate(.invitation).hash)
+                let calls: [PostgresQuery] = [
+                    "SELECT * FROM accept_invitation(\(hashes[0]))",
+                    "SELECT * FROM accept_invitation(\(hashes[1]))",
+                    "SELECT grant_role(\(couple), \(joiner), 'viewer')",
+                    "SELECT * FROM resend_invitation(\(couple), \(ids[1]), \(fresh))",
+                    "SELECT revoke_invitation(\(couple), \(ids[1]))",
+                    "SELECT * FROM create_invitation(\(couple), \(fresh), 'viewer', \(address))",
+                ]
+                return try await pool.racing(calls[index], as: index < 2 ? joiner : owner, after: go)
+            }
+            // Refusals that say what happened first: revoked (by a joining, a resend or the revocation),
+            // already accepted, already a member.
+            let allowed: Set<Outcome> = [.success, .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP")]
+            #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
+            #expect(outcomes[2] == .success, "the grant always lands: \(outcomes)")
+            let state = try await pool.query(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
+                           AS members,
+                       (SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND lower(email) = lower(\(address))
+                          AND rbac.invitation_status(i) = 'pending') AS pending_to_member,
+                       (SELECT rbac.invitation_status(i) FROM invitations i
+                        WHERE couple_id = \(couple) AND id = \(ids[2])) AS open_status
+                """)[0]
+            #expect(try state.decode("members", as: Int.self) == 1)
+            #expect(try state.decode("pending_to_member", as: Int.self) == 0, "\(outcomes)")
+            #expect(try state.decode("open_status", as: String.self) == "pending")
+            return outcomes
         }
     }
 
     @Test("joining races the deletions of the inviter and of the couple: no deadlock, nothing left pending")
     func joinRacesDeletions() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
-            var seen = Set<[Outcome]>()
-            for round in 0..<Self.rounds {
-                let (owner, inviter, joiner) = (
-                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
-                )
-                let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
-                let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
-                    .decode("email")
-                // Two to the joiner's address, the older from the inviter, and one from the inviter to nobody's.
-                var hashes: [Data] = []
-                for (actor, email) in [(inviter, address), (owner, address), (inviter, nil)] {
-                    let hash = Data(SecretToken.generate(.invitation).hash)
-                    try await pool.acting(as: actor) {
-                        try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(email))")
-                    }
-                    hashes.append(hash)
+        try await raceRounds(maxConnections: 6, orders: 3, "the calls should land in several orders") { pool, round in
+            let (owner, inviter, joiner) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+            let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
+                .decode("email")
+            // Two to the joiner's address, the older from the inviter, and one from the inviter to nobody's.
+            var hashes: [Data] = []
+            for (actor, email) in [(inviter, address), (owner, address), (inviter, nil)] {
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                try await pool.acting(as: actor) {
+                    try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(email))")
                 }
-                // The couple is deleted in every other round; in the others the second invitation is accepted.
-                let deletesCouple = round % 2 == 0
-                let outcomes = try await race(4) { [hashes] index, go in
-                    let calls: [(PostgresQuery, UUID)] = [
-                        ("SELECT * FROM accept_invitation(\(hashes[0]))", joiner),
-                        ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
-                        ("SELECT delete_user(\(inviter))", inviter),
-                        deletesCouple
-                            ? ("SELECT delete_couple(\(couple))", owner)
-                            : ("SELECT * FROM accept_invitation(\(hashes[1]))", joiner),
-                    ]
-                    return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
-                }
-                seen.insert(outcomes)
-                // What came first is gone (not found), revoked, used or joined; the grant during or after the
-                // couple's deletion finds no owner to act for (denied, or the role not theirs to give).
-                let allowed: Set<Outcome> = [
-                    .success, .refused("RBNFD"), .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP"),
-                    .refused("RBDEN"), .refused("RBESC"),
-                ]
-                #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
-                #expect(outcomes[2] == .success && (!deletesCouple || outcomes[3] == .success), "\(outcomes)")
-                let state = try await pool.query(
-                    """
-                    SELECT (SELECT count(*) FROM couples WHERE id = \(couple)) AS couples,
-                           (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
-                               AS members,
-                           (SELECT count(*) FROM invitations i
-                            WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending') AS pending
-                    """)[0]
-                let (couples, members, pending) = (
-                    try state.decode("couples", as: Int.self), try state.decode("members", as: Int.self),
-                    try state.decode("pending", as: Int.self)
-                )
-                if deletesCouple {
-                    #expect(couples == 0 && members == 0 && pending == 0)
-                } else {
-                    // Joined, and only the invitation to nobody's address is pending, its inviter gone.
-                    #expect(couples == 1 && members == 1 && pending == 1, "\(outcomes)")
-                }
+                hashes.append(hash)
             }
-            #expect(seen.count > 2, "the calls should land in several orders: \(seen)")
+            // The couple is deleted in every other round; in the others the second invitation is accepted.
+            let deletesCouple = round % 2 == 0
+            let outcomes = try await race(4) { [hashes] index, go in
+                let calls: [(PostgresQuery, UUID)] = [
+                    ("SELECT * FROM accept_invitation(\(hashes[0]))", joiner),
+                    ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
+                    ("SELECT delete_user(\(inviter))", inviter),
+                    deletesCouple
+                        ? ("SELECT delete_couple(\(couple))", owner)
+                        : ("SELECT * FROM accept_invitation(\(hashes[1]))", joiner),
+                ]
+                return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
+            }
+            // What came first is gone (not found), revoked, used or joined; the grant during or after the
+            // couple's deletion finds no owner to act for (denied, or the role not theirs to give).
+            let allowed: Set<Outcome> = [
+                .success, .refused("RBNFD"), .refused("RBREV"), .refused("RBUSD"), .refused("RBDUP"),
+                .refused("RBDEN"), .refused("RBESC"),
+            ]
+            #expect(outcomes.allSatisfy(allowed.contains), "\(outcomes)")
+            #expect(outcomes[2] == .success && (!deletesCouple || outcomes[3] == .success), "\(outcomes)")
+            let state = try await pool.query(
+                """
+                SELECT (SELECT count(*) FROM couples WHERE id = \(couple)) AS couples,
+                       (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
+                           AS members,
+                       (SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending') AS pending
+                """)[0]
+            let (couples, members, pending) = (
+                try state.decode("couples", as: Int.self), try state.decode("members", as: Int.self),
+                try state.decode("pending", as: Int.self)
+            )
+            if deletesCouple {
+                #expect(couples == 0 && members == 0 && pending == 0)
+            } else {
+                // Joined, and only the invitation to nobody's address is pending, its inviter gone.
+                #expect(couples == 1 && members == 1 && pending == 1, "\(outcomes)")
+            }
+            return outcomes
         }
     }
 
     @Test("a member's address changes while the couple invites the new address: nothing to it stays pending")
     func newAddressRacesInvitations() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (owner, member) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
-                let address = "moved-\(UUID().uuidString.lowercased())@example.com"
-                let outcomes = try await race(3) { index, go in
-                    let hash = Data(SecretToken.generate(.invitation).hash)
-                    // The address change as the operator (no claims).
-                    return index == 0
-                        ? try await pool.racing("SELECT edit_user(\(member), \(address), NULL)", as: nil, after: go)
-                        : try await pool.racing(
-                            "SELECT create_invitation(\(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))",
-                            as: owner, after: go)
-                }
-                seen.insert(outcomes)
-                // An invitation made first is revoked by the change; one made after it is refused (RBDUP).
-                #expect(outcomes[0] == .success, "\(outcomes)")
-                #expect(outcomes[1...].allSatisfy { $0 == .success || $0 == .refused("RBDUP") }, "\(outcomes)")
-                let pending = try await pool.count(
-                    """
-                    SELECT count(*) FROM invitations i
-                    WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
-                    """)
-                #expect(pending == 0, "\(outcomes)")
+        try await raceRounds(maxConnections: 4, "the calls should land in more than one order") { pool, _ in
+            let (owner, member) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
+            let address = "moved-\(UUID().uuidString.lowercased())@example.com"
+            let outcomes = try await race(3) { index, go in
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                // The address change as the operator (no claims).
+                return index == 0
+                    ? try await pool.racing("SELECT edit_user(\(member), \(address), NULL)", as: nil, after: go)
+                    : try await pool.racing(
+                        "SELECT create_invitation(\(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))",
+                        as: owner, after: go)
             }
-            #expect(seen.count > 1, "the calls should land in more than one order: \(seen)")
+            // An invitation made first is revoked by the change; one made after it is refused (RBDUP).
+            #expect(outcomes[0] == .success, "\(outcomes)")
+            #expect(outcomes[1...].allSatisfy { $0 == .success || $0 == .refused("RBDUP") }, "\(outcomes)")
+            let pending = try await pool.count(
+                """
+                SELECT count(*) FROM invitations i
+                WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
+                """)
+            #expect(pending == 0, "\(outcomes)")
+            return outcomes
         }
     }
 
     @Test("a person's address changes while they join a couple inviting the new address: nothing to it stays pending")
     func newAddressRacesJoining() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 2) { pool in
-            for _ in 0..<Self.rounds {
-                let (owner, person) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let address = "moved-\(UUID().uuidString.lowercased())@example.com"
-                let hash = Data(SecretToken.generate(.invitation).hash)
-                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
-                let outcomes = try await race(2) { index, go in
-                    // The address change as the operator (no claims).
-                    index == 0
-                        ? try await pool.racing("SELECT edit_user(\(person), \(address), NULL)", as: nil, after: go)
-                        : try await pool.racing(
-                            "SELECT grant_role(\(couple), \(person), 'planner')", as: owner, after: go)
-                }
-                #expect(outcomes == [.success, .success], "\(outcomes)")
-                let pending = try await pool.count(
-                    """
-                    SELECT count(*) FROM invitations i
-                    WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
-                    """)
-                #expect(pending == 0, "\(outcomes)")
+        try await everyRound(maxConnections: 2) { pool, _ in
+            let (owner, person) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let address = "moved-\(UUID().uuidString.lowercased())@example.com"
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
+            let outcomes = try await race(2) { index, go in
+                // The address change as the operator (no claims).
+                index == 0
+                    ? try await pool.racing("SELECT edit_user(\(person), \(address), NULL)", as: nil, after: go)
+                    : try await pool.racing(
+                        "SELECT grant_role(\(couple), \(person), 'planner')", as: owner, after: go)
             }
+            #expect(outcomes == [.success, .success], "\(outcomes)")
+            let pending = try await pool.count(
+                """
+                SELECT count(*) FROM invitations i
+                WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
+                """)
+            #expect(pending == 0, "\(outcomes)")
         }
     }
 
     @Test("a grant races the person's own acceptance: they end with the granted role, and neither call fails oddly")
     func grantRacesAccept() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            var seen = Set<[Outcome]>()
-            for _ in 0..<Self.rounds {
-                let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let hash = Data(SecretToken.generate(.invitation).hash)
-                try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing(
-                        index == 0
-                            ? "SELECT * FROM accept_invitation(\(hash))"
-                            : "SELECT grant_role(\(couple), \(joiner), 'planner')",
-                        as: [joiner, owner][index], after: go)
-                }
-                seen.insert(outcomes)
-                // Accepting after the grant finds a member; a grant after (or during) the acceptance changes the
-                // role the invitation gave. Never the primary key's 23505.
-                #expect(outcomes[0] == .success || outcomes[0] == .refused("RBDUP"), "\(outcomes)")
-                #expect(outcomes[1] == .success, "\(outcomes)")
-                let role: String = try await pool.query(
-                    "SELECT role FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner)")[0].decode(
-                        "role")
-                #expect(role == "planner")
+        try await raceRounds(maxConnections: 3, "the calls should land in both orders") { pool, _ in
+            let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+            let outcomes = try await race(2) { index, go in
+                try await pool.racing(
+                    index == 0
+                        ? "SELECT * FROM accept_invitation(\(hash))"
+                        : "SELECT grant_role(\(couple), \(joiner), 'planner')",
+                    as: [joiner, owner][index], after: go)
             }
-            #expect(seen.count > 1, "the calls should land in both orders: \(seen)")
+            // Accepting after the grant finds a member; a grant after (or during) the acceptance changes the
+            // role the invitation gave. Never the primary key's 23505.
+            #expect(outcomes[0] == .success || outcomes[0] == .refused("RBDUP"), "\(outcomes)")
+            #expect(outcomes[1] == .success, "\(outcomes)")
+            let role: String = try await pool.query(
+                "SELECT role FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner)")[0].decode(
+                    "role")
+            #expect(role == "planner")
+            return outcomes
         }
     }
 
     @Test("two resends of one invitation at once: one new token, the other refused, one invitation pending")
     func resendRacesResend() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            for _ in 0..<Self.rounds {
-                let owner = try await pool.newUser()
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                let hash = Data(SecretToken.generate(.invitation).hash)
-                let invitation: UUID = try await pool.query(
-                    "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
-                        "invitation_id")
-                let outcomes = try await race(2) { _, go in
-                    let newHash = Data(SecretToken.generate(.invitation).hash)
-                    return try await pool.racing(
-                        "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))", as: owner, after: go)
-                }
-                #expect(outcomes.filter { $0 == .success }.count == 1)
-                #expect(outcomes.filter { $0 == .refused("RBREV") }.count == 1)
-                let invitations = try await pool.count("SELECT count(*) FROM invitations WHERE couple_id = \(couple)")
-                let pending = try await pool.count(
-                    "SELECT count(*) FROM invitations WHERE couple_id = \(couple) AND revoked_at IS NULL")
-                #expect(invitations == 2 && pending == 1)
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            let invitation: UUID = try await pool.query(
+                "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
+                    "invitation_id")
+            let outcomes = try await race(2) { _, go in
+                let newHash = Data(SecretToken.generate(.invitation).hash)
+                return try await pool.racing(
+                    "SELECT * FROM resend_invitation(\(couple), \(invitation), \(newHash))", as: owner, after: go)
             }
+            #expect(outcomes.filter { $0 == .success }.count == 1)
+            #expect(outcomes.filter { $0 == .refused("RBREV") }.count == 1)
+            let invitations = try await pool.count("SELECT count(*) FROM invitations WHERE couple_id = \(couple)")
+            let pending = try await pool.count(
+                "SELECT count(*) FROM invitations WHERE couple_id = \(couple) AND revoked_at IS NULL")
+            #expect(invitations == 2 && pending == 1)
         }
     }
 
     @Test("a couple's role deleted while it is granted: one of the two is refused, no one holds a deleted role")
     func deleteRoleWhileGranting() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            for _ in 0..<Self.rounds {
-                let (owner, guest) = (try await pool.newUser(), try await pool.newUser())
-                let couple = try await pool.newCouple(members: [(owner, "owner")])
-                try await pool.query(
-                    "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing(
-                        index == 0
-                            ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                            : "SELECT delete_couple_role(\(couple), 'mom')",
-                        as: owner, after: go)
-                }
-                // Granted first, the role is held and stays; deleted first, there is no role to grant.
-                #expect(
-                    [[.success, .refused("RBHLD")], [.refused("RBESC"), .success], [.refused("RBINV"), .success]]
-                        .contains(outcomes), "\(outcomes)")
-                let dangling = try await pool.count(
-                    """
-                    SELECT count(*) FROM memberships m WHERE m.couple_id = \(couple)
-                      AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.name = m.role)
-                      AND NOT EXISTS (SELECT 1 FROM couple_roles cr WHERE cr.couple_id = m.couple_id AND cr.name = m.role)
-                    """)
-                #expect(dangling == 0)
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let (owner, guest) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            try await pool.query(
+                "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+            let outcomes = try await race(2) { index, go in
+                try await pool.racing(
+                    index == 0
+                        ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                        : "SELECT delete_couple_role(\(couple), 'mom')",
+                    as: owner, after: go)
             }
+            // Granted first, the role is held and stays; deleted first, there is no role to grant.
+            #expect(
+                [[.success, .refused("RBHLD")], [.refused("RBESC"), .success], [.refused("RBINV"), .success]]
+                    .contains(outcomes), "\(outcomes)")
+            let dangling = try await pool.count(
+                """
+                SELECT count(*) FROM memberships m WHERE m.couple_id = \(couple)
+                  AND NOT EXISTS (SELECT 1 FROM roles r WHERE r.name = m.role)
+                  AND NOT EXISTS (SELECT 1 FROM couple_roles cr WHERE cr.couple_id = m.couple_id AND cr.name = m.role)
+                """)
+            #expect(dangling == 0)
         }
     }
 
     @Test("a couple's role widened while someone lacking the new permission grants it: never both")
     func widenRoleWhileGranting() async throws {
-        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
-            for _ in 0..<Self.rounds {
-                let (owner, partner, author, guest) = (
-                    try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
-                    try await pool.newUser()
-                )
-                let couple = try await pool.newCouple(members: [(owner, "owner"), (partner, "partner")])
-                // The author may edit roles and holds couple.delete, but may not give roles (no roles.assign).
-                try await pool.query(
-                    """
-                    SELECT create_couple_role(\(couple), 'author', 'Edits roles',
-                                              ARRAY['roles.manage', 'couple.delete', 'guests.view'])
-                    """)
-                try await pool.query("SELECT grant_role(\(couple), \(author), 'author')")
-                try await pool.query(
-                    "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing(
-                        index == 0
-                            ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                            : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])",
-                        as: index == 0 ? partner : author, after: go)
-                }
-                #expect(
-                    [[.success, .refused("RBESC")], [.refused("RBESC"), .success]].contains(outcomes), "\(outcomes)")
-                let escalated = try await pool.count(
-                    "SELECT count(*) FROM (SELECT user_has_permission(\(couple), \(guest), 'couple.delete') AS held) h WHERE held"
-                )
-                #expect(escalated == 0, "the partner never gave couple.delete, which they lack")
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let (owner, partner, author, guest) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
+                try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (partner, "partner")])
+            // The author may edit roles and holds couple.delete, but may not give roles (no roles.assign).
+            try await pool.query(
+                """
+                SELECT create_couple_role(\(couple), 'author', 'Edits roles',
+                                          ARRAY['roles.manage', 'couple.delete', 'guests.view'])
+                """)
+            try await pool.query("SELECT grant_role(\(couple), \(author), 'author')")
+            try await pool.query(
+                "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+            let outcomes = try await race(2) { index, go in
+                try await pool.racing(
+                    index == 0
+                        ? "SELECT grant_role(\(couple), \(guest), 'mom')"
+                        : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])",
+                    as: index == 0 ? partner : author, after: go)
             }
+            #expect(
+                [[.success, .refused("RBESC")], [.refused("RBESC"), .success]].contains(outcomes), "\(outcomes)")
+            let escalated = try await pool.count(
+                "SELECT count(*) FROM (SELECT user_has_permission(\(couple), \(guest), 'couple.delete') AS held) h WHERE held"
+            )
+            #expect(escalated == 0, "the partner never gave couple.delete, which they lack")
         }
     }
 }
