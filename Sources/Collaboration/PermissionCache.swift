@@ -28,10 +28,12 @@ import Synchronization
 /// takes. Everything the rules above keep per couple lives in the couple's shard; what concerns every couple
 /// (holds, epochs, policy changes) is applied to every shard.
 public final class PermissionCache: Sendable {
-    /// Taken before a load; `store` honours it only if nothing in between may have made the load stale.
+    /// Taken before a load (`ticket(for:)`); `store` honours it only if nothing in between may have made the load
+    /// stale. It is the ticket of one shard, the one whose couples the load is for: nothing in another shard can
+    /// make it stale.
     public struct Ticket: Sendable {
-        /// Each shard's, in shard order.
-        fileprivate let shards: [Shard.Ticket]
+        fileprivate let shard: Int
+        fileprivate let ticket: Shard.Ticket
     }
 
     /// Beyond this many policy changes, the next one drops everything: the log stays short to read.
@@ -80,24 +82,31 @@ public final class PermissionCache: Sendable {
 
     public func release() { for shard in shards { shard.release() } }
 
-    public func ticket() -> Ticket { Ticket(shards: shards.map { $0.ticket() }) }
+    /// For a load of `couple`'s sets.
+    public func ticket(for couple: UUID) -> Ticket { ticket(shard: shardIndex(couple)) }
 
-    /// Keeps a set loaded under `ticket`, unless it may be stale. Sets of unknown couples, and sets past their
-    /// expiry, are not kept.
+    /// For a load of the permissions the roles grant, which the first shard keeps.
+    public func ticketForKnownPermissions() -> Ticket { ticket(shard: 0) }
+
+    private func ticket(shard index: Int) -> Ticket { Ticket(shard: index, ticket: shards[index].ticket()) }
+
+    /// Keeps a set loaded under `ticket` (taken for `couple`), unless it may be stale. Sets of unknown couples,
+    /// and sets past their expiry, are not kept.
     public func store(_ set: PermissionSet, couple: UUID, user: UUID, ticket: Ticket) {
+        precondition(ticket.shard == shardIndex(couple), "a ticket taken for another couple's shard")
         guard set.revision != nil, set.expiresAt.map({ $0 > now() }) ?? true else { return }
-        let index = shardIndex(couple)
-        shards[index].store(set, couple: couple, user: user, ticket: ticket.shards[index])
+        shards[ticket.shard].store(set, couple: couple, user: user, ticket: ticket.ticket)
     }
 
     /// The permissions some role grants, if they were loaded since the policy last changed (kept in the first
     /// shard).
     public func knownPermissions() -> Set<Permission>? { shards[0].knownPermissions() }
 
-    /// Keeps the permissions the roles grant, loaded under `ticket`, unless a policy change or an
-    /// `invalidateAll` came in between.
+    /// Keeps the permissions the roles grant, loaded under `ticket` (`ticketForKnownPermissions`), unless a
+    /// policy change or an `invalidateAll` came in between.
     public func storeKnownPermissions(_ known: Set<Permission>, ticket: Ticket) {
-        shards[0].storeKnownPermissions(known, ticket: ticket.shards[0])
+        precondition(ticket.shard == 0, "a ticket taken for a couple's shard")
+        shards[0].storeKnownPermissions(known, ticket: ticket.ticket)
     }
 
     /// A membership of `couple` changed, bringing it to `revision` (nil: the couple is gone for good). Sets

@@ -51,7 +51,7 @@ public final class PermissionChecker: Sendable {
 
     private func knownPermissions() async throws -> Set<Permission> {
         if let known = cache?.knownPermissions() { return known }
-        let ticket = cache?.ticket()
+        let ticket = cache?.ticketForKnownPermissions()
         let known = Set(try await repository.roles().flatMap(\.permissions))
         if let cache, let ticket, isCacheTrusted() { cache.storeKnownPermissions(known, ticket: ticket) }
         return known
@@ -116,7 +116,7 @@ public final class PermissionChecker: Sendable {
         }
         // Taken while the feed is trusted, the ticket is enough: if the feed is lost during the load, it drops
         // everything when it notices (a new epoch), which either refuses the store or forgets what it stored.
-        let ticket = cache.ticket()
+        let ticket = cache.ticket(for: couple)
         let loaded = try await metrics.measure("permission.check", outcome: "database") {
             try await repository.permissionSet(couple: couple, user: user)
         }

@@ -16,7 +16,7 @@ struct PermissionCacheTests {
     @Test("a stored set is found, and only at its revision or older min_revision")
     func lookup() {
         let cache = PermissionCache()
-        cache.store(set(revision: 4), couple: couple, user: user, ticket: cache.ticket())
+        cache.store(set(revision: 4), couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.lookup(couple: couple, user: user) == set(revision: 4))
         #expect(cache.lookup(couple: couple, user: user, minRevision: 4) == set(revision: 4))
         #expect(cache.lookup(couple: couple, user: user, minRevision: 5) == nil)
@@ -29,16 +29,16 @@ struct PermissionCacheTests {
         let cache = PermissionCache(now: { clock.withLock { $0 } })
         let expiresAt = Date(timeIntervalSince1970: 1_000_060)
         let expiring = PermissionSet(permissions: [edit], revision: 3, role: "planner", expiresAt: expiresAt)
-        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket())
+        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket(for: couple))
         clock.withLock { $0 = expiresAt.addingTimeInterval(-0.001) }
         #expect(cache.lookup(couple: couple, user: user) == expiring, "an instant before, the set holds")
         clock.withLock { $0 = expiresAt }
         #expect(cache.lookup(couple: couple, user: user) == nil, "at the instant of expiry, it is not used")
         #expect(cache.count == 0, "and it is gone")
-        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket())
+        cache.store(expiring, couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.count == 0, "a set loaded before its expiry and stored after it is not kept")
         let lasting = PermissionSet(permissions: [edit], revision: 3, role: "planner")
-        cache.store(lasting, couple: couple, user: user, ticket: cache.ticket())
+        cache.store(lasting, couple: couple, user: user, ticket: cache.ticket(for: couple))
         clock.withLock { $0 = .distantFuture }
         #expect(cache.lookup(couple: couple, user: user) == lasting, "a set without an expiry holds until a change")
     }
@@ -46,11 +46,11 @@ struct PermissionCacheTests {
     @Test("a load that read before a change it heard of afterwards is not stored")
     func floor() {
         let cache = PermissionCache()
-        let ticket = cache.ticket()
+        let ticket = cache.ticket(for: couple)
         cache.invalidate(couple: couple, revision: 5)
         cache.store(set(revision: 4), couple: couple, user: user, ticket: ticket)
         #expect(cache.lookup(couple: couple, user: user) == nil)
-        cache.store(set(revision: 5), couple: couple, user: user, ticket: cache.ticket())
+        cache.store(set(revision: 5), couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.lookup(couple: couple, user: user) == set(revision: 5))
         cache.invalidate(couple: couple, revision: 6)
         #expect(cache.lookup(couple: couple, user: user) == nil)
@@ -60,8 +60,8 @@ struct PermissionCacheTests {
     func lateNotice() {
         let cache = PermissionCache()
         let (fresh, stale) = (UUID(), UUID())
-        cache.store(set(revision: 4), couple: couple, user: stale, ticket: cache.ticket())
-        cache.store(set(revision: 5), couple: couple, user: fresh, ticket: cache.ticket())
+        cache.store(set(revision: 4), couple: couple, user: stale, ticket: cache.ticket(for: couple))
+        cache.store(set(revision: 5), couple: couple, user: fresh, ticket: cache.ticket(for: couple))
         cache.invalidate(couple: couple, revision: 5)
         #expect(cache.lookup(couple: couple, user: fresh) == set(revision: 5), "read after the change: it shows it")
         #expect(cache.lookup(couple: couple, user: stale) == nil)
@@ -74,14 +74,14 @@ struct PermissionCacheTests {
     @Test("invalidateAll disowns loads in flight; unknown couples and deleted couples are never stored")
     func epochs() {
         let cache = PermissionCache()
-        let ticket = cache.ticket()
+        let ticket = cache.ticket(for: couple)
         cache.invalidateAll()
         cache.store(set(revision: 1), couple: couple, user: user, ticket: ticket)
         #expect(cache.count == 0)
-        cache.store(set(revision: nil), couple: couple, user: user, ticket: cache.ticket())
+        cache.store(set(revision: nil), couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.count == 0)
         cache.invalidate(couple: couple, revision: nil)
-        cache.store(set(revision: 99), couple: couple, user: user, ticket: cache.ticket())
+        cache.store(set(revision: 99), couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.count == 0)
     }
 
@@ -89,11 +89,11 @@ struct PermissionCacheTests {
     func knownPermissions() {
         let cache = PermissionCache()
         let known: Set<Permission> = [edit]
-        let stale = cache.ticket()
+        let stale = cache.ticketForKnownPermissions()
         cache.invalidateAll()
         cache.storeKnownPermissions(known, ticket: stale)
         #expect(cache.knownPermissions() == nil)
-        cache.storeKnownPermissions(known, ticket: cache.ticket())
+        cache.storeKnownPermissions(known, ticket: cache.ticketForKnownPermissions())
         #expect(cache.knownPermissions() == known)
         cache.invalidate(couple: couple, revision: 5)
         #expect(cache.knownPermissions() == known, "a membership change leaves the policy alone")
@@ -105,7 +105,7 @@ struct PermissionCacheTests {
     func roleChanges() {
         let cache = PermissionCache()
         let (planner, viewer, outsider) = (UUID(), UUID(), UUID())
-        let ticket = cache.ticket()
+        let (ticket, knownTicket) = (cache.ticket(for: couple), cache.ticketForKnownPermissions())
         cache.store(
             PermissionSet(permissions: [edit], revision: 3, role: "planner", policyRevision: 7), couple: couple,
             user: planner, ticket: ticket)
@@ -115,25 +115,25 @@ struct PermissionCacheTests {
         cache.store(
             PermissionSet(permissions: [], revision: 3, policyRevision: 7), couple: couple, user: outsider,
             ticket: ticket)
-        cache.storeKnownPermissions([edit], ticket: ticket)
+        cache.storeKnownPermissions([edit], ticket: knownTicket)
 
         cache.invalidate(roles: ["planner"], policyRevision: 8)
         #expect(cache.lookup(couple: couple, user: planner) == nil, "the planner's set is stale")
         #expect(cache.lookup(couple: couple, user: viewer)?.policyRevision == 8, "the viewer's holds at 8 too")
         #expect(cache.lookup(couple: couple, user: outsider) != nil, "a non-member holds nothing under any policy")
         #expect(cache.knownPermissions() == nil, "what some role grants may have changed")
-        cache.storeKnownPermissions([edit], ticket: ticket)
+        cache.storeKnownPermissions([edit], ticket: knownTicket)
         #expect(cache.knownPermissions() == nil, "a load of the permissions from before the change is not kept")
 
         // A load that read the planner's role before the change and stores after it.
         cache.store(
             PermissionSet(permissions: [edit], revision: 3, role: "planner", policyRevision: 7), couple: couple,
-            user: planner, ticket: cache.ticket())
+            user: planner, ticket: cache.ticket(for: couple))
         #expect(cache.lookup(couple: couple, user: planner) == nil)
         // One that read after it; and a change heard after a load that already saw it drops nothing.
         cache.store(
             PermissionSet(permissions: [], revision: 3, role: "planner", policyRevision: 9), couple: couple,
-            user: planner, ticket: cache.ticket())
+            user: planner, ticket: cache.ticket(for: couple))
         cache.invalidate(roles: ["planner"], policyRevision: 9)
         #expect(cache.lookup(couple: couple, user: planner)?.permissions == [])
 
@@ -148,12 +148,12 @@ struct PermissionCacheTests {
             cache.invalidate(roles: ["planner"], policyRevision: revision)
         }
         let viewer = PermissionSet(permissions: [], revision: 1, role: "viewer", policyRevision: 0)
-        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket())
+        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.lookup(couple: couple, user: user) != nil)
         cache.invalidate(roles: ["planner"], policyRevision: Int64(PermissionCache.maxRoleChanges) + 1)
         #expect(cache.count == 0)
         // The log starts afresh: a set read at an older revision is current as far as the cache has heard.
-        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket())
+        cache.store(viewer, couple: couple, user: user, ticket: cache.ticket(for: couple))
         #expect(cache.lookup(couple: couple, user: user) != nil)
     }
 
@@ -161,7 +161,7 @@ struct PermissionCacheTests {
     func capacity() {
         let cache = PermissionCache(capacity: 3)
         for _ in 0..<10 {
-            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket())
+            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID()))
         }
         #expect(cache.count <= 3)
         #expect(cache.count >= 1)
@@ -170,10 +170,10 @@ struct PermissionCacheTests {
     @Test("a couple looked up between evictions stays, however much cold traffic passes")
     func hotSetSurvives() {
         let cache = PermissionCache(capacity: 100)
-        cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket())
+        cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket(for: couple))
         var misses = 0
         for round in 1...20_000 {
-            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket())
+            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID()))
             if round % 50 == 0, cache.lookup(couple: couple, user: user) == nil { misses += 1 }
         }
         #expect(misses == 0)
@@ -183,18 +183,18 @@ struct PermissionCacheTests {
     @Test("evicting couples no notice named disowns no load; evicting one that was named disowns older loads")
     func evictionDisownsOnlyWhatItMust() {
         let cache = PermissionCache(capacity: 4)
-        let begun = cache.ticket()
-        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket()) }
+        let begun = cache.ticket(for: couple)
+        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID())) }
         cache.store(set(revision: 1), couple: couple, user: user, ticket: begun)
         #expect(cache.lookup(couple: couple, user: user) != nil, "cold evictions leave a load in flight alone")
 
         let named = UUID()
-        let beforeNotice = cache.ticket()
+        let beforeNotice = cache.ticket(for: named)
         cache.invalidate(couple: named, revision: 5)
-        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket()) }
+        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID())) }
         cache.store(set(revision: 4), couple: named, user: user, ticket: beforeNotice)
         #expect(cache.lookup(couple: named, user: user) == nil, "its floor went with it: the older load is refused")
-        cache.store(set(revision: 5), couple: named, user: user, ticket: cache.ticket())
+        cache.store(set(revision: 5), couple: named, user: user, ticket: cache.ticket(for: named))
         #expect(cache.lookup(couple: named, user: user) == set(revision: 5), "a load begun after the notice is kept")
     }
 
@@ -202,7 +202,9 @@ struct PermissionCacheTests {
     func shards() {
         let cache = PermissionCache(capacity: 4000, shards: 4)
         let couples = (0..<200).map { _ in UUID() }
-        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket()) }
+        for couple in couples {
+            cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket(for: couple))
+        }
         #expect(cache.count == 200, "room for 1,000 a shard holds 200 random couples, however they fall")
 
         cache.hold()
@@ -211,22 +213,21 @@ struct PermissionCacheTests {
         #expect(couples.allSatisfy { cache.lookup(couple: $0, user: user) != nil })
 
         // A notice for one couple refuses that couple's older load, and no other couple's.
-        let ticket = cache.ticket()
+        let loads = ([couples[0]] + (0..<200).map { _ in UUID() }).map { ($0, cache.ticket(for: $0)) }
         cache.invalidate(couple: couples[0], revision: 2)
-        let later = (0..<200).map { _ in UUID() }
-        for couple in [couples[0]] + later {
-            cache.store(set(revision: 1), couple: couple, user: UUID(), ticket: ticket)
-        }
+        for (couple, ticket) in loads { cache.store(set(revision: 1), couple: couple, user: UUID(), ticket: ticket) }
         #expect(cache.count == 199 + 200, "the noticed couple's set went, and its older load was refused")
 
-        let beforeDrop = cache.ticket()
+        let beforeDrop = couples.map { ($0, cache.ticket(for: $0)) }
         cache.invalidateAll()
-        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: beforeDrop) }
+        for (couple, ticket) in beforeDrop { cache.store(set(revision: 1), couple: couple, user: user, ticket: ticket) }
         #expect(cache.count == 0, "a load begun before invalidateAll is refused in every shard")
 
-        for couple in couples { cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket()) }
+        for couple in couples {
+            cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket(for: couple))
+        }
         let known = Set([edit])
-        cache.storeKnownPermissions(known, ticket: cache.ticket())
+        cache.storeKnownPermissions(known, ticket: cache.ticketForKnownPermissions())
         #expect(cache.knownPermissions() == known)
         cache.invalidate(roles: nil, policyRevision: 1)
         #expect(cache.count == 0 && cache.knownPermissions() == nil, "a change to any role empties every shard")
@@ -245,14 +246,27 @@ struct PermissionCacheTests {
         }
         let named = couples(inShard: 1, 1)[0]
         for couple in couples(inShard: 0, 5) { cache.invalidate(couple: couple, revision: 1) }
-        let begun = cache.ticket()
+        let begun = cache.ticket(for: named)
         cache.invalidate(couple: named, revision: 5)
         // Room for two couples a shard: the named couple is evicted, and its floor with it.
         for couple in couples(inShard: 1, 4) {
-            cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket())
+            cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket(for: couple))
         }
         cache.store(set(revision: 4), couple: named, user: user, ticket: begun)
         #expect(cache.lookup(couple: named, user: user) == nil, "begun before its shard's notice, the load is refused")
+    }
+
+    @Test("a ticket taken for a couple of one shard stores nothing of another's: the process stops")
+    func ticketOfAnotherShard() async {
+        await #expect(processExitsWith: .failure) {
+            let cache = PermissionCache(capacity: 8, shards: 2)
+            let couples = (0..<64).map { _ in UUID() }
+            let first = couples.first { cache.shardIndex($0) == 0 }!
+            let second = couples.first { cache.shardIndex($0) == 1 }!
+            cache.store(
+                PermissionSet(permissions: [], revision: 1), couple: second, user: UUID(),
+                ticket: cache.ticket(for: first))
+        }
     }
 
     @Test("the checker answers from the cache only while trusted, and reads through min_revision")

@@ -10,7 +10,9 @@ struct PermissionCacheMetricsTests {
         let registry = PrometheusCollectorRegistry()
         let cache = PermissionCache(capacity: 3, metrics: PrometheusMetricsFactory(registry: registry))
         let set = PermissionSet(permissions: [], revision: 1)
-        for _ in 0..<5 { cache.store(set, couple: UUID(), user: UUID(), ticket: cache.ticket()) }
+        for couple in (0..<5).map({ _ in UUID() }) {
+            cache.store(set, couple: couple, user: UUID(), ticket: cache.ticket(for: couple))
+        }
         let samples = try CacheTests.parsePrometheus(registry.emitToString())
         #expect(samples["rbac_permission_cache_couples"] == 3)
         #expect(samples["rbac_permission_cache_evictions_total"] == 2)
@@ -23,7 +25,9 @@ struct PermissionCacheMetricsTests {
         let registry = PrometheusCollectorRegistry()
         let cache = PermissionCache(capacity: 3_000, shards: 3, metrics: PrometheusMetricsFactory(registry: registry))
         let set = PermissionSet(permissions: [], revision: 1)
-        for _ in 0..<30 { cache.store(set, couple: UUID(), user: UUID(), ticket: cache.ticket()) }
+        for couple in (0..<30).map({ _ in UUID() }) {
+            cache.store(set, couple: couple, user: UUID(), ticket: cache.ticket(for: couple))
+        }
         #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 30)
         cache.invalidateAll()
         #expect(try CacheTests.parsePrometheus(registry.emitToString())["rbac_permission_cache_couples"] == 0)
