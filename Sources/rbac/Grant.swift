@@ -27,16 +27,14 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await member.run(acting) { context, actor, user, couple in
-                let membership = try await context.memberships.grant(
-                    try RoleName(validating: role), to: user.id, in: couple,
+            try await member.change(acting) { context, actor, user, couple in
+                try await context.memberships.grant(
+                    try RoleName(validating: role), to: user, in: couple,
                     until: try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until")),
                     as: actor)
+            } message: { user, membership in
                 let until = membership.expiresAt.map { " until \($0.iso8601)" } ?? ""
-                try acting.output.print(
-                    membership,
-                    "\(user.email) is now \(membership.role) in couple \(membership.coupleID.uuidString.lowercased())\(until)"
-                )
+                return "\(user.email) is now \(membership.role) in couple \(idText(membership.coupleID))\(until)"
             }
         }
     }

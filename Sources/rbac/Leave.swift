@@ -11,9 +11,10 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await member.run(acting) { context, actor, user, couple in
-                let left = try await context.memberships.leave(couple, user: user.id, as: actor)
-                try acting.output.print(left, "\(user.email) left couple \(left.coupleID.uuidString.lowercased())")
+            try await member.change(acting) { context, actor, user, couple in
+                try await context.memberships.leave(couple, user: user, as: actor)
+            } message: {
+                "\($0.email) left couple \(idText($1.coupleID))"
             }
         }
     }

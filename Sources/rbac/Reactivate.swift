@@ -15,11 +15,10 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await member.run(acting) { context, actor, user, couple in
-                let active = try await context.memberships.reactivate(user.id, in: couple, as: actor)
-                try acting.output.print(
-                    active,
-                    "Reactivated \(user.email) (\(active.role)) in couple \(active.coupleID.uuidString.lowercased())")
+            try await member.change(acting) { context, actor, user, couple in
+                try await context.memberships.reactivate(user, in: couple, as: actor)
+            } message: {
+                "Reactivated \($0.email) (\($1.role)) in couple \(idText($1.coupleID))"
             }
         }
     }

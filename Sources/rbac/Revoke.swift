@@ -11,11 +11,10 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await member.run(acting) { context, actor, user, couple in
-                let removed = try await context.memberships.remove(user.id, from: couple, as: actor)
-                try acting.output.print(
-                    removed,
-                    "Removed \(user.email) (\(removed.role)) from couple \(removed.coupleID.uuidString.lowercased())")
+            try await member.change(acting) { context, actor, user, couple in
+                try await context.memberships.remove(user, from: couple, as: actor)
+            } message: {
+                "Removed \($0.email) (\($1.role)) from couple \(idText($1.coupleID))"
             }
         }
     }

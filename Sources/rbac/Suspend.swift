@@ -16,12 +16,10 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func run() async throws {
-            try await member.run(acting) { context, actor, user, couple in
-                let suspended = try await context.memberships.suspend(user.id, in: couple, as: actor)
-                try acting.output.print(
-                    suspended,
-                    "Suspended \(user.email) (\(suspended.role)) in couple \(suspended.coupleID.uuidString.lowercased())"
-                )
+            try await member.change(acting) { context, actor, user, couple in
+                try await context.memberships.suspend(user, in: couple, as: actor)
+            } message: {
+                "Suspended \($0.email) (\($1.role)) in couple \(idText($1.coupleID))"
             }
         }
     }

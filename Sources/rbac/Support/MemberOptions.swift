@@ -12,12 +12,17 @@ struct MemberOptions: ParsableArguments {
         try Parse.user(user)
     }
 
-    /// Runs `body` as the acting person, with the member's user and couple.
-    func run<T>(
-        _ acting: ActingOptions, _ body: (CommandContext, Actor, User, _ couple: UUID) async throws -> T
-    ) async throws -> T {
+    /// Runs `body`, a change to the membership, as the acting person, and prints the membership it returns: as
+    /// JSON with --json, else `message`.
+    func change(
+        _ acting: ActingOptions,
+        _ body: (CommandContext, Actor, _ user: UUID, _ couple: UUID) async throws -> Membership,
+        message: (User, Membership) -> String
+    ) async throws {
         try await acting.run { context, actor in
-            try await body(context, actor, try await context.user(user), try Parse.couple(couple))
+            let user = try await context.user(user)
+            let membership = try await body(context, actor, user.id, try Parse.couple(couple))
+            try acting.output.print(membership, message(user, membership))
         }
     }
 }
