@@ -51,25 +51,20 @@ extension RBAC {
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(abstract: "Define a role of the couple's own.")
-            @Option(help: "The couple's id.") var couple: String
-            @Option(help: "The role's name: lower-case letters and underscores.") var name: String
+            @OptionGroup var role: CoupleRoleOptions
             @Option(help: "What the role is for, shown where it is given and on invitation pages.")
             var description: String
             @Option(help: "A permission it grants (repeat for several).") var permission: [String] = []
             @OptionGroup var acting: ActingOptions
 
-            func validate() throws {
-                _ = try Parse.couple(couple)
-                try Parse.role(name)
-                _ = try Roles.permissions(permission)
-            }
+            func validate() throws { _ = try Roles.permissions(permission) }
 
             func run() async throws {
                 try await acting.run { context, actor in
-                    let role = try await context.permissions.createRole(
-                        try RoleName(validating: name), in: try Parse.couple(couple), description: description,
+                    let created = try await context.permissions.createRole(
+                        try role.roleName(), in: try role.coupleID(), description: description,
                         permissions: try Roles.permissions(permission), as: actor)
-                    try acting.output.print(role, Roles.table([role]))
+                    try acting.output.print(created, Roles.table([created]))
                 }
             }
         }
@@ -78,16 +73,13 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Change a couple's own role: its description, what it grants, or both.",
                 discussion: "--permission replaces what the role grants; its holders get the new set at once.")
-            @Option(help: "The couple's id.") var couple: String
-            @Option(help: "The role's name.") var name: String
+            @OptionGroup var role: CoupleRoleOptions
             @Option(help: "Its new description.") var description: String?
             @Option(help: "A permission it grants from now on (repeat; replaces the set).") var permission: [String] =
                 []
             @OptionGroup var acting: ActingOptions
 
             func validate() throws {
-                _ = try Parse.couple(couple)
-                try Parse.role(name)
                 _ = try Roles.permissions(permission)
                 guard description != nil || !permission.isEmpty else {
                     throw ValidationError("give --description, --permission, or both")
@@ -96,10 +88,10 @@ extension RBAC {
 
             func run() async throws {
                 try await acting.run { context, actor in
-                    let role = try await context.permissions.editRole(
-                        try RoleName(validating: name), in: try Parse.couple(couple), description: description,
+                    let edited = try await context.permissions.editRole(
+                        try role.roleName(), in: try role.coupleID(), description: description,
                         permissions: permission.isEmpty ? nil : try Roles.permissions(permission), as: actor)
-                    try acting.output.print(role, Roles.table([role]))
+                    try acting.output.print(edited, Roles.table([edited]))
                 }
             }
         }
@@ -108,29 +100,38 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Delete a couple's own role.",
                 discussion: "A role someone holds (or a pending invitation names) needs --reassign.")
-            @Option(help: "The couple's id.") var couple: String
-            @Option(help: "The role's name.") var name: String
+            @OptionGroup var role: CoupleRoleOptions
             @Option(help: ArgumentHelp("Move its members and pending invitations to this role.", valueName: "role"))
             var reassign: String?
             @OptionGroup var acting: ActingOptions
 
-            func validate() throws {
-                _ = try Parse.couple(couple)
-                try Parse.role(name)
-                try reassign.map(Parse.role)
-            }
+            func validate() throws { try reassign.map(Parse.role) }
 
             func run() async throws {
                 try await acting.run { context, actor in
-                    let couple = try Parse.couple(couple)
+                    let (couple, name) = (try role.coupleID(), try role.roleName())
                     try await context.permissions.deleteRole(
-                        try RoleName(validating: name), in: couple,
-                        reassign: try reassign.map { try RoleName(validating: $0) }, as: actor)
+                        name, in: couple, reassign: try reassign.map { try RoleName(validating: $0) }, as: actor)
                     let moved = reassign.map { "; its members now hold \($0)" } ?? ""
                     try acting.output.print(
-                        ["deleted": name], "deleted role \(name) of couple \(couple.uuidString.lowercased())\(moved)")
+                        ["deleted": name.rawValue], "deleted role \(name) of couple \(idText(couple))\(moved)")
                 }
             }
+        }
+
+        /// Which couple's own role a verb is about.
+        struct CoupleRoleOptions: ParsableArguments {
+            @Option(help: "The couple's id.") var couple: String
+            @Option(help: "The role's name: lower-case letters and underscores.") var name: String
+
+            func validate() throws {
+                _ = try coupleID()
+                try Parse.role(name)
+            }
+
+            func coupleID() throws -> UUID { try Parse.couple(couple) }
+
+            func roleName() throws -> RoleName { try RoleName(validating: name) }
         }
 
         static func permissions(_ names: [String]) throws -> [Permission] {
