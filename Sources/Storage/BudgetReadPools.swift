@@ -26,8 +26,9 @@ public final class BudgetReadPools: Sendable {
 
     private struct State {
         var workers: [Node: Worker] = [:]
-        /// When workers' pools were last looked over for idle ones.
-        var sweptAt = ContinuousClock.now
+        /// When the first worker's pool may have gone idle: the oldest last use plus the lifetime (nil: no
+        /// worker). Reads look the pools over only from then on.
+        var sweepAt: ContinuousClock.Instant?
         /// Each couple's node as last looked up (nil: the coordinator), and when.
         var nodes: [UUID: (node: Node?, at: ContinuousClock.Instant)] = [:]
         /// Workers this service could not reach, and until when their couples are read through the coordinator.
@@ -112,19 +113,22 @@ public final class BudgetReadPools: Sendable {
                 configuration: configuration, maxConnections: maxConnectionsPerWorker,
                 acquireTimeout: coordinator.acquireTimeout)
             state.workers[node] = Worker(pool: pool, used: now)
+            // Any pool already open went idle first, if at all.
+            state.sweepAt = state.sweepAt ?? now + idleWorkerLifetime
             return pool
         }
     }
 
-    /// Closes the pools no read has used for `idleWorkerLifetime`, looking at most once in that time. A read
-    /// holds its pool for far less, so none is closed under one.
+    /// Closes the pools no read has used for `idleWorkerLifetime`, from the first read after each went idle.
+    /// Reads look the pools over only once the oldest of them may have gone idle, which a use since then
+    /// moves on; a read holds its pool for far less than the lifetime, so none is closed under one.
     private func closeIdleWorkers() async {
         let now = ContinuousClock.now
         let idle = state.withLock { state -> [PostgresConnectionPool] in
-            guard now - state.sweptAt >= idleWorkerLifetime else { return [] }
-            state.sweptAt = now
+            guard let sweepAt = state.sweepAt, now >= sweepAt else { return [] }
             let idle = state.workers.filter { now - $0.value.used >= idleWorkerLifetime }
             for node in idle.keys { state.workers[node] = nil }
+            state.sweepAt = state.workers.values.map(\.used).min().map { $0 + idleWorkerLifetime }
             return idle.values.map(\.pool)
         }
         for pool in idle { await pool.close() }

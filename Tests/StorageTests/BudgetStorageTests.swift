@@ -367,8 +367,12 @@ struct BudgetStorageTests {
                 AS $$ SELECT '127.0.0.1', current_setting('port')::int WHERE p_couple = \(literal: "\(stored)") $$
                 """)
             let lifetime = Duration.seconds(2)
+            let created = ContinuousClock.now
             let reads = BudgetReadPools(coordinator: pool, idleWorkerLifetime: lifetime)
             try await ensuring {
+                // The worker's pool is opened halfway through the reads' first lifetime, and another read comes at
+                // its end, before the pool has been idle that long: the pool still closes a lifetime after its use.
+                try await Task.sleep(until: created + lifetime / 2, clock: .continuous)
                 let started = ContinuousClock.now
                 let worker = try await reads.read(stored) { $0 }
                 let used = ContinuousClock.now
@@ -378,6 +382,7 @@ struct BudgetStorageTests {
                     try await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(session)").count == 1
                 }
                 // Read within the lifetime: the worker's pool stays open.
+                try await Task.sleep(until: created + lifetime, clock: .continuous)
                 #expect(try await reads.read(other) { $0 } === pool)
                 if ContinuousClock.now - started < lifetime { #expect(try await open()) }
 
