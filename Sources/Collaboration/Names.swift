@@ -1,29 +1,38 @@
 import Foundation
 
+/// A name whose shape `init?(rawValue:)` checks, parsed from what a person typed by `init(validating:)`.
+public protocol CheckedName: RawRepresentable<String>, CustomStringConvertible {
+    /// What a name of this kind looks like, as an error tells it.
+    static var shape: String { get }
+}
+
+extension CheckedName {
+    /// Parses `text`; the error says what a name of this kind looks like.
+    public init(validating text: String) throws(CollaborationError) {
+        guard let name = Self(rawValue: text) else {
+            throw CollaborationError(.invalidInput, "\(quoted(text)) is not \(Self.shape)")
+        }
+        self = name
+    }
+
+    public var description: String { rawValue }
+}
+
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
-public struct RoleName: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+public struct RoleName: CheckedName, Hashable, Sendable, Codable {
+    public static let shape = "a role name (lower-case letters and underscores)"
+    public static let owner = RoleName(rawValue: "owner")!
     public let rawValue: String
 
     public init?(rawValue: String) {
         guard rawValue.utf8.count <= 63, isLowercaseWord(rawValue.utf8[...]) else { return nil }
         self.rawValue = rawValue
     }
-
-    /// Parses a role a person typed; the error says what a role name looks like.
-    public init(validating text: String) throws(CollaborationError) {
-        guard let role = RoleName(rawValue: text) else {
-            throw CollaborationError(
-                .invalidInput, "\(quoted(text)) is not a role name (lower-case letters and underscores)")
-        }
-        self = role
-    }
-
-    public static let owner = RoleName(rawValue: "owner")!
-    public var description: String { rawValue }
 }
 
 /// A permission string, `area.action`, such as `budget.edit`.
-public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
+public struct Permission: CheckedName, Hashable, Sendable, Codable {
+    public static let shape = "a permission (area.action, e.g. budget.edit)"
     public let rawValue: String
 
     public init?(rawValue: String) {
@@ -33,16 +42,6 @@ public struct Permission: RawRepresentable, Hashable, Sendable, Codable, CustomS
         else { return nil }
         self.rawValue = rawValue
     }
-
-    public init(validating text: String) throws(CollaborationError) {
-        guard let permission = Permission(rawValue: text) else {
-            throw CollaborationError(
-                .invalidInput, "\(quoted(text)) is not a permission (area.action, e.g. budget.edit)")
-        }
-        self = permission
-    }
-
-    public var description: String { rawValue }
 }
 
 /// `[a-z][a-z_]*`. Checked byte by byte: permission names are parsed for every permission set read from the

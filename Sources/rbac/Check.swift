@@ -18,11 +18,7 @@ extension RBAC {
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var output: OutputOptions
 
-        func validate() throws {
-            guard Permission(rawValue: permission) != nil else {
-                throw ValidationError("\(quoted(permission)) is not a permission (area.action, e.g. budget.edit)")
-            }
-        }
+        func validate() throws { try Parse.name(permission, as: Permission.self) }
 
         func run() async throws {
             let allowed = try await CommandContext.run(database) { context in

@@ -22,7 +22,7 @@ extension RBAC {
         @OptionGroup var acting: ActingOptions
 
         func validate() throws {
-            try Parse.role(role)
+            try Parse.name(role, as: RoleName.self)
             _ = try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until"))
         }
 

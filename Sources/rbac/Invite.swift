@@ -39,7 +39,7 @@ extension RBAC {
 
         func validate() throws {
             _ = try Parse.couple(couple)
-            try Parse.role(role)
+            try Parse.name(role, as: RoleName.self)
             _ = try membershipExpiresAt
             if let email { try Parse.email(email) }
         }

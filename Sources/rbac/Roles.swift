@@ -105,7 +105,7 @@ extension RBAC {
             var reassign: String?
             @OptionGroup var acting: ActingOptions
 
-            func validate() throws { try reassign.map(Parse.role) }
+            func validate() throws { _ = try reassign.map { try Parse.name($0, as: RoleName.self) } }
 
             func run() async throws {
                 try await acting.run { context, actor in
@@ -126,7 +126,7 @@ extension RBAC {
 
             func validate() throws {
                 _ = try coupleID()
-                try Parse.role(name)
+                try Parse.name(name, as: RoleName.self)
             }
 
             func coupleID() throws -> UUID { try Parse.couple(couple) }
@@ -134,14 +134,7 @@ extension RBAC {
             func roleName() throws -> RoleName { try RoleName(validating: name) }
         }
 
-        static func permissions(_ names: [String]) throws -> [Permission] {
-            try names.map { name in
-                guard let permission = Permission(rawValue: name) else {
-                    throw ValidationError("\(quoted(name)) is not a permission (area.action, e.g. budget.edit)")
-                }
-                return permission
-            }
-        }
+        static func permissions(_ names: [String]) throws -> [Permission] { try names.map { try Parse.name($0) } }
 
         static func table(_ roles: [CoupleRole]) -> String {
             Table(

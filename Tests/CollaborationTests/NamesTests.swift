@@ -38,6 +38,26 @@ struct NamesTests {
         #expect(Permission(rawValue: "a." + String(repeating: "b", count: 98)) != nil)
     }
 
+    @Test("a refused role name or permission is named, with what one looks like")
+    func refusalsSayTheShape() {
+        #expect(
+            message { try RoleName(validating: "Owner") }
+                == "\"Owner\" is not a role name (lower-case letters and underscores)")
+        #expect(
+            message { try Permission(validating: "budget") }
+                == "\"budget\" is not a permission (area.action, e.g. budget.edit)")
+        #expect(message { _ = try Permission(validating: "budget.edit") } == nil)
+    }
+
+    private func message(_ parse: () throws -> some Any) -> String? {
+        do {
+            _ = try parse()
+            return nil
+        } catch {
+            return (error as? CollaborationError)?.message ?? "\(error)"
+        }
+    }
+
     @Test("a user is named by UUID or by email address, nothing else")
     func userReferences() throws {
         let id = UUID()

@@ -165,26 +165,23 @@ enum Parse {
         return id
     }
 
-    static func couple(_ text: String) throws -> UUID {
-        do {
-            return try parseCoupleID(text)
-        } catch {
-            throw ValidationError(error.message)
-        }
+    static func couple(_ text: String) throws -> UUID { try validated { try parseCoupleID(text) } }
+
+    static func email(_ text: String) throws { _ = try validated { try EmailAddress(validating: text) } }
+
+    static func user(_ text: String) throws { _ = try validated { try UserReference(parsing: text) } }
+
+    /// A role's or a permission's name.
+    @discardableResult
+    static func name<Name: CheckedName>(_ text: String, as _: Name.Type = Name.self) throws -> Name {
+        try validated { try Name(validating: text) }
     }
 
-    static func email(_ text: String) throws {
+    /// What `parse` makes of a person's text; its error becomes ArgumentParser's, which prints it with the usage.
+    private static func validated<Value>(_ parse: () throws -> Value) throws -> Value {
         do {
-            _ = try EmailAddress(validating: text)
-        } catch {
-            throw ValidationError(error.message)
-        }
-    }
-
-    static func user(_ text: String) throws {
-        do {
-            _ = try UserReference(parsing: text)
-        } catch {
+            return try parse()
+        } catch let error as CollaborationError {
             throw ValidationError(error.message)
         }
     }
@@ -199,14 +196,6 @@ enum Parse {
             )
         }
         return token
-    }
-
-    static func role(_ text: String) throws {
-        do {
-            _ = try RoleName(validating: text)
-        } catch {
-            throw ValidationError(error.message)
-        }
     }
 }
 
