@@ -121,7 +121,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     ).addRoutes(to: router)
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
-        .add(middleware: JSONBodyMiddleware()).add(middleware: DocumentedQueryMiddleware())
+        .add(middleware: JSONBodyMiddleware()).add(middleware: DocumentedRequestMiddleware())
     let permissions = CollaborationPermissionService(repository: dependencies.repository, metrics: metrics)
     PermissionAPIController(
         repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,

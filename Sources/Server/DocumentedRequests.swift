@@ -4,11 +4,12 @@ import Hummingbird
 import NIOCore
 import Tenancy
 
-/// The query parameters and JSON body keys each API route may be sent, as `openapi.json` documents them. Any
-/// other is refused with a 400 naming it and those the route takes: read without it, a client's `is_primary` for
-/// `primary`, `folderId` for `folder_id` or `?serch=` for `?search=` would change nothing, or list everything,
-/// while the answer said the request was done. Taken from the document, so that what it promises and what the
-/// service reads cannot drift.
+/// The query parameters and JSON body keys each API route may be sent, and whether it acts for the user
+/// `X-Acting-User` names, as `openapi.json` documents them. Any other is refused with a 400 naming it: read
+/// without it, a client's `is_primary` for `primary`, `folderId` for `folder_id` or `?serch=` for `?search=` would
+/// change nothing, or list everything, while the answer said the request was done; and a backend that names a user
+/// to a route that answers for the service key alone would take what it is shown for what that user may see. Taken
+/// from the document, so that what it promises and what the service reads cannot drift.
 enum DocumentedRequests {
     /// What a schema says of the keys a JSON value may hold.
     indirect enum Shape: Sendable {
@@ -23,6 +24,8 @@ enum DocumentedRequests {
     /// What one documented operation may be sent.
     struct Operation: Sendable {
         var query: Set<String> = []
+        /// Whether it takes `X-Acting-User`.
+        var actsForUser = false
         /// The shape of its JSON body, if it takes one.
         var body: Shape?
     }
@@ -42,10 +45,13 @@ enum DocumentedRequests {
                 guard let entry = entry as? [String: Any] else { continue }
                 var operation = Operation()
                 for parameter in entry["parameters"] as? [Any] ?? [] {
-                    guard let parameter = resolved(parameter, in: parameters), parameter["in"] as? String == "query",
-                        let name = parameter["name"] as? String
+                    guard let parameter = resolved(parameter, in: parameters), let name = parameter["name"] as? String
                     else { continue }
-                    operation.query.insert(name)
+                    switch parameter["in"] as? String {
+                    case "query": operation.query.insert(name)
+                    case "header" where HTTPField.Name(name) == .actingUser: operation.actsForUser = true
+                    default: continue
+                    }
                 }
                 let content = (entry["requestBody"] as? [String: Any])?["content"] as? [String: Any]
                 if let schema = (content?["application/json"] as? [String: Any])?["schema"] {
@@ -86,9 +92,14 @@ enum DocumentedRequests {
         try refuse(value, shape, at: Self.whole)
     }
 
-    /// A 400 naming the first query parameter (by name) that the route does not take; names are compared
-    /// percent-decoded, as `Request.queryParameter` reads them. Nothing for a route the document does not know.
-    static func refuseUnknownQuery(_ request: Request, route: String?) throws(APIError) {
+    /// A 400 for `X-Acting-User` sent to a route that does not take it, or naming the first query parameter (by
+    /// name) that the route does not take; names are compared percent-decoded, as `Request.queryParameter` reads
+    /// them. Nothing for a route the document does not know.
+    static func refuseUndocumented(_ request: Request, route: String?) throws(APIError) {
+        if request.headers[.actingUser] != nil, operation(request.method, route)?.actsForUser == false {
+            throw APIError.badRequest(
+                "this request takes no X-Acting-User: it answers for the service key, whichever user the header names")
+        }
         guard request.uri.query?.isEmpty == false else { return }  // most requests: nothing to look up
         guard let taken = operation(request.method, route)?.query else { return }
         let names = request.uri.queryParameters.map { String($0.key.removingPercentEncoding ?? String($0.key)) }
@@ -139,12 +150,13 @@ func documentedJSONBody(_ request: Request, _ context: some RequestContext) asyn
     return buffer
 }
 
-/// Refuses a query parameter the route does not take (`DocumentedRequests`), before anything else reads the query.
-struct DocumentedQueryMiddleware<Context: RequestContext>: RouterMiddleware {
+/// Refuses an `X-Acting-User` or a query parameter the route does not take (`DocumentedRequests`), before the
+/// route reads either.
+struct DocumentedRequestMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        try DocumentedRequests.refuseUnknownQuery(request, route: context.endpointPath)
+        try DocumentedRequests.refuseUndocumented(request, route: context.endpointPath)
         return try await next(request, context)
     }
 }

@@ -1,5 +1,6 @@
 import Collaboration
 import Foundation
+import HTTPTypes
 import Hummingbird
 
 extension APIError {
@@ -8,6 +9,11 @@ extension APIError {
         guard let text, let id = UUID(parsing: text) else { throw APIError.badRequest("\(name) must be a UUID") }
         return id
     }
+}
+
+extension HTTPField.Name {
+    /// The end user a backend acts for, on the routes that act for one (`Request.actingUserID()`).
+    static let actingUser = HTTPField.Name("X-Acting-User")!
 }
 
 extension HTTPFields {
@@ -54,7 +60,7 @@ extension Request {
 
     /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
     func actingUserID() throws -> UUID {
-        guard let header = headers[.init("X-Acting-User")!] else {
+        guard let header = headers[.actingUser] else {
             throw APIError.badRequest("X-Acting-User must name the user this request acts for")
         }
         return try APIError.uuid(header, "X-Acting-User")

@@ -100,7 +100,10 @@ struct CacheTests {
             ).1.rawValue
         }
 
-        var headers: HTTPFields { [.authorization: "Bearer \(key)", .init("X-Acting-User")!: owner.uuidString] }
+        /// The service key alone, as the checks take it.
+        var keyHeaders: HTTPFields { [.authorization: "Bearer \(key)"] }
+        /// The service key acting for the owner, as the writes take it.
+        var headers: HTTPFields { [.authorization: "Bearer \(key)", .actingUser: owner.uuidString] }
 
         func check(minRevision: Int64? = nil) -> ByteBuffer {
             let revision = minRevision.map { #","min_revision":\#($0)"# } ?? ""
@@ -123,7 +126,7 @@ struct CacheTests {
         -> Answer
     {
         try await client.execute(
-            uri: "/v1/check", method: .post, headers: world.headers, body: world.check(minRevision: minRevision)
+            uri: "/v1/check", method: .post, headers: world.keyHeaders, body: world.check(minRevision: minRevision)
         ) { response in
             #expect(response.status == .ok)
             return try JSONDecoder().decode(Answer.self, from: Data(buffer: response.body))
@@ -159,7 +162,7 @@ struct CacheTests {
                 var answers: [(fields: HTTPFields, body: String)] = []
                 for _ in 0..<3 {
                     try await client.execute(
-                        uri: "/v1/check", method: .post, headers: world.headers, body: world.check()
+                        uri: "/v1/check", method: .post, headers: world.keyHeaders, body: world.check()
                     ) { response in
                         #expect(response.status == .ok)
                         var fields = response.headers
@@ -209,7 +212,7 @@ struct CacheTests {
             try await instance.app().test(.live) { client in
                 let before = instance.pool.statementsSent
                 let results = try await client.execute(
-                    uri: "/v1/check/batch", method: .post, headers: world.headers, body: body
+                    uri: "/v1/check/batch", method: .post, headers: world.keyHeaders, body: body
                 ) { response in
                     #expect(response.status == .ok)
                     return try JSONDecoder().decode(Results.self, from: Data(buffer: response.body)).results
@@ -263,7 +266,7 @@ struct CacheTests {
             try await instance.app().test(.live) { client in
                 let before = try await Self.answer(client, world)
                 #expect(before.allowed)
-                try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: owner) {
+                try await client.execute(uri: "/v1/check", method: .post, headers: world.keyHeaders, body: owner) {
                     #expect(String(buffer: $0.body).hasPrefix(#"{"allowed":true"#))
                 }
                 #expect(instance.cache.count == 2)
@@ -298,7 +301,8 @@ struct CacheTests {
             )
             try await instance.app().test(.live) { client in
                 func status() async throws -> HTTPResponse.Status {
-                    try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: approve) {
+                    try await client.execute(uri: "/v1/check", method: .post, headers: world.keyHeaders, body: approve)
+                    {
                         $0.status
                     }
                 }
@@ -316,7 +320,7 @@ struct CacheTests {
                 while try await status() == .badRequest && ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(10))
                 }
-                try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: approve) {
+                try await client.execute(uri: "/v1/check", method: .post, headers: world.keyHeaders, body: approve) {
                     #expect($0.status == .ok, "the policy's notice reached the instance within a second")
                     #expect(String(buffer: $0.body).hasPrefix(#"{"allowed":true"#))
                 }

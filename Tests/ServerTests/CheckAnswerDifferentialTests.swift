@@ -178,6 +178,9 @@ struct CheckAnswerDifferentialTests {
             request(check(user: fixture.owner), contentType: "text/plain"),
             request(#"{"couple_id":"\#(fixture.couple)","#),
             request(check(user: fixture.owner, extra: #","note":"x""#)),
+            // A check names its user in the body; a header naming one is refused, not passed over.
+            request(check(user: fixture.owner)).replacingOccurrences(
+                of: "Host: rbac.test\r\n", with: "Host: rbac.test\r\nX-Acting-User: \(fixture.invitee)\r\n"),
             request(check(user: fixture.owner, extra: #","note":"\#(String(repeating: "x", count: 70_000))""#)),
         ]
 

@@ -21,7 +21,7 @@ struct ExpiringAndCoupleRolesCacheTests {
             string:
                 #"{"couple_id":"\#(couple ?? world.couple)","user_id":"\#(user)","permission":"\#(permission)"\#(revision)}"#
         )
-        return try await client.execute(uri: "/v1/check", method: .post, headers: world.headers, body: body) {
+        return try await client.execute(uri: "/v1/check", method: .post, headers: world.keyHeaders, body: body) {
             #expect($0.status == .ok)
             return try JSONDecoder().decode(CacheTests.Answer.self, from: Data(buffer: $0.body))
         }

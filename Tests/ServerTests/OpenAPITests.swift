@@ -84,7 +84,7 @@ struct OpenAPITests {
                 // Any ids: the body is read before they are looked up.
                 try await client.execute(
                     uri: Self.uri(parts[1]), method: HTTPRequest.Method(String(parts[0]))!,
-                    headers: fixture.keyHeader(actingAs: fixture.owner),
+                    headers: fixture.keyHeader(for: operation),
                     body: ByteBuffer(string: #"{"zz_undocumented": 1}"#)
                 ) { response in
                     #expect(response.status == .badRequest, "\(operation)")
@@ -94,7 +94,7 @@ struct OpenAPITests {
             }
             let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit""#
             try await client.execute(
-                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader(actingAs: fixture.owner),
+                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader,
                 body: ByteBuffer(string: #"{"checks":[\#(check)},\#(check),"minRevision":1}]}"#)
             ) { response in
                 #expect(response.status == .badRequest)
@@ -104,7 +104,7 @@ struct OpenAPITests {
                             + "min_revision, permission, user_id"))
             }
             try await client.execute(
-                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader(actingAs: fixture.owner),
+                uri: "/v1/check/batch", method: .post, headers: fixture.keyHeader,
                 body: ByteBuffer(string: #"{"checks":[\#(check)}]}"#)
             ) { response in
                 #expect(response.status == .ok, "the documented keys alone are read as before")
@@ -126,7 +126,7 @@ struct OpenAPITests {
                 let query = (taken.sorted() + ["zz_undocumented"]).map { "\($0)=1" }.joined(separator: "&")
                 try await client.execute(
                     uri: "\(Self.uri(path[...]))?\(query)", method: HTTPRequest.Method(method.uppercased())!,
-                    headers: fixture.keyHeader(actingAs: fixture.owner)
+                    headers: fixture.keyHeader(for: "\(method.uppercased()) \(path)")
                 ) { response in
                     #expect(response.status == .badRequest, "\(method) \(path)")
                     #expect(

@@ -14,16 +14,19 @@ struct RepeatedJSONKeysTests {
         let planner = try await fixture.member("pia", "planner").userID
         let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(planner)","permission":"couple.delete""#
         try await fixture.application().test(.router) { client in
-            for (method, uri, body) in [
-                (HTTPRequest.Method.post, "/v1/check", check + #","permission":"budget.edit"}"#),
-                (.post, "/v1/check/batch", #"{"checks":[\#(check)}],"checks":[]}"#),
+            for (method, uri, headers, body) in [
+                (HTTPRequest.Method.post, "/v1/check", fixture.keyHeader, check + #","permission":"budget.edit"}"#),
+                (.post, "/v1/check/batch", fixture.keyHeader, #"{"checks":[\#(check)}],"checks":[]}"#),
                 (
-                    .post, "/v1/couples/\(fixture.couple)/members",
+                    .post, "/v1/couples/\(fixture.couple)/members", acting,
                     #"{"user_id":"\#(planner)","role":"owner","role":"viewer"}"#
                 ),
-                (.post, "/v1/couples/\(fixture.couple)/budget/scenarios", #"{"name":"Main","name":"Other"}"#),
+                (
+                    .post, "/v1/couples/\(fixture.couple)/budget/scenarios", acting,
+                    #"{"name":"Main","name":"Other"}"#
+                ),
             ] {
-                try await client.execute(uri: uri, method: method, headers: acting, body: ByteBuffer(string: body)) {
+                try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) {
                     #expect($0.status == .badRequest, "\(uri)")
                     #expect(text($0).contains(#"more than once in one object"#), "\(uri): \(text($0))")
                 }

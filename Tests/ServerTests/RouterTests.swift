@@ -91,7 +91,12 @@ struct Fixture {
 
     /// The key, for a request a backend makes for `user` (`X-Acting-User`).
     func keyHeader(actingAs user: UUID) -> HTTPFields {
-        [.authorization: "Bearer \(apiKey)", .init("X-Acting-User")!: user.uuidString]
+        [.authorization: "Bearer \(apiKey)", .actingUser: user.uuidString]
+    }
+
+    /// The key, with the owner as the acting user where `operation` (`POST /v1/couples`) takes one.
+    func keyHeader(for operation: String) -> HTTPFields {
+        DocumentedRequests.operations[operation]?.actsForUser == true ? keyHeader(actingAs: owner) : keyHeader
     }
 
     /// A new user, `name@example.com`.
@@ -528,6 +533,39 @@ struct RouterTests {
                 #expect(try await users(query, fixture.keyHeader).0 == .badRequest, "\(query)")
             }
             #expect(try await users("", [:]).0 == .unauthorized)
+        }
+    }
+
+    @Test("a route that answers for the service key alone refuses X-Acting-User; one that acts for a user takes it")
+    func actingUserOnlyWhereTaken() async throws {
+        let fixture = try await Fixture()
+        let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#
+        let serviceKeyAlone: [(HTTPRequest.Method, String, String?)] = [
+            (.post, "/v1/check", check), (.post, "/v1/check/batch", #"{"checks":[\#(check)]}"#),
+            (.get, "/v1/users", nil), (.get, "/v1/users/\(fixture.owner)", nil),
+            (.get, "/v1/users/\(fixture.owner)/couples", nil), (.get, "/v1/couples/\(fixture.couple)/members", nil),
+            (.get, "/v1/couples/\(fixture.couple)/users/\(fixture.owner)/permissions", nil),
+        ]
+        try await fixture.application().test(.router) { client in
+            for (method, uri, body) in serviceKeyAlone {
+                let body = body.map { ByteBuffer(string: $0) }
+                try await client.execute(uri: uri, method: method, headers: fixture.keyHeader, body: body) {
+                    #expect($0.status == .ok, "\(uri) without the header")
+                }
+                try await client.execute(
+                    uri: uri, method: method, headers: fixture.keyHeader(actingAs: fixture.invitee), body: body
+                ) {
+                    #expect($0.status == .badRequest, "\(uri)")
+                    #expect(text($0).contains(#""message":"this request takes no X-Acting-User"#), "\(text($0))")
+                }
+            }
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)", method: .get, headers: fixture.keyHeader(actingAs: fixture.owner)
+            ) { #expect($0.status == .ok) }
+            try await client.execute(
+                uri: "/v1/check", method: .post, headers: [.actingUser: fixture.owner.uuidString],
+                body: ByteBuffer(string: check)
+            ) { #expect($0.status == .unauthorized, "the key is asked for first") }
         }
     }
 
