@@ -126,12 +126,12 @@ extension RBAC {
 
             func validate() throws {
                 _ = try coupleID()
-                try Parse.name(name, as: RoleName.self)
+                _ = try roleName()
             }
 
             func coupleID() throws -> UUID { try Parse.couple(couple) }
 
-            func roleName() throws -> RoleName { try RoleName(validating: name) }
+            func roleName() throws -> RoleName { try Parse.name(name) }
         }
 
         static func permissions(_ names: [String]) throws -> [Permission] { try names.map { try Parse.name($0) } }
