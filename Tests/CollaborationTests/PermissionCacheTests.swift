@@ -13,6 +13,12 @@ struct PermissionCacheTests {
 
     func set(revision: Int64?) -> PermissionSet { PermissionSet(permissions: [edit], revision: revision) }
 
+    /// Stores a set of a couple never seen before, as cold traffic does, under a ticket taken for it.
+    func storeCold(_ cache: PermissionCache) {
+        let cold = UUID()
+        cache.store(set(revision: 1), couple: cold, user: user, ticket: cache.ticket(for: cold))
+    }
+
     @Test("a stored set is found, and only at its revision or older min_revision")
     func lookup() {
         let cache = PermissionCache()
@@ -160,9 +166,7 @@ struct PermissionCacheTests {
     @Test("the cache holds at most its capacity of couples")
     func capacity() {
         let cache = PermissionCache(capacity: 3)
-        for _ in 0..<10 {
-            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID()))
-        }
+        for _ in 0..<10 { storeCold(cache) }
         #expect(cache.count <= 3)
         #expect(cache.count >= 1)
     }
@@ -173,7 +177,7 @@ struct PermissionCacheTests {
         cache.store(set(revision: 1), couple: couple, user: user, ticket: cache.ticket(for: couple))
         var misses = 0
         for round in 1...20_000 {
-            cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID()))
+            storeCold(cache)
             if round % 50 == 0, cache.lookup(couple: couple, user: user) == nil { misses += 1 }
         }
         #expect(misses == 0)
@@ -184,14 +188,14 @@ struct PermissionCacheTests {
     func evictionDisownsOnlyWhatItMust() {
         let cache = PermissionCache(capacity: 4)
         let begun = cache.ticket(for: couple)
-        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID())) }
+        for _ in 0..<10 { storeCold(cache) }
         cache.store(set(revision: 1), couple: couple, user: user, ticket: begun)
         #expect(cache.lookup(couple: couple, user: user) != nil, "cold evictions leave a load in flight alone")
 
         let named = UUID()
         let beforeNotice = cache.ticket(for: named)
         cache.invalidate(couple: named, revision: 5)
-        for _ in 0..<10 { cache.store(set(revision: 1), couple: UUID(), user: user, ticket: cache.ticket(for: UUID())) }
+        for _ in 0..<10 { storeCold(cache) }
         cache.store(set(revision: 4), couple: named, user: user, ticket: beforeNotice)
         #expect(cache.lookup(couple: named, user: user) == nil, "its floor went with it: the older load is refused")
         cache.store(set(revision: 5), couple: named, user: user, ticket: cache.ticket(for: named))
