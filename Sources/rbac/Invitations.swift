@@ -88,7 +88,8 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Revoke an invitation and issue a new link for the same role and email.")
             @OptionGroup var which: InvitationOptions
-            @Option(help: ArgumentHelp("How long the new link works (default 7d).", valueName: "lifetime"))
+            @Option(
+                help: ArgumentHelp("How long the new link works: 30m, 12h, 7d (at most 365d).", valueName: "lifetime"))
             var expires: Lifetime = Lifetime(argument: "7d")!
             @OptionGroup var acting: ActingOptions
 

@@ -17,7 +17,7 @@ extension RBAC {
         @Option(help: "Only the user with this email address may accept.") var email: String?
         @Option(
             help: ArgumentHelp(
-                "How long the link works: 30m, 12h, 7d (default 7d, at most 365d).", valueName: "lifetime"))
+                "How long the link works: 30m, 12h, 7d (at most 365d).", valueName: "lifetime"))
         var expires: Lifetime = Lifetime(argument: "7d")!
         @Option(
             help: ArgumentHelp(
