@@ -10,14 +10,14 @@ extension RBAC {
                 The membership holds until changed, or until --expires / --until: from that instant it grants \
                 nothing. Granting again without either removes an expiry. An owner's membership never expires.
 
-                Example: rbac grant --couple C --user planner@example.com --role planner --until 2026-09-30T18:00Z
+                Example: rbac grant --couple C --user planner@example.com --role planner --until 2027-09-30T18:00Z
                 """)
         @OptionGroup var member: MemberOptions
         @Option(help: "The role: one of the policy's or the couple's own (see rbac roles --couple C).")
         var role: String
         @Option(help: ArgumentHelp("The membership expires this long from now: 12h, 90d.", valueName: "lifetime"))
         var expires: Lifetime?
-        @Option(help: ArgumentHelp("The membership expires at this instant: 2026-09-30T18:00Z.", valueName: "instant"))
+        @Option(help: ArgumentHelp("The membership expires at this instant: 2027-09-30T18:00Z.", valueName: "instant"))
         var until: Instant?
         @OptionGroup var acting: ActingOptions
 

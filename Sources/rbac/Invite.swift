@@ -26,7 +26,7 @@ extension RBAC {
         var accessExpires: Lifetime?
         @Option(
             help: ArgumentHelp(
-                "The membership accepting creates expires at this instant: 2026-09-30T18:00Z.", valueName: "instant"))
+                "The membership accepting creates expires at this instant: 2027-09-30T18:00Z.", valueName: "instant"))
         var accessUntil: Instant?
         @OptionGroup var acting: ActingOptions
 
