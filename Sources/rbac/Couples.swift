@@ -86,7 +86,8 @@ extension RBAC {
 
         struct Create: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Create a couple with its first owner (created when the email is new).")
+                abstract: "Create a couple with its first owner (created when the email is new).",
+                discussion: "Example: rbac couples create --name \"Olivia & Paul\" --owner-email olivia@example.com")
 
             @Option(help: "The couple's name.") var name: String
             @Option(help: "The owner's email address.") var ownerEmail: String
@@ -123,7 +124,8 @@ extension RBAC {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List couples (oldest first).")
+            static let configuration = CommandConfiguration(
+                abstract: "List couples (oldest first).", discussion: "Example: rbac couples list --limit 50 --json")
             @OptionGroup var page: PageOptions
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
@@ -144,7 +146,8 @@ extension RBAC {
         }
 
         struct Show: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Show a couple and its members.")
+            static let configuration = CommandConfiguration(
+                abstract: "Show a couple and its members.", discussion: "Example: rbac couples show C")
             @Argument(help: "The couple's id.") var couple: String
             @OptionGroup var acting: ActingOptions
 

@@ -13,7 +13,11 @@ extension RBAC {
         struct Limit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "How many invitations a couple may make in an hour; with --per-hour, set it.",
-                discussion: "Past it, inviting is refused (exit 4, HTTP 429) and nothing is written.")
+                discussion: """
+                    Past it, inviting is refused (exit 4, HTTP 429) and nothing is written.
+
+                    Example: rbac invitations limit --per-hour 200
+                    """)
             @Option(help: ArgumentHelp("The new limit, 1 to 100000.", valueName: "n")) var perHour: Int?
             @OptionGroup var options: OperatorOptions
 
@@ -32,7 +36,9 @@ extension RBAC {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List invitations with their status.")
+            static let configuration = CommandConfiguration(
+                abstract: "List invitations with their status.",
+                discussion: "Example: rbac invitations list --couple C --status pending")
             @Option(help: "The couple's id.") var couple: String
             @Option(help: "Only pending, accepted, revoked or expired ones.") var status: String?
             @OptionGroup var page: PageOptions
@@ -70,7 +76,8 @@ extension RBAC {
         }
 
         struct Revoke: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Revoke a pending invitation.")
+            static let configuration = CommandConfiguration(
+                abstract: "Revoke a pending invitation.", discussion: "Example: rbac invitations revoke --couple C ID")
             @OptionGroup var which: InvitationOptions
             @OptionGroup var acting: ActingOptions
 
@@ -86,7 +93,8 @@ extension RBAC {
 
         struct Resend: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Revoke an invitation and issue a new link for the same role and email.")
+                abstract: "Revoke an invitation and issue a new link for the same role and email.",
+                discussion: "Example: rbac invitations resend --couple C ID --expires 14d")
             @OptionGroup var which: InvitationOptions
             @Option(
                 help: ArgumentHelp("How long the new link works: 30m, 12h, 7d (at most 365d).", valueName: "lifetime"))

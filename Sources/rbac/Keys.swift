@@ -16,7 +16,9 @@ extension RBAC {
             subcommands: [Create.self, List.self, Revoke.self])
 
         struct Create: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Create a key; prints it once.")
+            static let configuration = CommandConfiguration(
+                abstract: "Create a key; prints it once.",
+                discussion: "Example: rbac keys create --name billing --json")
             @Option(help: "What the key is for, e.g. the service's name.") var name: String
             @OptionGroup var options: OperatorOptions
 
@@ -42,7 +44,8 @@ extension RBAC {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List keys (never the keys themselves).")
+            static let configuration = CommandConfiguration(
+                abstract: "List keys (never the keys themselves).", discussion: "Example: rbac keys list")
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
@@ -65,7 +68,8 @@ extension RBAC {
         }
 
         struct Revoke: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Revoke a key at once.")
+            static let configuration = CommandConfiguration(
+                abstract: "Revoke a key at once.", discussion: "Example: rbac keys revoke ID")
             @Argument(help: "The key's id.") var id: String
             @OptionGroup var options: OperatorOptions
 

@@ -42,7 +42,8 @@ extension RBAC {
 
         struct Retry: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Put a waiting or dead message back in the queue, due now.")
+                abstract: "Put a waiting or dead message back in the queue, due now.",
+                discussion: "Example: rbac outbox retry ID")
             @Argument(help: "The message's id.") var id: String
             @OptionGroup var options: OperatorOptions
 

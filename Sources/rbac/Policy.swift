@@ -34,7 +34,8 @@ extension RBAC {
 
         struct Validate: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Check policy.json without a database: names, unknown permissions or roles, cycles.")
+                abstract: "Check policy.json without a database: names, unknown permissions or roles, cycles.",
+                discussion: "Example: rbac policy validate --dir policies")
             @OptionGroup var location: Location
 
             func run() throws {
@@ -56,6 +57,8 @@ extension RBAC {
                     tests.json is a list of expectations, or {"couple_roles": {...}, "tests": [...]} whose \
                     couple_roles define roles a couple could define ({"mom": {"permissions": ["guests.view"]}}) \
                     for the tests to name, given by the database's rules (roles.assign and every permission).
+
+                    Example: rbac policy test --json
                     """)
             @OptionGroup var location: Location
             @OptionGroup var output: OutputOptions
@@ -90,7 +93,8 @@ extension RBAC {
         struct Apply: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract:
-                    "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.")
+                    "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.",
+                discussion: "Example: rbac policy apply --actor-label deploy")
             @OptionGroup var location: Location
             @OptionGroup var options: OperatorOptions
 

@@ -19,7 +19,8 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "The policy's roles, or with --couple every role its members can hold.")
+                abstract: "The policy's roles, or with --couple every role its members can hold.",
+                discussion: "Example: rbac roles list --couple C")
             @Option(help: "List the roles of this couple: the policy's, then its own.") var couple: String?
             @OptionGroup var acting: ActingOptions
 
@@ -50,7 +51,12 @@ extension RBAC {
         }
 
         struct Create: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Define a role of the couple's own.")
+            static let configuration = CommandConfiguration(
+                abstract: "Define a role of the couple's own.",
+                discussion: """
+                    Example: rbac roles create --couple C --name florist --description "Sees the budget" \
+                    --permission budget.view
+                    """)
             @OptionGroup var role: CoupleRoleOptions
             @Option(help: "What the role is for, shown where it is given and on invitation pages.")
             var description: String
@@ -72,7 +78,11 @@ extension RBAC {
         struct Edit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Change a couple's own role: its description, what it grants, or both.",
-                discussion: "--permission replaces what the role grants; its holders get the new set at once.")
+                discussion: """
+                    --permission replaces what the role grants; its holders get the new set at once.
+
+                    Example: rbac roles edit --couple C --name mom --permission guests.view
+                    """)
             @OptionGroup var role: CoupleRoleOptions
             @Option(help: "Its new description.") var description: String?
             @Option(help: "A permission it grants from now on (repeat; replaces the set).") var permission: [String] =
@@ -99,7 +109,11 @@ extension RBAC {
         struct Delete: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Delete a couple's own role.",
-                discussion: "A role someone holds (or a pending invitation names) needs --reassign.")
+                discussion: """
+                    A role someone holds (or a pending invitation names) needs --reassign.
+
+                    Example: rbac roles delete --couple C --name mom --reassign viewer
+                    """)
             @OptionGroup var role: CoupleRoleOptions
             @Option(help: ArgumentHelp("Move its members and pending invitations to this role.", valueName: "role"))
             var reassign: String?

@@ -13,7 +13,8 @@ extension RBAC {
             subcommands: [Add.self, List.self, Show.self, Edit.self, Delete.self])
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add a user.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add a user.", discussion: "Example: rbac users add --email pia@example.com --name Pia")
             @Option(help: "Email address (unique, whatever its case).") var email: String
             @Option(help: "Display name.") var name: String?
             @Option(

@@ -18,7 +18,9 @@ extension RBAC {
             subcommands: [Add.self, List.self, Remove.self, RotateSecret.self])
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add an endpoint; prints its secret once.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add an endpoint; prints its secret once.",
+                discussion: "Example: rbac webhooks add --url https://app.example.com/hooks/rbac --json")
             @Option(help: "Its https URL.") var url: String
             @Option(help: "An event it receives (repeat for several; none: every event).") var event: [String] = []
             @OptionGroup var key: DeliveryKeyOptions
@@ -35,7 +37,8 @@ extension RBAC {
         }
 
         struct List: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "List endpoints (never their secrets).")
+            static let configuration = CommandConfiguration(
+                abstract: "List endpoints (never their secrets).", discussion: "Example: rbac webhooks list")
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
@@ -60,7 +63,8 @@ extension RBAC {
 
         struct Remove: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Remove an endpoint, with the messages still waiting for it.")
+                abstract: "Remove an endpoint, with the messages still waiting for it.",
+                discussion: "Example: rbac webhooks remove ID")
             @Argument(help: "The endpoint's id.") var id: String
             @OptionGroup var options: OperatorOptions
 
@@ -77,7 +81,8 @@ extension RBAC {
 
         struct RotateSecret: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                commandName: "rotate-secret", abstract: "Give an endpoint a new secret; prints it once.")
+                commandName: "rotate-secret", abstract: "Give an endpoint a new secret; prints it once.",
+                discussion: "Example: rbac webhooks rotate-secret ID")
             @Argument(help: "The endpoint's id.") var id: String
             @OptionGroup var key: DeliveryKeyOptions
             @OptionGroup var options: OperatorOptions

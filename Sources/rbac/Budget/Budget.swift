@@ -58,7 +58,7 @@ extension RBAC {
 protocol BudgetNoun: AsyncParsableCommand {
     associatedtype Row: Encodable & Identifiable<UUID>
     /// What narrows the listing (a scenario, an expense), as options.
-    associatedtype Scope: ParsableArguments
+    associatedtype Scope: ListingScope
     static var record: BudgetRecord { get }
     /// The noun's abstract, and an example of its use for the discussion.
     static var about: (abstract: String, example: String) { get }
@@ -70,6 +70,9 @@ protocol BudgetNoun: AsyncParsableCommand {
 }
 
 extension BudgetNoun {
+    /// `rbac budget <noun>`: the record kind in the plural.
+    static var commandPath: String { "rbac budget \(record.rawValue)s" }
+
     static var configuration: CommandConfiguration {
         CommandConfiguration(
             abstract: about.abstract, discussion: "Example: \(about.example)",
@@ -87,6 +90,8 @@ extension RBAC.BudgetCommand {
                     A scenario goes with its folders, items and their allocations (never the primary one); a \
                     folder's items stay, in no folder; an item goes with its allocations; an expense with its \
                     payments and allocations. Gifts set against a deleted item stay, unlinked.
+
+                    Example: \(Noun.commandPath) delete ID --couple C
                     """)
         }
         @Argument(help: "Its id.") var id: String
@@ -102,7 +107,9 @@ extension RBAC.BudgetCommand {
     /// `rbac budget <noun> list`, the same for every noun: every row, or with --limit one page of them.
     struct List<Noun: BudgetNoun>: AsyncParsableCommand {
         static var configuration: CommandConfiguration {
-            CommandConfiguration(commandName: "list", abstract: Noun.listAbstract)
+            CommandConfiguration(
+                commandName: "list", abstract: Noun.listAbstract,
+                discussion: "Example: \(Noun.commandPath) list --couple C\(Noun.Scope.example) --limit 50")
         }
         @OptionGroup var options: Options
         @OptionGroup var scope: Noun.Scope
@@ -117,11 +124,20 @@ extension RBAC.BudgetCommand {
     }
 }
 
+/// What narrows a budget listing, as options.
+protocol ListingScope: ParsableArguments {
+    /// Those options in an example, after `--couple C`.
+    static var example: String { get }
+}
+
 /// The scope of a listing of the couple's rows: no option.
-struct WholeCouple: ParsableArguments {}
+struct WholeCouple: ListingScope {
+    static let example = ""
+}
 
 /// `--scenario`, for what a scenario holds.
-struct InScenario: ParsableArguments {
+struct InScenario: ListingScope {
+    static let example = " --scenario S"
     @Option(help: "The scenario's id.") var scenario: String
 
     func validate() throws { _ = try id() }

@@ -8,7 +8,7 @@ extension RBAC.BudgetCommand {
         static let record = BudgetRecord.expense
         static let about = (
             abstract: "The couple's expenses, and how each is allocated to the items of each scenario.",
-            example: "rbac budget expenses add Deposit --couple C --amount 1200 --due 2026-05-01"
+            example: "rbac budget expenses add Deposit --couple C --amount 1200 --due 2027-05-01"
         )
         static let verbs: [any ParsableCommand.Type] = [Add.self, SetAmount.self, Edit.self, Allocate.self]
 
@@ -46,7 +46,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add an expense.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add an expense.", discussion: "Example: \(Expenses.about.example)")
             @Argument(help: "Its name.") var name: String
             @Option(parsing: .unconditional, help: "The amount.") var amount: String
             @Option(help: "The vendor.") var vendor = ""
@@ -69,7 +70,11 @@ extension RBAC.BudgetCommand {
         struct SetAmount: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set-amount", abstract: "Change an expense's amount.",
-                discussion: "Its allocations are scaled to add up to the new amount; prints them.")
+                discussion: """
+                    Its allocations are scaled to add up to the new amount; prints them.
+
+                    Example: rbac budget expenses set-amount E --couple C --amount 1500
+                    """)
             @Argument(help: "The expense's id.") var expense: String
             @Option(parsing: .unconditional, help: "The new amount.") var amount: String
             @Option(help: "Scale the allocations of this scenario only (default: every scenario).") var scenario:
@@ -89,7 +94,8 @@ extension RBAC.BudgetCommand {
 
         struct Edit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Change an expense's name, vendor, category or due date.")
+                abstract: "Change an expense's name, vendor, category or due date.",
+                discussion: "Example: rbac budget expenses edit E --couple C --vendor \"Villa Rosa\" --no-due")
             @Argument(help: "The expense's id.") var expense: String
             @Option(help: "The new name.") var name: String?
             @Option(help: "The vendor.") var vendor: String?

@@ -24,7 +24,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add a folder to a scenario.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add a folder to a scenario.", discussion: "Example: \(Folders.about.example)")
             @Argument(help: "Its name.") var name: String
             @OptionGroup var options: Options
             @Option(help: "The scenario's id.") var scenario: String
@@ -38,7 +39,9 @@ extension RBAC.BudgetCommand {
         }
 
         struct Rename: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Rename a folder.")
+            static let configuration = CommandConfiguration(
+                abstract: "Rename a folder.",
+                discussion: "Example: rbac budget folders rename F --couple C --name Party")
             @Argument(help: "The folder's id.") var folder: String
             @Option(help: "The new name.") var name: String
             @OptionGroup var options: Options

@@ -29,7 +29,8 @@ extension RBAC.BudgetCommand {
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Add a gift, or money owed (until it is received: rbac budget gifts receive).")
+                abstract: "Add a gift, or money owed (until it is received: rbac budget gifts receive).",
+                discussion: "Example: \(Gifts.about.example)")
             @Argument(help: "Who it is from.") var from: String
             @Option(parsing: .unconditional, help: "The amount.") var amount: String
             @Flag(help: "Already received (otherwise it is owed).") var received = false
@@ -47,7 +48,8 @@ extension RBAC.BudgetCommand {
 
         struct Edit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Change who a gift is from, its amount or its item, or mark it still owed.")
+                abstract: "Change who a gift is from, its amount or its item, or mark it still owed.",
+                discussion: "Example: rbac budget gifts edit G --couple C --amount 300 --no-item")
             @Argument(help: "The gift's id.") var gift: String
             @Option(help: "Who it is from.") var from: String?
             @Option(parsing: .unconditional, help: "The amount.") var amount: String?
@@ -74,7 +76,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Receive: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Mark money owed as received.")
+            static let configuration = CommandConfiguration(
+                abstract: "Mark money owed as received.", discussion: "Example: rbac budget gifts receive G --couple C")
             @Argument(help: "The gift's id.") var gift: String
             @OptionGroup var options: Options
 

@@ -28,7 +28,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add an item to a scenario.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add an item to a scenario.", discussion: "Example: \(Items.about.example)")
             @Argument(help: "Its name.") var name: String
             @OptionGroup var options: Options
             @Option(help: "The scenario's id.") var scenario: String
@@ -52,8 +53,11 @@ extension RBAC.BudgetCommand {
         struct SetBudget: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "set-budget", abstract: "Change an item's budget.",
-                discussion: "Its expenses are split again over their items by the items' budgets; prints the new split."
-            )
+                discussion: """
+                    Its expenses are split again over their items by the items' budgets; prints the new split.
+
+                    Example: rbac budget items set-budget I --couple C --budgeted 6500
+                    """)
             @Argument(help: "The item's id.") var item: String
             @Option(parsing: .unconditional, help: "The amount budgeted.") var budgeted: String
             @OptionGroup var options: Options
@@ -68,7 +72,8 @@ extension RBAC.BudgetCommand {
 
         struct Edit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Change an item's name, category, event or folder.")
+                abstract: "Change an item's name, category, event or folder.",
+                discussion: "Example: rbac budget items edit I --couple C --category Venue --folder F")
             @Argument(help: "The item's id.") var item: String
             @Option(help: "The new name.") var name: String?
             @Option(help: "The category.") var category: String?

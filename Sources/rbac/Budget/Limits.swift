@@ -31,7 +31,8 @@ extension RBAC.BudgetCommand {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "The limits; with --couple, how many rows that couple holds.")
+                abstract: "The limits; with --couple, how many rows that couple holds.",
+                discussion: "Example: rbac budget limits list --couple C")
             @Option(help: "Also show how many rows this couple (id) holds.") var couple: String?
             @OptionGroup var options: OperatorOptions
 
@@ -48,7 +49,8 @@ extension RBAC.BudgetCommand {
 
         struct Set: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Change limits, all or none, and print them.")
+                abstract: "Change limits, all or none, and print them.",
+                discussion: "Example: rbac budget limits set gifts_and_owed=2000")
             @Argument(help: ArgumentHelp("A table's new limit.", valueName: "table=rows")) var changes: [String]
             @OptionGroup var options: OperatorOptions
 

@@ -20,7 +20,8 @@ extension RBAC.BudgetCommand {
         }
 
         /// `--expense`, for one expense's payments.
-        struct OfExpense: ParsableArguments {
+        struct OfExpense: ListingScope {
+            static let example = " --expense E"
             @Option(help: "The expense's id.") var expense: String
         }
 
@@ -32,7 +33,8 @@ extension RBAC.BudgetCommand {
 
         struct Status: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Every expense: paid, remaining, unpaid / partial / paid / overpaid, overdue.")
+                abstract: "Every expense: paid, remaining, unpaid / partial / paid / overpaid, overdue.",
+                discussion: "Example: rbac budget payments status --couple C")
             @OptionGroup var options: Options
             @OptionGroup var page: PageOptions
 
@@ -55,7 +57,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Record a payment against an expense.")
+            static let configuration = CommandConfiguration(
+                abstract: "Record a payment against an expense.", discussion: "Example: \(Payments.about.example)")
             @Argument(help: "The expense's id.") var expense: String
             @Option(parsing: .unconditional, help: "The amount paid.") var amount: String
             @Option(help: "When it was paid (YYYY-MM-DD; default today).") var paidAt: String?

@@ -26,7 +26,8 @@ extension RBAC.BudgetCommand {
         }
 
         struct Add: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Add a scenario.")
+            static let configuration = CommandConfiguration(
+                abstract: "Add a scenario.", discussion: "Example: \(Scenarios.about.example)")
             @Argument(help: "Its name.") var name: String
             @Flag(help: "Make it the primary scenario.") var primary = false
             @OptionGroup var options: Options
@@ -39,7 +40,9 @@ extension RBAC.BudgetCommand {
         }
 
         struct Rename: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Rename a scenario.")
+            static let configuration = CommandConfiguration(
+                abstract: "Rename a scenario.",
+                discussion: "Example: rbac budget scenarios rename S --couple C --name Frugal")
             @Argument(help: "The scenario's id.") var scenario: String
             @Option(help: "The new name.") var name: String
             @OptionGroup var options: Options
@@ -52,7 +55,8 @@ extension RBAC.BudgetCommand {
 
         struct MakePrimary: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                commandName: "make-primary", abstract: "Make a scenario the primary one.")
+                commandName: "make-primary", abstract: "Make a scenario the primary one.",
+                discussion: "Example: rbac budget scenarios make-primary S --couple C")
             @Argument(help: "The scenario's id.") var scenario: String
             @OptionGroup var options: Options
 
@@ -64,7 +68,8 @@ extension RBAC.BudgetCommand {
 
         struct Clone: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Copy a scenario with its folders, items and allocations, atomically.")
+                abstract: "Copy a scenario with its folders, items and allocations, atomically.",
+                discussion: "Example: rbac budget scenarios clone S --couple C --name \"Main, smaller venue\"")
             @Argument(help: "The scenario to copy.") var scenario: String
             @Option(help: "The copy's name.") var name: String
             @OptionGroup var options: Options
