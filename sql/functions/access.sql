@@ -29,7 +29,7 @@ $$;
 -- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,
 -- `iss` ('' when absent) and `sub`. No row when there are no claims or no such identity.
 CREATE OR REPLACE FUNCTION rbac.jwt_identity() RETURNS public.user_identities
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_claims jsonb := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
     v_identity public.user_identities;
@@ -46,7 +46,7 @@ END $$;
 -- (development tokens, and how rbac's services name a user); else the user of the claims' identity. NULL when
 -- there are no claims or they name no one.
 CREATE OR REPLACE FUNCTION rbac.jwt_user_id() RETURNS uuid
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_claims jsonb := nullif(current_setting('request.jwt.claims', true), '')::jsonb;
     v_sub text := v_claims ->> 'sub';
@@ -65,7 +65,7 @@ END $$;
 -- The operator: no end-user claims, on a session whose login role is a member of rbac_operator (superusers
 -- are). A session setting alone cannot make anyone an operator.
 CREATE OR REPLACE FUNCTION rbac.is_operator() RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT nullif(current_setting('request.jwt.claims', true), '') IS NULL
        AND pg_has_role(session_user, 'rbac_operator', 'MEMBER')
 $$;
@@ -73,7 +73,7 @@ $$;
 -- Who to record as the actor: the end user's id, else the operator's label (rbac.actor_label, which the CLI
 -- sets to the OS user or --actor-label), else the session's login role.
 CREATE OR REPLACE FUNCTION rbac.actor_label() RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT coalesce(
         'user:' || rbac.jwt_user_id()::text,
         'operator:' || nullif(current_setting('rbac.actor_label', true), ''),
@@ -82,7 +82,7 @@ $$;
 
 -- The acting end user; raises RBAUT when there is none. Not for operators: check rbac.is_operator() first.
 CREATE OR REPLACE FUNCTION rbac.require_user() RETURNS uuid
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_user uuid := rbac.jwt_user_id();
 BEGIN
@@ -94,7 +94,7 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION rbac.require_couple(p_couple_id uuid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF p_couple_id IS NULL OR NOT EXISTS (SELECT 1 FROM public.couples WHERE id = p_couple_id) THEN
         RAISE EXCEPTION 'couple % does not exist', coalesce(p_couple_id::text, '(null)') USING ERRCODE = 'RBNFD';
@@ -105,7 +105,7 @@ END $$;
 -- A budget write takes it first (PostgresBudgetRepository): on Citus no foreign key ties the budget to the
 -- couple, and a row written while the couple was deleted would outlive it.
 CREATE OR REPLACE FUNCTION rbac.hold_couple(p_couple_id uuid) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM FROM public.couples WHERE id = p_couple_id FOR KEY SHARE;
     IF NOT FOUND THEN
@@ -114,7 +114,7 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF p_user_id IS NULL OR NOT EXISTS (SELECT 1 FROM users WHERE id = p_user_id) THEN
         RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
@@ -123,7 +123,7 @@ END $$;
 
 -- Who acts in an existing couple: the end user (RBAUT when there is none), or NULL for the operator.
 CREATE OR REPLACE FUNCTION rbac.couple_actor(p_couple_id uuid) RETURNS uuid
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_couple(p_couple_id);
     IF rbac.is_operator() THEN
@@ -134,7 +134,7 @@ END $$;
 
 -- The acting user, after checking they hold `p_permission` in the couple; NULL for the operator.
 CREATE OR REPLACE FUNCTION rbac.require_permission(p_couple_id uuid, p_permission text) RETURNS uuid
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
@@ -149,7 +149,7 @@ END $$;
 -- Whom a call that acts for one user acts for: the user the operator names (RBINV p_unnamed when none), or the
 -- acting end user, who may name only themself (RBDEN p_denied otherwise).
 CREATE OR REPLACE FUNCTION rbac.subject_user(p_user_id uuid, p_unnamed text, p_denied text) RETURNS uuid
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_user uuid;
 BEGIN
@@ -169,7 +169,7 @@ END $$;
 -- Raises RBDEN unless the caller may look at p_user_id's standing in the couple: the operator, the user
 -- themself, or a member of the couple whose membership is in force.
 CREATE OR REPLACE FUNCTION rbac.require_member_view(p_couple_id uuid, p_user_id uuid) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.couple_actor(p_couple_id);
 BEGIN
@@ -186,7 +186,7 @@ DROP FUNCTION IF EXISTS rbac.require_role(text);
 -- Raises RBINV naming the valid roles when p_role is neither a role of the policy nor one couple p_couple_id
 -- defined.
 CREATE OR REPLACE FUNCTION rbac.require_role(p_couple_id uuid, p_role text) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF p_role IS NULL OR NOT (EXISTS (SELECT 1 FROM public.roles WHERE name = p_role)
                               OR EXISTS (SELECT 1 FROM public.couple_roles
@@ -203,7 +203,7 @@ END $$;
 -- The permissions p_user_id holds in the couple now (empty unless their membership is in force), whatever kind
 -- of role they come from.
 CREATE OR REPLACE FUNCTION rbac.held_permissions(p_couple_id uuid, p_user_id uuid) RETURNS text[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RETURN coalesce((
         SELECT array_agg(p.permission ORDER BY p.permission)
@@ -217,7 +217,7 @@ END $$;
 
 -- The permissions role p_role of couple p_couple_id grants; NULL when it is not one the couple defined.
 CREATE OR REPLACE FUNCTION rbac.couple_role_permissions(p_couple_id uuid, p_role text) RETURNS text[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM couple_roles WHERE couple_id = p_couple_id AND name = p_role) THEN
         RETURN NULL;
@@ -230,7 +230,7 @@ END $$;
 -- edit would grant): no one hands out more than they hold.
 CREATE OR REPLACE FUNCTION rbac.require_holds_all(p_couple_id uuid, p_actor uuid, p_permissions text[], p_what text)
 RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_missing text[] := ARRAY(SELECT unnest(p_permissions)
                               EXCEPT SELECT unnest(rbac.held_permissions(p_couple_id, p_actor)) ORDER BY 1);
@@ -246,7 +246,7 @@ END $$;
 -- permission of the role, read under a FOR KEY SHARE lock held to the end of the transaction: an edit of the
 -- role (FOR UPDATE) waits for this grant and then sees the role held, so what was checked is what is given.
 CREATE OR REPLACE FUNCTION rbac.require_grantable(p_couple_id uuid, p_actor uuid, p_role text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor_role text;
     v_permissions text[];
@@ -276,7 +276,7 @@ END $$;
 
 -- An expiry a caller asked for: NULL (never), or an instant in the future, and never for an owner.
 CREATE OR REPLACE FUNCTION rbac.require_expiry(p_role text, p_expires_at timestamptz) RETURNS void
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF p_expires_at IS NULL THEN
         RETURN;
@@ -297,7 +297,7 @@ END $$;
 
 -- The couples where the acting user's membership is in force and, given p_permission, grants it.
 CREATE OR REPLACE FUNCTION rbac.readable_couples(p_permission text DEFAULT NULL) RETURNS uuid[]
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_me uuid := rbac.jwt_user_id();
 BEGIN
@@ -308,7 +308,7 @@ END $$;
 
 -- The acting user and the people in the couples where their membership is in force.
 CREATE OR REPLACE FUNCTION rbac.visible_users() RETURNS uuid[]
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_me uuid := rbac.jwt_user_id();
     v_couples uuid[] := rbac.readable_couples();

@@ -6,7 +6,7 @@
 -- TG_ARGV: the table's name in the actions (membership.insert, ...), then the column that holds the couple's
 -- id when it is not couple_id (couples' own id).
 CREATE OR REPLACE FUNCTION rbac.audit_change() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     -- Hashes of tokens and keys, and sealed secrets, stay out of the logs. So does the address an invitation
     -- names: a couple's log names people by id only, and would keep it past the person's deletion.

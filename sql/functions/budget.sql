@@ -20,7 +20,7 @@ $$;
 -- catches the repeats of a statement's rows, all of one couple. An update that changes nothing (an edit to the
 -- same name, a re-split to the same cents) leaves it, and so the overviews cached at it.
 CREATE OR REPLACE FUNCTION rbac.advance_budget_revision() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
 BEGIN
@@ -40,7 +40,7 @@ END $$;
 -- updates the couple's count row, which serialises concurrent additions for one couple: the second waits
 -- for the first to commit, then counts on from what it committed.
 CREATE OR REPLACE FUNCTION rbac.count_budget_rows() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_table text := TG_ARGV[0];
     v_count integer;
@@ -70,7 +70,7 @@ END $$;
 -- trigger's arguments name the referencing table and column. Deleting a folder leaves its items unfiled;
 -- deleting an item leaves its gifts unlinked.
 CREATE OR REPLACE FUNCTION rbac.set_null_on_delete() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     EXECUTE format('UPDATE %1$I SET %2$I = NULL WHERE couple_id = $1 AND %2$I = $2', TG_ARGV[0], TG_ARGV[1])
         USING OLD.couple_id, OLD.id;
@@ -85,7 +85,7 @@ CREATE OR REPLACE TRIGGER budget_items_unlink_gifts BEFORE DELETE ON budget_item
 -- PostgreSQL the foreign keys to couples would cascade as well; on Citus the distributed budget tables have
 -- no key to the coordinator's couples, and this is what reaches them.
 CREATE OR REPLACE FUNCTION rbac.delete_couple_budget() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     DELETE FROM gifts_and_owed WHERE couple_id = OLD.id;
     DELETE FROM expenses WHERE couple_id = OLD.id;
@@ -117,7 +117,7 @@ END $$;
 -- Copies a scenario with its folders, items and allocations, in the caller's transaction. The copies' ids are
 -- derived from the new scenario's id and the originals' ids, so the references between them carry over.
 CREATE OR REPLACE FUNCTION public.clone_budget_scenario(p_couple_id uuid, p_source_id uuid, p_name text) RETURNS uuid
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_id uuid := gen_random_uuid();
 BEGIN

@@ -2,7 +2,7 @@
 
 -- Whether Citus distributed p_table (by couple_id: sql/citus/distribute.sql). False on plain PostgreSQL.
 CREATE OR REPLACE FUNCTION rbac.distributed(p_table regclass) RETURNS boolean
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_distributed boolean;
 BEGIN
@@ -18,7 +18,7 @@ END $$;
 -- services read a couple's budget there, where no coordinator relays the rows (docs/decisions/0012). No row
 -- on plain PostgreSQL, or before the budget is distributed.
 CREATE OR REPLACE FUNCTION rbac.budget_node(p_couple uuid, OUT host text, OUT port integer) RETURNS SETOF record
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF rbac.distributed('public.budget_revisions') THEN
         RETURN QUERY EXECUTE

@@ -61,7 +61,7 @@ $$;
 CREATE OR REPLACE FUNCTION public.sign_in(p_issuer text, p_subject text, p_email text, p_email_verified boolean,
                                           p_name text)
 RETURNS TABLE (user_id uuid, created boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_user uuid;
     v_created boolean;

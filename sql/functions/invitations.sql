@@ -38,7 +38,7 @@ END $$;
 -- Whether p_invitation is pending and bound to user p_user_id's address: an invitation that making them a
 -- member of its couple revokes (rbac.memberships_guard), since its link could only answer "already a member".
 CREATE OR REPLACE FUNCTION rbac.invites_member(p_invitation invitations, p_user_id uuid) RETURNS boolean
-LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT rbac.invitation_status(p_invitation) = 'pending'
        AND lower(p_invitation.email) = (SELECT lower(u.email) FROM users u WHERE u.id = p_user_id)
 $$;
@@ -49,7 +49,7 @@ $$;
 -- delete_user lock invitations: two joinings of one person then meet at the oldest they share, before either
 -- holds one made since (which the other's memberships_guard would wait for).
 CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id uuid, p_also uuid DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM FROM invitations i
     WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
@@ -62,7 +62,7 @@ END $$;
 -- invitation must then name an address there), and its invitations of the last hour (RBRAT past the setting).
 -- Holds the couple's row until the transaction ends, so that concurrent invitations are counted one by one.
 CREATE OR REPLACE FUNCTION rbac.require_invitation_allowed(p_couple_id uuid, p_email text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_domains text[];
     v_limit integer := (SELECT per_couple_per_hour FROM invitation_settings);
@@ -94,7 +94,7 @@ END $$;
 
 -- Sets the email domains couple p_couple_id may invite (empty: any); the operator's.
 CREATE OR REPLACE FUNCTION public.set_invite_domains(p_couple_id uuid, p_domains text[]) RETURNS text[]
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_domains text[] := ARRAY(SELECT DISTINCT rbac.ascii_domain(btrim(d)) FROM unnest(coalesce(p_domains, '{}')) d
                               ORDER BY 1);
@@ -123,7 +123,7 @@ CREATE OR REPLACE FUNCTION public.create_invitation(
     p_couple_id uuid, p_token_hash bytea, p_role text, p_email text DEFAULT NULL,
     p_expires_in interval DEFAULT interval '7 days', p_membership_expires_at timestamptz DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.invite');
     v_email text := rbac.stored_email(p_email);
@@ -162,7 +162,7 @@ END $$;
 -- their address; for one the operator made, or whose inviter is gone, the couple's administrator. Operators'
 -- labels are for the logs, not for invitees.
 CREATE OR REPLACE FUNCTION rbac.inviter_shown(p_invited_by uuid) RETURNS text
-LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT coalesce((SELECT coalesce(u.display_name, u.email) FROM users u WHERE u.id = p_invited_by),
                     'The couple''s administrator')
 $$;
@@ -176,7 +176,7 @@ DROP FUNCTION IF EXISTS public.invitation_preview(bytea);
 CREATE OR REPLACE FUNCTION public.invitation_preview(p_token_hash bytea)
 RETURNS TABLE (couple_id uuid, couple_name text, role text, inviter text, email_hint text,
                expires_at timestamptz, status text, role_description text, membership_expires_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RETURN QUERY
         SELECT i.couple_id, c.name, i.role, rbac.inviter_shown(i.invited_by),
@@ -195,7 +195,7 @@ END $$;
 -- concurrent calls, one succeeds and the others see it used.
 CREATE OR REPLACE FUNCTION public.accept_invitation(p_token_hash bytea, p_user_id uuid DEFAULT NULL)
 RETURNS TABLE (couple_id uuid, user_id uuid, role text)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_user uuid;
     v_email text;
@@ -248,7 +248,7 @@ END $$;
 
 -- Revokes a pending (or expired) invitation; needs collaborators.invite.
 CREATE OR REPLACE FUNCTION public.revoke_invitation(p_couple_id uuid, p_invitation_id uuid) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_invitation invitations;
 BEGIN
@@ -268,7 +268,7 @@ CREATE OR REPLACE FUNCTION public.couple_invitations(
     p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
                  expires_at timestamptz, status text, accepted_by uuid, membership_expires_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
     IF p_status IS NOT NULL AND p_status NOT IN ('pending', 'accepted', 'revoked', 'expired') THEN
@@ -294,7 +294,7 @@ END $$;
 CREATE OR REPLACE FUNCTION public.resend_invitation(
     p_couple_id uuid, p_invitation_id uuid, p_token_hash bytea, p_expires_in interval DEFAULT interval '7 days'
 ) RETURNS TABLE (invitation_id uuid, expires_at timestamptz)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_old invitations;
 BEGIN
@@ -309,7 +309,7 @@ DROP FUNCTION IF EXISTS public.couple_invitation(uuid, uuid);
 CREATE OR REPLACE FUNCTION public.couple_invitation(p_couple_id uuid, p_invitation_id uuid)
 RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
                expires_at timestamptz, status text, accepted_by uuid, membership_expires_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
     RETURN QUERY

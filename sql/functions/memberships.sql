@@ -10,7 +10,7 @@
 -- a suspended member, granting the role held) is written as it is: no revision, no audit entry, no notice, no
 -- webhook.
 CREATE OR REPLACE FUNCTION rbac.memberships_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
     v_couple_name text;
@@ -62,7 +62,7 @@ CREATE OR REPLACE TRIGGER memberships_guard BEFORE INSERT OR UPDATE OR DELETE ON
 
 -- The member's row, locked; raises RBNFD when p_user_id is not a member of the couple.
 CREATE OR REPLACE FUNCTION rbac.lock_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_member memberships;
 BEGIN
@@ -84,7 +84,7 @@ DROP FUNCTION IF EXISTS public.grant_role(uuid, uuid, text);
 CREATE OR REPLACE FUNCTION public.grant_role(
     p_couple_id uuid, p_user_id uuid, p_role text, p_expires_at timestamptz DEFAULT NULL
 ) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.assign');
     v_existing memberships;
@@ -123,7 +123,7 @@ END $$;
 -- The member's row, locked, after checking the actor may manage them: collaborators.manage, and a role that
 -- may give the member's role (a partner cannot suspend an owner).
 CREATE OR REPLACE FUNCTION rbac.require_manageable(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'collaborators.manage');
     v_member memberships := rbac.lock_member(p_couple_id, p_user_id);
@@ -134,7 +134,7 @@ END $$;
 
 -- Suspends or reactivates a member, as require_manageable allows.
 CREATE OR REPLACE FUNCTION rbac.set_member_status(p_couple_id uuid, p_user_id uuid, p_status text) RETURNS memberships
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_result memberships;
 BEGIN
@@ -145,17 +145,17 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION public.suspend_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT rbac.set_member_status(p_couple_id, p_user_id, 'suspended')
 $$;
 
 CREATE OR REPLACE FUNCTION public.reactivate_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT rbac.set_member_status(p_couple_id, p_user_id, 'active')
 $$;
 
 CREATE OR REPLACE FUNCTION public.remove_member(p_couple_id uuid, p_user_id uuid) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_result memberships;
 BEGIN
@@ -166,7 +166,7 @@ END $$;
 
 -- The acting user leaves the couple. The operator names who leaves; a member may name only themself.
 CREATE OR REPLACE FUNCTION public.leave_couple(p_couple_id uuid, p_user_id uuid DEFAULT NULL) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_user uuid;
     v_result memberships;
@@ -185,7 +185,7 @@ END $$;
 CREATE OR REPLACE FUNCTION public.transfer_ownership(
     p_couple_id uuid, p_new_owner uuid, p_previous_owner_role text DEFAULT 'partner'
 ) RETURNS memberships
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'couple.transfer');
     v_target memberships;
@@ -233,7 +233,7 @@ END $$;
 
 -- Creating a couple with its first owner: the operator for anyone, an end user only for themself.
 CREATE OR REPLACE FUNCTION public.create_couple(p_name text, p_owner uuid) RETURNS couples
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple couples;
 BEGIN
@@ -251,7 +251,7 @@ END $$;
 
 -- Renaming a couple: a member holding couple.edit, or the operator.
 CREATE OR REPLACE FUNCTION public.rename_couple(p_couple_id uuid, p_name text) RETURNS couples
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple couples;
 BEGIN
@@ -269,7 +269,7 @@ END $$;
 -- rbac.delete_couple_budget on Citus). A member holding couple.delete, or the operator. Its audit log stays,
 -- recording the deletion and who made it; caches hear that the couple is gone (notifications.sql).
 CREATE OR REPLACE FUNCTION public.delete_couple(p_couple_id uuid) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'couple.delete');
     -- The rows it removes that others change, locked first in the order they take them (an invitation, then a

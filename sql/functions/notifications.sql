@@ -13,7 +13,7 @@ LANGUAGE sql AS $$
 $$;
 
 CREATE OR REPLACE FUNCTION rbac.notify_membership_change() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple_id uuid := CASE WHEN TG_OP = 'DELETE' THEN OLD.couple_id ELSE NEW.couple_id END;
 BEGIN
@@ -30,7 +30,7 @@ CREATE OR REPLACE TRIGGER memberships_notify AFTER INSERT OR UPDATE OR DELETE ON
 -- A change to what roles grant advances the policy revision, which checks read beside each couple's own: no
 -- couple's row is written, and caches drop only the members of the roles that changed.
 CREATE OR REPLACE FUNCTION rbac.notify_role_change() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_revision bigint;
     v_roles text;
@@ -58,7 +58,7 @@ CREATE OR REPLACE TRIGGER role_permissions_notify_delete AFTER DELETE ON role_pe
     REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION rbac.notify_role_change();
 
 CREATE OR REPLACE FUNCTION rbac.notify_key_change() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('rbac_changes', 'keys');
     RETURN NULL;

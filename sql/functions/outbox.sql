@@ -8,7 +8,7 @@
 -- lock their foreign key would take: one being removed meanwhile is waited for and then passed over, where the
 -- foreign key would fail the write that the event tells of.
 CREATE OR REPLACE FUNCTION rbac.enqueue_event(p_type text, p_couple_id uuid, p_payload jsonb) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     INSERT INTO outbox (event_type, couple_id, payload, channel, endpoint_id)
     SELECT p_type, p_couple_id, p_payload, 'webhook', e.id
@@ -20,7 +20,7 @@ END $$;
 -- membership.created, membership.updated (role, status or expiry), membership.removed. (membership.expired comes
 -- from the sweeper, sql/functions/sweep.sql: nothing writes at the instant of expiry.)
 CREATE OR REPLACE FUNCTION rbac.outbox_membership() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_row memberships := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
     v_type text := CASE TG_OP WHEN 'INSERT' THEN 'membership.created' WHEN 'DELETE' THEN 'membership.removed'
@@ -42,7 +42,7 @@ CREATE OR REPLACE TRIGGER memberships_outbox AFTER INSERT OR UPDATE OR DELETE ON
 -- couple.created, couple.renamed, couple.deleted: the couple itself, for a receiver that keeps its own list of
 -- couples. A deleted couple's members each get their membership.removed as well.
 CREATE OR REPLACE FUNCTION rbac.outbox_couple() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_row couples := CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 BEGIN
@@ -66,7 +66,7 @@ CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELET
 -- receiver that keeps data of its own about the person. The id alone: nothing that named them, and their
 -- user.created and user.updated messages, sent or not, go from the outbox with them.
 CREATE OR REPLACE FUNCTION rbac.outbox_user() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
         DELETE FROM outbox WHERE event_type IN ('user.created', 'user.updated')
@@ -87,7 +87,7 @@ CREATE OR REPLACE TRIGGER users_outbox AFTER INSERT OR UPDATE OF email, display_
 -- accepted, revoked, expired or deleted, no message may carry a usable link to it. Its email, if not sent yet,
 -- never will be: it is dead here, saying why, where the worker would find no link and could not.
 CREATE OR REPLACE FUNCTION rbac.erase_sealed_token(p_invitation_id uuid) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     UPDATE outbox
     SET token_box = NULL,
@@ -103,7 +103,7 @@ END $$;
 -- token goes from every message still holding it. The email names no inviter: the worker reads who it is from
 -- when it sends it (rbac.inviter_shown), as they are then, and the outbox does not keep it.
 CREATE OR REPLACE FUNCTION rbac.outbox_invitation() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_type text;
     v_payload jsonb;

@@ -29,7 +29,7 @@ END $$;
 -- tell an outsider all user_permissions refuses.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_user_id uuid, p_permission text)
 RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF nullif(current_setting('request.jwt.claims', true), '') IS NOT NULL
        AND rbac.jwt_user_id() IS DISTINCT FROM p_user_id THEN
@@ -40,14 +40,14 @@ END $$;
 
 -- The caller is `sub` of request.jwt.claims, as Supabase / PostgREST set it.
 CREATE OR REPLACE FUNCTION public.user_has_permission(p_couple_id uuid, p_permission text) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     RETURN rbac.holds_permission(p_couple_id, rbac.jwt_user_id(), p_permission);
 END $$;
 
 -- The permissions p_user_id holds in the couple, sorted; empty unless their membership is in force.
 CREATE OR REPLACE FUNCTION public.user_permissions(p_couple_id uuid, p_user_id uuid) RETURNS text[]
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_member_view(p_couple_id, p_user_id);
     RETURN rbac.held_permissions(p_couple_id, p_user_id);
@@ -55,7 +55,7 @@ END $$;
 
 -- p_user_id's role in the couple (also when suspended), or NULL when not a member.
 CREATE OR REPLACE FUNCTION public.user_role(p_couple_id uuid, p_user_id uuid) RETURNS text
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_member_view(p_couple_id, p_user_id);
     RETURN (SELECT role FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id);
@@ -63,7 +63,7 @@ END $$;
 
 -- Whether p_user_id may leave: an active or suspended member who is not the couple's last active owner.
 CREATE OR REPLACE FUNCTION public.can_leave_collaboration(p_couple_id uuid, p_user_id uuid) RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_member memberships;
 BEGIN
@@ -90,7 +90,7 @@ DROP FUNCTION IF EXISTS public.user_couples(uuid, integer, uuid);
 CREATE OR REPLACE FUNCTION public.user_couples(p_user_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
 RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz,
                expires_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
         RAISE EXCEPTION 'permission denied: users can list only their own couples' USING ERRCODE = 'RBDEN';
@@ -112,7 +112,7 @@ DROP FUNCTION IF EXISTS public.couple_members(uuid, integer, uuid);
 CREATE OR REPLACE FUNCTION public.couple_members(p_couple_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
 RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz,
                expires_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
@@ -140,7 +140,7 @@ DROP FUNCTION IF EXISTS public.user_roles(uuid[], uuid[]);
 CREATE OR REPLACE FUNCTION public.user_roles(p_couple_ids uuid[], p_user_ids uuid[])
 RETURNS TABLE (revision bigint, role text, policy_revision bigint, expires_at timestamptz,
                couple_role_permissions text)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp
 -- One generic plan (index lookups per pair) for every length of the arrays. Left to choose, PostgreSQL plans
 -- afresh on every call, since a plan for the arrays at hand always looks cheaper than one that has to guess
 -- their length, and the planning costs more than the query.
@@ -165,7 +165,7 @@ END $$;
 -- every row).
 CREATE OR REPLACE FUNCTION public.role_permission_sets()
 RETURNS TABLE (policy_revision bigint, role text, permissions text[])
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT (SELECT p.revision FROM policy_revision p), r.name,
            coalesce((SELECT array_agg(rp.permission ORDER BY rp.permission)
                      FROM role_permissions rp WHERE rp.role = r.name), '{}')

@@ -10,7 +10,7 @@
 -- still held. It reads memberships and invitations only for roles it removes, so its cost does not grow with the
 -- couples.
 CREATE OR REPLACE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_problems text[];
     v_removed text[];

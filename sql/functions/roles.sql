@@ -7,7 +7,7 @@
 -- commits, so a concurrent delete (FOR UPDATE) waits and then sees the new holder, or goes first and the
 -- writer finds no role. Rows written before a role was deleted keep its name.
 CREATE OR REPLACE FUNCTION rbac.role_exists_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM 1 FROM couple_roles WHERE couple_id = NEW.couple_id AND name = NEW.role FOR KEY SHARE;
     PERFORM rbac.require_role(NEW.couple_id, NEW.role);
@@ -22,7 +22,7 @@ CREATE OR REPLACE TRIGGER invitations_role_exists BEFORE INSERT OR UPDATE OF rol
 -- A couple's role never takes the name of one of the policy's; a role still held (by a membership or a pending
 -- invitation) is not deleted, unless its couple is being deleted.
 CREATE OR REPLACE FUNCTION rbac.couple_roles_guard() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_held bigint;
 BEGIN
@@ -58,7 +58,7 @@ CREATE OR REPLACE TRIGGER couple_roles_guard BEFORE INSERT OR UPDATE OR DELETE O
 -- of it (sql/functions/notifications.sql), so checks see it at once, on every instance, and other couples'
 -- cached sets stay.
 CREATE OR REPLACE FUNCTION rbac.couple_role_permissions_changed() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple_id uuid;
     v_revision bigint;
@@ -79,7 +79,7 @@ CREATE OR REPLACE TRIGGER couple_role_permissions_delete AFTER DELETE ON couple_
 
 -- The couple's role p_name, locked; RBNFD when the couple defined no such role.
 CREATE OR REPLACE FUNCTION rbac.lock_couple_role(p_couple_id uuid, p_name text) RETURNS couple_roles
-LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_role couple_roles;
 BEGIN
@@ -96,7 +96,7 @@ END $$;
 
 -- p_permissions, sorted and without repeats, after checking each is in the registry.
 CREATE OR REPLACE FUNCTION rbac.known_permissions(p_permissions text[]) RETURNS text[]
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_unknown text := (SELECT p FROM unnest(p_permissions) p WHERE p IS NULL OR p NOT IN (SELECT name FROM permissions)
                        LIMIT 1);
@@ -125,7 +125,7 @@ END $$;
 -- it grants. Needs collaborators.view.
 CREATE OR REPLACE FUNCTION public.couple_roles(p_couple_id uuid)
 RETURNS TABLE (name text, description text, permissions text[], couple_defined boolean)
-LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
     RETURN QUERY
@@ -144,7 +144,7 @@ END $$;
 -- One role as couple_roles lists it.
 CREATE OR REPLACE FUNCTION rbac.couple_role_row(p_couple_id uuid, p_name text)
 RETURNS TABLE (name text, description text, permissions text[], couple_defined boolean)
-LANGUAGE sql STABLE SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT cr.name, cr.description, rbac.couple_role_permissions(p_couple_id, cr.name), true
     FROM couple_roles cr WHERE cr.couple_id = p_couple_id AND cr.name = p_name
 $$;
@@ -153,7 +153,7 @@ $$;
 CREATE OR REPLACE FUNCTION public.create_couple_role(
     p_couple_id uuid, p_name text, p_description text, p_permissions text[]
 ) RETURNS TABLE (name text, description text, permissions text[], couple_defined boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
     v_description text := rbac.require_role_description(p_description);
@@ -185,7 +185,7 @@ END $$;
 CREATE OR REPLACE FUNCTION public.edit_couple_role(
     p_couple_id uuid, p_name text, p_description text DEFAULT NULL, p_permissions text[] DEFAULT NULL
 ) RETURNS TABLE (name text, description text, permissions text[], couple_defined boolean)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
     v_role couple_roles := rbac.lock_couple_role(p_couple_id, p_name);
@@ -217,7 +217,7 @@ END $$;
 -- p_reassign names the role they move to, in the same transaction; the actor must be allowed to give both.
 CREATE OR REPLACE FUNCTION public.delete_couple_role(p_couple_id uuid, p_name text, p_reassign text DEFAULT NULL)
 RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
 BEGIN

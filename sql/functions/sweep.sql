@@ -8,7 +8,7 @@
 -- insert its expiries_recorded row). Returns how many of each it recorded; the operator's.
 CREATE OR REPLACE FUNCTION public.sweep_expired(p_limit integer DEFAULT 1000)
 RETURNS TABLE (memberships_expired integer, invitations_expired integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_membership record;
     v_invitation invitations;

@@ -8,7 +8,7 @@
 -- unique_violation), an address rbac does not store (RBINV, saying why), a name longer than 200 characters or
 -- holding control characters (RBINV). A change to what is there writes nothing.
 CREATE OR REPLACE FUNCTION public.edit_user(p_user_id uuid, p_email text, p_display_name text) RETURNS users
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_user users;
     v_email text := rbac.stored_email(btrim(p_email));
@@ -50,7 +50,7 @@ END $$;
 -- refused. A joining holds the user's row FOR SHARE (rbac.memberships_guard): one in flight was waited for, and
 -- its couple is read here; one after waits for the change and revokes by the new address itself.
 CREATE OR REPLACE FUNCTION rbac.revoke_invitations_to_new_address() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM FROM couples WHERE id IN (SELECT couple_id FROM memberships WHERE user_id = NEW.id) ORDER BY id
         FOR KEY SHARE;
@@ -72,7 +72,7 @@ CREATE OR REPLACE TRIGGER users_new_address AFTER UPDATE OF email ON users
 -- entries they made show user:<id>. Their user.created and user.updated messages go from the outbox
 -- (rbac.outbox_user).
 CREATE OR REPLACE FUNCTION public.delete_user(p_user_id uuid) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_erased text[];
 BEGIN
