@@ -5,7 +5,7 @@ import Testing
 /// `--help` of every command the tree holds, read from the built `rbac`.
 @Suite("rbac --help", .timeLimit(.minutes(1)))
 struct HelpTests {
-    /// The commands below `path`, as its help lists them.
+    /// The commands a help text lists below its own.
     static func subcommands(of help: String) -> [String] {
         guard let listing = help.components(separatedBy: "SUBCOMMANDS:").dropFirst().first else { return [] }
         // The listing ends at its first blank line; a subcommand's line starts two spaces in, its abstract's

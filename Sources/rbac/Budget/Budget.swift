@@ -126,7 +126,7 @@ extension RBAC.BudgetCommand {
 
 /// What narrows a budget listing, as options.
 protocol ListingScope: ParsableArguments {
-    /// Those options in an example, after `--couple C`.
+    /// Those options in an example, each after a space, as they follow `--couple C` (empty for none).
     static var example: String { get }
 }
 
