@@ -24,7 +24,7 @@ extension RBAC {
             let allowed = try await CommandContext.run(database) { context in
                 let user = try await context.user(member.user)
                 let couple = try Parse.couple(member.couple)
-                let permission = Permission(rawValue: permission)!
+                let permission: Permission = try Parse.name(permission)
                 guard explain else {
                     let answer = try await context.permissions.check(permission, user: user.id, couple: couple)
                     if output.json { try printJSON(answer) } else { print(answer.allowed ? "allowed" : "denied") }

@@ -29,7 +29,7 @@ extension RBAC {
         func run() async throws {
             try await member.change(acting) { context, actor, user, couple in
                 try await context.memberships.grant(
-                    try RoleName(validating: role), to: user, in: couple,
+                    try Parse.name(role), to: user, in: couple,
                     until: try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until")),
                     as: actor)
             } message: { user, membership in

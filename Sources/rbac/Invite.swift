@@ -47,7 +47,7 @@ extension RBAC {
         func run() async throws {
             try await acting.run { context, actor in
                 let issued = try await context.invitations.invite(
-                    to: try Parse.couple(couple), role: try RoleName(validating: role),
+                    to: try Parse.couple(couple), role: try Parse.name(role),
                     email: email.flatMap(EmailAddress.init(rawValue:)), expiresIn: expires.duration,
                     membershipExpiresAt: try membershipExpiresAt, as: actor)
                 try printIssued(issued, json: acting.output.json)

@@ -125,7 +125,7 @@ extension RBAC {
                 try await acting.run { context, actor in
                     let (couple, name) = (try role.coupleID(), try role.roleName())
                     try await context.permissions.deleteRole(
-                        name, in: couple, reassign: try reassign.map { try RoleName(validating: $0) }, as: actor)
+                        name, in: couple, reassign: try reassign.map { try Parse.name($0) }, as: actor)
                     let moved = reassign.map { "; its members now hold \($0)" } ?? ""
                     try acting.output.print(
                         ["deleted": name.rawValue], "deleted role \(name) of couple \(idText(couple))\(moved)")
