@@ -231,6 +231,77 @@ struct MigrationTests {
         }
     }
 
+    @Test("a public schema every role may create in, as before PostgreSQL 15: migrate closes it to end users")
+    func publicSchemaClosed() async throws {
+        let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
+        try await TestDatabase.withFreshPool(maxConnections: 1) { pool in
+            try await pool.withConnection { try await $0.runScript("GRANT CREATE ON SCHEMA public TO PUBLIC") }
+            _ = try await TestDatabase.settingUp { try await runner.migrate(pool) }
+            // An end user's function that PostgreSQL would pick over pg_catalog's polymorphic to_jsonb for a
+            // couple's row, in the audit trigger that runs as the functions' owner.
+            let error = await #expect(throws: PostgresError.self) {
+                try await pool.withTransaction { connection in
+                    try await connection.runScript(
+                        """
+                        SET LOCAL ROLE rbac_app;
+                        CREATE FUNCTION public.to_jsonb(couples) RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'
+                        """)
+                }
+            }
+            #expect(error?.sqlState == .insufficientPrivilege)
+        }
+    }
+
+    @Test(
+        "end users left able to create in public, where migrate cannot revoke it: refused, naming them; nothing applied",
+        arguments: [
+            // Only the grantor takes back its grant; migrate revokes as the schema's owner. Made on the
+            // coordinator alone on Citus, which sends no DDL to the workers for a role that is no superuser (on
+            // plain PostgreSQL the setting is a placeholder).
+            (
+                [
+                    "GRANT CREATE ON SCHEMA public TO %@ WITH GRANT OPTION",
+                    "SET citus.enable_ddl_propagation = off; SET ROLE %@; GRANT CREATE ON SCHEMA public TO PUBLIC; "
+                        + "RESET ROLE; RESET citus.enable_ddl_propagation",
+                ], "rbac_app"
+            ),
+            // A role end users log in as, as Supabase's authenticated, with a grant of its own.
+            (["GRANT rbac_app TO %@", "GRANT CREATE ON SCHEMA public TO %@"], "%@"),
+        ])
+    func publicSchemaLeftOpenRefused(setUp: [String], named: String) async throws {
+        let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
+        let role = "test_role_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        // Each in a transaction of its own: on Citus, where a worker learns of a role or a grant when it commits,
+        // a grant made as the role waits there for the one made to it. The role's name is letters, digits and
+        // underscores: an identifier as it stands.
+        let statements =
+            ["CREATE ROLE \(role) LOGIN"] + setUp.map { $0.replacingOccurrences(of: "%@", with: role) }
+            // An installation upgrading to this release: its privileges file is an older one.
+            + ["UPDATE schema_definitions SET checksum = 'older' WHERE file_name = 'functions/privileges.sql'"]
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 1) { pool in
+            // Alone on Citus, where grants and roles made at once on every node deadlock.
+            let error = try await TestDatabase.settingUp {
+                for statement in statements {
+                    try await pool.withConnection { try await $0.runScript(PostgresQuery(unsafeSQL: statement)) }
+                }
+                return try await ensuring {
+                    await #expect(throws: PostgresError.self) { try await runner.migrate(pool) }
+                } finally: {
+                    try await pool.withConnection {
+                        try await $0.runScript("DROP OWNED BY \(identifier: role); DROP ROLE \(identifier: role)")
+                    }
+                }
+            }
+            #expect(error?.sqlState == .insufficientPrivilege)
+            let message = try #require(error?.message)
+            #expect(message.hasPrefix("end users may create objects in schema public or rbac as "))
+            #expect(message.contains(named.replacingOccurrences(of: "%@", with: role)), "\(message)")
+            let recorded = try await pool.query(
+                "SELECT checksum FROM schema_definitions WHERE file_name = 'functions/privileges.sql'")
+            #expect(try recorded[0].decode("checksum", as: String.self) == "older")
+        }
+    }
+
     /// `body`'s result, or nil when it is still waiting after 20 seconds (for a lock, in these tests).
     private func withinTwentySeconds<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
         try await withThrowingTaskGroup(of: T?.self) { tasks in

@@ -15,6 +15,12 @@ SELECT is_empty($$
       AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search\_path=%, pg\_temp')
 $$, 'every SECURITY DEFINER function, and every function that pins search_path, names pg_temp last');
 
+-- Functions find what they call through public; a function an end user could create there might outbid the
+-- one meant and run as the functions' owner (sql/functions/privileges.sql).
+SELECT ok(NOT has_schema_privilege('rbac_app', 'public', 'CREATE')
+          AND NOT has_schema_privilege('rbac_app', 'rbac', 'CREATE'),
+          'rbac_app may create objects in neither public nor rbac');
+
 SELECT pg_temp.new_user(name) FROM unnest(ARRAY['olivia', 'xena']) AS name;
 SELECT pg_temp.new_couple('Olivia & Paul', 'olivia');
 SELECT pg_temp.new_couple('Xena & Co', 'xena');

@@ -2,6 +2,34 @@
 -- by default, so this runs after every definition); rbac_app, the application role, calls the API functions,
 -- which check the acting user's permissions themselves, and the row-level security predicates; operators
 -- (rbac_operator) call everything, and alone what permission caches read.
+
+-- End users create nothing in public or rbac. Functions find tables and other functions through a search path
+-- that names public, and PostgreSQL takes the best match anywhere on the path: a role that may create there
+-- could add, say, a to_jsonb(couples) that beats pg_catalog's polymorphic one, and it would run as whoever
+-- calls it, the owner of the SECURITY DEFINER functions included. PostgreSQL 15 stopped letting PUBLIC create
+-- in public; a database created before, or upgraded from an older release, still lets it.
+REVOKE CREATE ON SCHEMA public, rbac FROM PUBLIC, rbac_app;
+DO $$
+DECLARE
+    v_roles text;
+BEGIN
+    -- End users are rbac_app and the roles that belong to it (Supabase's authenticated, say). One of them may
+    -- still create there through a grant of its own, one to a role it belongs to, or one this REVOKE left (run
+    -- by a role that owns neither schema, it takes nothing away and only warns). Owners, operators and
+    -- superusers are trusted with the functions anyway.
+    SELECT string_agg(DISTINCT quote_ident(r.rolname), ', ') INTO v_roles
+    FROM pg_roles r, pg_namespace n
+    WHERE n.nspname IN ('public', 'rbac') AND has_schema_privilege(r.oid, n.oid, 'CREATE')
+      AND pg_has_role(r.oid, 'rbac_app', 'MEMBER') AND NOT r.rolsuper
+      AND NOT pg_has_role(r.oid, n.nspowner, 'MEMBER') AND NOT pg_has_role(r.oid, 'rbac_operator', 'MEMBER');
+    IF v_roles IS NOT NULL THEN
+        RAISE EXCEPTION 'end users may create objects in schema public or rbac as %, and a function made there '
+                        'could run as the owner of rbac''s functions; revoke CREATE on both from them, from the '
+                        'roles they belong to and from PUBLIC (as the schemas'' owner)', v_roles
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+END $$;
+
 DO $$
 DECLARE
     v_function regprocedure;
