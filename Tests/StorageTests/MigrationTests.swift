@@ -253,7 +253,7 @@ struct MigrationTests {
     }
 
     @Test(
-        "end users left able to create in public, where migrate cannot revoke it: refused, naming them; nothing applied",
+        "end users left able to create in public, or what they made there while they could: refused, named; nothing applied",
         arguments: [
             // Only the grantor takes back its grant; migrate revokes as the schema's owner. Made on the
             // coordinator alone on Citus, which sends no DDL to the workers for a role that is no superuser (on
@@ -263,12 +263,25 @@ struct MigrationTests {
                     "GRANT CREATE ON SCHEMA public TO %@ WITH GRANT OPTION",
                     "SET citus.enable_ddl_propagation = off; SET ROLE %@; GRANT CREATE ON SCHEMA public TO PUBLIC; "
                         + "RESET ROLE; RESET citus.enable_ddl_propagation",
-                ], "rbac_app"
+                ], "end users may create objects in schema public or rbac as ", "rbac_app"
             ),
             // A role end users log in as, as Supabase's authenticated, with a grant of its own.
-            (["GRANT rbac_app TO %@", "GRANT CREATE ON SCHEMA public TO %@"], "%@"),
+            (
+                ["GRANT rbac_app TO %@", "GRANT CREATE ON SCHEMA public TO %@"],
+                "end users may create objects in schema public or rbac as ", "%@"
+            ),
+            // Such a role's function, made while PUBLIC could create in public, for the audit trigger to call.
+            (
+                [
+                    "GRANT rbac_app TO %@", "GRANT CREATE ON SCHEMA public TO PUBLIC",
+                    "SET citus.enable_ddl_propagation = off; SET ROLE %@; CREATE FUNCTION public.to_jsonb(couples) "
+                        + "RETURNS jsonb LANGUAGE sql AS 'SELECT NULL::jsonb'; RESET ROLE; "
+                        + "RESET citus.enable_ddl_propagation",
+                ], "end users made objects in schema public or rbac",
+                "function public.to_jsonb(public.couples) (owned by %@)"
+            ),
         ])
-    func publicSchemaLeftOpenRefused(setUp: [String], named: String) async throws {
+    func publicSchemaLeftOpenRefused(setUp: [String], refusal: String, naming: String) async throws {
         let runner = try MigrationRunner.load(from: repositoryRoot.appendingPathComponent("sql"))
         let role = "test_role_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
         // Each in a transaction of its own: on Citus, where a worker learns of a role or a grant when it commits,
@@ -294,8 +307,8 @@ struct MigrationTests {
             }
             #expect(error?.sqlState == .insufficientPrivilege)
             let message = try #require(error?.message)
-            #expect(message.hasPrefix("end users may create objects in schema public or rbac as "))
-            #expect(message.contains(named.replacingOccurrences(of: "%@", with: role)), "\(message)")
+            #expect(message.hasPrefix(refusal))
+            #expect(message.contains(naming.replacingOccurrences(of: "%@", with: role)), "\(message)")
             let recorded = try await pool.query(
                 "SELECT checksum FROM schema_definitions WHERE file_name = 'functions/privileges.sql'")
             #expect(try recorded[0].decode("checksum", as: String.self) == "older")

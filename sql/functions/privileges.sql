@@ -11,21 +11,34 @@
 REVOKE CREATE ON SCHEMA public, rbac FROM PUBLIC, rbac_app;
 DO $$
 DECLARE
-    v_roles text;
+    -- End users are rbac_app and the roles that belong to it (Supabase's authenticated, say); owners, operators
+    -- and superusers are trusted with the functions anyway.
+    v_end_users oid[] := ARRAY(SELECT r.oid FROM pg_roles r
+                               WHERE pg_has_role(r.oid, 'rbac_app', 'MEMBER') AND NOT r.rolsuper
+                                 AND NOT pg_has_role(r.oid, 'rbac_operator', 'MEMBER'));
+    v_found text;
 BEGIN
-    -- End users are rbac_app and the roles that belong to it (Supabase's authenticated, say). One of them may
-    -- still create there through a grant of its own, one to a role it belongs to, or one this REVOKE left (run
-    -- by a role that owns neither schema, it takes nothing away and only warns). Owners, operators and
-    -- superusers are trusted with the functions anyway.
-    SELECT string_agg(DISTINCT quote_ident(r.rolname), ', ') INTO v_roles
-    FROM pg_roles r, pg_namespace n
-    WHERE n.nspname IN ('public', 'rbac') AND has_schema_privilege(r.oid, n.oid, 'CREATE')
-      AND pg_has_role(r.oid, 'rbac_app', 'MEMBER') AND NOT r.rolsuper
-      AND NOT pg_has_role(r.oid, n.nspowner, 'MEMBER') AND NOT pg_has_role(r.oid, 'rbac_operator', 'MEMBER');
-    IF v_roles IS NOT NULL THEN
+    -- One may still create there through a grant of its own, one to a role it belongs to, or one this REVOKE
+    -- left (run by a role that owns neither schema, it takes nothing away and only warns).
+    SELECT string_agg(DISTINCT u.role_id::regrole::text, ', ') INTO v_found
+    FROM unnest(v_end_users) AS u(role_id), pg_namespace n
+    WHERE n.nspname IN ('public', 'rbac') AND has_schema_privilege(u.role_id, n.oid, 'CREATE')
+      AND NOT pg_has_role(u.role_id, n.nspowner, 'MEMBER');
+    IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'end users may create objects in schema public or rbac as %, and a function made there '
                         'could run as the owner of rbac''s functions; revoke CREATE on both from them, from the '
-                        'roles they belong to and from PUBLIC (as the schemas'' owner)', v_roles
+                        'roles they belong to and from PUBLIC (as the schemas'' owner)', v_found
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- What one made there while it could is still there, waiting for a call it matches better.
+    SELECT string_agg(format('%s %s (owned by %s)', o.type, o.identity, d.refobjid::regrole), ', '
+                      ORDER BY o.identity) INTO v_found
+    FROM pg_shdepend d, LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) o
+    WHERE d.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND d.deptype = 'o'
+      AND d.refobjid = ANY (v_end_users) AND o.schema IN ('public', 'rbac');
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'end users made objects in schema public or rbac, which could run as the owner of rbac''s '
+                        'functions: %; see what they do, and drop them', v_found
             USING ERRCODE = 'insufficient_privilege';
     END IF;
 END $$;
