@@ -10,7 +10,7 @@ extension RBAC {
                 The membership holds until changed, or until --expires / --until: from that instant it grants \
                 nothing. Granting again without either removes an expiry. An owner's membership never expires.
 
-                Example: rbac grant --couple C --user planner@example.com --role planner --until 2027-09-30T18:00Z
+                Example: rbac grant --couple C --user planner@example.com --role planner --expires 90d
                 """)
         @OptionGroup var member: MemberOptions
         @Option(help: "The role: one of the policy's or the couple's own (see rbac roles --couple C).")

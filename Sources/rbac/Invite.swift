@@ -10,7 +10,7 @@ extension RBAC {
             discussion: """
                 Links start with $RBAC_PUBLIC_URL (default http://localhost:8080).
 
-                Example: rbac invite --couple C --role planner --email pia@example.com --access-until 2027-06-30
+                Example: rbac invite --couple C --role planner --email pia@example.com --access-expires 90d
                 """)
         @Option(help: "The couple's id.") var couple: String
         @Option(help: "The role the invitee will get.") var role: String
