@@ -3,7 +3,10 @@ import Foundation
 
 /// Prints `value` as the HTTP API writes it (same keys, dates and ids), indented.
 func printJSON(_ value: some Encodable) throws {
-    print(String(decoding: try JSONEncoder.rbac(pretty: true).encode(value), as: UTF8.self))
+    let text = String(decoding: try JSONEncoder.rbac(pretty: true).encode(value), as: UTF8.self)
+    // Foundation spreads an empty array or object over three lines. A bracket and a line break can only be
+    // JSON's own, since a string holds its line breaks escaped.
+    print(text.replacing(#/([\[{])\n\s*\n\s*([\]}])/#) { "\($0.1)\($0.2)" })
 }
 
 /// What a command that lists records or writes one prints: with --json, the record it wrote (an object, as the
