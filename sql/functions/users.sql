@@ -98,11 +98,15 @@ BEGIN
         RAISE EXCEPTION 'user % does not exist', p_user_id USING ERRCODE = 'RBNFD';
     END IF;
     PERFORM set_config('rbac.erasing', p_user_id::text, true);
-    -- The ids the entries hold as operator_audit_log_people indexes them; rbac.erased says which it names.
-    UPDATE operator_audit_log a SET (before, after) = (SELECT e.before, e.after FROM rbac.erased(a, p_user_id) e)
-    WHERE a.action ~ '^(user|identity)\.'
-      AND ARRAY[a.before ->> 'id', a.after ->> 'id', a.before ->> 'user_id', a.after ->> 'user_id']
-          @> ARRAY[p_user_id::text]
-      AND to_jsonb(a) <> to_jsonb(rbac.erased(a, p_user_id));
+    -- The ids the entries hold as operator_audit_log_people indexes them; rbac.erased says which it names, and
+    -- the entries it leaves as they were are not written.
+    WITH erasing AS (
+        SELECT a.id, e.before, e.after
+        FROM operator_audit_log a CROSS JOIN LATERAL rbac.erased(a, p_user_id) e
+        WHERE a.action ~ '^(user|identity)\.'
+          AND ARRAY[a.before ->> 'id', a.after ->> 'id', a.before ->> 'user_id', a.after ->> 'user_id']
+              @> ARRAY[p_user_id::text]
+          AND (e.before, e.after) IS DISTINCT FROM (a.before, a.after))
+    UPDATE operator_audit_log a SET (before, after) = (e.before, e.after) FROM erasing e WHERE a.id = e.id;
     PERFORM set_config('rbac.erasing', '', true);
 END $$;
