@@ -125,6 +125,15 @@ public final class PostgresConnection: @unchecked Sendable {
         }
     }
 
+    /// Runs `statements` in one round trip (libpq's pipeline mode), each as a query of its own. Their rows are
+    /// discarded; the first error is thrown, and the statements after it do not run.
+    public func pipeline(_ statements: [PostgresQuery]) async throws {
+        guard statements.allSatisfy({ $0.statementName == nil }) else {
+            throw PostgresError(.invalidQuery, message: "a pipeline's statements cannot be prepared")
+        }
+        try await onQueue { cancellation in try self.runPipeline(statements, cancellation: cancellation) }
+    }
+
     // MARK: Transactions
 
     public enum IsolationLevel: Sendable {
@@ -135,9 +144,8 @@ public final class PostgresConnection: @unchecked Sendable {
     /// back and runs the whole closure again, up to `maxAttempts` times in all; any other error rolls back and
     /// is rethrown.
     ///
-    /// `opening`, statements without parameters, runs first in each attempt, in the round trip that begins the
-    /// transaction: what the rest relies on, such as a lock. Never a `SET LOCAL` that Citus propagates: it
-    /// replays the whole query string of one on each worker the transaction reaches.
+    /// `opening` runs first in each attempt, in the round trip that begins the transaction (`pipeline`): what
+    /// the rest relies on, such as a lock or who acts.
     public func withTransaction<T: Sendable>(
         isolation: IsolationLevel = .readCommitted, maxAttempts: Int = 5, opening: [PostgresQuery] = [],
         _ body: (PostgresConnection) async throws -> T
@@ -148,14 +156,10 @@ public final class PostgresConnection: @unchecked Sendable {
             case .repeatableRead: "BEGIN ISOLATION LEVEL REPEATABLE READ"
             case .serializable: "BEGIN ISOLATION LEVEL SERIALIZABLE"
             }
-        guard opening.allSatisfy({ $0.bindings.count == 0 && $0.statementName == nil }) else {
-            throw PostgresError(.invalidQuery, message: "a transaction's opening takes no parameters")
-        }
-        let script = PostgresQuery(unsafeSQL: ([begin] + opening.map(\.sql)).joined(separator: "; "))
         var attempt = 1
         while true {
             do {
-                try await runScript(script)
+                try await pipeline([PostgresQuery(unsafeSQL: begin)] + opening)
                 let value = try await body(self)
                 try await execute("COMMIT")
                 return value
@@ -357,6 +361,47 @@ public final class PostgresConnection: @unchecked Sendable {
         counter?.count.add(1, ordering: .relaxed)
         cancellation.sent(cancelHandle)
         return try collectResult(cancellation: cancellation)
+    }
+
+    /// Runs on `queue`.
+    private func runPipeline(_ statements: [PostgresQuery], cancellation: CancellationState) throws {
+        try ensureOpen()
+        try cancellation.begin()
+        defer { cancellation.end() }
+        // A failure to send or to read the pipeline's end is the connection's, which leaves it unusable
+        // (`connectionError`): the pool does not hand it out again, wherever its pipeline stopped.
+        guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
+        for statement in statements {
+            let sent = statement.bindings.withParameterPointers { count, types, values, lengths, formats in
+                PQsendQueryParams(
+                    handle, statement.sql, count, types, values, lengths, formats, PostgresFormat.binary.rawValue)
+            }
+            guard sent == 1 else { throw connectionError() }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw connectionError() }
+        counter?.count.add(1, ordering: .relaxed)
+        cancellation.sent(cancelHandle)
+        // Each statement's results end with a null; those after a failed one come back aborted. Then the sync.
+        var failure: PostgresError?
+        for _ in statements {
+            while let pointer = PQgetResult(handle) {
+                let result = PostgresResult(pointer: pointer)
+                let status = PQresultStatus(pointer)
+                if failure == nil, status == PGRES_BAD_RESPONSE || status == PGRES_FATAL_ERROR {
+                    failure = serverError(result)
+                }
+            }
+        }
+        let end = PQgetResult(handle).map { PostgresResult(pointer: $0) }
+        guard let end, PQresultStatus(end.pointer) == PGRES_PIPELINE_SYNC, PQexitPipelineMode(handle) == 1 else {
+            throw connectionError()
+        }
+        reusable.store(
+            PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
+        if let failure {
+            if cancellation.isCancelled, failure.sqlState == .queryCanceled { throw CancellationError() }
+            throw failure
+        }
     }
 
     /// Runs on `queue`.

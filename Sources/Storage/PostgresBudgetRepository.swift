@@ -661,16 +661,13 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     /// Runs a write in a transaction that holds the couple's row against its deletion to the end
-    /// (`rbac.hold_couple`, in the round trip that begins it) and names its actor, for the audit log.
+    /// (`rbac.hold_couple`) and names its actor, for the audit log, both in the round trip that begins it.
     private func transaction<T: Sendable>(
         _ couple: UUID, as actor: Actor, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
-            let hold: PostgresQuery = "SELECT rbac.hold_couple(\(literal: couple.uuidString.lowercased()))"
-            return try await pool.withTransaction(opening: [hold]) { connection in
-                try await connection.act(as: actor)
-                return try await body(connection)
-            }
+            let hold: PostgresQuery = "SELECT rbac.hold_couple(\(couple))"
+            return try await pool.withTransaction(opening: [hold] + Acting.statements(actor), body)
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

@@ -365,10 +365,11 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     /// Runs a membership write and reads the revision it brought its couple to, in one transaction; once it
     /// has committed, the couple's cached permissions are dropped.
-    private func changingMembership(as actor: Actor, _ write: (PostgresConnection) async throws -> Membership)
-        async throws -> Membership
-    {
-        let membership = try await run(as: actor) { connection in
+    private func changingMembership(
+        as actor: Actor, through identity: ExternalIdentity? = nil,
+        _ write: (PostgresConnection) async throws -> Membership
+    ) async throws -> Membership {
+        let membership = try await run(as: actor, through: identity) { connection in
             var membership = try await write(connection)
             membership.revision = try await Self.revision(of: membership.coupleID, on: connection)
             return membership
@@ -492,10 +493,9 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     }
 
     public func acceptInvitation(tokenHash: [UInt8], signedIn: SignedIn) async throws -> Membership {
-        try await changingMembership(as: .user(signedIn.user)) { connection in
-            // The claims a provider's token carries: accept_invitation reads the identity's verified address.
-            try await connection.act(through: signedIn.identity)
-            return try await Self.accept(tokenHash, user: nil, on: connection)
+        // The claims a provider's token carries: accept_invitation reads the identity's verified address.
+        try await changingMembership(as: .user(signedIn.user), through: signedIn.identity) { connection in
+            try await Self.accept(tokenHash, user: nil, on: connection)
         }
     }
 
@@ -616,19 +616,18 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Running as an actor
 
-    /// Runs `body` in a transaction that acts for `actor`, mapping the functions' refusals to
-    /// `CollaborationError`. With no actor (the connection's own rights, for operator-only work), `body` runs
-    /// outside a transaction, and so must be one statement: it is atomic alone, and needs no BEGIN and COMMIT.
+    /// Runs `body` in a transaction that acts for `actor` (named by `identity`, the end user's sign-in, when
+    /// given), mapping the functions' refusals to `CollaborationError`. With no actor (the connection's own
+    /// rights, for operator-only work), `body` runs outside a transaction, and so must be one statement: it is
+    /// atomic alone, and needs no BEGIN and COMMIT.
     private func run<T: Sendable>(
-        as actor: Actor?, isolation: PostgresConnection.IsolationLevel = .readCommitted,
-        _ body: (PostgresConnection) async throws -> T
+        as actor: Actor?, through identity: ExternalIdentity? = nil,
+        isolation: PostgresConnection.IsolationLevel = .readCommitted, _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         do {
             guard let actor else { return try await pool.withConnection(body) }
-            return try await pool.withTransaction(isolation: isolation) { connection in
-                try await connection.act(as: actor)
-                return try await body(connection)
-            }
+            let acting = try identity.map(Acting.statements) ?? Acting.statements(actor)
+            return try await pool.withTransaction(isolation: isolation, opening: acting, body)
         } catch let error as PostgresError {
             throw domainError(error)
         }

@@ -99,9 +99,20 @@ struct ConnectionTests {
             #expect(try await pool.query("SELECT count(*) AS n FROM items")[0].decode("n", as: Int.self) == 1)
             #expect(try await pool.query("SELECT pg_backend_pid() AS pid")[0].decode("pid", as: Int32.self) == backend)
 
-            await #expect(throws: PostgresError.self) {
-                try await pool.withTransaction(opening: ["SELECT \(1)"]) { _ in }
+            // Each statement of the opening is a query of its own, which may bind values; Citus replays the
+            // whole query string of a SET LOCAL on the workers.
+            let seen = try await pool.withTransaction(
+                opening: [
+                    "SELECT set_config('rbac.seen', current_query(), true)",
+                    "SELECT set_config('rbac.bound', \("a 'bound' value"), true)",
+                ]
+            ) {
+                try await $0.query(
+                    "SELECT current_setting('rbac.seen') AS seen, current_setting('rbac.bound') AS bound")
             }
+            #expect(
+                try seen[0].decode("seen", as: String.self) == "SELECT set_config('rbac.seen', current_query(), true)")
+            #expect(try seen[0].decode("bound", as: String.self) == "a 'bound' value")
         }
     }
 

@@ -136,14 +136,14 @@ struct BudgetStorageTests {
         }
     }
 
-    @Test("a write is four round trips: BEGIN with the couple's hold, who acts, the write, COMMIT")
+    @Test("a write is three round trips: BEGIN with the couple's hold and who acts, the write, COMMIT")
     func writeRoundTrips() async throws {
         try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let world = try await BudgetWorld(pool)
             let gift = Gift(id: UUID(), from: "Aunt May", amount: 25, received: true, budgetItemID: nil)
             let before = pool.statementsSent
             _ = try await world.repository.createGift(couple: world.couple, gift, as: world.owner)
-            #expect(pool.statementsSent - before == 4)
+            #expect(pool.statementsSent - before == 3)
             #expect(try await world.repository.gifts(couple: world.couple, page: nil) == [gift])
             guard case .user(let owner) = world.owner else { throw TestSetupError("the owner is a user") }
             #expect(
