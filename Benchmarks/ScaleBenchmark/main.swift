@@ -298,7 +298,7 @@ for minute in 1...minutes {
             cache.count, cache.evictions, Double(residentBytes()) / 1e6))
 }
 stopCache.set()
-try await cacheLoad.value
+_ = try await cacheLoad.value
 listening.cancel()
 if let first = perMinute.first, let last = perMinute.last {
     print(
@@ -328,7 +328,7 @@ func window(_ during: @escaping @Sendable () async throws -> Void) async throws 
     try await during()
     try await Task.sleep(until: deadline)
     stop.set()
-    try await checks.value
+    _ = try await checks.value
     return latencies.withLock { $0.sorted() }
 }
 

@@ -100,6 +100,7 @@ struct Fixture {
     }
 
     /// A new user, `name@example.com`.
+    @discardableResult
     func user(_ name: String, displayName: String? = nil) async throws -> UUID {
         try await repository.addUser(email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: displayName).id
     }

@@ -133,7 +133,7 @@ struct InvitationEmailTests {
         try await Self.withServer { setup in
             try await setup.invite("pia@example.com")
             _ = try await setup.pool.query("UPDATE users SET display_name = 'Olivia Berg' WHERE id = \(setup.owner)")
-            try await setup.invitations.invite(
+            _ = try await setup.invitations.invite(
                 to: setup.couple, role: RoleName(rawValue: "viewer")!,
                 email: EmailAddress(rawValue: "vera@example.com"),
                 as: .operator(label: "support desk"))

@@ -22,6 +22,7 @@ extension PostgresConnectionPool {
     }
 
     /// Runs `body` in a transaction acting for the end user `user`, as PostgREST does with a verified JWT.
+    @discardableResult
     func acting<T: Sendable>(as user: UUID, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await withTransaction(maxAttempts: 1) { connection in
             let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])

@@ -47,6 +47,7 @@ public enum TestDatabase {
 
     /// Runs `setUp` (migrations, say) alone on Citus, where setting databases up at once fails; at once
     /// elsewhere.
+    @discardableResult
     public static func settingUp<T: Sendable>(_ setUp: @Sendable () async throws -> T) async throws -> T {
         citusWorkers.isEmpty ? try await setUp() : try await CitusDatabases.shared.serially(setUp)
     }
