@@ -39,6 +39,10 @@ actor DatabaseTemplates {
     /// settings (Citus's among them), which PostgreSQL does not copy.
     func copy(_ template: DatabaseTemplate, to name: String) async throws {
         let source = try await self.name(of: template)
+        try await TestDatabase.changingDatabases { try await Self.copy(source, to: name) }
+    }
+
+    private static func copy(_ source: String, to name: String) async throws {
         try await TestDatabase.onEachNode { admin in
             try await admin.execute("CREATE DATABASE \(identifier: name) TEMPLATE \(identifier: source)")
             let settings = try await admin.query(

@@ -34,15 +34,25 @@ public enum TestDatabase {
             if let template {
                 try await DatabaseTemplates.shared.copy(template, to: name)
             } else {
-                try await settingUp { try await createEmpty(name) }
+                try await changingDatabases { try await settingUp { try await createEmpty(name) } }
             }
             let value = try await body(try server(database: name))
-            try await drop(name)
+            try await changingDatabases { try await drop(name) }
             return value
         } catch {
-            try? await drop(name)
+            try? await changingDatabases { try await drop(name) }
             throw error
         }
+    }
+
+    /// Every test starts by making its database, and the tests start together. Made all at once, the copies
+    /// keep the server, and the threads that wait on it, busy for seconds, while tests that already run time a
+    /// staleness bound of 200 ms or a connect timeout against them. So a few at a time.
+    private static let databaseChanges = Gate(limit: 4)
+
+    /// Runs `body`, which creates, copies or drops a database, when fewer than four others do.
+    static func changingDatabases<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await databaseChanges.through(body)
     }
 
     /// Runs `setUp` (migrations, say) alone on Citus, where setting databases up at once fails; at once
@@ -125,20 +135,11 @@ public enum TestDatabase {
 /// many databases at once fails there.
 actor CitusDatabases {
     static let shared = CitusDatabases()
-    private var busy = false
-    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private let setups = Gate(limit: 1)
 
     /// Runs `body` when no other setup runs.
     func serially<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        if busy {
-            await withCheckedContinuation { waiting.append($0) }
-        } else {
-            busy = true
-        }
-        defer {
-            if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
-        }
-        return try await body()
+        try await setups.through(body)
     }
 
     static func worker(_ port: Int, database: String) -> PostgresConfiguration {
@@ -166,6 +167,28 @@ actor CitusDatabases {
             try await coordinator.execute("SELECT citus_add_node('127.0.0.1', \(Int32(port)))")
         }
         await coordinator.close()
+    }
+}
+
+/// Lets at most `limit` bodies run at once; the others wait their turn, suspended, holding no thread.
+actor Gate {
+    private let limit: Int
+    private var running = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func through<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        if running < limit {
+            running += 1
+        } else {
+            // The one leaving hands its place over, so `running` stays as it is.
+            await withCheckedContinuation { waiting.append($0) }
+        }
+        defer {
+            if waiting.isEmpty { running -= 1 } else { waiting.removeFirst().resume() }
+        }
+        return try await body()
     }
 }
 
