@@ -349,6 +349,14 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         try cancellation.begin()
         defer { cancellation.end() }
+        try send(query)
+        counter?.count.add(1, ordering: .relaxed)
+        cancellation.sent(cancelHandle)
+        return try collectResult(cancellation: cancellation)
+    }
+
+    /// Sends one statement (as prepared when it names one), without waiting for its results. Runs on `queue`.
+    private func send(_ query: PostgresQuery) throws {
         let sent = query.bindings.withParameterPointers { count, types, values, lengths, formats in
             if let name = query.statementName {
                 return PQsendQueryPrepared(
@@ -358,9 +366,6 @@ public final class PostgresConnection: @unchecked Sendable {
                 handle, query.sql, count, types, values, lengths, formats, PostgresFormat.binary.rawValue)
         }
         guard sent == 1 else { throw connectionError() }
-        counter?.count.add(1, ordering: .relaxed)
-        cancellation.sent(cancelHandle)
-        return try collectResult(cancellation: cancellation)
     }
 
     /// Runs on `queue`.
@@ -371,37 +376,21 @@ public final class PostgresConnection: @unchecked Sendable {
         // A failure to send or to read the pipeline's end is the connection's, which leaves it unusable
         // (`connectionError`): the pool does not hand it out again, wherever its pipeline stopped.
         guard PQenterPipelineMode(handle) == 1 else { throw connectionError() }
-        for statement in statements {
-            let sent = statement.bindings.withParameterPointers { count, types, values, lengths, formats in
-                PQsendQueryParams(
-                    handle, statement.sql, count, types, values, lengths, formats, PostgresFormat.binary.rawValue)
-            }
-            guard sent == 1 else { throw connectionError() }
-        }
+        for statement in statements { try send(statement) }
         guard PQpipelineSync(handle) == 1 else { throw connectionError() }
         counter?.count.add(1, ordering: .relaxed)
         cancellation.sent(cancelHandle)
-        // Each statement's results end with a null; those after a failed one come back aborted. Then the sync.
+        // The statements' results, those after a failed one aborted; then the sync.
         var failure: PostgresError?
         for _ in statements {
-            while let pointer = PQgetResult(handle) {
-                let result = PostgresResult(pointer: pointer)
-                let status = PQresultStatus(pointer)
-                if failure == nil, status == PGRES_BAD_RESPONSE || status == PGRES_FATAL_ERROR {
-                    failure = serverError(result)
-                }
-            }
+            let failed = readResults().failure
+            failure = failure ?? failed
         }
         let end = PQgetResult(handle).map { PostgresResult(pointer: $0) }
         guard let end, PQresultStatus(end.pointer) == PGRES_PIPELINE_SYNC, PQexitPipelineMode(handle) == 1 else {
             throw connectionError()
         }
-        reusable.store(
-            PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
-        if let failure {
-            if cancellation.isCancelled, failure.sqlState == .queryCanceled { throw CancellationError() }
-            throw failure
-        }
+        try settle(failure, cancellation: cancellation)
     }
 
     /// Runs on `queue`.
@@ -425,6 +414,15 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Reads every result of the statement just sent; returns the last one or throws the first error.
     /// Runs on `queue`.
     private func collectResult(cancellation: CancellationState?) throws -> PostgresRows {
+        let (last, failure) = readResults()
+        try settle(failure, cancellation: cancellation)
+        guard let last else { throw connectionError() }
+        return PostgresRows(result: last)
+    }
+
+    /// Reads one statement's results, up to the null that ends them: the last that is not an error, and the
+    /// first error. Runs on `queue`.
+    private func readResults() -> (last: PostgresResult?, failure: PostgresError?) {
         var last: PostgresResult?
         var failure: PostgresError?
         while let pointer = PQgetResult(handle) {
@@ -436,14 +434,18 @@ public final class PostgresConnection: @unchecked Sendable {
                 last = result
             }
         }
+        return (last, failure)
+    }
+
+    /// Once a round trip's results are read: notes whether the connection may go back to the pool, and throws
+    /// `failure`, as a `CancellationError` when it is the cancellation the task asked for. Runs on `queue`.
+    private func settle(_ failure: PostgresError?, cancellation: CancellationState?) throws {
         reusable.store(
             PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
         if let failure {
             if cancellation?.isCancelled == true, failure.sqlState == .queryCanceled { throw CancellationError() }
             throw failure
         }
-        guard let last else { throw connectionError() }
-        return PostgresRows(result: last)
     }
 
     private func ensureOpen() throws {
