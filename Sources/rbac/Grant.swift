@@ -10,6 +10,8 @@ extension RBAC {
                 The membership holds until changed, or until --expires / --until: from that instant it grants \
                 nothing. Granting again without either removes an expiry. An owner's membership never expires.
 
+                The user must exist already: add them with rbac users add, or invite them with rbac invite.
+
                 Example: rbac grant --couple C --user planner@example.com --role planner --expires 90d
                 """)
         @OptionGroup var member: MemberOptions
@@ -27,7 +29,11 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await member.change(acting) { context, actor, user, couple in
+            let unknownAddress = { (address: EmailAddress) in
+                "add them with `rbac users add --email \(address)`, or invite them with "
+                    + "`rbac invite --couple \(member.couple) --email \(address) --role \(role)`"
+            }
+            try await member.change(acting, unknownAddress: unknownAddress) { context, actor, user, couple in
                 try await context.memberships.grant(
                     try Parse.name(role), to: user, in: couple,
                     until: try membershipExpiry(after: expires, until: until, flags: ("--expires", "--until")),

@@ -204,12 +204,21 @@ struct CLITests {
                 (["users", "edit", "pia@example.com", "--email", "pia"], 2, "\"pia\" is not an email address"),
                 (["users", "edit", "pia@example.com", "--email", "Olivia@example.com"], 4, "already exists"),
                 (["users", "edit", "nobody@example.com", "--name", "N"], 3, "user nobody@example.com does not exist"),
+                // Granting names what to do for an address no user has.
+                (
+                    ["grant", "--couple", couple, "--user", "nobody@example.com", "--role", "planner"], 3,
+                    "user nobody@example.com does not exist: add them with `rbac users add --email nobody@example.com`, "
+                        + "or invite them with `rbac invite --couple \(couple) --email nobody@example.com --role planner`"
+                ),
             ]
             for (arguments, status, message) in refusals {
                 let refused = try await run(arguments)
                 #expect(refused.status == status && refused.stderr.contains(message), "\(arguments): \(refused)")
             }
             #expect(try await run(["users", "list", "--json"]).stdout == before.stdout, "the refusals changed nothing")
+            let unknownID = try await run(
+                ["grant", "--couple", couple, "--user", UUID().uuidString.lowercased(), "--role", "planner"])
+            #expect(unknownID.status == 3 && unknownID.stderr.hasSuffix("does not exist\n"), "\(unknownID)")
 
             let edit = ["users", "edit", "pia@example.com", "--email", "pia.quinn@example.com", "--name", "Pia Quinn"]
             let edited = try Self.json(try await run(edit + ["--json"]))

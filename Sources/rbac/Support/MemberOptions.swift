@@ -13,14 +13,23 @@ struct MemberOptions: ParsableArguments {
     }
 
     /// Runs `body`, a change to the membership, as the acting person, and prints the membership it returns: as
-    /// JSON with --json, else `message`.
+    /// JSON with --json, else `message`. `unknownAddress`, given an address no user has, says what to do instead.
     func change(
         _ acting: ActingOptions,
+        unknownAddress: ((EmailAddress) -> String)? = nil,
         _ body: (CommandContext, Actor, _ user: UUID, _ couple: UUID) async throws -> Membership,
         message: (User, Membership) -> String
     ) async throws {
         try await acting.run { context, actor in
-            let user = try await context.user(user)
+            let user: User
+            do {
+                user = try await context.user(self.user)
+            } catch let error as CollaborationError where error.code == .notFound {
+                guard let unknownAddress, case .email(let address) = try UserReference(parsing: self.user) else {
+                    throw error
+                }
+                throw CollaborationError(.notFound, "\(error.message): \(unknownAddress(address))")
+            }
             let membership = try await body(context, actor, user.id, try Parse.couple(couple))
             try acting.output.print(membership, message(user, membership))
         }
