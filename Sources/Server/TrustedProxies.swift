@@ -3,9 +3,11 @@ import Foundation
 import Hummingbird
 
 /// The reverse proxies (`rbac serve --trusted-proxy CIDR`) whose word on the client's address is taken: for a
-/// request from one of them, the client is the nearest address in `Forwarded: for=` (else `X-Forwarded-For`)
-/// that is not itself a trusted proxy. Everyone else's forwarding headers are ignored: a client could write
-/// any address there.
+/// request from one of them, the client is the nearest address in the header they write (`X-Forwarded-For`, or
+/// `Forwarded: for=`) that is not itself a trusted proxy. Everyone else's forwarding headers are ignored: a
+/// client could write any address there. So is the header the proxies do not write, even on a request they
+/// forward: a proxy passes a client's own header on untouched, and reading it would let every request claim
+/// an address of its choosing.
 public struct TrustedProxies: Sendable {
     /// An address range: the network's bytes and the prefix length.
     struct Range: Sendable, Equatable {
@@ -24,14 +26,22 @@ public struct TrustedProxies: Sendable {
         }
     }
 
+    /// The header the proxies write the client's address in.
+    public enum Header: String, Sendable {
+        /// Written by nginx, HAProxy and most load balancers.
+        case xForwardedFor = "x-forwarded-for"
+        /// RFC 7239.
+        case forwarded
+    }
+
     let ranges: [Range]
+    let header: Header
 
-    public static let none = TrustedProxies(ranges: [])
-
-    init(ranges: [Range]) { self.ranges = ranges }
+    public static let none = try! TrustedProxies(parsing: [])
 
     /// Parses `10.0.0.0/8`, `192.168.1.7`, `::1`, `fd00::/8`; a bare address is a range of one.
-    public init(parsing cidrs: [String]) throws(TrustedProxyError) {
+    public init(parsing cidrs: [String], header: Header = .xForwardedFor) throws(TrustedProxyError) {
+        self.header = header
         ranges = try cidrs.map { cidr throws(TrustedProxyError) in
             let parts = cidr.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
             guard let address = Self.bytes(of: String(parts[0])) else { throw TrustedProxyError(cidr) }
@@ -52,14 +62,13 @@ public struct TrustedProxies: Sendable {
     /// The client's address for a request that came from `peer` with `headers`.
     func client(peer: String, headers: HTTPFields) -> String {
         guard !ranges.isEmpty, let peerBytes = Self.bytes(of: peer), trusts(peerBytes) else { return peer }
-        let forwarded = headers[values: .init("Forwarded")!]
-        let hops =
-            forwarded.isEmpty
-            ? headers[values: .init("X-Forwarded-For")!].flatMap { $0.split(separator: ",") }.map(String.init)
-            : forwarded.flatMap { $0.split(separator: ",") }.compactMap(Self.forValue)
+        let elements = headers[values: .init(header.rawValue)!].flatMap { $0.split(separator: ",") }
+        // A hop without an address (an element without `for=`, `for=unknown`, an obfuscated name) ends the
+        // chain: who sent it to the proxy is not known, so the proxy is taken as the client.
+        let hops = header == .forwarded ? elements.map(Self.forValue) : elements.map(String.init)
         var client = peer
         for hop in hops.reversed() {
-            guard let bytes = Self.bytes(of: Self.withoutPort(hop)) else { return client }
+            guard let hop, let bytes = Self.bytes(of: Self.withoutPort(hop)) else { return client }
             client = Self.text(of: bytes)
             if !trusts(bytes) { return client }
         }

@@ -46,10 +46,18 @@ extension RBAC {
         @Option(
             help: ArgumentHelp(
                 """
-                A reverse proxy (address or CIDR range, repeatable) whose Forwarded or X-Forwarded-For header \
-                names the client, for the limit on invalid invitation links. Without it, the peer is the client.
+                A reverse proxy (address or CIDR range, repeatable) whose X-Forwarded-For header (see \
+                --forwarded-header) names the client, for the limit on invalid invitation links. Without it, the \
+                peer is the client.
                 """, valueName: "cidr"))
         var trustedProxy: [String] = []
+        @Option(
+            help: ArgumentHelp(
+                """
+                The header the trusted proxies write the client's address in: X-Forwarded-For (the default) or \
+                Forwarded (RFC 7239). The other one is the client's own, passed on untouched, and is ignored.
+                """, valueName: "header"))
+        var forwardedHeader: String?
         @Option(
             help: ArgumentHelp(
                 """
@@ -100,7 +108,7 @@ extension RBAC {
             guard Logger.Level(rawValue: logLevel) != nil else {
                 throw ValidationError("unknown log level \(quoted(logLevel))")
             }
-            do { _ = try TrustedProxies(parsing: trustedProxy) } catch { throw ValidationError(error.description) }
+            _ = try trustedProxies()
             do { _ = try BrowserOrigins(parsing: corsOrigin) } catch { throw ValidationError(error.description) }
             guard (.seconds(1)...Duration.seconds(300)).contains(drainTimeout.duration) else {
                 throw ValidationError("--drain-timeout must be from 1s to 300s")
@@ -114,6 +122,22 @@ extension RBAC {
             }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")
+            }
+        }
+
+        /// `--trusted-proxy` and `--forwarded-header`, which says nothing without it.
+        func trustedProxies() throws -> TrustedProxies {
+            let header = try forwardedHeader.map {
+                guard let header = TrustedProxies.Header(rawValue: $0.lowercased()) else {
+                    throw ValidationError("--forwarded-header is X-Forwarded-For or Forwarded, not \(quoted($0))")
+                }
+                guard !trustedProxy.isEmpty else {
+                    throw ValidationError("--forwarded-header names the header of the proxies --trusted-proxy names")
+                }
+                return header
+            }
+            do { return try TrustedProxies(parsing: trustedProxy, header: header ?? .xForwardedFor) } catch {
+                throw ValidationError(error.description)
             }
         }
 
@@ -167,7 +191,7 @@ extension RBAC {
                         cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
                     tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), signIn: signIn,
                     publicBaseURL: baseURL,
-                    trustedProxies: try TrustedProxies(parsing: trustedProxy),
+                    trustedProxies: try trustedProxies(),
                     browserOrigins: try BrowserOrigins(parsing: corsOrigin),
                     checker: PermissionChecker(
                         repository: repository, cache: noCache ? nil : permissionCache,

@@ -936,6 +936,20 @@ struct CLITests {
         }
     }
 
+    @Test("serve refuses a forwarding header it does not know, or one without a trusted proxy, with exit 2")
+    func serveForwardedHeader() async throws {
+        try await Self.withDatabase { run, _ in
+            for (arguments, message) in [
+                (["--trusted-proxy", "10.0.0.0/8", "--forwarded-header", "X-Real-IP"], "X-Forwarded-For or Forwarded"),
+                (["--forwarded-header", "Forwarded"], "--forwarded-header names the header of the proxies"),
+            ] {
+                let serve = try await run(["serve", "--port", "1"] + arguments)
+                #expect(serve.status == 2, "\(arguments): \(serve.stderr)")
+                #expect(serve.stderr.contains(message), "\(serve.stderr)")
+            }
+        }
+    }
+
     @Test("serve on a port another socket holds exits 2, naming the address and the reason")
     func serveOnTakenPort() async throws {
         try await Self.withServeOnTakenPort { serveArguments, port in

@@ -309,21 +309,26 @@ struct RouterTests {
     func trustedProxy() async throws {
         let fixture = try await Fixture()
         let limiter = FailedAttemptLimiter(limit: 2, window: 60)
-        func app(trusting proxies: [String]) throws -> some ApplicationProtocol {
+        func app(trusting proxies: [String], header: TrustedProxies.Header = .xForwardedFor) throws
+            -> some ApplicationProtocol
+        {
             Application(
                 router: buildRouter(
                     ServerDependencies(
                         repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
                         publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter,
-                        trustedProxies: try TrustedProxies(parsing: proxies), isReady: { true })),
+                        trustedProxies: try TrustedProxies(parsing: proxies, header: header), isReady: { true })),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         }
+        // A client's own Forwarded header, which a proxy that writes X-Forwarded-For passes on.
+        let claimed: HTTPFields = [
+            .init("X-Forwarded-For")!: "203.0.113.9, 198.51.100.5", .init("Forwarded")!: "for=198.51.100.6",
+        ]
         let proxied = try await app(trusting: ["127.0.0.0/8"]).test(.live) { client in
             [
                 try await Self.statuses(client, Self.forwarded("198.51.100.1"), times: 3),
                 try await Self.statuses(client, Self.forwarded("198.51.100.2"), times: 1),
-                try await Self.statuses(
-                    client, [.init("Forwarded")!: #"for="[2001:db8::1]:4711";proto=https"#], times: 3),
+                try await Self.statuses(client, claimed, times: 3),
             ]
         }
         #expect(
@@ -331,8 +336,19 @@ struct RouterTests {
                 [.notFound, .notFound, .tooManyRequests], [.notFound], [.notFound, .notFound, .tooManyRequests],
             ])
         #expect(await limiter.isBlocked("198.51.100.1"))
-        #expect(await limiter.isBlocked("2001:db8::1"))
+        #expect(await limiter.isBlocked("198.51.100.5"))
         #expect(!(await limiter.isBlocked("203.0.113.9")), "the client's own claim, left of the proxy's, is not taken")
+        #expect(!(await limiter.isBlocked("198.51.100.6")), "nor the header the proxy does not write")
+        // Proxies that write Forwarded: its for= names the client, and X-Forwarded-For is the client's own.
+        let rfc7239: HTTPFields = [
+            .init("X-Forwarded-For")!: "198.51.100.7", .init("Forwarded")!: #"for="[2001:db8::1]:4711";proto=https"#,
+        ]
+        let forwarded = try await app(trusting: ["127.0.0.0/8"], header: .forwarded).test(.live) { client in
+            try await Self.statuses(client, rfc7239, times: 3)
+        }
+        #expect(forwarded == [.notFound, .notFound, .tooManyRequests])
+        #expect(await limiter.isBlocked("2001:db8::1"))
+        #expect(!(await limiter.isBlocked("198.51.100.7")))
         // Not from a trusted proxy: the headers name no one, and the peer is limited.
         let direct = try await app(trusting: ["10.0.0.0/8"]).test(.live) { client in
             [
