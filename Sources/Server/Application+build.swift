@@ -137,18 +137,40 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
 /// Hummingbird's 404, which says the route does not exist), and OPTIONS with 204 and the same header. HEAD is
 /// taken wherever GET is. These answers need no API key: they tell no more than GET /openapi.json.
 func answerOtherMethods(on router: Router<AppRequestContext>) {
-    let methods: [HTTPRequest.Method] = [.get, .head, .post, .put, .patch, .delete]
-    for routes in Dictionary(grouping: router.routes, by: \.path.description).values {
-        let path = routes[0].path
-        var taken = Set(routes.map(\.method))
+    var routes: [(path: RouterPath, allow: String)] = []
+    for group in Dictionary(grouping: router.routes, by: \.path.description).values {
+        let path = group[0].path
+        var taken = Set(group.map(\.method))
         if taken.contains(.get) { taken.insert(.head) }
         taken.insert(.options)
-        let allow = (methods + [.options]).filter(taken.contains).map(\.rawValue).joined(separator: ", ")
-        for method in methods where !taken.contains(method) {
-            let refusal = APIError.methodNotAllowed(method, allow: allow)
-            router.on(path, method: method) { _, _ -> Response in throw refusal }
-        }
+        let allow = ([.get, .head, .post, .put, .patch, .delete, .options] as [HTTPRequest.Method])
+            .filter(taken.contains).map(\.rawValue).joined(separator: ", ")
         router.on(path, method: .options) { _, _ in Response(status: .noContent, headers: [.allow: allow]) }
+        routes.append((path, allow))
+    }
+    // Added after every route, so that it sees only the requests no route took.
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+}
+
+/// The 405 for a request no route took whose path is a route's: the method is one the route does not take, a
+/// common one or any of the thirty-odd others the HTTP parser lets through (PURGE, TRACE, ...). Anything else
+/// goes on to the 404. No two routes' paths match the same request path (none has a literal where another
+/// captures), so the first that matches is the one the router would have chosen.
+struct MethodNotAllowedMiddleware: RouterMiddleware {
+    let routes: [(path: RouterPath, allow: String)]
+
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let segments = request.uri.path.split(separator: "/")
+        guard
+            let route = routes.first(where: { route in
+                route.path.count == segments.count && zip(route.path, segments).allSatisfy { $0 ~= $1 }
+            })
+        else { return try await next(request, context) }
+        // Logged and counted under its route.
+        context.coreContext.endpointPath.value = route.path.description
+        throw APIError.methodNotAllowed(request.method, allow: route.allow)
     }
 }
 

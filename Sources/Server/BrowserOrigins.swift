@@ -58,10 +58,11 @@ struct BrowserOriginsMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let origin = request.headers[.origin], origins.origins.contains(origin),
-            let path = context.endpointPath, paths.contains(path)
-        else { return try await next(request, context) }
+        guard let origin = request.headers[.origin], origins.origins.contains(origin) else {
+            return try await next(request, context)
+        }
         if request.method == .options, request.headers[.accessControlRequestMethod] != nil {
+            guard isBrowserRoute(context) else { return try await next(request, context) }
             return Response(
                 status: .noContent,
                 headers: [
@@ -71,10 +72,14 @@ struct BrowserOriginsMiddleware<Context: RequestContext>: RouterMiddleware {
                 ])
         }
         var response = try await next(request, context)
+        // Read after the answer: a method the route does not take is matched to it only then (a 405).
+        guard isBrowserRoute(context) else { return response }
         response.headers[.accessControlAllowOrigin] = origin
         // Scripts read only the safelisted fields unless told: a 429's wait too.
         response.headers[.accessControlExposeHeaders] = "Retry-After"
         response.headers[values: .vary].append("Origin")
         return response
     }
+
+    private func isBrowserRoute(_ context: Context) -> Bool { context.endpointPath.map(paths.contains) ?? false }
 }

@@ -86,6 +86,9 @@ struct BrowserOriginsTests {
             let unsigned = try await client.execute(uri: "/v1/sign-in", method: .post, headers: [.origin: Self.app])
             #expect(unsigned.status == .unauthorized)
             #expect(unsigned.headers[.accessControlAllowOrigin] == Self.app, "a refusal thrown is answered for it too")
+            let wrongMethod = try await client.execute(uri: "/v1/sign-in", method: .get, headers: [.origin: Self.app])
+            #expect(wrongMethod.status == .methodNotAllowed)
+            #expect(wrongMethod.headers[.accessControlAllowOrigin] == Self.app, "a 405 too")
             let elsewhere = try await client.execute(
                 uri: "/v1/invitations/\(token)", method: .get, headers: [.origin: "https://evil.example"])
             #expect(elsewhere.status == .ok)

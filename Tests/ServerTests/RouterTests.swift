@@ -470,11 +470,15 @@ struct RouterTests {
                 #expect($0.status == .notFound)
                 #expect(text($0).contains(#""code":"not_found""#) && text($0).contains("no such route"))
             }
-            // A method a route does not take: 405 with the methods it does, key or no key; OPTIONS lists them.
+            // A method a route does not take: 405 with the methods it does, key or no key; OPTIONS lists them. So
+            // for methods no route takes.
             let routes: [(String, HTTPRequest.Method, String)] = [
                 ("/v1/check", .get, "POST, OPTIONS"), ("/v1/check", .delete, "POST, OPTIONS"),
                 ("/health", .post, "GET, HEAD, OPTIONS"),
                 ("/v1/couples/\(fixture.couple)/members", .put, "GET, HEAD, POST, OPTIONS"),
+                ("/health", .init("PURGE")!, "GET, HEAD, OPTIONS"), ("/v1/check", .trace, "POST, OPTIONS"),
+                ("/v1/couples/\(fixture.couple)/members/\(fixture.owner)", .init("QUERY")!, "DELETE, OPTIONS"),
+                ("/invitations/inv_x/accept/", .init("LINK")!, "POST, OPTIONS"),
             ]
             for (uri, method, allow) in routes {
                 try await client.execute(uri: uri, method: method) {
@@ -486,6 +490,9 @@ struct RouterTests {
                 try await client.execute(uri: uri, method: .options) {
                     #expect($0.status == .noContent && $0.headers[.allow] == allow)
                 }
+            }
+            try await client.execute(uri: "/v1/nothing-here", method: .init("PURGE")!) {
+                #expect($0.status == .notFound && text($0).contains("no such route"))
             }
             // HEAD wherever GET: the same status and headers, no body.
             try await client.execute(uri: "/health", method: .head) {
