@@ -17,6 +17,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let cannotConnectNow = SQLState("57P03")
     public static let raiseException = SQLState("P0001")
     public static let invalidTextRepresentation = SQLState("22P02")
+    /// In a UTF-8 database, a text value with a NUL byte: the one valid Swift string PostgreSQL refuses.
+    public static let characterNotInRepertoire = SQLState("22021")
     public static let undefinedTable = SQLState("42P01")
     public static let undefinedFunction = SQLState("42883")
     public static let insufficientPrivilege = SQLState("42501")

@@ -58,9 +58,11 @@ public func domainError(_ error: PostgresError) -> any Error {
     case .adminShutdown, .crashShutdown, .cannotConnectNow:
         // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
         return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+    case .characterNotInRepertoire:
+        return CollaborationError(.invalidInput, "a text value contains a NUL character, which cannot be stored")
     case _ where state.errorClass == "22":
-        // A data exception: a value the checks upstream let through but the server cannot take (a NUL byte,
-        // say). The server's message may quote the value, so it is not passed on.
+        // A data exception: a value the checks upstream let through but the server cannot take. The server's
+        // message may quote the value, so it is not passed on.
         return CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE \(state.rawValue))")
     default:
         return error

@@ -263,7 +263,9 @@ struct LiveTests {
                 }
             }
             // A value no check upstream refused is still a clear refusal, not "the database is unavailable".
-            await #expect(throws: CollaborationError(.invalidInput, "a value is not valid here (SQLSTATE 22021)")) {
+            let refusal = CollaborationError(
+                .invalidInput, "a text value contains a NUL character, which cannot be stored")
+            await #expect(throws: refusal) {
                 try await repository.addUser(email: EmailAddress(rawValue: "nul@example.com")!, displayName: "N\0")
             }
             #expect(try await rows() == before, "nothing was written")

@@ -225,4 +225,42 @@ struct SignInTests {
             #expect(!logged.contains(token) && !logged.contains(foreign), "no token is logged")
         }
     }
+
+    @Test("a provider's name with a NUL or another control character is left out; a NUL in the subject is a 400")
+    func controlCharacters() async throws {
+        try await Self.withSetup { setup in
+            func claims(_ name: String, subject: String = "auth0|\(UUID().uuidString)") -> [String: Any] {
+                [
+                    "iss": Self.auth0, "sub": subject, "aud": "https://rbac.api", "email_verified": true,
+                    "email": "nul.\(UUID().uuidString.prefix(8))@example.com", "name": name,
+                ]
+            }
+            let named = [
+                try await setup.token("auth0", "RS256", claims("Nina\0")),
+                try await setup.token("auth0", "RS256", claims("Nina\u{1B}[2J")),
+            ]
+            let badSubject = try await setup.token("auth0", "RS256", claims("Nina", subject: "auth0|a\0b"))
+            func users() async throws -> Int64 {
+                try await setup.owned.pool.query("SELECT count(*) AS n FROM users")[0].decode("n", as: Int64.self)
+            }
+            let before = try await users()
+            try await setup.app().test(.live) { client in
+                for token in named {
+                    try await client.execute(
+                        uri: "/v1/sign-in", method: .post, headers: [.authorization: "Bearer \(token)"]
+                    ) { response in
+                        #expect(response.status == .created, "\(String(buffer: response.body))")
+                        #expect(!String(buffer: response.body).contains("display_name"), "no name")
+                    }
+                }
+                try await client.execute(
+                    uri: "/v1/sign-in", method: .post, headers: [.authorization: "Bearer \(badSubject)"]
+                ) { response in
+                    #expect(response.status == .badRequest)
+                    #expect(String(buffer: response.body).contains("a text value contains a NUL character"))
+                }
+            }
+            #expect(try await users() == before + 2, "the two named users, and no one for the refused subject")
+        }
+    }
 }
