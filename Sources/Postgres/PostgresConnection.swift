@@ -383,6 +383,8 @@ public final class PostgresConnection: @unchecked Sendable {
         // The statements' results, those after a failed one aborted; then the sync.
         var failure: PostgresError?
         for _ in statements {
+            // Read before the `??`, whose right side would not run once a failure is kept: every statement's
+            // results must be read to reach the sync.
             let failed = readResults().failure
             failure = failure ?? failed
         }
