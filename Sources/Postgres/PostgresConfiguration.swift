@@ -27,6 +27,9 @@ public struct PostgresConfiguration: Sendable {
     /// Checks the connection string's syntax without connecting.
     public func validate() throws {
         guard !connectionString.isEmpty else { return }
+        if let misplaced = Self.misplacedAt(in: connectionString) {
+            throw PostgresError(.connection, message: "invalid database URL: \(misplaced)")
+        }
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(connectionString, &errorMessage) else {
             let reason = errorMessage.map { String(cString: $0) } ?? "it cannot be parsed"
@@ -38,11 +41,35 @@ public struct PostgresConfiguration: Sendable {
         PQconninfoFree(options)
     }
 
+    /// Why a URL's `@` is not where the user and password end, if it is not. libpq ends the user and password at
+    /// the first `@` or `/`, so a password holding either, not percent-encoded, would be read as a host, a port
+    /// or a database, which its messages then quote.
+    private static func misplacedAt(in url: String) -> String? {
+        guard let scheme = url.firstMatch(of: /^postgres(ql)?:\/\//) else { return nil }
+        let rest = url[scheme.range.upperBound...].prefix { $0 != "?" }
+        let authority = rest.prefix { $0 != "/" }
+        if authority.filter({ $0 == "@" }).count > 1 {
+            return "it holds more than one '@' before the host; write an '@' in the user or password as %40"
+        }
+        if !authority.contains("@"), rest.dropFirst(authority.count).contains("@") {
+            return "it holds an '@' after a '/'; write a '/' in the user or password as %2F, and an '@' as %40"
+        }
+        return nil
+    }
+
     /// `text` with the password of every connection string in it replaced: `postgres://user:[redacted]@...`,
     /// `password=[redacted]` (a key=value field, or a URL's query parameter).
     public static func redactingPasswords(in text: String) -> String {
         text.replacing(/(?i)(postgres(?:ql)?:\/\/[^\/\s@:]*:)[^\s@]*@/) { "\($0.output.1)[redacted]@" }
             .replacing(/(?i)(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s&]*)/) { "\($0.output.1)[redacted]" }
+            // The fragments libpq quotes when a field does not parse: a stray word or a bad value may be a password.
+            .replacing(
+                #/
+                (percent-encoded\ token:\  | percent-encoded\ value:\  | missing\ "="\ after\  |
+                 separator\ "="\ in\ URI\ query\ parameter:\  | invalid\ integer\ value\ )
+                "[^"]*"
+                /#
+            ) { "\($0.output.1)\"[redacted]\"" }
     }
 
     /// The same connection (user, database, password, TLS, settings) to another server: a Citus worker, say.

@@ -857,6 +857,8 @@ struct CLITests {
                 ["keys", "create", "--name", "billing\u{1B}[2J"]: "a key's name must not contain control characters",
                 ["couples", "list", "--database-url", "postgres://bob:S3cretPw@[::1"]:
                     #""postgres://bob:[redacted]@[::1""#,
+                ["couples", "list", "--database-url", "postgres://bob:S3cret/Pw@db/x"]:
+                    "write a '/' in the user or password as %2F",
                 [
                     "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
                     "--actor-label", "bot",

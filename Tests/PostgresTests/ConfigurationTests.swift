@@ -20,19 +20,39 @@ struct ConfigurationTests {
                 "postgres://db/x?password=[redacted]&sslmode=require"
             ),
             ("postgres://bob@db/x", "postgres://bob@db/x"),
+            (#"invalid percent-encoded token: "S3cret%ZZ""#, #"invalid percent-encoded token: "[redacted]""#),
+            (#"missing "=" after "Pw" in"#, #"missing "=" after "[redacted]" in"#),
+            (#"invalid integer value "S3cret" for"#, #"invalid integer value "[redacted]" for"#),
         ])
     func redaction(text: String, expected: String) {
         #expect(PostgresConfiguration.redactingPasswords(in: "failed: \"\(text)\"") == "failed: \"\(expected)\"")
     }
 
-    @Test("a malformed URL is refused without its password")
-    func malformedURL() {
-        let configuration = PostgresConfiguration(connectionString: "postgres://bob:S3cretPw@[::1")
+    @Test(
+        "a malformed connection string is refused without its password, or any part of it",
+        arguments: [
+            ("postgres://bob:S3cretPw@[::1", "IPv6"),
+            ("postgres://bob:S3cret%ZZPw@db/x", "percent-encoded token"),
+            ("postgres://bob:S3cret%00Pw@db/x", "%00"),
+            ("postgres://bob:S3cret@Pw@db/x", "write an '@' in the user or password as %40"),
+            ("postgres://bob:S3cret/Pw@db/x", "write a '/' in the user or password as %2F"),
+            ("host=db password=S3cret Pw", #"missing "=""#),
+            ("postgres://bob:S3c?re/tPw@db/x", "URI query parameter"),
+        ])
+    func malformed(connectionString: String, reason: String) {
         #expect {
-            try configuration.validate()
+            try PostgresConfiguration(connectionString: connectionString).validate()
         } throws: { error in
             let text = "\(error) \(String(reflecting: error))"
-            return text.contains("invalid database URL") && !text.contains("S3cretPw")
+            return text.contains("invalid database URL") && text.contains(reason) && !text.contains("S3cret")
+                && !text.contains("Pw")
+        }
+    }
+
+    @Test("an '@' in a URL's query, or one after a '?' in its password, is read as libpq reads it")
+    func atSignsKept() throws {
+        for url in ["postgres://bob:S3c?ret@db/x", "postgres://db/x?user=bob@corp", "postgres://bob%40corp:pw@db/x"] {
+            try PostgresConfiguration(connectionString: url).validate()
         }
     }
 }
