@@ -38,7 +38,15 @@ public struct PostgresConfiguration: Sendable {
                 .connection,
                 message: "invalid database URL: \(reason.trimmingTrailingNewlines)")
         }
+        var fields: [String: String] = [:]
+        Self.collect(options, into: &fields)
         PQconninfoFree(options)
+        // libpq reads the port only when it connects, and its message then quotes what it read: in a URL whose
+        // host is missing, the password.
+        let ports = fields["port"].map { $0.split(separator: ",", omittingEmptySubsequences: false) } ?? []
+        guard ports.allSatisfy({ $0.isEmpty || UInt16($0) ?? 0 > 0 }) else {
+            throw PostgresError(.connection, message: "invalid database URL: a port is not a number from 1 to 65535")
+        }
     }
 
     /// Why a URL's `@` is not where the user and password end, if it is not. libpq ends the user and password at

@@ -38,6 +38,9 @@ struct ConfigurationTests {
             ("postgres://bob:S3cret/Pw@db/x", "write a '/' in the user or password as %2F"),
             ("host=db password=S3cret Pw", #"missing "=""#),
             ("postgres://bob:S3c?re/tPw@db/x", "URI query parameter"),
+            ("postgres://bob:S3cretPw", "a port is not a number from 1 to 65535"),
+            ("postgres://bob@db:5432,db2:S3cretPw/x", "a port is not a number"),
+            ("host=db port=0 password=S3cretPw", "a port is not a number"),
         ])
     func malformed(connectionString: String, reason: String) {
         #expect {
@@ -49,9 +52,12 @@ struct ConfigurationTests {
         }
     }
 
-    @Test("an '@' in a URL's query, or one after a '?' in its password, is read as libpq reads it")
+    @Test("an '@' in a URL's query or after a '?' in its password, and ports left out, are read as libpq reads them")
     func atSignsKept() throws {
-        for url in ["postgres://bob:S3c?ret@db/x", "postgres://db/x?user=bob@corp", "postgres://bob%40corp:pw@db/x"] {
+        for url in [
+            "postgres://bob:S3c?ret@db/x", "postgres://db/x?user=bob@corp", "postgres://bob%40corp:pw@db/x",
+            "postgres://db1:5432,db2/x", "host=/tmp port=65535",
+        ] {
             try PostgresConfiguration(connectionString: url).validate()
         }
     }
