@@ -48,10 +48,19 @@ public struct User: Sendable, Hashable, Codable {
         }
     }
 
-    /// Whether the address or display name contains `search`, whatever its case.
+    /// Whether the address or display name contains `search` (of one or two characters: begins with it),
+    /// whatever its case.
     public func matches(_ search: String) -> Bool {
-        [email, displayName ?? ""].contains { $0.lowercased().contains(search.lowercased()) }
+        let search = search.lowercased()
+        return [email, displayName ?? ""].map { $0.lowercased() }.contains {
+            Self.searchesAnywhere(search) ? $0.contains(search) : $0.hasPrefix(search)
+        }
     }
+
+    /// Whether `search` is found anywhere in an address or name, rather than at its start. One or two characters
+    /// hold no trigram, so the indexes (`sql/0020_user_search.sql`) could not find them anywhere, and a rare pair
+    /// would read every user; at the start, they are a word's first trigrams.
+    public static func searchesAnywhere(_ search: String) -> Bool { search.count >= 3 }
 }
 
 /// Changes to a user; nil leaves a field as it is. Only the operator changes an address (see `public.edit_user`).

@@ -80,8 +80,9 @@ struct PermissionAPIController {
         return try Self.json(try await repository.user(.id(user)))
     }
 
-    /// Users by address, a page at a time; with `search`, those whose address or display name contains it,
-    /// whatever its case: for a backend that looks for someone it has heard of by name, as `rbac users list`.
+    /// Users by address, a page at a time; with `search`, those whose address or display name contains it (or
+    /// begins with it: `User.matches`), whatever its case: for a backend that looks for someone it has heard of
+    /// by name, as `rbac users list`.
     @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (limit, after) = try Self.page(request)
         let users = try await repository.users(

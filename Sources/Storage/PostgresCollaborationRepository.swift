@@ -91,7 +91,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         // A LIKE pattern, which the trigram indexes (sql/0020) answer when few users match; the search's own
         // backslashes, percent signs and underscores stand for themselves.
         let pattern = search.map {
-            "%" + $0.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_") + "%"
+            let literal = $0.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_")
+            return (User.searchesAnywhere($0) ? "%" : "") + literal + "%"
         }
         return try await run(as: nil) { connection in
             let rows = try await connection.query(

@@ -160,7 +160,8 @@ extension RBAC {
                 abstract: "List users by email.", discussion: "Example: rbac users list --search berg")
             @Option(
                 help: ArgumentHelp(
-                    "Only users whose address or display name contains this text, whatever its case.",
+                    "Only users whose address or display name contains this text (one or two characters: begins "
+                        + "with it), whatever its case.",
                     valueName: "text"))
             var search: String?
             @OptionGroup var page: PageOptions
