@@ -14,6 +14,19 @@ extension JSONEncoder {
     }
 }
 
+/// A refusal as rbac writes it in JSON, over HTTP and for `--json` alike: `{"error": {"code", "message"}}`.
+public struct ErrorBody: Encodable, Sendable {
+    public struct Detail: Encodable, Sendable {
+        public let code: String
+        public let message: String
+    }
+    public let error: Detail
+
+    public init(code: String, message: String) {
+        error = Detail(code: code, message: message)
+    }
+}
+
 /// A JSON value as it was read, written back as the same JSON: rows the audit logs recorded, which `--json`
 /// prints as objects rather than as strings of JSON.
 public enum JSONValue: Sendable, Hashable, Codable {

@@ -36,16 +36,8 @@ public struct APIError: HTTPResponseError, Sendable {
         self.headers = headers
     }
 
-    private struct Body: Encodable {
-        struct Detail: Encodable {
-            let code: String
-            let message: String
-        }
-        let error: Detail
-    }
-
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try PermissionAPIController.encoder.encode(Body(error: Body.Detail(code: code, message: message)))
+        let data = try PermissionAPIController.encoder.encode(ErrorBody(code: code, message: message))
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.cacheControl] = "no-store"

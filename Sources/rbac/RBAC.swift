@@ -22,6 +22,9 @@ struct RBAC: AsyncParsableCommand {
                  the primary scenario deleted)
               5  database unavailable
 
+            With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
+            the HTTP API gives it.
+
             Example: rbac grant --couple C --user pia@example.com --role planner
             """,
         version: RBACVersion.current,
@@ -70,16 +73,24 @@ struct RBAC: AsyncParsableCommand {
             if !message.isEmpty { print(message) }
             Foundation.exit(0)
         }
+        if errorsAsJSON, code == .validationFailure {
+            fail(CommandFailure(.usage, Self.message(for: error)))
+        }
         if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
     }
 
+    /// Whether the command line asks for JSON (`--json` before any `--`): then a failure is JSON as well.
+    private static let errorsAsJSON = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains("--json")
+
     /// Writes the failure as one line: libpq's messages span lines, and one that quotes what was typed or stored
-    /// (a refusal from SQL, say) may hold control characters, shown escaped.
+    /// (a refusal from SQL, say) may hold control characters, shown escaped, or escaped as JSON escapes them.
     private static func fail(_ failure: CommandFailure) -> Never {
         let line = failure.message.split(whereSeparator: { $0.isNewline || $0 == "\t" }).joined(separator: " ")
-        let message = visible(PostgresConfiguration.redactingPasswords(in: line))
-        FileHandle.standardError.write(Data("rbac: \(message)\n".utf8))
+        let message = PostgresConfiguration.redactingPasswords(in: line)
+        let written =
+            errorsAsJSON ? try? JSONEncoder.rbac().encode(ErrorBody(code: failure.code, message: message)) : nil
+        FileHandle.standardError.write((written ?? Data("rbac: \(visible(message))".utf8)) + Data("\n".utf8))
         Foundation.exit(failure.status.rawValue)
     }
 }

@@ -451,6 +451,44 @@ struct CLITests {
         }
     }
 
+    @Test("with --json a failure is one JSON line on stderr, coded as the HTTP API codes it; the exit code is kept")
+    func failuresAsJSON() async throws {
+        try await Self.withDatabase { run, _ in
+            let couple = try await Self.createCouple(run)
+            let unknown = UUID().uuidString.lowercased()
+            let cases: [([String], Int32, String)] = [
+                (["leave", "--couple", couple, "--user", "olivia@example.com", "--json"], 4, "last_owner"),
+                (["couples", "show", unknown, "--json"], 3, "not_found"),
+                (["members", "--json"], 2, "invalid_input"),
+                (["members", "--couple", "zz", "--json"], 2, "invalid_input"),
+                (
+                    ["grant", "--couple", couple, "--user", "olivia@example.com", "--role", "chef", "--json"], 2,
+                    "invalid_input"
+                ),
+            ]
+            for (arguments, status, code) in cases {
+                let result = try await run(arguments)
+                let lines = result.stderr.split(separator: "\n")
+                let object = try lines.first.flatMap {
+                    try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: [String: String]]
+                }
+                #expect(result.status == status && lines.count == 1, "\(arguments): \(result.stderr)")
+                #expect(object?["error"]?["code"] == code, "\(arguments): \(result.stderr)")
+                #expect(object?["error"]?["message"]?.isEmpty == false && result.stdout.isEmpty, "\(arguments)")
+            }
+            let text = try await run(["couples", "show", unknown])
+            #expect(text.status == 3 && text.stderr == "rbac: couple \(unknown) does not exist\n", "without --json")
+            // A denial is an answer, not a failure: on stdout, exit 1, as ever.
+            _ = try await run(["users", "add", "--email", "vic@example.com"])
+            _ = try await run(["grant", "--couple", couple, "--user", "vic@example.com", "--role", "viewer"])
+            let denied = try await run([
+                "check", "--couple", couple, "--user", "vic@example.com", "--permission", "vendors.edit", "--json",
+            ])
+            #expect(denied.status == 1 && denied.stderr.isEmpty, "\(denied.stderr)")
+            #expect(try Self.json(denied)["allowed"] as? Bool == false)
+        }
+    }
+
     @Test("budget limits set: all or none; a write past one exits 4, naming it, and adds nothing")
     func budgetLimits() async throws {
         try await Self.withDatabase { run, _ in

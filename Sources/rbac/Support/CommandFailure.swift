@@ -11,15 +11,31 @@ enum ExitStatus: Int32 {
     case notFound = 3
     case conflict = 4
     case databaseUnavailable = 5
+
+    /// The code of a failure with this status that has none of its own, as `--json` prints it: the HTTP API's
+    /// where it has one, and `conflict` for the state of the database or its migrations.
+    var code: String {
+        switch self {
+        case .success: "ok"
+        case .denied: CollaborationError.Code.permissionDenied.rawValue
+        case .usage: CollaborationError.Code.invalidInput.rawValue
+        case .notFound: CollaborationError.Code.notFound.rawValue
+        case .conflict: "conflict"
+        case .databaseUnavailable: CollaborationError.Code.unavailable.rawValue
+        }
+    }
 }
 
 /// A failure to report as one line on stderr (what failed, why, what to do) with its exit code.
 struct CommandFailure: Error {
     let status: ExitStatus
+    /// What `--json` names it by: the HTTP API's code for the same refusal, else the exit status's.
+    let code: String
     let message: String
 
-    init(_ status: ExitStatus, _ message: String) {
+    init(_ status: ExitStatus, _ message: String, code: String? = nil) {
         self.status = status
+        self.code = code ?? status.code
         self.message = message
     }
 
@@ -29,14 +45,16 @@ struct CommandFailure: Error {
         case let failure as CommandFailure:
             self = failure
         case let error as any CodedError:
-            self.init(Self.status(for: CollaborationError(error).code), error.message)
+            self.init(Self.status(for: CollaborationError(error).code), error.message, code: error.codeName)
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
         case let error as PostgresError where error.sqlState?.errorClass == "RB":
             // Raised by the SQL functions: the message is written for people and carries no secrets.
             let mapped = domainError(error) as? CollaborationError
-            self.init(mapped.map { Self.status(for: $0.code) } ?? .usage, mapped?.message ?? error.message)
+            self.init(
+                mapped.map { Self.status(for: $0.code) } ?? .usage, mapped?.message ?? error.message,
+                code: mapped?.code.rawValue)
         case let error as PostgresError
         where error.sqlState == .undefinedTable || error.sqlState == .undefinedFunction:
             // The server's message names the missing table or function, never a value.
@@ -48,7 +66,7 @@ struct CommandFailure: Error {
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
-            self.init(.usage, error.description)
+            self.init(.usage, error.description, code: CollaborationError.Code.invalidPolicy.rawValue)
         case let error as MigrationError:
             switch error {
             case .changedAfterApply, .unknownApplied: self.init(.conflict, "\(error)")
