@@ -19,7 +19,8 @@
 // against BASELINE (for warm checks, the median of each round against its neighbour). Then users searched for a part
 // of one address (as `GET /v1/users?search=` finds them), 8 tasks: at OTHER against BASELINE, and at each with
 // the planner kept from the trigram indexes (a session without bitmap scans, which GIN indexes need), as every
-// user was read before them.
+// user was read before them; and for two letters, at the start of an address or a name, at OTHER against
+// BASELINE.
 
 import Collaboration
 import Foundation
@@ -171,25 +172,43 @@ if CommandLine.arguments.dropFirst().first == "rates" {
             label.padding(toLength: 24, withPad: " ", startingAt: 0)
                 + String(format: "%14.0f %11.0f %10.2fx", median(figures[0]), median(figures[1]), ratio))
     }
-    // "user17@" finds user17@example.com alone among the seeded addresses.
-    func searchRate(_ target: Target, options: String = "") async throws -> Double {
+    /// Searches a second, each for the text `search` draws, which must find as many users as it says.
+    func searchRate(
+        _ target: Target, options: String = "",
+        _ search: @escaping @Sendable (inout TaskRandom) -> (text: String, finds: Int)
+    ) async throws -> Double {
         let pool = PostgresConnectionPool(
             configuration: PostgresConfiguration(connectionString: target.url + options), maxConnections: 8)
-        let (repository, users) = (PostgresCollaborationRepository(pool: pool), 3 * target.pairs.count)
+        let repository = PostgresCollaborationRepository(pool: pool)
         let searched = try await rate(workers: 8, seconds: seconds) { random in
-            let search = "user\(Int.random(in: 1...users, using: &random))@"
-            let found = try await repository.users(matching: search, limit: 50, after: nil)
-            // Every seeded user is there until the benchmark's last steps delete one.
-            precondition(found.count == 1, "searching \(search) in \(target.url) found \(found.count) users, not 1")
+            let (text, finds) = search(&random)
+            let found = try await repository.users(matching: text, limit: 50, after: nil)
+            precondition(found.count == finds, "searching \(text) in \(target.url) found \(found.count), not \(finds)")
         }
         await pool.close()
         return searched
     }
-    var searched: [(indexed: Double, unindexed: Double)] = []
+    let letters = Array("abcdefghijklmnopqrstuvwxyz")
+    var searched: [(indexed: Double, unindexed: Double, pairs: Double)] = []
     for target in targets {
+        // "user17@" finds user17@example.com alone among the seeded addresses, every one of which is there until
+        // the benchmark's last steps delete one.
+        let users = 3 * target.pairs.count
+        let address: @Sendable (inout TaskRandom) -> (String, Int) = {
+            ("user\(Int.random(in: 1...users, using: &$0))@", 1)
+        }
+        // Two letters, as an autocompletion's first keystrokes: they begin no seeded address but "us", which
+        // begins every one (the seeded users have no names).
+        let pair: @Sendable (inout TaskRandom) -> (String, Int) = {
+            let text = String([letters.randomElement(using: &$0)!, letters.randomElement(using: &$0)!])
+            return (text, text == "us" ? 50 : 0)
+        }
         searched.append(
-            (try await searchRate(target), try await searchRate(target, options: " options='-c enable_bitmapscan=off'"))
-        )
+            (
+                try await searchRate(target, address),
+                try await searchRate(target, options: " options='-c enable_bitmapscan=off'", address),
+                try await searchRate(target, pair)
+            ))
     }
     print(
         "users searched/s".padding(toLength: 24, withPad: " ", startingAt: 0)
@@ -200,6 +219,11 @@ if CommandLine.arguments.dropFirst().first == "rates" {
         "  without the indexes".padding(toLength: 24, withPad: " ", startingAt: 0)
             + String(format: "%14.1f %11.1f", searched[0].unindexed, searched[1].unindexed)
             + String(format: "   with them at other: %.0fx", searched[1].indexed / searched[1].unindexed))
+    print(
+        "  two letters".padding(toLength: 24, withPad: " ", startingAt: 0)
+            + String(
+                format: "%14.0f %11.0f %10.2fx", searched[0].pairs, searched[1].pairs,
+                searched[1].pairs / searched[0].pairs))
     for target in targets { await target.pool.close() }
     exit(0)
 }
