@@ -58,8 +58,8 @@ public struct User: Sendable, Hashable, Codable {
     }
 
     /// Whether `search` is found anywhere in an address or name, rather than at its start. One or two characters
-    /// hold no trigram, so the indexes (`sql/0020_user_search.sql`) could not find them anywhere, and a rare pair
-    /// would read every user; at the start, they are a word's first trigrams.
+    /// hold no trigram, so the trigram indexes (`sql/0020_user_search.sql`) could not find them anywhere, and a
+    /// rare pair would read every user; at the start, an index in text order finds them (`sql/0024`).
     public static func searchesAnywhere(_ search: String) -> Bool { search.count >= 3 }
 }
 
