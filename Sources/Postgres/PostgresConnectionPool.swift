@@ -15,6 +15,12 @@ public final class PostgresConnectionPool: Sendable {
     private let state = Mutex(State())
     private let counter = StatementCounter()
 
+    /// How many connections are open (idle, leased or being opened) and idle now, and how many tasks wait for
+    /// one: what `/metrics` shows, since a task that waits too long fails (`.poolTimeout`).
+    public var usage: (open: Int, idle: Int, waiting: Int) {
+        state.withLock { ($0.open, $0.idle.count, $0.waiters.count) }
+    }
+
     /// How many statements this pool's connections have sent (not counting the preparation of named ones):
     /// what tests and benchmarks use to prove a fixed number of round trips.
     public var statementsSent: Int { counter.count.load(ordering: .relaxed) }

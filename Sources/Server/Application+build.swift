@@ -35,6 +35,8 @@ public struct ServerDependencies: Sendable {
     public let metrics: PrometheusCollectorRegistry
     /// One `CoupleBudget` actor per couple, over the budget storage given.
     public let budgets: BudgetRegistry
+    /// Run before `/metrics` is written: records what is sampled there rather than counted as it happens.
+    public let sampleMetrics: @Sendable () -> Void
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
@@ -44,6 +46,7 @@ public struct ServerDependencies: Sendable {
         checker: PermissionChecker? = nil,
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+        sampleMetrics: @escaping @Sendable () -> Void = {},
         isReady: @escaping @Sendable () async -> Bool
     ) {
         self.repository = repository
@@ -62,6 +65,7 @@ public struct ServerDependencies: Sendable {
         self.budgets = BudgetRegistry { couple in
             CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: operationMetrics)
         }
+        self.sampleMetrics = sampleMetrics
         self.isReady = isReady
     }
 
@@ -93,6 +97,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     router.add(middleware: APIErrorMiddleware())
     router.get("health") { _, _ in "ok" }
     router.get("metrics") { _, _ -> Response in
+        dependencies.sampleMetrics()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
         return Response(

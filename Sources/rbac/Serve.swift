@@ -197,7 +197,7 @@ extension RBAC {
                         repository: repository, cache: noCache ? nil : permissionCache,
                         isCacheTrusted: feed.isTrusted, metrics: metrics),
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
-                    metrics: registry,
+                    metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",
@@ -301,6 +301,23 @@ extension RBAC {
 }
 
 extension RBAC.Serve {
+    /// Records the pool's connections (idle and leased, of how many at most) and the tasks waiting for one, for
+    /// `/metrics` to sample as it is read: a check that waits past the pool's timeout is a 503.
+    static func poolGauges(_ pool: PostgresConnectionPool, _ registry: PrometheusCollectorRegistry)
+        -> @Sendable () -> Void
+    {
+        let idle = registry.makeGauge(name: "rbac_database_connections", labels: [("state", "idle")])
+        let leased = registry.makeGauge(name: "rbac_database_connections", labels: [("state", "leased")])
+        let waiting = registry.makeGauge(name: "rbac_database_waiting_tasks")
+        registry.makeGauge(name: "rbac_database_connections_max").set(Int64(pool.maxConnections))
+        return {
+            let usage = pool.usage
+            idle.set(Int64(usage.idle))
+            leased.set(Int64(usage.open - usage.idle))
+            waiting.set(Int64(usage.waiting))
+        }
+    }
+
     /// Refuses to serve a database that lacks a migration of this release, as when a release is deployed before
     /// `rbac migrate` ran, and requests would fail one by one. A database that does not answer yet is left to
     /// `/ready` and the change feed, as always; one a later release migrated further serves. Without `sql/`

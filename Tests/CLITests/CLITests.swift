@@ -1106,6 +1106,35 @@ struct CLITests {
         }
     }
 
+    @Test("serve's /metrics shows its database pool: connections idle and leased, the most it opens, tasks waiting")
+    func servePoolMetrics() async throws {
+        try await Self.withJWTSecretFile { secret in
+            try await Self.withDatabase { _, configuration in
+                let (serve, port) = try await Self.serve(
+                    ["--jwt-secret-file", secret], database: configuration.connectionString, errorLog: "/dev/null",
+                    until: { $0.contains("listening on") })
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve did not start: \(serve.lines)")
+                // /ready asks the database through the pool, and gives the connection back before it answers.
+                let base = "http://127.0.0.1:\(port)"
+                let (_, ready) = try await URLSession.shared.data(from: URL(string: "\(base)/ready")!)
+                #expect((ready as? HTTPURLResponse)?.statusCode == 200)
+                let (body, _) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
+                var samples: [String: Double] = [:]
+                for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+                    let parts = line.split(separator: " ")
+                    if parts.count == 2, let value = Double(parts[1]) { samples[String(parts[0])] = value }
+                }
+                let idle = try #require(samples[#"rbac_database_connections{state="idle"}"#], "\(samples)")
+                let leased = try #require(samples[#"rbac_database_connections{state="leased"}"#])
+                #expect(idle >= 1 && idle + leased <= 16, "idle \(idle), leased \(leased)")
+                #expect(samples["rbac_database_connections_max"] == 16)
+                #expect(samples["rbac_database_waiting_tasks"] == 0)
+                await serve.stop()
+            }
+        }
+    }
+
     @Test("serve --budget-reads-on-workers answers the overview the CLI prints (on Citus, read on the worker)")
     func serveBudgetReadsOnWorkers() async throws {
         try await Self.withJWTSecretFile { secret in

@@ -5,29 +5,58 @@ import Testing
 
 @Suite("Connection pool", .timeLimit(.minutes(2)))
 struct PoolTests {
+    /// Runs `body` while another task holds one of `pool`'s connections.
+    static func holdingAConnection(_ pool: PostgresConnectionPool, _ body: () async throws -> Void) async throws {
+        let (holding, done) = (Barrier(count: 2), Barrier(count: 2))
+        let holder = Task {
+            try await pool.withConnection { _ in
+                await holding.arrive()
+                await done.arrive()
+            }
+        }
+        await holding.arrive()
+        var failure: (any Error)?
+        do { try await body() } catch { failure = error }
+        await done.arrive()
+        try await holder.value
+        if let failure { throw failure }
+    }
+
     @Test("a lease waits at most the acquire timeout, then fails clearly")
     func boundedWait() async throws {
         try await TestDatabase.withFresh { configuration in
             let pool = PostgresConnectionPool(
                 configuration: configuration, maxConnections: 1, acquireTimeout: .milliseconds(200))
-            let holding = Barrier(count: 2)
-            let done = Barrier(count: 2)
-            let holder = Task {
-                try await pool.withConnection { _ in
-                    await holding.arrive()
-                    await done.arrive()
-                }
+            try await Self.holdingAConnection(pool) {
+                let started = ContinuousClock.now
+                let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
+                #expect(error?.kind == .poolTimeout)
+                #expect(ContinuousClock.now - started >= .milliseconds(200))
             }
-            await holding.arrive()
-            let started = ContinuousClock.now
-            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1") }
-            #expect(error?.kind == .poolTimeout)
-            #expect(ContinuousClock.now - started >= .milliseconds(200))
-            await done.arrive()
-            try await holder.value
             // Once returned, the connection is handed out again.
             #expect(try await pool.query("SELECT 1 AS one")[0].decode("one", as: Int32.self) == 1)
             await pool.close()
+        }
+    }
+
+    @Test("usage counts the connections open and idle, and the tasks waiting for one")
+    func usage() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let pool = PostgresConnectionPool(
+                configuration: configuration, maxConnections: 1, acquireTimeout: .seconds(60))
+            #expect(pool.usage == (open: 0, idle: 0, waiting: 0))
+            var waiter: Task<PostgresRows, any Error>?
+            try await Self.holdingAConnection(pool) {
+                #expect(pool.usage == (open: 1, idle: 0, waiting: 0))
+                waiter = Task { try await pool.query("SELECT 1") }
+                // Until the second lease is queued behind the first.
+                while pool.usage.waiting == 0 { await Task.yield() }
+                #expect(pool.usage == (open: 1, idle: 0, waiting: 1))
+            }
+            _ = try await waiter?.value
+            #expect(pool.usage == (open: 1, idle: 1, waiting: 0))
+            await pool.close()
+            #expect(pool.usage == (open: 0, idle: 0, waiting: 0))
         }
     }
 
