@@ -62,6 +62,13 @@ struct CLITests {
         try await body(secret.path)
     }
 
+    /// A migrated database (as `withDatabase` gives it) and a JWT secret file for `rbac serve` on it.
+    static func withServable(
+        _ body: (String, @escaping ([String]) async throws -> Result, PostgresConfiguration) async throws -> Void
+    ) async throws {
+        try await withJWTSecretFile { secret in try await withDatabase { try await body(secret, $0, $1) } }
+    }
+
     /// The arguments of `rbac serve` on a port another socket holds: a serve that gets past its checks exits 2,
     /// unable to listen, rather than running on.
     static func withServeOnTakenPort(_ body: ([String], UInt16) async throws -> Void) async throws {
@@ -1049,155 +1056,147 @@ struct CLITests {
 
     @Test("serve starts and answers when whoever read its log goes away while it starts")
     func serveOutlivesItsLogReader() async throws {
-        try await Self.withJWTSecretFile { secret in
-            try await Self.withDatabase { _, configuration in
-                // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
-                // on starting, and one for every request (debug level), meet a closed pipe.
-                let (serve, port) = try await Self.serve(
-                    ["--jwt-secret-file", secret, "--log-level", "debug"], database: configuration.connectionString,
-                    errorLog: "/dev/null", hangingUp: true)
-                defer { Task { await serve.stop() } }
-                try #require(serve.ready, "serve wrote nothing")
-                let health = URL(string: "http://127.0.0.1:\(port)/health")!
-                let deadline = ContinuousClock.now + .seconds(10)
-                var answered = 0
-                while answered < 3 {
-                    if let (_, response) = try? await URLSession.shared.data(from: health) {
-                        #expect((response as? HTTPURLResponse)?.statusCode == 200)
-                        answered += 1
-                        continue
-                    }
-                    var status: Int32 = 0
-                    try #require(waitpid(serve.pid, &status, WNOHANG) == 0, "serve exited, wait status \(status)")
-                    try #require(ContinuousClock.now < deadline, "serve did not listen within 10 s")
-                    try await Task.sleep(for: .milliseconds(20))
+        try await Self.withServable { secret, _, configuration in
+            // Its log goes to a pipe this test closes after the first line: the lines serve writes while it goes
+            // on starting, and one for every request (debug level), meet a closed pipe.
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret, "--log-level", "debug"], database: configuration.connectionString,
+                errorLog: "/dev/null", hangingUp: true)
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve wrote nothing")
+            let health = URL(string: "http://127.0.0.1:\(port)/health")!
+            let deadline = ContinuousClock.now + .seconds(10)
+            var answered = 0
+            while answered < 3 {
+                if let (_, response) = try? await URLSession.shared.data(from: health) {
+                    #expect((response as? HTTPURLResponse)?.statusCode == 200)
+                    answered += 1
+                    continue
                 }
-                await serve.stop()
+                var status: Int32 = 0
+                try #require(waitpid(serve.pid, &status, WNOHANG) == 0, "serve exited, wait status \(status)")
+                try #require(ContinuousClock.now < deadline, "serve did not listen within 10 s")
+                try await Task.sleep(for: .milliseconds(20))
             }
+            await serve.stop()
         }
     }
 
     @Test("serve's sweeper deletes the outbox messages kept long enough, and logs how many")
     func serveDeletesSettledMessages() async throws {
-        try await Self.withJWTSecretFile { secret in
-            try await Self.withDatabase { _, configuration in
-                let admin = try await PostgresConnection.connect(configuration)
-                // Sent two hours ago, sent just now, and dead two hours ago.
-                _ = try await admin.execute(
-                    """
-                    INSERT INTO outbox (event_type, payload, channel, status, delivered_at, next_attempt_at)
-                    VALUES ('invitation.created', '{}', 'email', 'sent', now() - interval '2 hours', now()),
-                           ('invitation.created', '{}', 'email', 'sent', now(), now()),
-                           ('invitation.created', '{}', 'email', 'dead', NULL, now() - interval '2 hours')
-                    """)
-                let (serve, _) = try await Self.serve(
-                    ["--jwt-secret-file", secret, "--keep-sent", "1h", "--keep-dead", "3h"],
-                    database: configuration.connectionString, errorLog: "/dev/null",
-                    until: { $0.contains("deleted outbox messages kept long enough") })
-                defer { Task { await serve.stop() } }
-                try #require(serve.ready, "serve deleted nothing: \(serve.lines)")
-                let line = serve.lines.first { $0.contains("deleted outbox messages") } ?? ""
-                #expect(line.contains("sent=1") && line.contains("dead=0"), "\(line)")
-                let left = try await admin.query("SELECT status FROM outbox ORDER BY 1")
-                #expect(try left.map { try $0.decode("status", as: String.self) } == ["dead", "sent"])
-                await admin.close()
-                await serve.stop()
-            }
+        try await Self.withServable { secret, _, configuration in
+            let admin = try await PostgresConnection.connect(configuration)
+            // Sent two hours ago, sent just now, and dead two hours ago.
+            _ = try await admin.execute(
+                """
+                INSERT INTO outbox (event_type, payload, channel, status, delivered_at, next_attempt_at)
+                VALUES ('invitation.created', '{}', 'email', 'sent', now() - interval '2 hours', now()),
+                       ('invitation.created', '{}', 'email', 'sent', now(), now()),
+                       ('invitation.created', '{}', 'email', 'dead', NULL, now() - interval '2 hours')
+                """)
+            let (serve, _) = try await Self.serve(
+                ["--jwt-secret-file", secret, "--keep-sent", "1h", "--keep-dead", "3h"],
+                database: configuration.connectionString, errorLog: "/dev/null",
+                until: { $0.contains("deleted outbox messages kept long enough") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve deleted nothing: \(serve.lines)")
+            let line = serve.lines.first { $0.contains("deleted outbox messages") } ?? ""
+            #expect(line.contains("sent=1") && line.contains("dead=0"), "\(line)")
+            let left = try await admin.query("SELECT status FROM outbox ORDER BY 1")
+            #expect(try left.map { try $0.decode("status", as: String.self) } == ["dead", "sent"])
+            await admin.close()
+            await serve.stop()
         }
     }
 
     @Test("serve's /metrics shows its database pool: connections idle and leased, the most it opens, tasks waiting")
     func servePoolMetrics() async throws {
-        try await Self.withJWTSecretFile { secret in
-            try await Self.withDatabase { _, configuration in
-                let (serve, port) = try await Self.serve(
-                    ["--jwt-secret-file", secret], database: configuration.connectionString, errorLog: "/dev/null",
-                    until: { $0.contains("listening on") })
-                defer { Task { await serve.stop() } }
-                try #require(serve.ready, "serve did not start: \(serve.lines)")
-                // /ready asks the database through the pool, and gives the connection back before it answers.
-                let base = "http://127.0.0.1:\(port)"
-                let (_, ready) = try await URLSession.shared.data(from: URL(string: "\(base)/ready")!)
-                #expect((ready as? HTTPURLResponse)?.statusCode == 200)
-                let (body, _) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
-                var samples: [String: Double] = [:]
-                for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
-                    let parts = line.split(separator: " ")
-                    if parts.count == 2, let value = Double(parts[1]) { samples[String(parts[0])] = value }
-                }
-                let idle = try #require(samples[#"rbac_database_connections{state="idle"}"#], "\(samples)")
-                let leased = try #require(samples[#"rbac_database_connections{state="leased"}"#])
-                #expect(idle >= 1 && idle + leased <= 16, "idle \(idle), leased \(leased)")
-                #expect(samples["rbac_database_connections_max"] == 16)
-                #expect(samples["rbac_database_waiting_tasks"] == 0)
-                await serve.stop()
+        try await Self.withServable { secret, _, configuration in
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret], database: configuration.connectionString, errorLog: "/dev/null",
+                until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            // /ready asks the database through the pool, and gives the connection back before it answers.
+            let base = "http://127.0.0.1:\(port)"
+            let (_, ready) = try await URLSession.shared.data(from: URL(string: "\(base)/ready")!)
+            #expect((ready as? HTTPURLResponse)?.statusCode == 200)
+            let (body, _) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
+            var samples: [String: Double] = [:]
+            for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+                let parts = line.split(separator: " ")
+                if parts.count == 2, let value = Double(parts[1]) { samples[String(parts[0])] = value }
             }
+            let idle = try #require(samples[#"rbac_database_connections{state="idle"}"#], "\(samples)")
+            let leased = try #require(samples[#"rbac_database_connections{state="leased"}"#])
+            #expect(idle >= 1 && idle + leased <= 16, "idle \(idle), leased \(leased)")
+            #expect(samples["rbac_database_connections_max"] == 16)
+            #expect(samples["rbac_database_waiting_tasks"] == 0)
+            await serve.stop()
         }
     }
 
     @Test("serve --budget-reads-on-workers answers the overview the CLI prints (on Citus, read on the worker)")
     func serveBudgetReadsOnWorkers() async throws {
-        try await Self.withJWTSecretFile { secret in
-            try await Self.withDatabase { run, configuration in
-                let created = try await run([
-                    "couples", "create", "--name", "A & B", "--owner-email", "ann@example.com", "--json",
-                ])
-                let couple = try #require((try Self.json(created)["couple"] as? [String: Any])?["id"] as? String)
-                let owner = try #require((try Self.json(created)["owner"] as? [String: Any])?["id"] as? String)
-                @discardableResult
-                func budget(_ arguments: [String]) async throws -> [String: Any]? {
-                    let result = try await run(["budget"] + arguments + ["--couple", couple, "--json"])
-                    #expect(result.status == 0, "\(result.stderr)")
-                    return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
-                }
-                let scenario = try #require(try await budget(["scenarios", "add", "Main"])?["id"] as? String)
-                var items: [String] = []
-                for name in ["Venue", "Food"] {
-                    let item = try await budget(["items", "add", name, "--scenario", scenario, "--budgeted", "800"])
-                    items.append(try #require(item?["id"] as? String))
-                }
-                let expense = try #require(
-                    try await budget(["expenses", "add", "Deposit", "--amount", "99.99"])?["id"])
-                try await budget(
-                    ["expenses", "allocate", "\(expense)", "--scenario", scenario] + items.flatMap { ["--item", $0] })
-                let printed = try #require(try await budget(["overview", "--scenario", scenario]))
-                let key = try #require(
-                    try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"])
-
-                let (serve, port) = try await Self.serve(
-                    ["--jwt-secret-file", secret, "--budget-reads-on-workers"],
-                    database: configuration.connectionString,
-                    errorLog: "/dev/null", until: { $0.contains("listening on") })
-                defer { Task { await serve.stop() } }
-                try #require(serve.ready, "serve did not start: \(serve.lines)")
-                var request = URLRequest(
-                    url: URL(
-                        string: "http://127.0.0.1:\(port)/v1/couples/\(couple)/budget/scenarios/\(scenario)/overview")!)
-                request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
-                request.setValue(owner, forHTTPHeaderField: "X-Acting-User")
-                let (body, response) = try await URLSession.shared.data(for: request)
-                #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: body, as: UTF8.self))")
-                let answered = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
-                for overview in [printed, answered] {
-                    let totals = try #require(overview["totals"] as? [String: Any])
-                    #expect((totals["spent"] as? NSNumber)?.decimalValue == Decimal(string: "99.99"), "\(overview)")
-                    #expect((overview["items"] as? [Any])?.count == 2)
-                }
-                // On Citus, serve holds a connection to the worker it read from (Citus's own are citus_internal).
-                var onWorkers = 0
-                for port in TestDatabase.citusWorkers {
-                    let worker = try await PostgresConnection.connect(
-                        configuration.reaching(host: "127.0.0.1", port: port))
-                    onWorkers += try await worker.query(
-                        """
-                        SELECT count(*)::int AS n FROM pg_stat_activity
-                        WHERE datname = current_database() AND application_name = 'rbac'
-                        """)[0].decode("n", as: Int.self)
-                    await worker.close()
-                }
-                #expect(TestDatabase.citusWorkers.isEmpty || onWorkers > 0)
-                await serve.stop()
+        try await Self.withServable { secret, run, configuration in
+            let created = try await run([
+                "couples", "create", "--name", "A & B", "--owner-email", "ann@example.com", "--json",
+            ])
+            let couple = try #require((try Self.json(created)["couple"] as? [String: Any])?["id"] as? String)
+            let owner = try #require((try Self.json(created)["owner"] as? [String: Any])?["id"] as? String)
+            @discardableResult
+            func budget(_ arguments: [String]) async throws -> [String: Any]? {
+                let result = try await run(["budget"] + arguments + ["--couple", couple, "--json"])
+                #expect(result.status == 0, "\(result.stderr)")
+                return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
             }
+            let scenario = try #require(try await budget(["scenarios", "add", "Main"])?["id"] as? String)
+            var items: [String] = []
+            for name in ["Venue", "Food"] {
+                let item = try await budget(["items", "add", name, "--scenario", scenario, "--budgeted", "800"])
+                items.append(try #require(item?["id"] as? String))
+            }
+            let expense = try #require(
+                try await budget(["expenses", "add", "Deposit", "--amount", "99.99"])?["id"])
+            try await budget(
+                ["expenses", "allocate", "\(expense)", "--scenario", scenario] + items.flatMap { ["--item", $0] })
+            let printed = try #require(try await budget(["overview", "--scenario", scenario]))
+            let key = try #require(
+                try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"])
+
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret, "--budget-reads-on-workers"],
+                database: configuration.connectionString,
+                errorLog: "/dev/null", until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            var request = URLRequest(
+                url: URL(
+                    string: "http://127.0.0.1:\(port)/v1/couples/\(couple)/budget/scenarios/\(scenario)/overview")!)
+            request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+            request.setValue(owner, forHTTPHeaderField: "X-Acting-User")
+            let (body, response) = try await URLSession.shared.data(for: request)
+            #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: body, as: UTF8.self))")
+            let answered = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+            for overview in [printed, answered] {
+                let totals = try #require(overview["totals"] as? [String: Any])
+                #expect((totals["spent"] as? NSNumber)?.decimalValue == Decimal(string: "99.99"), "\(overview)")
+                #expect((overview["items"] as? [Any])?.count == 2)
+            }
+            // On Citus, serve holds a connection to the worker it read from (Citus's own are citus_internal).
+            var onWorkers = 0
+            for port in TestDatabase.citusWorkers {
+                let worker = try await PostgresConnection.connect(
+                    configuration.reaching(host: "127.0.0.1", port: port))
+                onWorkers += try await worker.query(
+                    """
+                    SELECT count(*)::int AS n FROM pg_stat_activity
+                    WHERE datname = current_database() AND application_name = 'rbac'
+                    """)[0].decode("n", as: Int.self)
+                await worker.close()
+            }
+            #expect(TestDatabase.citusWorkers.isEmpty || onWorkers > 0)
+            await serve.stop()
         }
     }
 
