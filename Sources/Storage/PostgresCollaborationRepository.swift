@@ -88,7 +88,8 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User] {
         try requirePageSize(limit)
         try User.validateSearch(search)
-        // A LIKE pattern, which the trigram indexes (sql/0020) answer when few users match; the search's own
+        // A LIKE pattern: anywhere, which the trigram indexes (sql/0020) answer when few users match, or for one or
+        // two characters at the start, which the text-order indexes (sql/0024) answer. The search's own
         // backslashes, percent signs and underscores stand for themselves.
         let pattern = search.map {
             let literal = $0.replacing("\\", with: "\\\\").replacing("%", with: "\\%").replacing("_", with: "\\_")
