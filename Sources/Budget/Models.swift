@@ -240,17 +240,19 @@ public enum Money {
     }
 
     /// Parses an amount people type ("1250", "99.90"); refuses anything else, including exponents, commas and a
-    /// second decimal point (`Decimal(string:)` would read `1.2.3` as 1.2).
+    /// second decimal point (`Decimal(string:)` would read `1.2.3` as 1.2). A minus sign is taken only on zero
+    /// ("-0", which the HTTP API's JSON takes as 0 too).
     public static func parse(_ text: String, _ field: String) throws(BudgetError) -> Decimal {
-        if text.hasPrefix("-"), (try? parse(String(text.dropFirst()), field)) != nil {
-            throw BudgetError(.invalidInput, "\(field) must not be negative (\(text))")
-        }
+        let unsigned = text.hasPrefix("-") ? String(text.dropFirst()) : text
         // 32 digits and a point are read exactly (`Decimal` keeps 38), so an amount too large or too fine is
         // refused as such, not as something that is no amount.
-        guard text.utf8.count <= 33, text.wholeMatch(of: /[0-9]+(\.[0-9]*)?|\.[0-9]+/) != nil,
-            let amount = Decimal(string: text)
+        guard unsigned.utf8.count <= 33, unsigned.wholeMatch(of: /[0-9]+(\.[0-9]*)?|\.[0-9]+/) != nil,
+            let amount = Decimal(string: unsigned)
         else {
             throw BudgetError(.invalidInput, "\(field) \(quoted(text)) is not an amount (e.g. 1250 or 99.90)")
+        }
+        guard unsigned == text || amount == 0 else {
+            throw BudgetError(.invalidInput, "\(field) must not be negative (\(text))")
         }
         return try validated(amount, field)
     }

@@ -78,15 +78,19 @@ struct BudgetRulesTests {
         #expect(try Money.parse("1250", "amount") == 1250)
         #expect(try Money.parse("99.90", "amount") == money("99.90"))
         #expect(try Money.parse(".5", "amount") == money("0.50"))
+        #expect(try Money.parse("-0", "amount") == 0 && Money.parse("-0.00", "amount") == 0)
         for bad in [
-            "-1", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses", "1.2.3", ".", "1..2",
-            "12.34.", "١٢", "1\u{301}",
+            "-1", "--0", "-", "-.", "1.001", "1e3", "1,00", "", "12345678901.00", "NaN", "1; DROP TABLE expenses",
+            "1.2.3", ".", "1..2", "12.34.", "١٢", "1\u{301}",
         ] {
             #expect(throws: BudgetError.self) { try Money.parse(bad, "amount") }
         }
         #expect(throws: BudgetError.self) { try Money.validated(money("-0.01"), "amount") }
         #expect(throws: BudgetError(.invalidInput, "--amount must not be negative (-5)")) {
             try Money.parse("-5", "--amount")
+        }
+        #expect(throws: BudgetError(.invalidInput, "amount must not be negative (-99999999999999999999)")) {
+            try Money.parse("-99999999999999999999", "amount")
         }
         #expect(throws: BudgetError(.invalidInput, "amount must be at most 9999999999.99 (99999999999999999999)")) {
             try Money.parse("99999999999999999999", "amount")
