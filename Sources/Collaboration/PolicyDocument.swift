@@ -18,14 +18,14 @@ public struct PolicyDocument: Sendable, Decodable {
     public let permissions: [String: String]
     public let roles: [String: Role]
 
-    /// The document in `url`; one whose objects name a key twice is refused, since the database, applying it,
-    /// would take the last of the values where this reading takes the first, and so is one naming a key that
-    /// nothing reads, as `apply_policy` refuses it: `inherit` for `inherits` would leave a role without its
-    /// ancestors' permissions.
+    /// The document in `url`; one that is not strict JSON is refused, since the database, applying it, would
+    /// refuse what Foundation takes (a trailing comma) or take the last of a repeated key's values where this
+    /// reading takes the first, and so is one naming a key that nothing reads, as `apply_policy` refuses it:
+    /// `inherit` for `inherits` would leave a role without its ancestors' permissions.
     public static func load(from url: URL) throws -> PolicyDocument {
         let data = try Data(contentsOf: url)
-        if let key = RepeatedJSONKeys.first(in: data) {
-            throw CollaborationError(.invalidPolicy, "invalid policy: an object names \(quoted(key)) twice")
+        if let problem = StrictJSON.problem(in: data) {
+            throw CollaborationError(.invalidPolicy, "invalid policy: \(url.lastPathComponent) \(problem)")
         }
         if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
             let roles = object["roles"] as? [String: Any] ?? [:]

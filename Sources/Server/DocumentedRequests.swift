@@ -81,14 +81,18 @@ enum DocumentedRequests {
         return .unchecked
     }
 
-    /// A 400 naming the first key (by name) in `body` that the route's documented body does not take. Nothing
-    /// when there is none, when the body is not JSON (its decoder says what is wrong) or when the route takes no
-    /// JSON body.
+    /// A 400 naming the first key (by name) in `body`, strict JSON, that the route's documented body does not
+    /// take. Nothing when there is none or when the route takes no JSON body.
     static func refuseUnknownKeys(_ body: ByteBuffer, method: HTTPRequest.Method, route: String?) throws(APIError) {
-        guard let shape = operation(method, route)?.body,
+        guard let shape = operation(method, route)?.body else { return }
+        guard
             let value = try? JSONSerialization.jsonObject(
                 with: Data(body.readableBytesView), options: .fragmentsAllowed)
-        else { return }
+        else {
+            // Strict JSON that Foundation cannot read holds a number beyond a Double's range. Read here or not at
+            // all: the decoder skips the value of a key it does not know without reading it.
+            throw APIError.badRequest("the body holds a number too large or too small to read (beyond 1e308)")
+        }
         try refuse(value, shape, at: Self.whole)
     }
 
@@ -141,13 +145,29 @@ enum DocumentedRequests {
     }
 }
 
-/// A JSON body collected for its decoder, after the refusals every one meets: an object that names a key twice
-/// (`RepeatedJSONKeys`), a key its route does not take (`DocumentedRequests`).
+/// A JSON body collected for its decoder, after the refusals every one meets: one that is not strict JSON (a
+/// gateway in front of this service that checks a body's `permission` could read another value of a repeated
+/// key, or refuse what Foundation takes; `StrictJSON`), a key its route does not take (`DocumentedRequests`).
 func documentedJSONBody(_ request: Request, _ context: some RequestContext) async throws -> ByteBuffer {
     let buffer = try await request.body.collect(upTo: context.maxUploadSize)
-    try RepeatedJSONKeys.refuse(buffer)
+    if let problem = buffer.withUnsafeReadableBytes({ StrictJSON.problem(in: $0) }) {
+        throw APIError.badRequest("the body \(problem)")
+    }
     try DocumentedRequests.refuseUnknownKeys(buffer, method: request.method, route: context.endpointPath)
     return buffer
+}
+
+/// Hummingbird's default request decoder (JSONDecoder reading dates as ISO 8601), after the refusals of
+/// `documentedJSONBody`.
+public struct StrictJSONDecoder: RequestDecoder {
+    public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext)
+        async throws -> T
+    {
+        let buffer = try await documentedJSONBody(request, context)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(T.self, from: buffer)
+    }
 }
 
 /// Refuses an `X-Acting-User` or a query parameter the route does not take (`DocumentedRequests`), before the

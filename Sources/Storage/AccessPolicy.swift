@@ -18,13 +18,13 @@ public struct AccessPolicy: Sendable {
     public static let policyFileName = "policy.json"
 
     public init(scripts: [Script], policyJSON: String) throws {
-        let parsed = try? JSONSerialization.jsonObject(with: Data(policyJSON.utf8))
-        guard parsed is [String: Any] else {
-            throw AccessPolicyError.notJSON(Self.policyFileName)
+        // PostgreSQL refuses what Foundation's readers take (a trailing comma), and applies the last of a
+        // repeated key's values where `rbac policy test` checks the first.
+        if let problem = StrictJSON.problem(in: Data(policyJSON.utf8)) {
+            throw AccessPolicyError.notStrictJSON(Self.policyFileName, problem)
         }
-        // PostgreSQL applies the last of a repeated key's values, `rbac policy test` checks the first.
-        if let key = RepeatedJSONKeys.first(in: Data(policyJSON.utf8)) {
-            throw AccessPolicyError.repeatedKey(Self.policyFileName, key)
+        guard (try? JSONSerialization.jsonObject(with: Data(policyJSON.utf8))) is [String: Any] else {
+            throw AccessPolicyError.notJSON(Self.policyFileName)
         }
         self.scripts = scripts
         self.policyJSON = policyJSON
@@ -110,14 +110,14 @@ public struct AccessPolicy: Sendable {
 public enum AccessPolicyError: Error, Equatable, CustomStringConvertible {
     case missing(String)
     case notJSON(String)
-    /// A file, and the key one of its objects names twice.
-    case repeatedKey(String, String)
+    /// A file, and what makes it no strict JSON.
+    case notStrictJSON(String, StrictJSON.Problem)
 
     public var description: String {
         switch self {
         case .missing(let path): "the access policy \(path) is missing"
         case .notJSON(let name): "\(name) is not a JSON object"
-        case .repeatedKey(let name, let key): "\(name) names \(quoted(key)) twice in one object"
+        case .notStrictJSON(let name, let problem): "\(name) \(problem)"
         }
     }
 }

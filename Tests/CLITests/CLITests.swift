@@ -1289,15 +1289,24 @@ struct CLITests {
         #expect(invalid.status == 2)
         #expect(invalid.stderr.contains("unknown permission \"budget.edt\""))
 
-        // A role defined twice: refused, naming it, before a database is asked (it would apply the second).
-        try policy.replacingOccurrences(
-            of: #""roles": {"#, with: #""roles": {"viewer": {"rank": 4, "description": "x", "permissions": []},"#
-        )
-        .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
-        for command in ["validate", "apply"] {
-            let twice = try await Self.rbac(["policy", command, "--dir", directory.path], database: offline)
-            #expect(twice.status == 2, "\(command): \(twice.stderr)")
-            #expect(twice.stderr.contains(#"names "viewer" twice"#), "\(twice.stderr)")
+        // A role defined twice, and a trailing comma: refused, saying so, before a database is asked (it would
+        // apply the second role, and refuse the comma).
+        for (document, problem) in [
+            (
+                policy.replacingOccurrences(
+                    of: #""roles": {"#,
+                    with: #""roles": {"viewer": {"rank": 4, "description": "x", "permissions": []},"#),
+                #"names "viewer" more than once in one object"#
+            ),
+            (policy.replacingOccurrences(of: "\n  }\n}", with: "\n  },\n}"), "is not JSON: a comma before }"),
+        ] {
+            #expect(document != policy)
+            try document.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+            for command in ["validate", "apply"] {
+                let refused = try await Self.rbac(["policy", command, "--dir", directory.path], database: offline)
+                #expect(refused.status == 2, "\(command): \(refused.stderr)")
+                #expect(refused.stderr.contains("policy.json \(problem)"), "\(refused.stderr)")
+            }
         }
 
         // A key nothing reads ("inherit" for "inherits", a misspelt section): refused, naming each, as the

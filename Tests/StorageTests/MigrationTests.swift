@@ -334,7 +334,7 @@ struct MigrationTests {
         let shipped = try AccessPolicy.load(from: repositoryRoot.appendingPathComponent("policies")).policyJSON
         let twice = shipped.replacingOccurrences(of: #""roles": {"#, with: #""roles": {"owner": {},"#)
         #expect(twice != shipped)
-        #expect(throws: AccessPolicyError.repeatedKey("policy.json", "owner")) {
+        #expect(throws: AccessPolicyError.notStrictJSON("policy.json", .repeatedKey("owner"))) {
             try AccessPolicy(scripts: [], policyJSON: twice)
         }
     }

@@ -5,39 +5,52 @@ import Testing
 
 @testable import Server
 
-@Suite("JSON bodies that repeat a key")
-struct RepeatedJSONKeysTests {
-    @Test("every JSON route refuses such a body with a 400 that names the key, and does nothing")
+@Suite("JSON bodies that are not strict JSON")
+struct StrictJSONBodyTests {
+    @Test("every JSON route refuses a repeated key, a trailing comma or a malformed number with a 400 saying so")
     func routes() async throws {
         let fixture = try await Fixture()
         let acting = fixture.keyHeader(actingAs: fixture.owner)
         let planner = try await fixture.member("pia", "planner").userID
         let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(planner)","permission":"couple.delete""#
+        let (repeated, comma) = ("more than once in one object", "is not JSON: a comma before }")
+        let membersRoute = "/v1/couples/\(fixture.couple)/members"
+        let scenariosRoute = "/v1/couples/\(fixture.couple)/budget/scenarios"
         try await fixture.application().test(.router) { client in
-            for (method, uri, headers, body) in [
-                (HTTPRequest.Method.post, "/v1/check", fixture.keyHeader, check + #","permission":"budget.edit"}"#),
-                (.post, "/v1/check/batch", fixture.keyHeader, #"{"checks":[\#(check)}],"checks":[]}"#),
+            for (method, uri, headers, body, problem) in [
                 (
-                    .post, "/v1/couples/\(fixture.couple)/members", acting,
-                    #"{"user_id":"\#(planner)","role":"owner","role":"viewer"}"#
+                    HTTPRequest.Method.post, "/v1/check", fixture.keyHeader, check + #","permission":"budget.edit"}"#,
+                    repeated
                 ),
-                (
-                    .post, "/v1/couples/\(fixture.couple)/budget/scenarios", acting,
-                    #"{"name":"Main","name":"Other"}"#
-                ),
+                (.post, "/v1/check", fixture.keyHeader, check + ",}", comma),
+                (.post, "/v1/check/batch", fixture.keyHeader, #"{"checks":[\#(check)}],"checks":[]}"#, repeated),
+                (.post, "/v1/check/batch", fixture.keyHeader, #"{"checks":[\#(check)},]}"#, "a comma before ]"),
+                (.post, membersRoute, acting, #"{"user_id":"\#(planner)","role":"owner","role":"viewer"}"#, repeated),
+                (.post, membersRoute, acting, #"{"user_id":"\#(planner)","role":"owner",}"#, comma),
+                (.post, scenariosRoute, acting, #"{"name":"Main","name":"Other"}"#, repeated),
+                (.post, scenariosRoute, acting, #"{"name":"Main",}"#, comma),
+                // A value the decoder would skip unread, under a key the route does not take.
+                (.post, scenariosRoute, acting, #"{"name":"Main","junk":01}"#, "a number with a leading zero"),
+                (.post, scenariosRoute, acting, #"{"name":"Main"}"# + String(repeating: " ", count: 3) + "x", "after"),
             ] {
                 try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) {
-                    #expect($0.status == .badRequest, "\(uri)")
-                    #expect(text($0).contains(#"more than once in one object"#), "\(uri): \(text($0))")
+                    #expect($0.status == .badRequest, "\(uri) \(body)")
+                    #expect(text($0).contains(problem), "\(uri) \(body): \(text($0))")
                 }
+            }
+            // JSON that Foundation cannot read: named for what it is, not called "not JSON".
+            try await client.execute(
+                uri: scenariosRoute, method: .post, headers: acting,
+                body: ByteBuffer(string: #"{"name":"Main","x":1e400}"#)
+            ) {
+                #expect($0.status == .badRequest)
+                #expect(text($0).contains("a number too large or too small"), "\(text($0))")
             }
             // Nothing was done: the planner is still a planner, and the couple has no scenario.
             let members = try await fixture.repository.members(
                 couple: fixture.couple, limit: 10, after: nil, as: .operator(label: "tests"))
             #expect(members.first { $0.user.id == planner }?.role.rawValue == "planner")
-            try await client.execute(
-                uri: "/v1/couples/\(fixture.couple)/budget/scenarios", method: .get, headers: acting
-            ) {
+            try await client.execute(uri: scenariosRoute, method: .get, headers: acting) {
                 #expect($0.status == .ok)
                 #expect(text($0) == "[]", "\(text($0))")
             }

@@ -1,0 +1,125 @@
+import Collaboration
+import Foundation
+import TestSupport
+import Testing
+
+@Suite("Strict JSON: what RFC 8259 and I-JSON take, and no more")
+struct StrictJSONTests {
+    static func problem(_ json: String) -> StrictJSON.Problem? {
+        StrictJSON.problem(in: Array(json.utf8))
+    }
+
+    static func repeated(_ json: String) -> String? {
+        guard case .repeatedKey(let key) = problem(json) else { return nil }
+        return key
+    }
+
+    @Test("a key named twice in one object is found as a decoder reads it; alike keys elsewhere are not")
+    func repeatedKeys() {
+        #expect(Self.repeated(#"{"permission":"a","permission":"b"}"#) == "permission")
+        #expect(Self.repeated(#"{"permission":"a","\u0070ermission":"b"}"#) == "permission", "escapes resolved")
+        #expect(Self.repeated(#"{ "a" : 1 , "b" : {"a": 2, "c": [ {"a":3}, {"a":4, "a":5} ] } }"#) == "a")
+        #expect(Self.problem(#"{"checks":[{"a":1,"b":2},{"a":1,"b":2}],"b":{"b":{"b":1}}}"#) == nil)
+        #expect(Self.problem(#"{"a":"a","b":"a","c":["a","a"],"d":{}}"#) == nil, "values and arrays may repeat")
+        #expect(Self.problem(#"{"a\"{":"}\",\"a\\\"{\":","x":1}"#) == nil, "quotes and braces inside strings")
+        #expect(Self.repeated(#"{"a\"{":1,"a\"{":2}"#) == #"a"{"#)
+        #expect(Self.repeated(#"{"\\":1,"\u005c":2}"#) == "\\")
+        #expect(Self.repeated(#"{"a":1,"a":2,"b":{"c":1,"c":2}}"#) == "a", "the first of several")
+        #expect(
+            Self.problem(#"{"a":1,"a":2,}"#) == .malformed("a comma before }", byte: 14),
+            "what is no JSON is named before a repeated key")
+        #expect(Self.repeated(#"{"\ud83d\ude00\n\t\/":1,"😀\u000a\u0009/":2}"#) == "😀\n\t/", "pairs and escapes")
+        // Swift's strings compare canonically equivalent text as equal, and so do the decoder's keys.
+        #expect(Self.repeated(#"{"é":1,"e\u0301":2}"#) == "é")
+        let many = (0..<5_000).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+        #expect(Self.problem("{\(many)}") == nil)
+        #expect(Self.repeated("{\(many),\"k4999\":0}") == "k4999")
+    }
+
+    @Test("what Foundation's readers take beyond JSON is refused, saying what and where")
+    func malformed() {
+        for (json, what, byte) in [
+            (#"{"a":1,}"#, "a comma before }", 8), (#"[1,2,]"#, "a comma before ]", 6),
+            (#"{"a":[1,]}"#, "a comma before ]", 9), (#"{"n":01}"#, "a number with a leading zero", 7),
+            (#"{"n":1.}"#, "a number without digits after its point", 8), (#"{"n":-}"#, "a number without digits", 7),
+            (#"{"n":1e}"#, "a number without digits in its exponent", 8),
+            (#"{"n":+1}"#, "'+' where a value should be", 6),
+            (#"{"n":.5}"#, "'.' where a value should be", 6), (#"{"n":NaN}"#, "'N' where a value should be", 6),
+            (#"{"n":tru}"#, "a word that is not true, false or null", 6),
+            (#"{'a':1}"#, "''' where a key (a string in double quotes) should be", 2),
+            (#"{a:1}"#, "'a' where a key (a string in double quotes) should be", 2),
+            (#"{"a" 1}"#, "'1' where : should be", 6),
+            (#"{"a":1 "b":2}"#, #"'"' where , or } should be"#, 8), (#"{"a":1}x"#, "'x' after the document's value", 8),
+            (#"{"a":1} {}"#, "'{' after the document's value", 9),
+            ("{\"a\":\"x\ty\"}", "a control character (byte 0x9) inside a string, where it must be escaped", 8),
+            (#"{"a":"\x"}"#, "an escape \\ that JSON has not", 8), (#"{"a":"\u12"}"#, "\\u without four hex digits", 9),
+            (#"{"a":"\u+123"}"#, "\\u without four hex digits", 9),
+            (#"{"a":"\ud800"}"#, "half of a surrogate pair", 13),
+            (#"{"a":"\udc00"}"#, "half of a surrogate pair", 13),
+            (#"{"a":"\ud800\u0041"}"#, "half of a surrogate pair", 19),
+            (#"{"a":"x"#, "the end inside a string", 8), (#"{"a":"#, "the end where a value should be", 6),
+            (#"{"a":1,"#, "the end where a key should be", 8), ("", "the end where a value should be", 1),
+            ("  ", "the end where a value should be", 3), (#"{"a":1/**/}"#, "'/' where , or } should be", 7),
+        ] {
+            #expect(Self.problem(json) == .malformed(what, byte: byte), "\(json)")
+        }
+        #expect(
+            StrictJSON.problem(in: [0xEF, 0xBB, 0xBF] + Array("{}".utf8)) == .malformed("a byte order mark", byte: 1))
+        #expect(
+            StrictJSON.problem(in: Array(#"{"a":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
+                == .malformed("a string that is not UTF-8", byte: 6))
+        #expect(Self.problem(#"{"a":1}"#)?.description == nil)
+        #expect(Self.problem(#"{"a":1,}"#)?.description == "is not JSON: a comma before } at byte 8")
+    }
+
+    @Test("JSON of every kind is taken, as deep as Foundation reads it")
+    func wellFormed() {
+        for json in [
+            #"{}"#, #"[]"#, #" { } "#, #"[ ]"#, "\t\r\n[\n1\n]\n", #"0"#, #"-0"#, #"-0.0e-0"#, #"1E+2"#,
+            #"123.456e789"#,
+            #""""#, #""\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00""#, #"true"#, #"false"#, #"null"#,
+            #"{"a":[{},[],"",0,true]}"#,
+            #""é😀""#, #"[[[[]]]]"#, #"{"a":{"a":{"a":1}}}"#,
+        ] {
+            #expect(Self.problem(json) == nil, "\(json)")
+        }
+        let deepest =
+            String(repeating: "[", count: StrictJSON.maxDepth) + String(repeating: "]", count: StrictJSON.maxDepth)
+        #expect(Self.problem(deepest) == nil)
+        #expect((try? JSONSerialization.jsonObject(with: Data(deepest.utf8))) != nil, "Foundation reads it too")
+        let deeper = "{\"a\":" + deepest + "}"
+        #expect(Self.problem(deeper) == .malformed("containers nested deeper than 512", byte: 517))
+        #expect((try? JSONSerialization.jsonObject(with: Data(deeper.utf8))) == nil, "as Foundation refuses it")
+        let endless = String(repeating: "[", count: 60_000)
+        #expect(Self.problem(endless) == .malformed("containers nested deeper than 512", byte: 513))
+    }
+
+    @Test("a policy document that is not strict JSON is refused, saying why, before the database would read it")
+    func policy() throws {
+        let shipped = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json"), encoding: .utf8)
+        // A second viewer who may edit the budget: the database would apply it, this reading the first.
+        let twice = shipped.replacingOccurrences(
+            of: #""roles": {"#,
+            with: #""roles": {"viewer": {"rank": 4, "description": "x", "permissions": ["budget.edit"]},"#)
+        // A trailing comma, which Foundation reads and the database refuses.
+        let trailing = shipped.replacingOccurrences(of: "\n  }\n}", with: "\n  },\n}")
+        #expect(twice != shipped && trailing != shipped && trailing.contains("},\n}"))
+        for (document, message) in [
+            (twice, "invalid policy: policy.json names \"viewer\" more than once in one object"),
+            (trailing, "invalid policy: policy.json is not JSON: a comma before }"),
+        ] {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("policy-\(UUID())")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let file = directory.appendingPathComponent("policy.json")
+            try document.write(to: file, atomically: true, encoding: .utf8)
+            #expect {
+                try PolicyDocument.load(from: file)
+            } throws: {
+                ($0 as? CollaborationError)?.code == .invalidPolicy
+                    && ($0 as? CollaborationError)?.message.hasPrefix(message) == true
+            }
+        }
+    }
+}
