@@ -50,7 +50,7 @@ let package = Package(
         // The only module that touches libcurl: HTTPS requests and SMTP mail to other services.
         .target(name: "OutboundHTTP", dependencies: ["CCurl"]),
         // End users' tokens: JWS verification against a shared secret or an identity provider's JWKS.
-        .target(name: "Identity", dependencies: ["OutboundHTTP", "Secrets"]),
+        .target(name: "Identity", dependencies: ["OutboundHTTP", "Secrets", "Tenancy"]),
         // What both domains share: the actor, paging, the permission checker's protocol, operation metrics.
         .target(name: "Tenancy", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
         // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).

@@ -1,5 +1,6 @@
 import Foundation
 import Secrets
+import Tenancy
 
 /// Who a verified token names: the identity `(issuer, subject)`, and what the token says of the person.
 public struct VerifiedIdentity: Sendable, Hashable {
@@ -90,6 +91,9 @@ public struct TokenVerifier: Sendable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]),
             let payloadBytes = Base64URL.decode(parts[1]), let signature = Base64URL.decode(parts[2]),
+            // A header or claim named twice is refused (RFC 7519, 4): JSONDecoder would read the first, most
+            // others the last. The claims are read once the signature holds.
+            StrictJSON.problem(in: headerBytes) == nil,
             let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
         else { throw .malformed }
         // A critical extension rbac does not know must not be ignored (RFC 7515, 4.1.11).
@@ -108,7 +112,9 @@ public struct TokenVerifier: Sendable {
             throw .badSignature
         }
 
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: Data(payloadBytes)) else { throw .malformed }
+        guard StrictJSON.problem(in: payloadBytes) == nil,
+            let claims = try? JSONDecoder().decode(Claims.self, from: Data(payloadBytes))
+        else { throw .malformed }
         let time = now().timeIntervalSince1970
         let leeway = Double(policy.leeway.components.seconds)
         guard let exp = claims.exp else { throw .noExpiry }

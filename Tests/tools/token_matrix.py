@@ -141,6 +141,18 @@ def main() -> None:
         b64(hmac.new(secret, (b64(json.dumps({'alg': 'HS256'}).encode()) + '.' + b64(b'not json')).encode(),
                      hashlib.sha256).digest()), "malformed")
     add("two parts", "abc.def", "malformed")
+
+    # Signed as they are written: JSON that readers read differently (RFC 7519, 4: a claim named twice must be
+    # refused, or read as its last value; rbac's decoder would read the first).
+    def hs_signed(header_json: str, payload_json: str) -> str:
+        signing_input = f"{b64(header_json.encode())}.{b64(payload_json.encode())}"
+        return f"{signing_input}.{b64(hmac.new(secret, signing_input.encode(), hashlib.sha256).digest())}"
+
+    claims = json.dumps(base)[1:-1]
+    add("sub named twice", hs_signed('{"alg":"HS256"}', '{"sub":"auth0|someone-else",' + claims + '}'), "malformed")
+    add("alg named twice", hs_signed('{"alg":"HS256","alg":"none"}', json.dumps(base)), "malformed")
+    add("a trailing comma in the claims", hs_signed('{"alg":"HS256"}', '{' + claims + ',}'), "malformed")
+    add("written by hand", hs_signed('{"alg":"HS256"}', '{' + claims + '}'), "ok")
     add("16 KB", jwt.encode({**base, "pad": "x" * 16384}, secret, algorithm="HS256"), "too_long")
     print(json.dumps(cases))
 
