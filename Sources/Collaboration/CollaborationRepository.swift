@@ -108,13 +108,23 @@ public func everyPage<Item>(
     id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
     _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
 ) async throws -> [Item] {
-    let size = 1000
     var items: [Item] = []
+    try await forEachPage(id: id, page) { items += $0 }
+    return items
+}
+
+/// Reads a keyset-paged listing a full page at a time, as `everyPage` does, handing each page to `each` before
+/// reading the next.
+public func forEachPage<Item>(
+    id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
+    _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item], each: ([Item]) async throws -> Void
+) async throws {
+    let size = 1000
     var after: UUID?
     while true {
         let next = try await page(size, after)
-        items += next
-        guard next.count == size, let last = next.last else { return items }
+        try await each(next)
+        guard next.count == size, let last = next.last else { return }
         after = id(last)
     }
 }

@@ -132,15 +132,10 @@ extension RBAC {
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let couples = try await page.read(id: \.id, pages: context.repository.couples(limit:after:))
-                    try output.print(
-                        couples,
-                        Table(
-                            headers: ["ID", "NAME", "CREATED", "REVISION"],
-                            rows: couples.map {
-                                [$0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601, String($0.revision)]
-                            }
-                        ).rendered)
+                    let columns = Columns<Couple>(headers: ["ID", "NAME", "CREATED", "REVISION"]) {
+                        [$0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601, String($0.revision)]
+                    }
+                    try await page.print(output, columns, id: \.id, pages: context.repository.couples(limit:after:))
                 }
             }
         }
@@ -162,7 +157,7 @@ extension RBAC {
                         detail,
                         "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
                             + "\(Couples.inviting(detail.inviteDomains)) (rbac couples set)\n"
-                            + memberTable(detail.members))
+                            + memberColumns.table(detail.members).rendered)
                 }
             }
         }
@@ -189,14 +184,9 @@ extension RBAC.Couples {
     }
 }
 
-func memberTable(_ members: [Member]) -> String {
-    Table(
-        headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED", "EXPIRES"],
-        rows: members.map {
-            [
-                $0.user.id.uuidString.lowercased(), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
-                $0.status.rawValue, $0.joinedAt.iso8601, $0.expiresAt?.iso8601 ?? "",
-            ]
-        }
-    ).rendered
+let memberColumns = Columns<Member>(headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED", "EXPIRES"]) {
+    [
+        $0.user.id.uuidString.lowercased(), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
+        $0.status.rawValue, $0.joinedAt.iso8601, $0.expiresAt?.iso8601 ?? "",
+    ]
 }

@@ -56,21 +56,16 @@ extension RBAC {
                 try await acting.run { context, actor in
                     let coupleID = try Parse.couple(couple)
                     let only = status.flatMap(InvitationStatus.init(rawValue:))
-                    let invitations = try await page.read(id: \.id) { limit, after in
+                    let columns = Columns<Invitation>(headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"]) {
+                        [
+                            $0.id.uuidString.lowercased(), $0.role.rawValue, $0.email ?? "", $0.inviter,
+                            $0.status.rawValue, $0.expiresAt.iso8601,
+                        ]
+                    }
+                    try await page.print(acting.output, columns, id: \.id) { limit, after in
                         try await context.invitations.invitations(
                             of: coupleID, status: only, limit: limit, after: after, as: actor)
                     }
-                    try acting.output.print(
-                        invitations,
-                        Table(
-                            headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"],
-                            rows: invitations.map {
-                                [
-                                    $0.id.uuidString.lowercased(), $0.role.rawValue, $0.email ?? "", $0.inviter,
-                                    $0.status.rawValue, $0.expiresAt.iso8601,
-                                ]
-                            }
-                        ).rendered)
                 }
             }
         }

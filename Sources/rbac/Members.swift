@@ -15,10 +15,9 @@ extension RBAC {
         func run() async throws {
             try await acting.run { context, actor in
                 let coupleID = try Parse.couple(couple)
-                let members = try await page.read(id: \.user.id) { limit, after in
+                try await page.print(acting.output, memberColumns, id: \.user.id) { limit, after in
                     try await context.memberships.members(of: coupleID, limit: limit, after: after, as: actor)
                 }
-                try acting.output.print(members, memberTable(members))
             }
         }
     }

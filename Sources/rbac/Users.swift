@@ -174,20 +174,15 @@ extension RBAC {
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let users = try await page.read(id: \.id) { limit, after in
+                    let columns = Columns<User>(headers: ["ID", "EMAIL", "NAME", "IDENTITIES"]) {
+                        [
+                            $0.id.uuidString.lowercased(), $0.email, $0.displayName ?? "",
+                            $0.identities.map { "\($0.issuer) \($0.subject)" }.joined(separator: ", "),
+                        ]
+                    }
+                    try await page.print(output, columns, id: \.id) { limit, after in
                         try await context.repository.users(matching: search, limit: limit, after: after)
                     }
-                    try output.print(
-                        users,
-                        Table(
-                            headers: ["ID", "EMAIL", "NAME", "IDENTITIES"],
-                            rows: users.map {
-                                [
-                                    $0.id.uuidString.lowercased(), $0.email, $0.displayName ?? "",
-                                    $0.identities.map { "\($0.issuer) \($0.subject)" }.joined(separator: ", "),
-                                ]
-                            }
-                        ).rendered)
                 }
             }
         }

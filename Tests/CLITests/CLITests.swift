@@ -401,6 +401,49 @@ struct CLITests {
         }
     }
 
+    @Test("a listing longer than a page of 1,000 prints as one array or one table, every entry once, in order")
+    func longListings() async throws {
+        try await Self.withDatabase { run, configuration in
+            // Addresses of two lengths, the longer ones read last: a table's columns are as wide as its first
+            // page needs, and a longer cell later takes the room it needs.
+            let connection = try await PostgresConnection.connect(configuration)
+            try await connection.execute(
+                """
+                INSERT INTO users (email, display_name)
+                SELECT format('u%s@example.com', lpad(n::text, 4, '0')) || CASE WHEN n > 2000 THEN '.org' ELSE '' END,
+                       'User ' || n
+                FROM generate_series(1, 2500) n
+                """)
+            await connection.close()
+            let listed = try await run(["users", "list", "--json"])
+            #expect(listed.status == 0 && listed.stdout.hasSuffix("}\n]\n"), "\(listed.stderr)")
+            let emails = try Self.jsonArray(listed).compactMap { $0["email"] as? String }
+            var paged: [String] = []
+            var after: [String] = []
+            while true {
+                let page = try Self.jsonArray(try await run(["users", "list", "--limit", "1000", "--json"] + after))
+                paged += page.compactMap { $0["email"] as? String }
+                guard page.count == 1000, let last = page.last?["id"] as? String else { break }
+                after = ["--after", last]
+            }
+            #expect(emails.count == 2500 && emails == paged, "\(emails.count) listed, \(paged.count) in pages")
+            let table = try await run(["users", "list"]).stdout.split(separator: "\n")
+            #expect(
+                table.count == 2501 && table[0].hasPrefix("ID ")
+                    && table.dropFirst().allSatisfy { !$0.hasPrefix("ID ") })
+            let rows = table.dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: true) }
+            #expect(rows.map { $0.dropFirst().first.map(String.init) } == emails, "a row per user, in order")
+            // The name column starts where the first page put it, but on rows whose address is wider.
+            let nameColumn = try #require(table[0].range(of: "NAME")).lowerBound.utf16Offset(in: table[0])
+            let starts = try table.dropFirst().map {
+                try #require($0.range(of: "User ")).lowerBound.utf16Offset(in: $0)
+            }
+            #expect(
+                starts.prefix(2000).allSatisfy { $0 == nameColumn }
+                    && starts.suffix(500).allSatisfy { $0 == nameColumn + 4 })
+        }
+    }
+
     @Test("suspend and reactivate: the role stays and grants nothing meanwhile; refusals change nothing")
     func suspendAndReactivate() async throws {
         try await Self.withDatabase { run, _ in

@@ -100,15 +100,20 @@ struct PageOptions: ParsableArguments {
         return items
     }
 
-    /// Every entry, read a full page at a time, or with --limit one page of them (`page` takes the limit and the
-    /// id to read after).
-    func read<Item>(id: (Item) -> UUID, pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item])
-        async throws -> [Item]
-    {
-        try await read(id: id) { request in
-            guard let request else { return try await everyPage(id: id, page) }
-            return try await page(request.limit, request.after)
+    /// Prints every entry, each page as it is read (`ListingPrinter`), or with --limit one page of them (`page`
+    /// takes the limit and the id to read after).
+    func print<Item: Encodable>(
+        _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID,
+        pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
+    ) async throws {
+        var printer = ListingPrinter(json: output.json, columns: columns)
+        if let limit {
+            try printer.print(
+                try await read(id: id) { _ in try await page(limit, after.flatMap { UUID(parsing: $0) }) })
+        } else {
+            try await forEachPage(id: id, page) { try printer.print($0) }
         }
+        try printer.finish()
     }
 
     /// Refuses --limit with the first of `options` given: with it, a command prints what it wrote, not a list.

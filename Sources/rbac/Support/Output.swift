@@ -3,10 +3,15 @@ import Foundation
 
 /// Prints `value` as the HTTP API writes it (same keys, dates and ids), indented.
 func printJSON(_ value: some Encodable) throws {
+    print(try jsonText(value))
+}
+
+/// `value` as `printJSON` prints it.
+func jsonText(_ value: some Encodable) throws -> String {
     let text = String(decoding: try JSONEncoder.rbac(pretty: true).encode(value), as: UTF8.self)
     // Foundation spreads an empty array or object over three lines. A bracket and a line break can only be
     // JSON's own, since a string holds its line breaks escaped.
-    print(text.replacing(#/([\[{])\n\s*\n\s*([\]}])/#) { "\($0.1)\($0.2)" })
+    return text.replacing(#/([\[{])\n\s*\n\s*([\]}])/#) { "\($0.1)\($0.2)" }
 }
 
 /// What a command that lists records or writes one prints: with --json, the record it wrote (an object, as the
@@ -41,14 +46,66 @@ struct Table {
         self.rows = rows.map { $0.map(visible) }
     }
 
-    var rendered: String {
-        let widths = headers.indices.map { column in
-            ([headers[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0
-        }
+    var rendered: String { lines(widths: widths, header: true).joined(separator: "\n") }
+
+    /// Each column's width: that of its widest cell, the header's included.
+    var widths: [Int] {
+        headers.indices.map { column in ([headers[column]] + rows.map { $0[column] }).map(\.count).max() ?? 0 }
+    }
+
+    /// The rows, after the header when `header`, their columns `widths` wide (a wider cell takes the room it
+    /// needs).
+    func lines(widths: [Int], header: Bool) -> [String] {
         func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }
+            zip(cells, widths).map { $0.padding(toLength: max($1, $0.count), withPad: " ", startingAt: 0) }
                 .joined(separator: "  ").trimmingCharacters(in: .whitespaces)
         }
-        return ([line(headers)] + rows.map(line)).joined(separator: "\n")
+        return ((header ? [headers] : []) + rows).map(line)
+    }
+}
+
+/// The columns a table of `Row`s shows: their headers, and each row's cells.
+struct Columns<Row>: Sendable {
+    let headers: [String]
+    let cells: @Sendable (Row) -> [String]
+
+    func table(_ rows: [Row]) -> Table { Table(headers: headers, rows: rows.map(cells)) }
+}
+
+/// A listing printed a page at a time, as it is read, so that a long one shows from its first page and is never
+/// held whole: with --json one array, as `printJSON` prints it; as text one table, its columns as wide as the
+/// first page needs.
+struct ListingPrinter<Row: Encodable> {
+    let json: Bool
+    let columns: Columns<Row>
+    private var widths: [Int]?
+    private var printed = 0
+
+    init(json: Bool, columns: Columns<Row>) {
+        (self.json, self.columns) = (json, columns)
+    }
+
+    mutating func print(_ rows: [Row]) throws {
+        if json {
+            for row in rows {
+                let element = try jsonText(row).split(separator: "\n").map { "  " + $0 }.joined(separator: "\n")
+                Swift.print(printed == 0 ? "[\n" + element : ",\n" + element, terminator: "")
+                printed += 1
+            }
+        } else {
+            let table = columns.table(rows)
+            let widths = self.widths ?? table.widths
+            for line in table.lines(widths: widths, header: self.widths == nil) { Swift.print(line) }
+            self.widths = widths
+        }
+    }
+
+    /// Ends the listing: the array's bracket, or a table's header when there was no row.
+    mutating func finish() throws {
+        if json {
+            Swift.print(printed == 0 ? "[]" : "\n]")
+        } else if widths == nil {
+            try print([])
+        }
     }
 }
