@@ -104,9 +104,9 @@ public func requirePageSize(_ limit: Int) throws {
 }
 
 /// Every item of a keyset-paged listing: full pages read in turn, each after the last id of the page before.
-public func everyPage<Item>(
-    id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
-    _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
+public func everyPage<Item, Cursor>(
+    id: (Item) -> Cursor, isolation: isolated (any _Concurrency.Actor)? = #isolation,
+    _ page: (_ limit: Int, _ after: Cursor?) async throws -> [Item]
 ) async throws -> [Item] {
     var items: [Item] = []
     try await forEachPage(id: id, page) { items += $0 }
@@ -115,12 +115,12 @@ public func everyPage<Item>(
 
 /// Reads a keyset-paged listing a full page at a time, as `everyPage` does, handing each page to `each` before
 /// reading the next.
-public func forEachPage<Item>(
-    id: (Item) -> UUID, isolation: isolated (any _Concurrency.Actor)? = #isolation,
-    _ page: (_ limit: Int, _ after: UUID?) async throws -> [Item], each: ([Item]) async throws -> Void
+public func forEachPage<Item, Cursor>(
+    id: (Item) -> Cursor, isolation: isolated (any _Concurrency.Actor)? = #isolation,
+    _ page: (_ limit: Int, _ after: Cursor?) async throws -> [Item], each: ([Item]) async throws -> Void
 ) async throws {
     let size = 1000
-    var after: UUID?
+    var after: Cursor?
     while true {
         let next = try await page(size, after)
         try await each(next)

@@ -594,9 +594,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public func operatorAudit(since: Date?, before: Int64?, last: Int?) async throws -> [AuditEntry] {
         try AuditEntry.requireCount(last)
         return try await run(as: nil) { connection in
-            if let before, try await connection.query("SELECT 1 FROM operator_audit_log WHERE id = \(before)").isEmpty {
-                throw AuditEntry.notFound(before, in: "the operator's log")
-            }
+            try await Self.requireOperatorEntry(before, on: connection)
             // The log lives on one node, so its ids alone give its order.
             return try await connection.query(
                 """
@@ -607,6 +605,31 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
                 ) entries ORDER BY id
                 """
             ).map(Self.auditEntry)
+        }
+    }
+
+    /// The operator's audit log read forward, a page at a time: at most `limit` entries after entry `after` (nil:
+    /// from the first), of those `operatorAudit(since:before:last:)` would give, oldest first. The log gains an
+    /// entry for every user made, so all of it is read this way rather than in one piece.
+    public func operatorAudit(since: Date?, before: Int64?, after: Int64?, limit: Int) async throws -> [AuditEntry] {
+        try requirePageSize(limit)
+        return try await run(as: nil) { connection in
+            try await Self.requireOperatorEntry(before, on: connection)
+            return try await connection.query(
+                """
+                SELECT id, at, actor_label AS actor, action, before, after
+                FROM operator_audit_log
+                WHERE at >= coalesce(\(since), '-infinity') AND id < \(before ?? .max) AND id > \(after ?? 0)
+                ORDER BY id LIMIT \(limit)
+                """
+            ).map(Self.auditEntry)
+        }
+    }
+
+    /// Refuses a `before` cursor that names no entry of the operator's log.
+    private static func requireOperatorEntry(_ id: Int64?, on connection: PostgresConnection) async throws {
+        if let id, try await connection.query("SELECT 1 FROM operator_audit_log WHERE id = \(id)").isEmpty {
+            throw AuditEntry.notFound(id, in: "the operator's log")
         }
     }
 

@@ -45,6 +45,17 @@ extension RBAC {
         func run() async throws {
             try await CommandContext.run(database) { context in
                 let since = since?.date
+                if couple == nil, tail == nil {
+                    // Every entry of a log that grows with every user made: printed as it is read.
+                    var printer = ListingPrinter(json: output.json, columns: Self.columns)
+                    try await forEachPage(id: \.id) { limit, after in
+                        try await context.repository.operatorAudit(
+                            since: since, before: before, after: after, limit: limit)
+                    } each: {
+                        try printer.print($0)
+                    }
+                    return try printer.finish()
+                }
                 let (entries, nextBefore) = try await AuditEntry.page(last: tail) { last in
                     if let couple {
                         try await context.repository.audit(
@@ -57,13 +68,12 @@ extension RBAC {
                 if let nextBefore {
                     FileHandle.standardError.write(Data("rbac: older entries remain: --before \(nextBefore)\n".utf8))
                 }
-                try output.print(
-                    entries,
-                    Table(
-                        headers: ["ID", "AT", "ACTOR", "ACTION", "CHANGE"],
-                        rows: entries.map { [String($0.id), $0.at.iso8601, $0.actor, $0.action, Self.change($0)] }
-                    ).rendered)
+                try output.print(entries, Self.columns.table(entries).rendered)
             }
+        }
+
+        static let columns = Columns<AuditEntry>(headers: ["ID", "AT", "ACTOR", "ACTION", "CHANGE"]) {
+            [String($0.id), $0.at.iso8601, $0.actor, $0.action, change($0)]
         }
 
         /// A one-line summary of what changed: each field of a row added or removed that holds a value; for an

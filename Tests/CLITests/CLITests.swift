@@ -401,7 +401,7 @@ struct CLITests {
         }
     }
 
-    @Test("a listing longer than a page of 1,000 prints as one array or one table, every entry once, in order")
+    @Test("listings longer than a page of 1,000 print as one array or one table, every entry once, in order")
     func longListings() async throws {
         try await Self.withDatabase { run, configuration in
             // Addresses of two lengths, the longer ones read last: a table's columns are as wide as its first
@@ -441,6 +441,19 @@ struct CLITests {
             #expect(
                 starts.prefix(2000).allSatisfy { $0 == nameColumn }
                     && starts.suffix(500).allSatisfy { $0 == nameColumn + 4 })
+            // The operator's log, which recorded each user made: every entry once, in order, as `--tail` has them.
+            let log = try Self.jsonArray(try await run(["audit", "--operator", "--json"])).compactMap {
+                $0["id"] as? Int
+            }
+            let tail = try Self.jsonArray(try await run(["audit", "--operator", "--tail", "3000", "--json"]))
+            #expect(log.count > 2500 && log == tail.compactMap { $0["id"] as? Int }, "\(log.count) entries")
+            let older = try Self.jsonArray(
+                try await run(["audit", "--operator", "--before", String(log[2400]), "--json"]))
+            #expect(older.compactMap { $0["id"] as? Int } == Array(log.prefix(2400)))
+            let lines = try await run(["audit", "--operator"]).stdout.split(separator: "\n")
+            #expect(lines.count == log.count + 1 && lines[0].hasPrefix("ID "))
+            let unknown = try await run(["audit", "--operator", "--before", "999999999"])
+            #expect(unknown.status == 3 && unknown.stdout.isEmpty, "\(unknown.stderr)")
         }
     }
 
