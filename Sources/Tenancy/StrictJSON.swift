@@ -110,7 +110,7 @@ private struct Reader {
                 guard byte == UInt8(ascii: "\"") else {
                     throw malformed("\(described(byte)) where a key (a string in double quotes) should be")
                 }
-                guard let key = try string(keeping: true) else { throw malformed("a key") }
+                let key = try string(keeping: true)
                 // In place: a copy of the set per key would make a body of many keys cost their square.
                 if !open[open.count - 1]!.insert(key).inserted, repeated == nil { repeated = key }
                 skipWhitespace()
@@ -189,8 +189,9 @@ private struct Reader {
         while let byte = next, isDigit(byte) { index += 1 }
     }
 
-    /// A string from its opening quote; its text when `keeping` (a key), resolved as a decoder resolves it.
-    private mutating func string(keeping: Bool) throws(StrictJSON.Problem) -> String? {
+    /// A string from its opening quote; its text when `keeping` (a key), resolved as the decoder resolves it
+    /// (else empty).
+    private mutating func string(keeping: Bool) throws(StrictJSON.Problem) -> String {
         let start = index
         index += 1
         var escaped = false
@@ -204,8 +205,12 @@ private struct Reader {
                 if !text.allSatisfy({ $0 < 0x80 }), String(validating: text, as: UTF8.self) == nil {
                     throw .malformed("a string that is not UTF-8", byte: start + 1)
                 }
-                guard keeping else { return nil }
-                return escaped ? Self.unescaped(text[...]) : String(decoding: text, as: UTF8.self)
+                guard keeping else { return "" }
+                let raw = String(decoding: text, as: UTF8.self)
+                guard escaped else { return raw }
+                // Escapes checked above, so the decoder reads it; it is the decoder's reading that must be unique.
+                let literal = Data(UnsafeRawBufferPointer(rebasing: bytes[start..<index]))
+                return (try? JSONDecoder().decode(String.self, from: literal)) ?? raw
             case UInt8(ascii: "\\"):
                 escaped = true
                 try escape()
@@ -215,36 +220,6 @@ private struct Reader {
                 index += 1
             }
         }
-    }
-
-    /// The text of a string read whole (between its quotes), its escapes resolved.
-    private static func unescaped(_ text: Slice<UnsafeRawBufferPointer>) -> String {
-        var (result, index) = ([UInt8](), text.startIndex)
-        func unit(at start: Int) -> UInt32 {
-            UInt32(String(decoding: text[start..<start + 4], as: UTF8.self), radix: 16)!
-        }
-        while index < text.endIndex {
-            guard text[index] == UInt8(ascii: "\\") else {
-                result.append(text[index])
-                index += 1
-                continue
-            }
-            let kind = text[index + 1]
-            guard kind == UInt8(ascii: "u") else {
-                let simple: [UInt8: UInt8] = [0x62: 0x08, 0x66: 0x0C, 0x6E: 0x0A, 0x72: 0x0D, 0x74: 0x09]
-                result.append(simple[kind] ?? kind)
-                index += 2
-                continue
-            }
-            var scalar = unit(at: index + 2)
-            index += 6
-            if (0xD800...0xDBFF).contains(scalar) {
-                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (unit(at: index + 2) - 0xDC00)
-                index += 6
-            }
-            result.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
-        }
-        return String(decoding: result, as: UTF8.self)
     }
 
     /// An escape from its backslash: one of `\" \\ \/ \b \f \n \r \t`, or `\u` and four hex digits, where half

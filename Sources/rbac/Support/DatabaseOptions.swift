@@ -108,8 +108,7 @@ struct PageOptions: ParsableArguments {
     ) async throws {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
-            try printer.print(
-                try await read(id: id) { _ in try await page(limit, after.flatMap { UUID(parsing: $0) }) })
+            try printer.print(try await read(id: id) { try await page(limit, $0?.after) })
         } else {
             try await forEachPage(id: id, page) { try printer.print($0) }
         }
