@@ -57,7 +57,8 @@ public struct PostgresOutbox: Sendable {
     public func addWebhook(url: String, eventTypes: [String], key: DeliveryKey) async throws -> (
         WebhookEndpoint, String
     ) {
-        try Self.validate(url: url, eventTypes: eventTypes)
+        let url = try Self.webhookURL(url)
+        try Self.validate(eventTypes: eventTypes)
         let id = UUID()
         let (secret, box) = Self.newSecret(for: id, key: key)
         let endpoint = try await run {
@@ -312,27 +313,42 @@ public struct PostgresOutbox: Sendable {
         return (secret, Data(key.seal(Array(secret.utf8), for: secretContext(id))))
     }
 
-    private static func validate(url: String, eventTypes: [String]) throws(CollaborationError) {
-        guard url.count <= 2000 else {
-            throw CollaborationError(.invalidInput, "a webhook URL must be at most 2000 characters, not \(url.count)")
+    /// `text` as an endpoint's URL is stored and called, or why it cannot be one. It must be an https URL with a
+    /// host, at most 2000 characters of printable ASCII (RFC 3986: other characters percent-encoded, an
+    /// international domain in its xn-- form, which is what the request sends anyway), with no user or password,
+    /// no #fragment, and a port, if any, from 1 to 65535. The scheme, which is case-insensitive, is stored in
+    /// lower case, as the table's check wants it.
+    public static func webhookURL(_ text: String) throws(CollaborationError) -> String {
+        let length = text.unicodeScalars.count
+        guard length <= 2000 else {
+            throw CollaborationError(.invalidInput, "a webhook URL must be at most 2000 characters, not \(length)")
         }
-        // Text that is no URL is not quoted back, nor one that holds a password: either may hold one. The
-        // endpoint's URL is listed and written to the audit log as it is; deliveries prove themselves by their
-        // signature instead.
-        guard let parsed = URL(string: url) else {
+        // Neither text that is no URL nor one that holds a password is quoted back: either may hold one. A
+        // stored endpoint's URL is listed and written to the audit log as it is; deliveries prove themselves by
+        // their signature instead.
+        if let offset = text.unicodeScalars.firstIndex(where: { !(0x21...0x7E).contains($0.value) }) {
+            let position = text.unicodeScalars.distance(from: text.unicodeScalars.startIndex, to: offset) + 1
+            throw CollaborationError(
+                .invalidInput,
+                "a webhook URL must be printable ASCII without spaces, and character \(position) is not: "
+                    + "percent-encode it, or give an international domain in its xn-- form")
+        }
+        guard let parsed = URLComponents(string: text) else {
             throw CollaborationError(.invalidInput, "a webhook URL must be an https URL; this text is not a URL")
         }
         guard parsed.user == nil, parsed.password == nil else {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must not carry a user or password: it is listed and audited as it is")
         }
-        guard parsed.scheme?.lowercased() == "https", parsed.host?.isEmpty == false,
-            parsed.fragment == nil, !url.contains(where: { $0.isWhitespace })
-        else {
+        guard parsed.scheme?.lowercased() == "https", parsed.host?.isEmpty == false, parsed.fragment == nil else {
             throw CollaborationError(
-                .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(url))")
+                .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(text))")
         }
-        try validate(eventTypes: eventTypes)
+        if let port = parsed.port, !(1...65535).contains(port) {
+            throw CollaborationError(.invalidInput, "a webhook URL must name a port from 1 to 65535, not \(port)")
+        }
+        // An https URL with a host begins with its scheme and "//", whatever their case.
+        return "https://" + text.dropFirst("https://".count)
     }
 
     /// Refuses a status or an event type the outbox does not know, naming those it does.

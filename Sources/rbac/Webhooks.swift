@@ -21,7 +21,11 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Add an endpoint; prints its secret once.",
                 discussion: "Example: rbac webhooks add --url https://app.example.com/hooks/rbac --json")
-            @Option(help: "Its https URL.") var url: String
+            @Option(
+                help: """
+                    Its https URL, in printable ASCII (percent-encode other characters; an international domain \
+                    in its xn-- form).
+                    """) var url: String
             @Option(help: "An event it receives (repeat for several; none: every event).") var event: [String] = []
             @OptionGroup var key: DeliveryKeyOptions
             @OptionGroup var options: OperatorOptions
