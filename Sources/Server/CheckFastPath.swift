@@ -251,10 +251,11 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// Whether `head` is a check this handler may answer, its key cached. Decided on the head: a request
     /// without a known key goes on at once, so that the route's 401 does not wait for the body; one that names an
-    /// acting user goes on to be refused.
+    /// acting user or a content coding goes on to be refused.
     private func mayAnswer(_ head: HTTPRequest) -> Bool {
         head.method == .post && head.path == CheckAnswer.route && head.headerFields[.connection] != "close"
-            && head.headerFields[.actingUser] == nil && head.headerFields.declaresJSONOrNothing
+            && head.headerFields[.actingUser] == nil && head.headerFields[.contentEncoding] == nil
+            && head.headerFields.declaresJSONOrNothing
             && head.headerFields.bearerCredential.map { keys.cachedKey($0) != nil } == true
     }
 

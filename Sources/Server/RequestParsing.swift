@@ -83,6 +83,16 @@ extension HTTPFields {
         return true
     }
 
+    /// Whether a body sent with these fields comes as it is: no `Content-Encoding` but `identity`. This service
+    /// decodes none, and a body labelled gzip yet read as it came could be one request here and another to a
+    /// proxy or gateway that decodes it.
+    var declaresNoContentCoding: Bool {
+        for field in self where field.name == .contentEncoding {
+            guard field.value.trimmingCharacters(in: .whitespaces).lowercased() == "identity" else { return false }
+        }
+        return true
+    }
+
     /// The media type of a `Content-Type` value, without its parameters (`; charset=UTF-8`) and in lower case,
     /// as its name is case-insensitive.
     static func mediaType(_ contentType: String) -> String {
@@ -90,16 +100,23 @@ extension HTTPFields {
     }
 }
 
-/// Refuses with 415 a JSON route's body declared as something else (`text/plain`, a form): what a client says it
-/// sent is not read as JSON behind its back.
+/// Refuses with 415 a JSON route's body declared as something else (`text/plain`, a form) or in a content coding
+/// (gzip): what a client says it sent is not read as plain JSON behind its back.
 struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        if [.post, .put, .patch].contains(request.method), !request.headers.declaresJSONOrNothing {
+        guard [.post, .put, .patch].contains(request.method) else { return try await next(request, context) }
+        guard request.headers.declaresJSONOrNothing else {
             throw APIError(
                 .unsupportedMediaType, code: .unsupportedMediaType,
                 "send the body as Content-Type: application/json")
+        }
+        guard request.headers.declaresNoContentCoding else {
+            throw APIError(
+                .unsupportedMediaType, code: .unsupportedMediaType,
+                "send the body without Content-Encoding: this service decodes none",
+                headers: [.acceptEncoding: "identity"])
         }
         return try await next(request, context)
     }

@@ -501,7 +501,7 @@ struct RouterTests {
         }
     }
 
-    @Test("a JSON route refuses a body declared as another type with 415, and takes JSON however it is spelled")
+    @Test("a JSON route refuses a body of another type or content coding with 415, and takes JSON however spelled")
     func contentTypes() async throws {
         let fixture = try await Fixture()
         let body = ByteBuffer(
@@ -523,6 +523,22 @@ struct RouterTests {
                 headers[.contentType] = type
                 try await client.execute(uri: "/v1/check", method: .post, headers: headers, body: body) {
                     #expect($0.status == .ok, "\(type ?? "no Content-Type")")
+                }
+            }
+            // A plain body labelled gzip: a gateway that decodes it would see another request than this service.
+            for coding in ["gzip", "deflate", "identity, gzip", " Identity "] {
+                var headers = fixture.keyHeader
+                headers[.contentEncoding] = coding
+                for uri in ["/v1/check", "/v1/couples/\(fixture.couple)/members"] {
+                    try await client.execute(uri: uri, method: .post, headers: headers, body: body) { response in
+                        if coding == " Identity " {
+                            #expect(response.status != .unsupportedMediaType, "the body as it is: \(uri)")
+                        } else {
+                            #expect(response.status == .unsupportedMediaType, "\(coding) \(uri)")
+                            #expect(text(response).contains("without Content-Encoding"))
+                            #expect(response.headers[.acceptEncoding] == "identity")
+                        }
+                    }
                 }
             }
         }
