@@ -19,15 +19,16 @@ extension HTTPField.Name {
 extension HTTPFields {
     /// The credential of `Authorization: Bearer ...`, when there is exactly that one Authorization field;
     /// several are refused, never joined into one (as `self[.authorization]` would, at a cost per request). The
-    /// scheme's name is case-insensitive (RFC 9110, 11.1): clients send `bearer` too.
+    /// scheme's name is case-insensitive and one or more spaces follow it (RFC 9110, 11.1; RFC 6750, 2.1):
+    /// clients send `bearer` too.
     var bearerCredential: String? {
         let fields = self[values: .authorization]
         guard fields.count == 1, let field = fields.first else { return nil }
+        let space = UInt8(ascii: " ")
         let scheme = field.utf8.prefix(7)
-        guard scheme.count == 7, scheme.last == UInt8(ascii: " "),
-            zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 })
+        guard scheme.count == 7, scheme.last == space, zip(scheme, "bearer".utf8).allSatisfy({ $0 | 0x20 == $1 })
         else { return nil }
-        return String(decoding: field.utf8.dropFirst(7), as: UTF8.self)
+        return String(decoding: field.utf8.dropFirst(7).drop { $0 == space }, as: UTF8.self)
     }
 }
 

@@ -181,9 +181,10 @@ struct CheckAnswerDifferentialTests {
             // A check names its user in the body; a header naming one is refused, not passed over.
             request(check(user: fixture.owner)).replacingOccurrences(
                 of: "Host: rbac.test\r\n", with: "Host: rbac.test\r\nX-Acting-User: \(fixture.invitee)\r\n"),
-            // A body in a content coding is refused.
+            // A body in a content coding is refused; a credential after two spaces is one (RFC 9110, 11.4).
             request(check(user: fixture.owner)).replacingOccurrences(
                 of: "Host: rbac.test\r\n", with: "Host: rbac.test\r\nContent-Encoding: gzip\r\n"),
+            request(check(user: fixture.owner)).replacingOccurrences(of: "Bearer ", with: "Bearer  "),
             request(check(user: fixture.owner, extra: #","note":"\#(String(repeating: "x", count: 70_000))""#)),
         ]
 

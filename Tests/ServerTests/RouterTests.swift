@@ -388,9 +388,10 @@ struct RouterTests {
                 #expect(response.status == .ok)
                 #expect(text(response) == #"{"allowed":true,"revision":1}"#)
             }
-            // The scheme's name in any case; anything else before the key is no bearer credential.
+            // The scheme's name in any case, then one space or more (RFC 6750, 2.1); anything else before the key
+            // is no bearer credential.
             for (scheme, status) in [
-                ("bearer ", HTTPResponse.Status.ok), ("BEARER ", .ok), ("Bearer  ", .unauthorized),
+                ("bearer ", HTTPResponse.Status.ok), ("BEARER ", .ok), ("Bearer  ", .ok), ("Bearer   ", .ok),
                 ("Bearer", .unauthorized), ("Basic ", .unauthorized), ("Bearers ", .unauthorized),
                 ("Bearer\t", .unauthorized),
             ] {
