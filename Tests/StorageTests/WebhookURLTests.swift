@@ -2,7 +2,8 @@ import Collaboration
 import Storage
 import Testing
 
-/// The URLs `rbac webhooks add` takes: each one the table's check would refuse is refused first, with a reason.
+/// The URLs `rbac webhooks add` takes: one the table's check or a delivery would fail on is refused first, with a
+/// reason.
 @Suite("Webhook URLs")
 struct WebhookURLTests {
     @Test(
@@ -34,7 +35,7 @@ struct WebhookURLTests {
             ("https://bücher.example/", "character 10 is not: percent-encode it, or give an international domain"),
             ("https://hooks.example.com/\u{7F}", "character 27 is not"),
             ("https://hooks.example.com/a\u{A0}b", "character 28 is not"),
-            // 2,001 characters to the database, though 1,001 to Swift: e and a combining accent are one Character.
+            // 2,003 characters to the database, though 1,011 to Swift: e and a combining accent are one Character.
             (
                 "https://h.example/" + String(repeating: "e\u{301}", count: 992) + "a",
                 "at most 2000 characters, not 2003"
