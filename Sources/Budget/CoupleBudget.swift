@@ -467,7 +467,7 @@ public actor CoupleBudget {
     }
 
     private static func label(_ text: String, _ field: String, limit: Int = 100) throws(BudgetError) -> String {
-        guard text.count <= limit else {
+        guard text.storedLength <= limit else {
             throw BudgetError(.invalidInput, "\(field) must be at most \(limit) characters")
         }
         do { try refuseControlCharacters(text, field) } catch { throw BudgetError(error) }

@@ -25,11 +25,11 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     /// Checks an identity an operator typed: a subject of 1 to 255 characters, an issuer of at most 500, neither
     /// with control characters.
     public static func validate(issuer: String, subject: String) throws(CollaborationError) {
-        guard issuer.count <= 500, !containsControlCharacter(issuer) else {
+        guard issuer.storedLength <= 500, !containsControlCharacter(issuer) else {
             throw CollaborationError(
                 .invalidInput, "an identity's issuer must have at most 500 characters, none a control character")
         }
-        guard (1...255).contains(subject.count), !containsControlCharacter(subject) else {
+        guard (1...255).contains(subject.storedLength), !containsControlCharacter(subject) else {
             throw CollaborationError(
                 .invalidInput, "an identity's subject must have 1 to 255 characters, none a control character")
         }

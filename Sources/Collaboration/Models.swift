@@ -261,7 +261,7 @@ public struct CoupleRole: Sendable, Hashable, Codable {
     /// Checks a role description a person typed: 1 to 500 characters on one line, trimmed.
     public static func validateDescription(_ text: String) throws(CollaborationError) -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard (1...500).contains(trimmed.count), !containsControlCharacter(trimmed) else {
+        guard (1...500).contains(trimmed.storedLength), !containsControlCharacter(trimmed) else {
             throw CollaborationError(.invalidInput, "a role's description must be 1 to 500 characters, on one line")
         }
         return trimmed

@@ -48,7 +48,7 @@ public actor ServiceKeyService {
     public func create(name: String) async throws -> (ServiceKey, SecretToken) {
         try await metrics.measure("key.create") {
             let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-            guard (1...100).contains(trimmed.count) else {
+            guard (1...100).contains(trimmed.storedLength) else {
                 throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
             }
             do {

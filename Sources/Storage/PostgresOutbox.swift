@@ -209,7 +209,7 @@ public struct PostgresOutbox: Sendable {
 
     /// Records a failed attempt: due again after `retryIn`, or dead when nil.
     public func failed(_ id: UUID, error: String, retryIn: Duration?) async throws {
-        let message = String(error.prefix(1000))
+        let message = error.storedPrefix(1000)
         let seconds = retryIn.map { $0.components.seconds }
         _ = try await run {
             try await $0.execute(
@@ -225,7 +225,7 @@ public struct PostgresOutbox: Sendable {
 
     /// An endpoint that answered 410 Gone: it gets nothing more; its waiting messages are dead.
     public func disable(endpoint: UUID, error: String) async throws {
-        let message = String(error.prefix(1000))
+        let message = error.storedPrefix(1000)
         try await pool.withTransaction { connection in
             _ = try await connection.execute("UPDATE webhook_endpoints SET disabled_at = now() WHERE id = \(endpoint)")
             _ = try await connection.execute(
@@ -319,7 +319,7 @@ public struct PostgresOutbox: Sendable {
     /// no #fragment, and a port, if any, from 1 to 65535. The scheme, which is case-insensitive, is stored in
     /// lower case, as the table's check wants it.
     public static func webhookURL(_ text: String) throws(CollaborationError) -> String {
-        let length = text.unicodeScalars.count
+        let length = text.storedLength
         guard length <= 2000 else {
             throw CollaborationError(.invalidInput, "a webhook URL must be at most 2000 characters, not \(length)")
         }

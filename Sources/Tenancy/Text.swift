@@ -9,11 +9,11 @@ public struct InvalidText: Error, Sendable, Equatable, CodedError {
 }
 
 /// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, 1 to 200
-/// characters long, as the tables' checks require, and without control characters (`refuseControlCharacters`);
-/// else an `invalid_input` error naming `field`.
+/// characters long (`storedLength`), as the tables' checks require, and without control characters
+/// (`refuseControlCharacters`); else an `invalid_input` error naming `field`.
 public func validatedName(_ text: String, _ field: String) throws(InvalidText) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    guard (1...200).contains(trimmed.count) else {
+    guard (1...200).contains(trimmed.storedLength) else {
         throw InvalidText("\(field) must be 1 to 200 characters")
     }
     try refuseControlCharacters(trimmed, field)
@@ -35,9 +35,7 @@ public func refuseControlCharacters(_ text: String, _ field: String) throws(Inva
 /// (`\u{1B}`) and the text is cut at 100 characters, so an echo can neither rewrite a terminal nor pass for
 /// more than one log line.
 public func quoted(_ text: some StringProtocol) -> String {
-    var shown = String.UnicodeScalarView()
-    shown.append(contentsOf: text.unicodeScalars.prefix(100))
-    return "\"" + visible(String(shown)) + (text.unicodeScalars.count > 100 ? "…" : "") + "\""
+    "\"" + visible(text.storedPrefix(100)) + (text.storedLength > 100 ? "…" : "") + "\""
 }
 
 /// `text` with its control characters and bidirectional overrides shown escaped (`\u{1B}`): for printing what
@@ -97,6 +95,18 @@ public func escape(_ text: String) -> String {
 }
 
 extension StringProtocol {
+    /// Its length as the tables' checks count it: PostgreSQL's `length()` counts Unicode scalars, where `count`
+    /// counts characters as people see them, so that a letter with an accent typed apart is one character to
+    /// Swift and two to the database, and a limit checked with `count` lets through what the table refuses.
+    public var storedLength: Int { unicodeScalars.count }
+
+    /// Its first `limit` Unicode scalars: what a column whose check allows `length()` up to `limit` takes.
+    public func storedPrefix(_ limit: Int) -> String {
+        var prefix = String.UnicodeScalarView()
+        prefix.append(contentsOf: unicodeScalars.prefix(limit))
+        return String(prefix)
+    }
+
     /// One or more ASCII digits and nothing else: what `Int(_:)` reads, but for its sign.
     public var isDigits: Bool { !isEmpty && utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
 }

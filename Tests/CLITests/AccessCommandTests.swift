@@ -87,6 +87,13 @@ extension CLITests {
                 "roles", "create", "--couple", couple, "--name", "viewer", "--description", "x",
             ])
             #expect(taken.status == 4 && taken.stderr.contains("is a role of the policy"), "\(taken.stderr)")
+            // 501 Unicode scalars, as the table counts, though only 251 characters to Swift.
+            let wordy = try await run([
+                "roles", "edit", "--couple", couple, "--name", "mom", "--description", accented(501),
+            ])
+            #expect(
+                wordy.status == 2 && wordy.stderr.contains("a role's description must be 1 to 500 characters"),
+                "\(wordy.stderr)")
 
             let held = try await run(["roles", "delete", "--couple", couple, "--name", "mom"])
             #expect(held.status == 4 && held.stderr.contains("--reassign"), "\(held.stderr)")

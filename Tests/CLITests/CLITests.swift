@@ -956,6 +956,14 @@ struct CLITests {
                 ["users", "add", "--email", "eve@example.com", "--name", "Eve\u{1B}[2J"]:
                     "the display name must not contain control characters",
                 ["keys", "create", "--name", "billing\u{1B}[2J"]: "a key's name must not contain control characters",
+                // Lengths as the tables count them, in Unicode scalars: each of these is half its limit in characters.
+                ["keys", "create", "--name", accented(101)]: "a key's name must be 1 to 100 characters",
+                ["users", "add", "--email", "eve@example.com", "--name", accented(201)]:
+                    "the display name must be 1 to 200 characters",
+                ["users", "add", "--email", "eve@example.com", "--identity", "https://id.example", accented(256)]:
+                    "an identity's subject must have 1 to 255 characters",
+                ["couples", "create", "--name", accented(201), "--owner-email", "a@example.com"]:
+                    "a couple's name must be 1 to 200 characters",
                 ["couples", "list", "--database-url", "postgres://bob:S3cretPw@[::1"]:
                     #""postgres://bob:[redacted]@[::1""#,
                 ["couples", "list", "--database-url", "postgres://bob:S3cret/Pw@db/x"]:

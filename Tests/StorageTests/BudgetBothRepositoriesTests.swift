@@ -369,6 +369,54 @@ struct BudgetBothRepositoriesTests {
             #expect(paid.first { $0.expenseID == deposit.id }?.paid == 5, "a page's statuses count their payments")
         }
     }
+
+    @Test(
+        "text is measured as the tables measure it: at the limit in Unicode scalars it is stored, past it refused",
+        arguments: Backend.allCases)
+    func textLimitsInScalars(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let (name, label) = (accented(200), accented(100))
+            let main = try await b.createScenario(named: name, primary: true, as: admin)
+            let folder = try await b.createFolder(named: name, scenario: main.id, as: admin)
+            let item = try await b.createItem(
+                named: name, scenario: main.id, budgeted: 1, folder: folder.id, category: label, event: label,
+                as: admin)
+            let expense = try await b.createExpense(named: name, amount: 1, vendor: name, category: label, as: admin)
+            let gift = try await b.recordGift(from: name, amount: 1, received: false, as: admin)
+            #expect(
+                [main.name, folder.name, item.name, expense.name, expense.vendor, gift.from]
+                    == Array(repeating: name, count: 6))
+            #expect([item.category, item.event, expense.category] == [label, label, label])
+            #expect(item.name.storedLength == 200 && item.category.storedLength == 100, "stored as given")
+
+            // One scalar past the limit is still only half the limit in characters to Swift; it must be refused
+            // before the table's check sees it.
+            let (longName, longLabel) = (accented(201), accented(101))
+            func listings() async throws -> String {
+                "\(try await b.scenarios(as: admin)) \(try await b.folders(scenario: main.id, as: admin)) "
+                    + "\(try await b.items(scenario: main.id, as: admin)) \(try await b.expenses(as: admin)) "
+                    + "\(try await b.gifts(as: admin))"
+            }
+            let before = try await listings()
+            let refused: [() async throws -> Void] = [
+                { _ = try await b.createScenario(named: longName, as: admin) },
+                { _ = try await b.renameScenario(main.id, to: longName, as: admin) },
+                { _ = try await b.createFolder(named: longName, scenario: main.id, as: admin) },
+                { _ = try await b.createItem(named: longName, scenario: main.id, budgeted: 1, as: admin) },
+                {
+                    _ = try await b.createItem(
+                        named: "Hall", scenario: main.id, budgeted: 1, category: longLabel, as: admin)
+                },
+                { _ = try await b.editItem(item.id, ItemEdit(event: longLabel), as: admin) },
+                { _ = try await b.createExpense(named: "Deposit", amount: 1, vendor: longName, as: admin) },
+                { _ = try await b.editExpense(expense.id, ExpenseEdit(category: longLabel), as: admin) },
+                { _ = try await b.recordGift(from: longName, amount: 1, received: false, as: admin) },
+            ]
+            for attempt in refused { await expectBudgetRefusal(.invalidInput, attempt) }
+            #expect(try await listings() == before, "a refused write changes nothing")
+        }
+    }
 }
 
 /// Expects each edit of `edits` to be refused with its code, and `listing` to read the same afterwards: a refused
