@@ -53,12 +53,15 @@ public struct PostgresOutbox: Sendable {
 
     // MARK: Webhook endpoints
 
-    /// Adds an endpoint for `eventTypes` (empty: every event); its signing secret, shown once.
+    /// Adds an endpoint for `eventTypes` (empty: every event; one named twice is kept once); its signing secret,
+    /// shown once.
     public func addWebhook(url: String, eventTypes: [String], key: DeliveryKey) async throws -> (
         WebhookEndpoint, String
     ) {
         let url = try Self.webhookURL(url)
         try Self.validate(eventTypes: eventTypes)
+        var named = Set<String>()
+        let eventTypes = eventTypes.filter { named.insert($0).inserted }
         let id = UUID()
         let (secret, box) = Self.newSecret(for: id, key: key)
         let endpoint = try await run {

@@ -118,8 +118,10 @@ struct DeliveryCommandTests {
                 let added = try CLITests.json(
                     try await run([
                         "webhooks", "add", "--url", url, "--event", "membership.created", "--json",
-                        "--delivery-key-file", keyFile.path,
+                        "--event", "membership.created", "--delivery-key-file", keyFile.path,
                     ]))
+                let endpoint = try #require(added["endpoint"] as? [String: Any])
+                #expect(endpoint["event_types"] as? [String] == ["membership.created"], "an event named twice is one")
                 try Data(try #require(added["secret"] as? String).utf8).write(
                     to: peer.root.appendingPathComponent("secret"))
                 // The receiver holds the first delivery: the worker is mid-request when it is killed.
