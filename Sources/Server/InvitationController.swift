@@ -222,6 +222,8 @@ struct InvitationController {
             return try respond(
                 .badRequest("the form is not URL-encoded (a % not followed by two hex digits?)"), json: json, request,
                 context)
+        } catch let refusal as APIError {
+            return try respond(refusal, json: json, request, context)
         }
         let unauthorized = APIError(.unauthorized, code: .unauthorized, "sign in to accept the invitation")
         guard let bearer, let verified = await verified(bearer, context) else {
@@ -263,15 +265,19 @@ struct InvitationController {
         -> Response
     {
         if json { return try error.response(from: request, context: context) }
-        return Self.html(error.status, InvitationPage.problem(error.message))
+        var response = Self.html(error.status, InvitationPage.problem(error.message))
+        for field in error.headers { response.headers[field.name] = field.value }
+        return response
     }
 
-    /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`.
+    /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`; a form in a content
+    /// coding is refused (`APIError.contentCoded`), as every JSON body is.
     private static func bearerToken(_ request: inout Request, context: AppRequestContext) async throws -> String? {
         if let credential = request.headers.bearerCredential { return credential }
         guard request.headers[.contentType].map(HTTPFields.mediaType) == "application/x-www-form-urlencoded" else {
             return nil
         }
+        guard request.headers.declaresNoContentCoding else { throw APIError.contentCoded }
         struct Form: Decodable {
             let accessToken: String?
             enum CodingKeys: String, CodingKey { case accessToken = "access_token" }

@@ -113,14 +113,16 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
                 .unsupportedMediaType, code: .unsupportedMediaType,
                 "send the body as Content-Type: application/json")
         }
-        guard request.headers.declaresNoContentCoding else {
-            throw APIError(
-                .unsupportedMediaType, code: .unsupportedMediaType,
-                "send the body without Content-Encoding: this service decodes none",
-                headers: [.acceptEncoding: "identity"])
-        }
+        guard request.headers.declaresNoContentCoding else { throw APIError.contentCoded }
         return try await next(request, context)
     }
+}
+
+extension APIError {
+    /// A body in a content coding (`declaresNoContentCoding` is false): 415, naming the one coding taken.
+    static let contentCoded = APIError(
+        .unsupportedMediaType, code: .unsupportedMediaType,
+        "send the body without Content-Encoding: this service decodes none", headers: [.acceptEncoding: "identity"])
 }
 
 extension KeyedDecodingContainer {

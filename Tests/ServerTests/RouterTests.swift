@@ -222,6 +222,26 @@ struct RouterTests {
                     body: ByteBuffer(string: "access_token=\(fixture.jwt(for: tia))")
                 ) { #expect($0.status == status, "\(type)") }
             }
+            // A form labelled gzip is refused as a JSON body is, on the page and in JSON; the link still works.
+            let fourth = try await fixture.invite("viewer")
+            let uma = try await fixture.user("uma")
+            for accept in ["text/html", "application/json"] {
+                try await client.execute(
+                    uri: "/invitations/\(fourth)/accept", method: .post,
+                    headers: [
+                        .contentType: "application/x-www-form-urlencoded", .contentEncoding: "gzip", .accept: accept,
+                    ],
+                    body: ByteBuffer(string: "access_token=\(fixture.jwt(for: uma))")
+                ) { response in
+                    #expect(response.status == .unsupportedMediaType, "\(accept)")
+                    #expect(response.headers[.acceptEncoding] == "identity")
+                    #expect(text(response).contains("without Content-Encoding"), "\(accept)")
+                }
+            }
+            try await client.execute(
+                uri: "/invitations/\(fourth)/accept", method: .post, headers: form,
+                body: ByteBuffer(string: "access_token=\(fixture.jwt(for: uma))")
+            ) { #expect($0.status == .ok) }
         }
         #expect(
             try await fixture.repository.role(couple: fixture.couple, user: fixture.invitee, as: .operator(label: "t"))
