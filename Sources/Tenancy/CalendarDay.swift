@@ -7,13 +7,14 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
     public let month: Int
     public let day: Int
 
-    /// Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-02-30).
+    /// Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-02-30), and year 0000, which PostgreSQL's
+    /// calendar does not have (1 BC comes before 0001).
     public init?(_ text: String) {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0].count == 4, parts[1].count == 2, parts[2].count == 2,
             parts.allSatisfy(\.isDigits),
             let year = Int(parts[0]), let month = Int(parts[1]), let day = Int(parts[2]),
-            (1...12).contains(month), (1...Self.days(inMonth: month, year: year)).contains(day)
+            year >= 1, (1...12).contains(month), (1...Self.days(inMonth: month, year: year)).contains(day)
         else { return nil }
         self.year = year
         self.month = month

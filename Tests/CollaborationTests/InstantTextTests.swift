@@ -21,9 +21,20 @@ struct InstantTextTests {
         for text in [
             "2030-02-30T00:00:00Z", "2030-02-29", "2030-04-31T12:00Z", "2030-13-01T00:00Z", "2030-00-10",
             "2030-01-01T24:00:00Z", "2030-01-01T23:60Z", "2030-01-01T23:59:60Z", "2030-01-01T12:00+24:00",
-            "2030-01-01T12:00+01:60", "2030-01-01T00:00:00", "2030-01-01 00:00Z", "tomorrow",
+            "2030-01-01T12:00+01:60", "2030-01-01T00:00:00", "2030-01-01 00:00Z", "tomorrow", "0000-01-01",
+            "0000-12-31T12:00Z",
         ] {
             #expect(instant(parsing: text) == nil, "\(text)")
+        }
+    }
+
+    @Test("a day is one of PostgreSQL's calendar: from 0001-01-01 to 9999-12-31, never year 0000")
+    func calendarDays() {
+        #expect(CalendarDay("0001-01-01")?.description == "0001-01-01")
+        #expect(CalendarDay("9999-12-31")?.description == "9999-12-31")
+        #expect(CalendarDay("2024-02-29") != nil)
+        for text in ["0000-01-01", "0000-02-29", "2026-02-29", "1900-02-29", "10000-01-01", "2026-1-01", "+026-01-01"] {
+            #expect(CalendarDay(text) == nil, "\(text)")
         }
     }
 }

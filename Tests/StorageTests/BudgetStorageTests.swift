@@ -83,6 +83,14 @@ struct BudgetStorageTests {
                 as: world.owner)
             let split = try await b.allocate(expense: expense.id, scenario: scenario.id, items: items, as: world.owner)
             #expect(split.map(\.amount).sorted() == [money("33.33"), money("33.33"), money("33.34")])
+            // The first and the last day a date may be are stored and read back as they were given.
+            for day in ["0001-01-01", "9999-12-31"] {
+                let due = try #require(CalendarDay(day))
+                let edited = try await b.editExpense(expense.id, ExpenseEdit(dueDate: .some(due)), as: world.owner)
+                #expect(edited.dueDate == due)
+                #expect(try await b.expenses(as: world.owner).first { $0.id == expense.id }?.dueDate == due)
+            }
+            _ = try await b.editExpense(expense.id, ExpenseEdit(dueDate: expense.dueDate), as: world.owner)
             _ = try await b.recordGift(from: "Gran", amount: 20, received: true, budgetItem: items[0], as: world.owner)
             _ = try await b.recordPayment(expense: expense.id, amount: 40, as: world.owner)
 
