@@ -20,7 +20,7 @@ extension CheckedName {
 
 /// A role's name, such as `owner` or `planner`: lower-case letters and underscores.
 public struct RoleName: CheckedName, Hashable, Sendable, Codable {
-    public static let shape = "a role name (lower-case letters and underscores)"
+    public static let shape = "a role name (lower-case letters and underscores; at most 63)"
     public static let owner = RoleName(rawValue: "owner")!
     public let rawValue: String
 
@@ -32,7 +32,7 @@ public struct RoleName: CheckedName, Hashable, Sendable, Codable {
 
 /// A permission string, `area.action`, such as `budget.edit`.
 public struct Permission: CheckedName, Hashable, Sendable, Codable {
-    public static let shape = "a permission (area.action, e.g. budget.edit)"
+    public static let shape = "a permission (area.action, e.g. budget.edit; at most 100 characters)"
     public let rawValue: String
 
     public init?(rawValue: String) {

@@ -42,10 +42,10 @@ struct NamesTests {
     func refusalsSayTheShape() {
         #expect(
             message { try RoleName(validating: "Owner") }
-                == "\"Owner\" is not a role name (lower-case letters and underscores)")
+                == "\"Owner\" is not a role name (lower-case letters and underscores; at most 63)")
         #expect(
             message { try Permission(validating: "budget") }
-                == "\"budget\" is not a permission (area.action, e.g. budget.edit)")
+                == "\"budget\" is not a permission (area.action, e.g. budget.edit; at most 100 characters)")
         #expect(message { _ = try Permission(validating: "budget.edit") } == nil)
     }
 

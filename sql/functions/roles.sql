@@ -160,8 +160,8 @@ DECLARE
     v_permissions text[] := rbac.known_permissions(p_permissions);
 BEGIN
     IF p_name IS NULL OR p_name !~ '^[a-z][a-z_]*$' OR length(p_name) > 63 THEN
-        RAISE EXCEPTION '"%" is not a role name (lower-case letters and underscores)', coalesce(p_name, '(null)')
-            USING ERRCODE = 'RBINV';
+        RAISE EXCEPTION '"%" is not a role name (lower-case letters and underscores; at most 63)',
+            coalesce(p_name, '(null)') USING ERRCODE = 'RBINV';
     END IF;
     PERFORM rbac.require_holds_all(p_couple_id, v_actor, v_permissions, format('author the %s role', p_name));
     -- Serialises authoring in the couple, so two authors of one name get one role and one RBDUP; a couple
