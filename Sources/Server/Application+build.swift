@@ -140,21 +140,30 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
 
 /// Every route also answers the methods it does not take, with 405 and the `Allow` header (rather than
 /// Hummingbird's 404, which says the route does not exist), and OPTIONS with 204 and the same header. HEAD is
-/// taken wherever GET is. These answers need no API key: they tell no more than GET /openapi.json.
+/// taken wherever GET is. `OPTIONS *`, which asks about the server rather than a route (RFC 9110, 9.3.7), is
+/// answered with every method some route takes. These answers need no API key: they tell no more than
+/// GET /openapi.json.
 func answerOtherMethods(on router: Router<AppRequestContext>) {
     var routes: [(path: RouterPath, allow: String)] = []
+    var anywhere: Set<HTTPRequest.Method> = []
     for group in Dictionary(grouping: router.routes, by: \.path.description).values {
         let path = group[0].path
         var taken = Set(group.map(\.method))
         if taken.contains(.get) { taken.insert(.head) }
         taken.insert(.options)
-        let allow = ([.get, .head, .post, .put, .patch, .delete, .options] as [HTTPRequest.Method])
-            .filter(taken.contains).map(\.rawValue).joined(separator: ", ")
+        anywhere.formUnion(taken)
+        let allow = allowField(taken)
         router.on(path, method: .options) { _, _ in Response(status: .noContent, headers: [.allow: allow]) }
         routes.append((path, allow))
     }
     // Added after every route, so that it sees only the requests no route took.
-    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes, server: allowField(anywhere)))
+}
+
+/// An `Allow` field's value: the methods of `taken` in a fixed order.
+private func allowField(_ taken: Set<HTTPRequest.Method>) -> String {
+    ([.get, .head, .post, .put, .patch, .delete, .options] as [HTTPRequest.Method])
+        .filter(taken.contains).map(\.rawValue).joined(separator: ", ")
 }
 
 /// The 405 for a request no route took whose path is a route's: the method is one the route does not take, a
@@ -163,10 +172,19 @@ func answerOtherMethods(on router: Router<AppRequestContext>) {
 /// captures), so the first that matches is the one the router would have chosen.
 struct MethodNotAllowedMiddleware: RouterMiddleware {
     let routes: [(path: RouterPath, allow: String)]
+    /// What `OPTIONS *` answers: every method some route takes.
+    let server: String
 
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
     ) async throws -> Response {
+        if request.uri.path == "*" {
+            // The asterisk names no resource; only OPTIONS may ask about the server with it (RFC 9112, 3.2.4).
+            guard request.method == .options else {
+                throw APIError.badRequest("the request target * is for OPTIONS alone")
+            }
+            return Response(status: .noContent, headers: [.allow: server])
+        }
         let segments = request.uri.path.split(separator: "/")
         guard
             let route = routes.first(where: { route in

@@ -522,6 +522,25 @@ struct RouterTests {
         }
     }
 
+    @Test("OPTIONS * answers for the server: every method some route takes; no other method takes *")
+    func serverWideOptions() async throws {
+        let fixture = try await Fixture()
+        let answers = try await CheckAnswerDifferentialTests.serving(fixture.dependencies()) { port in
+            var answers: [CheckAnswerDifferentialTests.RawResponse] = []
+            for method in ["OPTIONS", "GET", "POST"] {
+                answers += try await CheckAnswerDifferentialTests.exchange(
+                    port: port, Array("\(method) * HTTP/1.1\r\nHost: rbac.test\r\n\r\n".utf8), responses: 1)
+            }
+            return answers
+        }
+        #expect(
+            answers.map(\.statusLine) == [
+                "HTTP/1.1 204 No Content", "HTTP/1.1 400 Bad Request", "HTTP/1.1 400 Bad Request",
+            ])
+        #expect(answers[0].headers.contains("Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"), "\(answers[0])")
+        #expect(String(decoding: answers[1].body, as: UTF8.self).contains("the request target * is for OPTIONS alone"))
+    }
+
     @Test("a JSON route refuses a body of another type or content coding with 415, and takes JSON however spelled")
     func contentTypes() async throws {
         let fixture = try await Fixture()
