@@ -270,6 +270,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard coupleRoles[couple]?[name] == nil else {
             throw CollaborationError(.alreadyExists, "couple \(couple) already has a role named \"\(name)\"")
         }
+        guard coupleRoles[couple, default: [:]].count < CoupleRole.mostPerCouple else {
+            throw CollaborationError(
+                .quotaExceeded,
+                "couple \(couple) defines \(CoupleRole.mostPerCouple) roles, the most a couple may; "
+                    + "delete a role it no longer needs first")
+        }
         let role = CoupleRole(name: name, description: description, permissions: granted, coupleDefined: true)
         coupleRoles[couple, default: [:]][name] = role
         couplesByID[couple]?.revision += 1

@@ -246,6 +246,9 @@ public struct RoleDefinition: Sendable, Hashable, Codable {
 
 /// A role members of one couple can hold: one of the policy's, or one the couple defined for itself.
 public struct CoupleRole: Sendable, Hashable, Codable {
+    /// How many roles one couple may define (the couple_roles_guard trigger's limit).
+    public static let mostPerCouple = 100
+
     public let name: RoleName
     public let description: String
     public let permissions: [Permission]

@@ -10,7 +10,7 @@ extension RBAC {
                 A couple's own role grants permissions of the registry (rbac roles lists them). Authoring one \
                 needs roles.manage and every permission it grants; giving one (grant, invite) needs roles.assign \
                 and every permission it grants. Names are lower-case letters and underscores, unique in the \
-                couple and unlike the policy's.
+                couple and unlike the policy's. A couple defines at most \(CoupleRole.mostPerCouple) roles.
 
                 Example: rbac roles create --couple C --name mom --description "May view the guests and the \
                 budget" --permission guests.view --permission budget.view

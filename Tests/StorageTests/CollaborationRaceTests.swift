@@ -178,6 +178,41 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("roles made at once with room for two of three: two land, through the functions or raw SQL alike")
+    func coupleRoleLimit() async throws {
+        try await raceRounds(maxConnections: 3, "each kind of write should lose in some round") { pool, _ in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let owner = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let room = 2
+            // Named r_aa, r_ab, ...: role names are letters and underscores.
+            try await pool.query(
+                """
+                INSERT INTO couple_roles (couple_id, name, description)
+                SELECT \(couple), 'r_' || chr(97 + (n / 26)::int) || chr(97 + (n % 26)::int), 'Helper'
+                FROM generate_series(0, \(CoupleRole.mostPerCouple - room - 1)) n
+                """)
+            @Sendable func create(_ name: String) async throws {
+                _ = try await repository.createRole(
+                    couple: couple, name: RoleName(rawValue: name)!, description: "A helper", permissions: [],
+                    as: .user(owner))
+            }
+            let outcomes = try await race([
+                { try await create("mom") }, { try await create("dad") },
+                {
+                    _ = try await pool.query(
+                        "INSERT INTO couple_roles (couple_id, name, description) VALUES (\(couple), 'aunt', 'Aunt')")
+                },
+            ])
+            #expect(outcomes.filter { $0 == .success }.count == room, "\(outcomes)")
+            let refusals: Set<Outcome> = [.success, .refused("quota_exceeded"), .refused("RBQTA")]
+            #expect(outcomes.allSatisfy(refusals.contains), "\(outcomes)")
+            let roles = try await pool.count("SELECT count(*) FROM couple_roles WHERE couple_id = \(couple)")
+            #expect(roles == CoupleRole.mostPerCouple)
+            return outcomes
+        }
+    }
+
     @Test("a user deleted while inviting and renaming themself: each lands before the deletion or is refused")
     func deleteUserWhileActing() async throws {
         try await raceRounds(maxConnections: 4, "the writes should land on both sides of the deletion") { pool, _ in

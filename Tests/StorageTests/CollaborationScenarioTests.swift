@@ -413,6 +413,36 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "a couple defines at most CoupleRole.mostPerCouple roles; deleting one makes room again",
+        arguments: Backend.allCases)
+    func coupleRoleLimit(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            // Role names are letters and underscores: r_aa, r_ab, ...
+            func role(_ n: Int) -> RoleName {
+                let letter = { (i: Int) in String(UnicodeScalar(UInt8(ascii: "a") + UInt8(i))) }
+                return RoleName(rawValue: "r_" + letter(n / 26) + letter(n % 26))!
+            }
+            func create(_ n: Int) async throws {
+                _ = try await world.permissions.createRole(
+                    role(n), in: couple, description: "Helper \(n)", permissions: [], as: .user(owner))
+            }
+            for n in 0..<CoupleRole.mostPerCouple { try await create(n) }
+            let refusal = await expectRefusal(.quotaExceeded) { try await create(CoupleRole.mostPerCouple) }
+            #expect(
+                refusal?.message.contains("defines \(CoupleRole.mostPerCouple) roles, the most a couple may") == true,
+                "\(String(describing: refusal))")
+            func defined() async throws -> Int {
+                try await world.permissions.roles(of: couple, as: world.admin).filter(\.coupleDefined).count
+            }
+            #expect(try await defined() == CoupleRole.mostPerCouple, "the refused role was not made")
+            try await world.permissions.deleteRole(role(0), in: couple, reassign: nil, as: .user(owner))
+            try await create(CoupleRole.mostPerCouple)
+            #expect(try await defined() == CoupleRole.mostPerCouple)
+        }
+    }
+
     @Test("suspending and removing take permissions away at once", arguments: Backend.allCases)
     func suspendAndRemove(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

@@ -1,5 +1,6 @@
 -- Roles a couple defines: authoring, no escalation (authoring, granting, inviting, editing a held role),
--- deleting with reassignment, expiry, row-level security, and the policy's names kept apart.
+-- deleting with reassignment, the limit on how many, expiry, row-level security, and the policy's names kept
+-- apart.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -130,6 +131,21 @@ SELECT ok(NOT EXISTS (SELECT 1 FROM couple_roles WHERE name = 'mom'), 'the role 
 SELECT pg_temp.act_as_operator();
 SELECT ok(EXISTS (SELECT 1 FROM audit_log WHERE action = 'couple_role.delete'
                   AND couple_id = (SELECT pg_temp.id('Olivia & Paul'))), 'the couple''s audit log records it');
+
+-- A couple defines at most 100 roles, through the functions or by raw SQL; deleting one makes room.
+SELECT pg_temp.act_as_operator();
+INSERT INTO couple_roles (couple_id, name, description)
+SELECT pg_temp.id('Xena & Co'), 'r_' || chr(97 + n / 26) || chr(97 + n % 26), 'Helper' FROM generate_series(0, 98) n;
+SELECT lives_ok($$SELECT create_couple_role(pg_temp.id('Xena & Co'), 'last', 'The hundredth', '{}')$$,
+                'a couple defines up to 100 roles');
+SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Xena & Co'), 'one_more', 'x', '{}')$$, 'RBQTA',
+                 NULL, 'and no more through the functions');
+SELECT throws_ok($$INSERT INTO couple_roles (couple_id, name, description) VALUES (pg_temp.id('Xena & Co'), 'raw', 'x')$$,
+                 'RBQTA', NULL, 'nor by raw SQL');
+SELECT is((SELECT count(*)::int FROM couple_roles WHERE couple_id = pg_temp.id('Xena & Co')), 100,
+          'the refusals added nothing');
+SELECT lives_ok($$SELECT delete_couple_role(pg_temp.id('Xena & Co'), 'last')$$, 'one goes');
+SELECT lives_ok($$SELECT create_couple_role(pg_temp.id('Xena & Co'), 'one_more', 'x', '{}')$$, 'and another fits');
 
 -- The policy cannot take a couple's role name.
 SELECT throws_ok($$SELECT apply_policy(jsonb_set(pg_temp.policy_in_force(), '{roles,usher}',

@@ -20,10 +20,14 @@ CREATE OR REPLACE TRIGGER invitations_role_exists BEFORE INSERT OR UPDATE OF rol
     FOR EACH ROW EXECUTE FUNCTION rbac.role_exists_guard();
 
 -- A couple's role never takes the name of one of the policy's; a role still held (by a membership or a pending
--- invitation) is not deleted, unless its couple is being deleted.
+-- invitation) is not deleted, unless its couple is being deleted. A couple defines at most 100 roles
+-- (CoupleRole.mostPerCouple), so that one who may author them cannot grow the table, and every check's set of
+-- the couple's roles, without end. They are counted under the couple's row lock (create_couple_role holds it
+-- already), so that two new roles cannot both take the last place.
 CREATE OR REPLACE FUNCTION rbac.couple_roles_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
+    c_most constant integer := 100;
     v_held bigint;
 BEGIN
     IF TG_OP = 'DELETE' THEN
@@ -44,6 +48,13 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1 FROM roles WHERE name = NEW.name) THEN
         RAISE EXCEPTION '"%" is a role of the policy; choose another name', NEW.name USING ERRCODE = 'RBDUP';
+    END IF;
+    IF TG_OP = 'INSERT' OR NEW.couple_id IS DISTINCT FROM OLD.couple_id THEN
+        PERFORM 1 FROM couples WHERE id = NEW.couple_id FOR UPDATE;
+        IF (SELECT count(*) FROM couple_roles WHERE couple_id = NEW.couple_id) >= c_most THEN
+            RAISE EXCEPTION 'couple % defines % roles, the most a couple may', NEW.couple_id, c_most
+                USING ERRCODE = 'RBQTA', HINT = 'delete a role it no longer needs first';
+        END IF;
     END IF;
     IF TG_OP = 'UPDATE' THEN
         NEW.updated_at := now();
