@@ -27,6 +27,8 @@ extension CLITests {
             #expect(both.status == 2 && both.stderr.contains("--expires or --until, not both"), "\(both.stderr)")
             let past = try await run(["grant"] + pia + ["--role", "viewer", "--until", "2001-01-01"])
             #expect(past.status == 2 && past.stderr.contains("is not in the future"), "\(past.stderr)")
+            let zero = try await run(["grant"] + pia + ["--role", "viewer", "--expires", "0d"])
+            #expect(zero.status == 2 && zero.stderr.contains("--expires must be at least 1m, not 0d"), "\(zero.stderr)")
             let owner = try await run(["grant"] + pia + ["--role", "owner", "--expires", "1d"])
             #expect(owner.status == 2 && owner.stderr.contains("owner's membership cannot expire"), "\(owner.stderr)")
             let garbled = try await run(["grant"] + pia + ["--role", "viewer", "--until", "next tuesday"])

@@ -36,6 +36,13 @@ func membershipExpiry(after lifetime: Lifetime?, until instant: Instant?, flags:
     if lifetime != nil && instant != nil {
         throw ValidationError("give \(flags.0) or \(flags.1), not both")
     }
-    if let lifetime { return Date().addingTimeInterval(TimeInterval(lifetime.duration.components.seconds)) }
+    if let lifetime {
+        // Zero would end the membership as it begins; the database would refuse it, naming an instant to the
+        // microsecond that nobody typed.
+        guard lifetime.duration > .zero else {
+            throw ValidationError("\(flags.0) must be at least 1m, not \(lifetime.defaultValueDescription)")
+        }
+        return Date().addingTimeInterval(TimeInterval(lifetime.duration.components.seconds))
+    }
     return instant?.date
 }
