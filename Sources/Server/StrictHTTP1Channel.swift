@@ -3,8 +3,9 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Hummingbird's HTTP/1 channel, holding each request to two rules of RFC 9112 that depend on the request's
-/// HTTP version, which the conversion to HTTP types drops; they are applied before it, where NIO reads both.
+/// Hummingbird's HTTP/1 channel, holding each request to rules of RFC 9112 that must hold before the fast path
+/// and the router see it: two depend on the request's HTTP version, which the conversion to HTTP types drops, so
+/// they are applied before it, where NIO reads both; the third refuses what neither could read right.
 ///
 /// - A request that does not keep its connection alive reaches Hummingbird (and `CheckFastPath`) with
 ///   `Connection: close`, the one value on which Hummingbird closes the connection after the answer. (The
@@ -13,6 +14,11 @@ import NIOHTTP1
 /// - An HTTP/1.1 request with no `Host` field, or more than one, is answered 400 and the connection closed, as
 ///   for a request that does not parse, after the answers owed before it (section 3.2). Two `Host` fields are
 ///   a way to make a proxy in front and this server disagree on where a request goes.
+/// - So is a request whose `Transfer-Encoding` is anything but `chunked` alone, in any case (section 6.1 asks
+///   501 of a server that does not understand a coding; this service decodes none, and a 400 here keeps the
+///   answers of pipelined requests in order). NIO frames `gzip, chunked` by its last coding and hands on the
+///   body as it came: gzipped, or plain though labelled gzip, which a proxy in front that decodes gzip would
+///   read as another body than this server answers.
 ///
 /// And it keeps track of the answers each connection owes (`RequestsInFlight`), for two more:
 ///
@@ -52,7 +58,10 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refused else { return }
         guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
-        if head.version != .http1_0, head.headers["host"].count != 1 {
+        let codings = head.headers[canonicalForm: "transfer-encoding"]
+        if head.version != .http1_0 && head.headers["host"].count != 1
+            || !codings.isEmpty && codings.map({ $0.lowercased() }) != ["chunked"]
+        {
             refused = true
             // Hummingbird answers a parse error with 400 and closes the connection.
             return context.fireErrorCaught(HTTPParserError.invalidHeaderToken)

@@ -253,11 +253,39 @@ struct CheckAnswerDifferentialTests {
     }
 
     @Test(
-        "a request that breaks HTTP/1.1's rules is answered 400 after the answers owed before it, and the connection closes",
+        "a body in chunked alone, however the coding is spelled, is read as any other",
+        arguments: ["chunked", "Chunked ", "CHUNKED"])
+    func chunkedBody(coding: String) async throws {
+        let servers = try await Servers()
+        let body =
+            #"{"couple_id":"\#(servers.fixture.couple)","user_id":"\#(servers.fixture.owner)","permission":"budget.edit"}"#
+        let request =
+            "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(servers.key)\r\nConnection: close\r\n"
+            + "Transfer-Encoding: \(coding)\r\n\r\n\(String(body.utf8.count, radix: 16))\r\n\(body)\r\n0\r\n\r\n"
+        for trusted in [true, false] {
+            let answers = try await Self.serving(servers.dependencies(trusted: trusted)) { port in
+                try await Self.exchange(port: port, Array(request.utf8), responses: nil)
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"], "\(coding), trusted: \(trusted)")
+            #expect(
+                answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
+        }
+    }
+
+    @Test(
+        "a request that breaks HTTP/1.1's rules, or has a transfer coding but chunked, is answered 400 after the answers owed before it, and the connection closes",
         arguments: [
             ("GET /health HTTP/1.1\r\nHost rbac.test\r\n\r\n", "HTTP/1.1 400 Bad Request"),
             ("GET /health HTTP/1.1\r\n\r\n", "HTTP/1.1 400 Bad Request"),
             ("GET /health HTTP/1.1\r\nHost: a.test\r\nhost: b.test\r\n\r\n", "HTTP/1.1 400 Bad Request"),
+            (
+                "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+                "HTTP/1.1 400 Bad Request"
+            ),
+            (
+                "POST /v1/check HTTP/1.1\r\nHost: rbac.test\r\nTransfer-Encoding: x-custom\r\n"
+                    + "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "HTTP/1.1 400 Bad Request"
+            ),
             ("GET /health HTTP/1.0\r\n\r\n", "HTTP/1.1 200 OK"),
         ] as [(String, String)])
     func brokenRequest(_ second: String, answer: String) async throws {
