@@ -66,15 +66,34 @@ extension RBAC {
             @Argument(help: "The couple's id.") var couple: String
             @Option(
                 help: ArgumentHelp(
-                    "The only domains its invitations may name, comma-separated; \"\" for any.", valueName: "domains"))
+                    "The only domains its invitations may name (at most 100), comma-separated; \"\" for any.",
+                    valueName: "domains"))
             var inviteDomains: String
             @OptionGroup var options: OperatorOptions
 
-            func validate() throws { _ = try Parse.couple(couple) }
+            /// No domains for `""` alone. An empty entry is refused rather than dropped: `","` would otherwise
+            /// allow any address, the opposite of what was meant.
+            private var domains: [String] {
+                get throws {
+                    guard !inviteDomains.allSatisfy(\.isWhitespace) else { return [] }
+                    let domains = inviteDomains.split(separator: ",", omittingEmptySubsequences: false)
+                        .map { $0.trimmingCharacters(in: .whitespaces) }
+                    guard !domains.contains(where: \.isEmpty) else {
+                        throw ValidationError(
+                            "--invite-domains has an empty entry between its commas; give \"\" alone to allow any domain"
+                        )
+                    }
+                    return domains
+                }
+            }
+
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                _ = try domains
+            }
 
             func run() async throws {
-                let domains = inviteDomains.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { !$0.isEmpty }
+                let domains = try domains
                 try await options.run { context in
                     let set = try await context.repository.setInviteDomains(
                         couple: try Parse.couple(couple), domains: domains)

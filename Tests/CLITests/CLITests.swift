@@ -172,6 +172,16 @@ struct CLITests {
             #expect(try await run(allowed).status == 0)
             let refused = try await run(["couples", "set", couple, "--invite-domains", "not a domain"])
             #expect(refused.status == 2 && refused.stderr.contains("not a domain: 'not a domain'"), "\(refused.stderr)")
+            // A stray comma would otherwise leave no domain, which allows any address.
+            for stray in [",", "example.com,,wedding.test", " , "] {
+                let empty = try await run(["couples", "set", couple, "--invite-domains", stray])
+                #expect(empty.status == 2 && empty.stderr.contains("has an empty entry"), "\(empty.stderr)")
+            }
+            let many = (0...100).map { "d\($0).example" }.joined(separator: ",")
+            let tooMany = try await run(["couples", "set", couple, "--invite-domains", many])
+            #expect(tooMany.status == 2 && tooMany.stderr.contains("at most 100 domains"), "\(tooMany.stderr)")
+            let kept = try Self.json(try await run(["couples", "show", couple, "--json"]))
+            #expect(kept["invite_domains"] as? [String] == ["example.com", "wedding.test"])
             let audit = try await run(["audit", "--couple", couple]).stdout
             #expect(audit.contains("couple.insert "), "\(audit)")
             #expect(audit.contains("couple.update      name=Olivia & Paul invite_domains →example.com,wedding.test\n"))

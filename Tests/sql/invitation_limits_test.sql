@@ -66,8 +66,14 @@ SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other')
 FROM (VALUES (ARRAY['example..com'], 'an empty label'), (ARRAY[repeat('a', 64) || '.com'], 'a label of 64'),
              (ARRAY[repeat('a.', 126) || 'aa'], 'a domain of 254'), (ARRAY['example.com', NULL], 'a NULL'),
              (ARRAY['localhost'], 'a name without a dot')) AS t(domains, label);
+SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'),
+                        ARRAY(SELECT 'd' || n || '.example' FROM generate_series(1, 101) n)),
+                 'RBINV', 'a couple may name at most 100 domains to invite, not 101');
 SELECT is((SELECT invite_domains FROM couples WHERE id = pg_temp.id('Other')), ARRAY['example.com', 'wedding.test'],
           'and nothing changes');
+SELECT is(cardinality(set_invite_domains(pg_temp.id('Other'),
+                                         ARRAY(SELECT 'd' || n % 100 || '.example' FROM generate_series(1, 150) n))),
+          100, 'a hundred, some named twice, are taken');
 
 -- Domains beyond ASCII (IDNA): the list and an address compare in the form DNS knows, however each is written.
 SELECT is(array[rbac.punycode(sample), rbac.punycode_decode(expected)], array[expected, sample],

@@ -92,10 +92,12 @@ BEGIN
     END IF;
 END $$;
 
--- Sets the email domains couple p_couple_id may invite (empty: any); the operator's.
+-- Sets the email domains couple p_couple_id may invite (empty: any); the operator's. At most 100: every
+-- invitation of the couple is matched against the whole list.
 CREATE OR REPLACE FUNCTION public.set_invite_domains(p_couple_id uuid, p_domains text[]) RETURNS text[]
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
+    c_most constant integer := 100;
     v_domains text[] := ARRAY(SELECT DISTINCT rbac.ascii_domain(btrim(d)) FROM unnest(coalesce(p_domains, '{}')) d
                               ORDER BY 1);
     -- The first given that is not a domain once written in ASCII: labels of letters, digits and hyphens, each
@@ -110,6 +112,10 @@ BEGIN
     PERFORM rbac.require_couple(p_couple_id);
     IF v_refused IS NOT NULL THEN
         RAISE EXCEPTION 'not a domain: %', v_refused USING ERRCODE = 'RBINV';
+    END IF;
+    IF cardinality(v_domains) > c_most THEN
+        RAISE EXCEPTION 'a couple may name at most % domains to invite, not %', c_most, cardinality(v_domains)
+            USING ERRCODE = 'RBINV';
     END IF;
     UPDATE couples SET invite_domains = v_domains WHERE id = p_couple_id;
     RETURN v_domains;
