@@ -301,43 +301,11 @@ struct BudgetAPIController {
         try APIError.uuid(context.parameters.get(name), "the \(name) id")
     }
 
-    /// The JSON body, with snake_case keys; a body that does not fit is a 400 naming what is wrong.
+    /// The JSON body, its keys spelled as the API documents them.
     private func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: AppRequestContext) async throws
         -> T
     {
-        let buffer = try await documentedJSONBody(request, context)
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .documentedSnakeCase
-        do {
-            return try decoder.decode(T.self, from: Data(buffer.readableBytesView))
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw APIError.badRequest("the body lacks \"\(key.stringValue.snakeCased)\"")
-        } catch let DecodingError.typeMismatch(expected, context) {
-            throw APIError.badRequest("\(Self.field(context)) must be \(Self.kind(expected))")
-        } catch let DecodingError.dataCorrupted(context) {
-            let detail = context.debugDescription.isEmpty ? "" : ": \(context.debugDescription)"
-            throw APIError.badRequest("\(Self.field(context)) is malformed\(detail)")
-        } catch {
-            throw APIError.badRequest("the body is not the JSON this request takes")
-        }
-    }
-}
-
-extension BudgetAPIController {
-    /// The JSON key a decoding error is about, as the client wrote it.
-    fileprivate static func field(_ context: DecodingError.Context) -> String {
-        context.codingPath.last?.stringValue.snakeCased ?? "the body"
-    }
-
-    /// What JSON a Swift type is read from, for a client who sent something else.
-    fileprivate static func kind(_ type: Any.Type) -> String {
-        switch type {
-        case is Decimal.Type: "a number, e.g. 1250 or 99.90"
-        case is Int.Type, is Int64.Type: "a whole number"
-        case is Bool.Type: "true or false"
-        case is String.Type: "a string"
-        default: "JSON of another type"
-        }
+        try await StrictJSONDecoder(keys: .documentedSnakeCase).decode(T.self, from: request, context: context)
     }
 }
 
@@ -364,18 +332,5 @@ extension JSONDecoder.KeyDecodingStrategy {
         var intValue: Int? { nil }
         init(stringValue: String) { self.stringValue = stringValue }
         init?(intValue: Int) { nil }
-    }
-}
-
-extension String {
-    /// `budgetItemId` as `budget_item_id`, for error messages about JSON keys.
-    fileprivate var snakeCased: String {
-        reduce(into: "") { result, character in
-            if character.isUppercase {
-                result += "_" + character.lowercased()
-            } else {
-                result.append(character)
-            }
-        }
     }
 }

@@ -157,16 +157,74 @@ func documentedJSONBody(_ request: Request, _ context: some RequestContext) asyn
     return buffer
 }
 
-/// Hummingbird's default request decoder (JSONDecoder reading dates as ISO 8601), after the refusals of
-/// `documentedJSONBody`.
+/// Every JSON body's decoder (Hummingbird's request decoder, and the budget routes' with their key spelling):
+/// JSONDecoder reading dates as ISO 8601, after the refusals of `documentedJSONBody`. A body that does not fit is
+/// a 400 naming the key at fault and what it must be, never the decoder's own words about Swift types.
 public struct StrictJSONDecoder: RequestDecoder {
+    var keys: JSONDecoder.KeyDecodingStrategy = .useDefaultKeys
+
     public func decode<T: Decodable>(_ type: T.Type, from request: Request, context: some RequestContext)
         async throws -> T
     {
         let buffer = try await documentedJSONBody(request, context)
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(T.self, from: buffer)
+        decoder.keyDecodingStrategy = keys
+        do {
+            return try decoder.decode(T.self, from: buffer)
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw APIError.badRequest("the body lacks \(quoted(Self.place(context.codingPath + [key])))")
+        } catch let DecodingError.typeMismatch(expected, context), let DecodingError.valueNotFound(expected, context) {
+            throw APIError.badRequest("\(Self.place(context.codingPath)) must be \(Self.kind(expected))")
+        } catch let DecodingError.dataCorrupted(context) where context.codingPath.isEmpty {
+            // The body is strict JSON (`documentedJSONBody`): what the decoder could not read is a number beyond
+            // what its field's type holds (a fraction for an Int, 1e128 for a Decimal), which it reports without
+            // saying where, as JSON it cannot parse.
+            throw APIError.badRequest(
+                "the body holds a number its field cannot take: a fraction where a whole number belongs, or one too "
+                    + "large or too finely divided")
+        } catch let DecodingError.dataCorrupted(context) {
+            let detail = context.debugDescription.isEmpty ? "" : ": \(context.debugDescription)"
+            throw APIError.badRequest("\(Self.place(context.codingPath)) is malformed\(detail)")
+        }
+    }
+
+    /// Where in the body a decoding error is, as the client wrote it: `checks[1].permission`, or `the body`.
+    private static func place(_ path: [any CodingKey]) -> String {
+        guard !path.isEmpty else { return "the body" }
+        return path.reduce(into: "") { place, key in
+            if let index = key.intValue {
+                place += "[\(index)]"
+            } else {
+                place += (place.isEmpty ? "" : ".") + key.stringValue.snakeCased
+            }
+        }
+    }
+
+    /// What JSON a Swift type is read from, for a client who sent something else.
+    private static func kind(_ type: Any.Type) -> String {
+        switch type {
+        case is Decimal.Type: "a number, e.g. 1250 or 99.90"
+        case is Int.Type, is Int64.Type: "a whole number"
+        case is Bool.Type: "true or false"
+        case is String.Type: "a string"
+        case is [Any].Type: "an array"
+        case is [String: Any].Type: "an object"
+        default: "JSON of another type"
+        }
+    }
+}
+
+extension String {
+    /// `budgetItemId` as `budget_item_id`, for error messages about JSON keys.
+    fileprivate var snakeCased: String {
+        reduce(into: "") { result, character in
+            if character.isUppercase {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
     }
 }
 

@@ -120,6 +120,17 @@ struct BudgetAPITests {
                         == #"{"error":{"code":"invalid_input","message":"amount must be a number, e.g. 1250 or 99.90"}}"#,
                     "an error names what the field takes, in the one shape every error has")
             }
+            for (body, message) in [
+                (#"{"name":"X","amount":null}"#, "amount must be a number, e.g. 1250 or 99.90"),
+                (#"{"name":"X"}"#, #"the body lacks "amount""#),
+                // Beyond what Decimal reads: the decoder says only that it cannot parse the body.
+                (#"{"name":"X","amount":1e128}"#, "the body holds a number its field cannot take"),
+                (#"{"name":"X","amount":1e-129}"#, "the body holds a number its field cannot take"),
+            ] {
+                let (status, answer) = try await post("/expenses", body, owner)
+                let said = (answer["error"] as? [String: Any])?["message"] as? String ?? ""
+                #expect(status == .badRequest && said.hasPrefix(message), "\(body): \(said)")
+            }
             #expect(
                 try await post("/expenses", #"{"name":"X","amount":5,"due_date":"2026-02-30"}"#, owner).0 == .badRequest
             )

@@ -649,6 +649,58 @@ struct RouterTests {
         }
     }
 
+    @Test("a body that does not fit is a 400 naming the key at fault and what it takes, on every route alike")
+    func bodyMisfitsNamed() async throws {
+        let fixture = try await Fixture()
+        let check = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edit"}"#
+        let number = "the body holds a number its field cannot take: a fraction where a whole number belongs, or one"
+        let invitations = "/v1/couples/\(fixture.couple)/invitations"
+        let misfits: [(String, HTTPFields, String, String)] = [
+            (
+                "/v1/check/batch", fixture.keyHeader,
+                #"{"checks":[\#(check),{"couple_id":"x","user_id":"y","permission":5}]}"#,
+                "checks[1].permission must be a string"
+            ),
+            (
+                "/v1/check/batch", fixture.keyHeader, #"{"checks":[{"couple_id":"x","permission":"p"}]}"#,
+                #"the body lacks \"checks[0].user_id\""#
+            ),
+            (
+                "/v1/check", fixture.keyHeader, #"{"couple_id":"x","user_id":null,"permission":"p"}"#,
+                "user_id must be a string"
+            ),
+            ("/v1/check/batch", fixture.keyHeader, #"{"checks":{}}"#, "checks must be an array"),
+            ("/v1/check/batch", fixture.keyHeader, #"{"checks":[1]}"#, "checks[0] must be an object"),
+            ("/v1/check/batch", fixture.keyHeader, "[]", "the body must be an object"),
+            (
+                invitations, fixture.keyHeader(actingAs: fixture.owner),
+                #"{"role":"viewer","expires_in_seconds":"60"}"#,
+                "expires_in_seconds must be a whole number"
+            ),
+            (
+                invitations, fixture.keyHeader(actingAs: fixture.owner),
+                #"{"role":"viewer","expires_in_seconds":3600.5}"#,
+                number
+            ),
+            (
+                invitations, fixture.keyHeader(actingAs: fixture.owner),
+                #"{"role":"viewer","expires_in_seconds":1e30}"#,
+                number
+            ),
+        ]
+        try await fixture.application().test(.router) { client in
+            for (uri, headers, body, message) in misfits {
+                try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: body)) {
+                    #expect($0.status == .badRequest, "\(body)")
+                    #expect(
+                        text($0).hasPrefix(#"{"error":{"code":"invalid_input","message":"\#(message)"#),
+                        "\(body): \(text($0))")
+                }
+            }
+        }
+        #expect(try await fixture.invitations.invitations(of: fixture.couple, as: .user(fixture.owner)).isEmpty)
+    }
+
     @Test("a min_revision the couple has not reached is a 400 that says so")
     func minRevisionAhead() async throws {
         let fixture = try await Fixture()
