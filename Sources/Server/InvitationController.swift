@@ -218,10 +218,6 @@ struct InvitationController {
         let bearer: String?
         do {
             bearer = try await Self.bearerToken(&request, context: context)
-        } catch is URLEncodedFormError {
-            return try respond(
-                .badRequest("the form is not URL-encoded (a % not followed by two hex digits?)"), json: json, request,
-                context)
         } catch let refusal as APIError {
             return try respond(refusal, json: json, request, context)
         }
@@ -282,7 +278,22 @@ struct InvitationController {
             let accessToken: String?
             enum CodingKeys: String, CodingKey { case accessToken = "access_token" }
         }
-        let form = try await URLEncodedFormDecoder().decode(Form.self, from: request, context: context)
+        let form: Form
+        do {
+            form = try await URLEncodedFormDecoder().decode(Form.self, from: request, context: context)
+        } catch let error as URLEncodedFormError {
+            // Said without the value, which may be the token.
+            let problem =
+                switch error.code {
+                case .duplicateKeys: "the form names \(quoted(error.value)) more than once"
+                case .failedToPercentDecode: "the form is not URL-encoded (a % not followed by two hex digits)"
+                default: "the form names fields this page does not take; it takes access_token"
+                }
+            throw APIError.badRequest(problem)
+        } catch is DecodingError {
+            // `access_token[]=...` or `access_token[x]=...`: a list or a map where one value belongs.
+            throw APIError.badRequest("the form's access_token must be one value")
+        }
         return form.accessToken.flatMap { $0.isEmpty ? nil : $0 }
     }
 

@@ -251,14 +251,35 @@ struct LiveTests {
                         #expect(text(response).contains(message), "\(body): \(text(response))")
                     }
                 }
-                for accept in ["application/json", "text/html"] {
-                    try await client.execute(
-                        uri: "/invitations/inv_\(String(repeating: "A", count: 43))/accept", method: .post,
-                        headers: [.contentType: "application/x-www-form-urlencoded", .accept: accept],
-                        body: ByteBuffer(string: "access_token=%zz%")
-                    ) { response in
-                        #expect(response.status == .badRequest, "\(accept)")
-                        #expect(text(response).contains("the form is not URL-encoded"), "\(accept)")
+                // A form is refused by what is wrong with it, never by its value, which may be the token; as JSON
+                // and as a page.
+                let forms = [
+                    ("access_token=%zz%", "the form is not URL-encoded", "the form is not URL-encoded"),
+                    (
+                        "access_token=a&access_token=b", #"names \"access_token\" more than once"#,
+                        "names &quot;access_token&quot; more than once"
+                    ),
+                    (
+                        "access_token[]=secret", "the form's access_token must be one value",
+                        "the form&#39;s access_token"
+                    ),
+                    (
+                        "access_token[x]=secret", "the form's access_token must be one value",
+                        "the form&#39;s access_token"
+                    ),
+                    ("a[0]=secret&a[2]=secret", "the form names fields this page does not take", "fields this page"),
+                ]
+                for (form, json, html) in forms {
+                    for (accept, message) in [("application/json", json), ("text/html", html)] {
+                        try await client.execute(
+                            uri: "/invitations/inv_\(String(repeating: "A", count: 43))/accept", method: .post,
+                            headers: [.contentType: "application/x-www-form-urlencoded", .accept: accept],
+                            body: ByteBuffer(string: form)
+                        ) { response in
+                            #expect(response.status == .badRequest, "\(form) \(accept)")
+                            #expect(text(response).contains(message), "\(form) \(accept): \(text(response))")
+                            #expect(!text(response).contains("secret"), "\(form) \(accept)")
+                        }
                     }
                 }
             }
