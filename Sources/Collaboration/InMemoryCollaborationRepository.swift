@@ -421,6 +421,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     public func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) throws -> Membership {
         let acting = try requirePermission(couple, "couple.transfer", actor)
+        if let acting, memberships[couple]?[acting]?.membership.role != .owner {
+            throw CollaborationError(
+                .permissionDenied,
+                "permission denied: only an owner hands over couple \(couple.uuidString.lowercased())")
+        }
         guard let target = memberships[couple]?[newOwner]?.membership else {
             throw CollaborationError(.notFound, "user \(newOwner) is not a member of couple \(couple)")
         }

@@ -181,7 +181,9 @@ END $$;
 
 -- Makes p_new_owner (an active member) an owner, then gives the previous owner(s) p_previous_owner_role:
 -- the acting owner, or for the operator every other owner. One statement after the other in one
--- transaction, so the couple always has an owner.
+-- transaction, so the couple always has an owner. A user hands over only what they own: couple.transfer held
+-- through another role (a couple's own) would otherwise make owners, who hold every permission, without the
+-- actor giving anything up.
 CREATE OR REPLACE FUNCTION public.transfer_ownership(
     p_couple_id uuid, p_new_owner uuid, p_previous_owner_role text DEFAULT 'partner'
 ) RETURNS memberships
@@ -191,6 +193,12 @@ DECLARE
     v_target memberships;
     v_result memberships;
 BEGIN
+    IF v_actor IS NOT NULL
+       AND NOT EXISTS (SELECT FROM memberships WHERE couple_id = p_couple_id AND user_id = v_actor AND role = 'owner')
+    THEN
+        RAISE EXCEPTION 'permission denied: only an owner hands over couple %', p_couple_id
+            USING ERRCODE = 'RBDEN', HINT = 'an owner, or the operator, can hand it over';
+    END IF;
     PERFORM rbac.require_role(p_couple_id, p_previous_owner_role);
     IF p_previous_owner_role = 'owner' THEN
         RAISE EXCEPTION 'the previous owner needs a role other than owner' USING ERRCODE = 'RBINV';
