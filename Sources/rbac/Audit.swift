@@ -66,7 +66,7 @@ extension RBAC {
                     }
                 }
                 if let nextBefore {
-                    FileHandle.standardError.write(Data("rbac: older entries remain: --before \(nextBefore)\n".utf8))
+                    printError("rbac: older entries remain: --before \(nextBefore)")
                 }
                 try output.print(entries, Self.columns.table(entries).rendered)
             }

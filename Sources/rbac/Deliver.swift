@@ -43,7 +43,7 @@ extension RBAC {
                             : outcomes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
                                 separator: ", "))
                 } else {
-                    await worker.run { FileHandle.standardError.write(Data("rbac: \($0)\n".utf8)) }
+                    await worker.run { printError("rbac: \($0)") }
                 }
             }
         }

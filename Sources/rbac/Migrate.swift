@@ -54,7 +54,7 @@ extension RBAC {
                     } else {
                         let applied = try await runner.migrate(pool, distribute: citus) { fileName in
                             applying.withLock { $0 = fileName }
-                            FileHandle.standardError.write(Data("applying \(fileName)\n".utf8))
+                            printError("applying \(fileName)")
                         }
                         applying.withLock { $0 = nil }
                         let policyApplied = try await policy.apply(

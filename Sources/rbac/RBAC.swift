@@ -76,7 +76,7 @@ struct RBAC: AsyncParsableCommand {
         if errorsAsJSON, code == .validationFailure {
             fail(CommandFailure(.usage, Self.message(for: error)))
         }
-        if !message.isEmpty { FileHandle.standardError.write(Data((message + "\n").utf8)) }
+        if !message.isEmpty { printError(message) }
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
     }
 
@@ -90,7 +90,7 @@ struct RBAC: AsyncParsableCommand {
         let message = PostgresConfiguration.redactingPasswords(in: line)
         let written =
             errorsAsJSON ? try? JSONEncoder.rbac().encode(ErrorBody(code: failure.code, message: message)) : nil
-        FileHandle.standardError.write((written ?? Data("rbac: \(visible(message))".utf8)) + Data("\n".utf8))
+        printError(written.map { String(decoding: $0, as: UTF8.self) } ?? "rbac: \(visible(message))")
         Foundation.exit(failure.status.rawValue)
     }
 }

@@ -41,8 +41,7 @@ extension RBAC {
                 let pruned = try await PostgresOutbox(pool: context.pool).prune(
                     keepSent: keeping.keepSent.duration, keepDead: keeping.keepDead.duration
                 ) { sofar in
-                    let line = "rbac: deleted \(sofar.sent) sent and \(sofar.dead) dead outbox message(s) so far\n"
-                    FileHandle.standardError.write(Data(line.utf8))
+                    printError("rbac: deleted \(sofar.sent) sent and \(sofar.dead) dead outbox message(s) so far")
                 }
                 struct Swept: Encodable {
                     let memberships: Int

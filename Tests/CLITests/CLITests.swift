@@ -1074,12 +1074,19 @@ struct CLITests {
     @Test("serve on a port another socket holds exits 2, naming the address and the reason")
     func serveOnTakenPort() async throws {
         try await Self.withServeOnTakenPort { serveArguments, port in
-            try await Self.withDatabase { run, _ in
+            try await Self.withDatabase { run, configuration in
                 let serve = try await run(serveArguments)
                 #expect(serve.status == 2)
                 #expect(
                     serve.stderr.hasSuffix("rbac: cannot listen on 127.0.0.1:\(port): address already in use\n"),
                     "\(serve.stderr)")
+                // With nowhere to say it (standard error closed), the same exit, not a trap: serve ignores SIGPIPE
+                // (NIO does), where a failed write to standard error may not stop the process.
+                let unheard = try await ChildProcess.run(
+                    "/bin/sh", ["-c", "exec \"$0\" \"$@\" 2>&-", Self.executable.path] + serveArguments,
+                    environment: ProcessInfo.processInfo.environment.merging(
+                        ["DATABASE_URL": configuration.connectionString]) { $1 })
+                #expect(unheard.status == 2, "\(unheard.output)")
             }
         }
     }

@@ -94,8 +94,7 @@ struct PageOptions: ParsableArguments {
     func read<Item>(id: (Item) -> UUID, _ body: (PageRequest?) async throws -> [Item]) async throws -> [Item] {
         let items = try await body(limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) })
         if let limit, items.count == limit, let last = items.last {
-            FileHandle.standardError.write(
-                Data("rbac: more may follow: --after \(id(last).uuidString.lowercased())\n".utf8))
+            printError("rbac: more may follow: --after \(id(last).uuidString.lowercased())")
         }
         return items
     }

@@ -151,7 +151,7 @@ struct LocalCluster {
     }
 
     private func note(_ text: String) {
-        FileHandle.standardError.write(Data("rbac: \(text)\n".utf8))
+        printError("rbac: \(text)")
     }
 }
 

@@ -1,6 +1,13 @@
 import Collaboration
 import Foundation
 
+/// Writes `line` and a line break to standard error in one write. A line that cannot be written is dropped:
+/// `FileHandle.write(_: Data)` traps on a closed pipe wherever SIGPIPE is ignored (NIO ignores it, so in
+/// `serve`), and a command must not crash for want of somewhere to say what it did.
+func printError(_ line: String) {
+    try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
+}
+
 /// Prints `value` as the HTTP API writes it (same keys, dates and ids), indented.
 func printJSON(_ value: some Encodable) throws {
     print(try jsonText(value))
