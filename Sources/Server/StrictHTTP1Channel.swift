@@ -74,8 +74,10 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
 
 /// The requests a connection has read and not yet answered in full, seen where requests leave the decoder and
 /// answers reach the encoder, so the fast path's too. From them: closing the connection once `idleTimeout` has
-/// passed with no answer owed and nothing read, or with a request's head or body arriving no faster than that
-/// (while the service works on a request it has read, nothing is closed, however long that takes); and
+/// passed with no answer owed and nothing read, or while a request's head is read, or its body (counted from
+/// its head, or from the end of the answers owed before it: a body sent a byte at a time would otherwise hold
+/// the connection for as long as its length allows); while the service works on a request it has read, or on
+/// one before the request being read, nothing is closed, however long that takes; and
 /// `100 Continue` for a request that waits for it, once every answer before its own has been written, so that
 /// it never comes between another request's answer and its own.
 private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHandler {
@@ -90,6 +92,8 @@ private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHand
     private var owed = CircularBuffer<Bool>()
     /// A request's head was read and its end not yet.
     private var reading = false
+    /// Since when the request being read owes its body: its head, or the end of the last answer owed before it.
+    private var bodyAskedAt = NIODeadline.now()
     /// When a request part was last read or an answer last ended.
     private var lastActivity = NIODeadline.now()
     /// One scheduled look at the connection at a time; activity only moves `lastActivity`, so the timer is not
@@ -120,6 +124,7 @@ private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHand
         switch unwrapInboundIn(data) {
         case .head(let head):
             reading = true
+            bodyAskedAt = lastActivity
             // Only HTTP/1.1 clients understand 1xx answers (RFC 9110, section 15.2).
             let waits =
                 head.version == .http1_1
@@ -144,6 +149,7 @@ private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHand
         // A 400 for bytes that never made a request answers nothing read here.
         if !owed.isEmpty { owed.removeFirst() }
         context.write(data, promise: promise)
+        if reading { bodyAskedAt = lastActivity }
         if owed.first == true {
             owed[owed.startIndex] = false
             sayContinue(context)
@@ -158,13 +164,18 @@ private final class RequestsInFlight: ChannelDuplexHandler, RemovableChannelHand
     private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
         scheduled = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             scheduled = nil
-            if !owed.isEmpty, !reading {
-                // The service's turn: the time starts again when its last answer ends.
+            // The service's turn, to answer what it has read or what comes before the request being read (whose
+            // body may wait for it: for `100 Continue`, or unread while those are answered): the time starts
+            // again when it has.
+            if !owed.isEmpty, !reading || owed.count > 1 {
                 schedule(context, at: .now() + idleTimeout)
-            } else if lastActivity + idleTimeout <= .now() {
+                return
+            }
+            let since = reading ? bodyAskedAt : lastActivity
+            if since + idleTimeout <= .now() {
                 context.close(promise: nil)
             } else {
-                schedule(context, at: lastActivity + idleTimeout)
+                schedule(context, at: since + idleTimeout)
             }
         }
     }

@@ -75,8 +75,9 @@ extension RBAC {
         @Option(
             help: ArgumentHelp(
                 """
-                Close a connection after this long with no answer owed and nothing sent, or with a request \
-                arriving slower than that: 1s to 3600s. The service's own work on a request is not limited.
+                Close a connection after this long with no answer owed and nothing sent, or with a request's \
+                head or body taking longer than that in all: 1s to 3600s. The service's own work on a request is \
+                not limited.
                 """, valueName: "duration"))
         var idleTimeout: ShortDuration = ShortDuration(argument: "60s")!
         @Option(

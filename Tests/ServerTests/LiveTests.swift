@@ -361,6 +361,21 @@ struct LiveTests {
         }
     }
 
+    @Test("a request whose body has not come, pipelined behind a check held past the idle timeout, does not cut it off")
+    func pipelinedHeadOutlastsIdleTimeout() async throws {
+        try await Self.withOwnedCouple { fixture in
+            let answers = try await Self.exchangeHeld(fixture, idleTimeout: .seconds(1), responses: 1) { check in
+                // The second check's head alone: its body is the client's to send, but only once the service has
+                // answered the check before it.
+                let second = check(fixture.owner)
+                return check(fixture.owner) + second.prefix(upTo: second.range(of: "\r\n\r\n")!.upperBound)
+            } whileHeld: {
+                try await Task.sleep(for: .milliseconds(1500))
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"])
+        }
+    }
+
     @Test(
         "100 Continue for a request pipelined behind a check waiting for the database comes after that check's answer")
     func continueAfterEarlierAnswer() async throws {

@@ -53,25 +53,39 @@ struct RequestsInFlightTests {
         }
     }
 
-    @Test("a request whose head comes a line at a time, slower than the timeout allows in all, is cut off")
-    func closesSlowHead() async throws {
+    /// What a slow client sends a piece at a time: header lines (never a whole head, so never a request part
+    /// for the server to count), or the bytes of a body (each read, but the body never ends).
+    enum Slowly: String, CaseIterable, Sendable {
+        case head, body
+    }
+
+    @Test(
+        "a request whose head or body comes a piece at a time, slower than the timeout allows in all, is cut off",
+        arguments: Slowly.allCases)
+    func closesSlowRequest(_ slowly: Slowly) async throws {
         let servers = try await CheckAnswerDifferentialTests.Servers()
+        let (opening, piece): (String, @Sendable (Int) -> String) =
+            switch slowly {
+            case .head: ("GET /health HTTP/1.1\r\nHost: rbac.test\r\n", { "X-Slow: \($0)\r\n" })
+            // The head of a check whose body is 100 bytes of JSON whitespace, then those bytes.
+            case .body: (String(servers.request(String(repeating: " ", count: 100)).dropLast(100)), { _ in " " })
+            }
         try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true), idleTimeout: Self.timeout) {
             port in
-            let (lines, seconds) = try await onOwnThread {
+            let (pieces, seconds) = try await onOwnThread {
                 let connection = try LoopbackConnection(port: port)
                 let opened = ContinuousClock.now
-                try connection.send(Array("GET /health HTTP/1.1\r\nHost: rbac.test\r\n".utf8))
-                // One header line every 100 ms, for up to 8 s: never a whole head, so never a request part.
-                var lines = 0
-                while lines < 80, !connection.isClosedByPeer {
-                    try? connection.send(Array("X-Slow: \(lines)\r\n".utf8))
-                    lines += 1
+                try connection.send(Array(opening.utf8))
+                // One piece every 100 ms, for up to 8 s.
+                var pieces = 0
+                while pieces < 80, !connection.isClosedByPeer {
+                    try? connection.send(Array(piece(pieces).utf8))
+                    pieces += 1
                     Thread.sleep(forTimeInterval: 0.1)
                 }
-                return (lines, try Self.secondsUntilClosed(connection, since: opened))
+                return (pieces, try Self.secondsUntilClosed(connection, since: opened))
             }
-            #expect(lines < 80, "still open after 8 s of header lines")
+            #expect(pieces < 80, "still open after 8 s of pieces of the \(slowly)")
             #expect(seconds >= 0.9, "closed after \(seconds) s")
         }
     }
