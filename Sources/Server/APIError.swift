@@ -52,6 +52,13 @@ public struct APIError: HTTPResponseError, Sendable {
     }
     public static let unauthorized = APIError(
         .unauthorized, code: .unauthorized, "a valid service API key is required")
+    /// A body over `AppRequestContext.maxBody`; `closing` says the connection closes after the answer.
+    public static func bodyTooLarge(closing: Bool = false) -> APIError {
+        APIError(
+            .contentTooLarge, code: .bodyTooLarge,
+            "the request body is too large: this service takes at most \(AppRequestContext.maxBody) bytes",
+            headers: closing ? [.connection: "close"] : [:])
+    }
     public static let unavailable = APIError(
         CollaborationError(.unavailable, "the database is unavailable; try again shortly"))
 
@@ -89,8 +96,7 @@ public struct APIError: HTTPResponseError, Sendable {
         switch error {
         case let error as APIError: error
         case let error as any CodedError: APIError(CollaborationError(error))
-        case let error as any HTTPResponseError where error.status == .contentTooLarge:
-            APIError(.contentTooLarge, code: .bodyTooLarge, "the request body is too large")
+        case let error as any HTTPResponseError where error.status == .contentTooLarge: .bodyTooLarge()
         case let error as HTTPError where error.status == .badRequest:
             // Hummingbird's decoding failures: say what is expected without echoing the body.
             .badRequest("the request body is not JSON of the expected shape")

@@ -23,8 +23,10 @@ public struct AppRequestContext: RequestContext {
         proxies.client(peer: peerAddress, headers: request.headers)
     }
 
-    /// Request bodies above 64 KiB are refused with 413 (a batch of 100 checks is about 15 KiB).
-    public var maxUploadSize: Int { 64 * 1024 }
+    /// Request bodies above 64 KiB are refused with 413 (a batch of 100 checks is about 15 KiB): at once when the
+    /// head declares such a length (`BodyLimitMiddleware`), else once that much has been read.
+    public static let maxBody = 64 * 1024
+    public var maxUploadSize: Int { Self.maxBody }
 
     public var requestDecoder: StrictJSONDecoder { StrictJSONDecoder() }
 }

@@ -95,6 +95,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         middleware: BrowserOriginsMiddleware(
             origins: dependencies.browserOrigins, paths: InvitationController.browserRoutes))
     router.add(middleware: APIErrorMiddleware())
+    router.add(middleware: BodyLimitMiddleware())
     router.get("health") { _, _ in "ok" }
     router.get("metrics") { _, _ -> Response in
         dependencies.sampleMetrics()

@@ -118,6 +118,21 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// Refuses with 413 a body whose `Content-Length` is over the limit before reading any of it: a client sending
+/// megabytes learns at once, not after the first 64 KiB of them (a chunked body, which declares no length, is
+/// refused once that much has come). What it sends after the answer is read and dropped, as for any request
+/// whose body was not read, up to the idle timeout; a client that waits for `100 Continue` is not told it
+/// (`StrictHTTP1Channel`), and its connection closes after the answer.
+struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        guard let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > context.maxUploadSize
+        else { return try await next(request, context) }
+        throw APIError.bodyTooLarge(closing: request.headers[.connection] == "close")
+    }
+}
+
 extension APIError {
     /// A body in a content coding (`declaresNoContentCoding` is false): 415, naming the one coding taken.
     static let contentCoded = APIError(

@@ -5,7 +5,8 @@ import NIOHTTP1
 
 /// Hummingbird's HTTP/1 channel, holding each request to rules of RFC 9112 that must hold before the fast path
 /// and the router see it: two depend on the request's HTTP version, which the conversion to HTTP types drops, so
-/// they are applied before it, where NIO reads both; the third refuses what neither could read right.
+/// they are applied before it, where NIO reads both; the third refuses what neither could read right; the fourth
+/// keeps a client from sending a body that will be refused.
 ///
 /// - A request that does not keep its connection alive reaches Hummingbird (and `CheckFastPath`) with
 ///   `Connection: close`, the one value on which Hummingbird closes the connection after the answer. (The
@@ -19,6 +20,10 @@ import NIOHTTP1
 ///   answers of pipelined requests in order). NIO frames `gzip, chunked` by its last coding and hands on the
 ///   body as it came: gzipped, or plain though labelled gzip, which a proxy in front that decodes gzip would
 ///   read as another body than this server answers.
+/// - A request that waits for `100 Continue` (RFC 9110, section 10.1.1) while its `Content-Length` is over what
+///   the service takes (`AppRequestContext.maxBody`) reaches the router without `Expect` and with
+///   `Connection: close`: it is not told to go on, the router refuses it from its head (`BodyLimitMiddleware`),
+///   and the connection closes after that answer, for the client may send the body or its next request.
 ///
 /// And it keeps track of the answers each connection owes (`RequestsInFlight`), for two more:
 ///
@@ -66,7 +71,13 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
             // Hummingbird answers a parse error with 400 and closes the connection.
             return context.fireErrorCaught(HTTPParserError.invalidHeaderToken)
         }
-        guard !head.isKeepAlive, head.headers["connection"] != ["close"] else { return context.fireChannelRead(data) }
+        let unwanted =
+            head.headers.contains(name: "expect")
+            && head.headers["content-length"].first.flatMap({ Int($0) }).map { $0 > AppRequestContext.maxBody } == true
+        guard unwanted || !head.isKeepAlive && head.headers["connection"] != ["close"] else {
+            return context.fireChannelRead(data)
+        }
+        if unwanted { head.headers.remove(name: "expect") }
         head.headers.replaceOrAdd(name: "connection", value: "close")
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }

@@ -6,7 +6,7 @@ import Testing
 
 /// What follows from the answers a connection owes, over real sockets: connections left idle are closed after
 /// the idle timeout (1 second here), connections in use, the fast path's included, are not; a request that waits
-/// for `100 Continue` is told it.
+/// for `100 Continue` is told it, unless its body is longer than the service takes.
 @Suite("Requests in flight: idle connections and 100 Continue", .timeLimit(.minutes(1)))
 struct RequestsInFlightTests {
     static let timeout = Duration.seconds(1)
@@ -141,6 +141,30 @@ struct RequestsInFlightTests {
             let old = waiting.replacingOccurrences(of: "HTTP/1.1\r\n", with: "HTTP/1.0\r\n")
             let answers = try await CheckAnswerDifferentialTests.exchange(port: port, Array(old.utf8), responses: nil)
             #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"])
+        }
+    }
+
+    @Test(
+        "a body declared longer than the service takes is refused from its head, and a client waiting for 100 Continue is not told it but closed on"
+    )
+    func refusesDeclaredOversizedBody() async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        // A check's head declaring 10 MB: nothing reads that much, and none of it, or only its first bytes, is sent.
+        let head = servers.request("").replacingOccurrences(
+            of: "Content-Length: 0\r\n", with: "Content-Length: 10000000\r\n")
+        let waiting = head.replacingOccurrences(of: "\r\n\r\n", with: "\r\nExpect: 100-continue\r\n\r\n")
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true)) { port in
+            let limit = "the request body is too large: this service takes at most 65536 bytes"
+            // Answered without waiting for 64 KiB of the body: the client may read its answer and stop sending.
+            let sending = try await CheckAnswerDifferentialTests.exchange(
+                port: port, Array((head + "{ ").utf8), responses: 1)
+            #expect(sending.map(\.statusLine) == ["HTTP/1.1 413 Payload Too Large"])
+            #expect(sending.allSatisfy { String(decoding: $0.body, as: UTF8.self).contains(limit) }, "\(sending)")
+            // Never told to send the body; the connection closes after the answer (exchange throws when a
+            // connection is still open after 10 seconds), which says so.
+            let held = try await CheckAnswerDifferentialTests.exchange(port: port, Array(waiting.utf8), responses: nil)
+            #expect(held.map(\.statusLine) == ["HTTP/1.1 413 Payload Too Large"])
+            #expect(held.allSatisfy { $0.headers.contains("Connection: close") }, "\(held)")
         }
     }
 }
