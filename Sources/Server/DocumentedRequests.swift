@@ -184,8 +184,13 @@ public struct StrictJSONDecoder: RequestDecoder {
                 "the body holds a number its field cannot take: a fraction where a whole number belongs, or one too "
                     + "large or too finely divided")
         } catch let DecodingError.dataCorrupted(context) {
+            let place = Self.place(context.codingPath)
+            // Foundation's words for a string that is no UUID name a Swift type; every route says it this way.
+            if context.debugDescription == "Attempted to decode UUID from invalid UUID string." {
+                throw APIError.badRequest("\(place) must be a UUID")
+            }
             let detail = context.debugDescription.isEmpty ? "" : ": \(context.debugDescription)"
-            throw APIError.badRequest("\(Self.place(context.codingPath)) is malformed\(detail)")
+            throw APIError.badRequest("\(place) is malformed\(detail)")
         }
     }
 

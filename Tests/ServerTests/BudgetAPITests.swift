@@ -126,8 +126,12 @@ struct BudgetAPITests {
                 // Beyond what Decimal reads: the decoder says only that it cannot parse the body.
                 (#"{"name":"X","amount":1e128}"#, "the body holds a number its field cannot take"),
                 (#"{"name":"X","amount":1e-129}"#, "the body holds a number its field cannot take"),
+                // Said as every route says it, not in Foundation's words about a Swift type.
+                (#"{"scenario_id":"nope","items":[]}"#, "scenario_id must be a UUID"),
+                (#"{"scenario_id":"\#(scenarioID)","items":["\#(scenarioID)","x"]}"#, "items[1] must be a UUID"),
             ] {
-                let (status, answer) = try await post("/expenses", body, owner)
+                let path = body.contains("items") ? "/expenses/\(expenseID)/allocations" : "/expenses"
+                let (status, answer) = try await post(path, body, owner)
                 let said = (answer["error"] as? [String: Any])?["message"] as? String ?? ""
                 #expect(status == .badRequest && said.hasPrefix(message), "\(body): \(said)")
             }
