@@ -24,8 +24,12 @@ extension RBAC {
             help: ArgumentHelp("Only entries from this instant on: 2026-11-22T10:00Z, or a date.", valueName: "instant")
         )
         var since: Instant?
-        @Option(help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
-        @Option(help: ArgumentHelp("Only entries older than this one (its ID).", valueName: "id")) var before: Int64?
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("Only the newest n entries (still oldest first).", valueName: "n")) var tail: Int?
+        @Option(
+            parsing: .unconditional, help: ArgumentHelp("Only entries older than this one (its ID).", valueName: "id"))
+        var before: Int64?
         @OptionGroup var actor: ActorOptions
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var output: OutputOptions

@@ -17,7 +17,9 @@ extension RBAC {
         @OptionGroup var member: MemberOptions
         @Option(help: "The role: one of the policy's or the couple's own (see rbac roles --couple C).")
         var role: String
-        @Option(help: ArgumentHelp("The membership expires this long from now: 12h, 90d.", valueName: "lifetime"))
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp("The membership expires this long from now: 12h, 90d.", valueName: "lifetime"))
         var expires: Lifetime?
         @Option(help: ArgumentHelp("The membership expires at this instant: 2027-09-30T18:00Z.", valueName: "instant"))
         var until: Instant?

@@ -18,7 +18,8 @@ extension RBAC {
 
                     Example: rbac invitations limit --per-hour 200
                     """)
-            @Option(help: ArgumentHelp("The new limit, 1 to 100000.", valueName: "n")) var perHour: Int?
+            @Option(parsing: .unconditional, help: ArgumentHelp("The new limit, 1 to 100000.", valueName: "n"))
+            var perHour: Int?
             @OptionGroup var options: OperatorOptions
 
             func validate() throws {
@@ -92,6 +93,7 @@ extension RBAC {
                 discussion: "Example: rbac invitations resend --couple C ID --expires 14d")
             @OptionGroup var which: InvitationOptions
             @Option(
+                parsing: .unconditional,
                 help: ArgumentHelp("How long the new link works: 30m, 12h, 7d (at most 365d).", valueName: "lifetime"))
             var expires: Lifetime = Lifetime(argument: "7d")!
             @OptionGroup var acting: ActingOptions

@@ -16,10 +16,12 @@ extension RBAC {
         @Option(help: "The role the invitee will get.") var role: String
         @Option(help: "Only the user with this email address may accept.") var email: String?
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 "How long the link works: 30m, 12h, 7d (at most 365d).", valueName: "lifetime"))
         var expires: Lifetime = Lifetime(argument: "7d")!
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 "The membership accepting creates expires this long after the invitation is made: 90d.",
                 valueName: "lifetime"))

@@ -19,7 +19,8 @@ extension RBAC {
             @Option(
                 help: ArgumentHelp("Only messages of one event type, such as invitation.created.", valueName: "type"))
             var event: String?
-            @Option(help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n")) var limit = 100
+            @Option(parsing: .unconditional, help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n"))
+            var limit = 100
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 

@@ -25,7 +25,7 @@ extension RBAC {
                 """)
 
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
-        @Option(help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
+        @Option(parsing: .unconditional, help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
         @Option(
             help: ArgumentHelp(
                 "Public base URL of invitation links (default $RBAC_PUBLIC_URL, else http://HOST:PORT).",
@@ -33,10 +33,12 @@ extension RBAC {
         var publicURL: String?
         @Flag(help: "Answer every check from the database (no permission or key cache).") var noCache = false
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 "At most this many couples' permission sets are kept in memory.", valueName: "n"))
         var cacheCapacity: Int = 100_000
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 """
                 How long after a change committed elsewhere a cached answer may still ignore it: 20ms to 10s. \
@@ -66,6 +68,7 @@ extension RBAC {
                 """, valueName: "origin"))
         var corsOrigin: [String] = []
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 """
                 On SIGTERM or SIGINT, how long requests in flight may take to be answered before the rest are \
@@ -73,6 +76,7 @@ extension RBAC {
                 """, valueName: "duration"))
         var drainTimeout: ShortDuration = ShortDuration(argument: "10s")!
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 """
                 Close a connection after this long with no answer owed and nothing sent, or with a request's \
@@ -81,6 +85,7 @@ extension RBAC {
                 """, valueName: "duration"))
         var idleTimeout: ShortDuration = ShortDuration(argument: "60s")!
         @Option(
+            parsing: .unconditional,
             help: ArgumentHelp(
                 """
                 How often to record expired memberships and invitations in the audit logs and the outbox, and \

@@ -19,7 +19,8 @@ extension RBAC {
 
                 Example: rbac sweep --keep-sent 1d
                 """)
-        @Option(help: "Record at most this many of each kind in one go (1 to 100000).") var limit: Int = 1000
+        @Option(parsing: .unconditional, help: "Record at most this many of each kind in one go (1 to 100000).")
+        var limit: Int = 1000
         @OptionGroup var keeping: OutboxKeepingOptions
         @OptionGroup var options: OperatorOptions
 

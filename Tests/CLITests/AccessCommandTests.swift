@@ -29,6 +29,11 @@ extension CLITests {
             #expect(past.status == 2 && past.stderr.contains("is not in the future"), "\(past.stderr)")
             let zero = try await run(["grant"] + pia + ["--role", "viewer", "--expires", "0d"])
             #expect(zero.status == 2 && zero.stderr.contains("--expires must be at least 1m, not 0d"), "\(zero.stderr)")
+            // A value that starts with a dash is still the option's value, refused as itself.
+            let negative = try await run(["grant"] + pia + ["--role", "viewer", "--expires", "-1d"])
+            #expect(
+                negative.status == 2 && negative.stderr.contains("The value '-1d' is invalid for '--expires"),
+                "\(negative.stderr)")
             let owner = try await run(["grant"] + pia + ["--role", "owner", "--expires", "1d"])
             #expect(owner.status == 2 && owner.stderr.contains("owner's membership cannot expire"), "\(owner.stderr)")
             let garbled = try await run(["grant"] + pia + ["--role", "viewer", "--until", "next tuesday"])

@@ -401,6 +401,7 @@ struct CLITests {
             for (options, message) in [
                 (["--limit", "0"], "--limit must be from 1 to 1000, not 0"),
                 (["--limit", "1001"], "--limit must be from 1 to 1000, not 1001"),
+                (["--limit", "-3"], "--limit must be from 1 to 1000, not -3"),
                 (["--after", "00000000-0000-0000-0000-000000000000"], "--after needs --limit: it picks a page"),
                 (["--limit", "2", "--after", "1; DROP TABLE users"], "--after \"1; DROP TABLE users\" is not an id"),
             ] {

@@ -70,6 +70,7 @@ struct OutputOptions: ParsableArguments {
 /// `--limit` and `--after` for listings that the API pages: one page instead of every entry.
 struct PageOptions: ParsableArguments {
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp("Only one page of at most n entries (1 to 1000); without it, every entry.", valueName: "n"))
     var limit: Int?
     @Option(

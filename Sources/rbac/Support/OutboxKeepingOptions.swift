@@ -3,10 +3,12 @@ import ArgumentParser
 /// How long the sweep keeps settled outbox messages, for `rbac outbox list`, before it deletes them.
 struct OutboxKeepingOptions: ParsableArguments {
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Delete a sent outbox message this long after its delivery (30m, 12h, 7d).", valueName: "lifetime"))
     var keepSent = Lifetime(argument: "7d")!
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             """
             Delete a dead outbox message this long after its last attempt (30m, 12h, 7d); until then rbac outbox \

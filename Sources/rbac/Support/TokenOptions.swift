@@ -28,7 +28,9 @@ struct TokenOptions: ParsableArguments {
     var jwtIssuer: [String] = []
     @Option(help: ArgumentHelp("An accepted aud (repeatable); a token must name one of them.", valueName: "audience"))
     var jwtAudience: [String] = []
-    @Option(help: ArgumentHelp("How far exp, nbf and iat may be off: 0s to 300s.", valueName: "duration"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("How far exp, nbf and iat may be off: 0s to 300s.", valueName: "duration"))
     var jwtLeeway: RBAC.ShortDuration = RBAC.ShortDuration(argument: "60s")!
     @Option(
         help: ArgumentHelp(
