@@ -102,12 +102,16 @@ extension HTTPFields {
 }
 
 /// Refuses with 415 a JSON route's body declared as something else (`text/plain`, a form) or in a content coding
-/// (gzip): what a client says it sent is not read as plain JSON behind its back.
+/// (gzip): what a client says it sent is not read as plain JSON behind its back. A body declared empty holds
+/// nothing to read either way, and clients label one anyway (`curl -d ''` and Python's urllib as a form), so its
+/// labels are not looked at: a route that takes no body is not refused for them.
 struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard [.post, .put, .patch].contains(request.method) else { return try await next(request, context) }
+        guard [.post, .put, .patch].contains(request.method), request.headers[.contentLength] != "0" else {
+            return try await next(request, context)
+        }
         guard request.headers.declaresJSONOrNothing else {
             throw APIError(
                 .unsupportedMediaType, code: .unsupportedMediaType,
