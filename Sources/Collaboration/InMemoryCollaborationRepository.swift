@@ -662,11 +662,18 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
     }
 
-    /// The permissions, sorted and without repeats, after checking each is one some role of the policy grants.
+    /// The permissions, sorted and without repeats, after checking each is one some role of the policy grants and
+    /// a couple's role may grant (not couple.transfer, which goes with ownership), as `rbac.known_permissions`.
     private func requireRegistered(_ permissions: [Permission]) throws -> [Permission] {
         let known = Set(roleDefinitions.values.flatMap(\.permissions))
         if let unknown = permissions.first(where: { !known.contains($0) }) {
             throw CollaborationError(.invalidInput, "unknown permission \"\(unknown)\"")
+        }
+        if permissions.contains(Permission(rawValue: "couple.transfer")!) {
+            throw CollaborationError(
+                .invalidInput,
+                "couple.transfer goes with ownership: a couple's role cannot grant it; make the member an owner "
+                    + "instead (the owner role), or hand the couple over to them")
         }
         return Set(permissions).sorted { $0.rawValue < $1.rawValue }
     }

@@ -33,10 +33,13 @@ SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', 'x', ARRAY['budget.view'])$$, 'RBDEN',
                  NULL, 'a planner (no roles.manage) cannot author roles');
 SELECT pg_temp.act_as('paul');
-SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'heir', 'x', ARRAY['couple.transfer'])$$,
+SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'heir', 'x', ARRAY['couple.delete'])$$,
                  'RBESC', NULL, 'a partner cannot author a role with a permission they lack');
 SELECT pg_temp.act_as_operator();
-SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'heir', 'May hand the couple over', ARRAY['couple.transfer']);
+SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'heir', 'x', ARRAY['couple.transfer'])$$,
+                 'RBINV', 'couple.transfer goes with ownership: a couple''s role cannot grant it',
+                 'no one authors a role granting couple.transfer, which hands over nothing one does not own');
+SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'heir', 'May delete the couple', ARRAY['couple.delete']);
 SELECT is((SELECT count(*)::int FROM couple_roles WHERE couple_id = pg_temp.id('Olivia & Paul')), 2,
           'refusals created nothing; the operator authors anything');
 SELECT results_eq($$SELECT name, couple_defined FROM couple_roles(pg_temp.id('Olivia & Paul'))$$,
@@ -75,9 +78,17 @@ SELECT throws_ok($$INSERT INTO memberships (couple_id, user_id, role) VALUES (pg
 -- Editing.
 SELECT pg_temp.act_as('paul');
 CREATE TEMPORARY TABLE before_edit AS SELECT revision FROM couples WHERE id = pg_temp.id('Olivia & Paul');
-SELECT throws_ok($$SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', NULL, ARRAY['budget.view', 'couple.transfer'])$$,
+SELECT throws_ok($$SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', NULL, ARRAY['budget.view', 'couple.delete'])$$,
                  'RBESC', NULL, 'an editor cannot make a held role grant what they lack');
+SELECT ok(NOT pg_temp.can('vera', 'couple.delete'), 'and the holder gained nothing');
+SELECT pg_temp.act_as('olivia');
+SELECT throws_ok($$SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', NULL, ARRAY['budget.view', 'couple.transfer'])$$,
+                 'RBINV', NULL, 'nor can an owner make a role grant couple.transfer');
+SELECT throws_ok($$INSERT INTO couple_role_permissions (couple_id, role, permission)
+                   VALUES (pg_temp.id('Olivia & Paul'), 'mom', 'couple.transfer')$$,
+                 '23514', NULL, 'nor raw SQL');
 SELECT ok(NOT pg_temp.can('vera', 'couple.transfer'), 'and the holder gained nothing');
+SELECT pg_temp.act_as('paul');
 SELECT results_eq($$SELECT permissions FROM edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', NULL,
                                                             ARRAY['budget.view', 'guests.view', 'guests.edit'])$$,
                   $$VALUES (ARRAY['budget.view', 'guests.edit', 'guests.view'])$$, 'a partner edits it within their own');

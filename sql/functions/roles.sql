@@ -105,7 +105,8 @@ BEGIN
     RETURN v_role;
 END $$;
 
--- p_permissions, sorted and without repeats, after checking each is in the registry.
+-- p_permissions, sorted and without repeats, after checking each is in the registry and is one a couple's role
+-- may grant: every one but couple.transfer, which goes with ownership (sql/0025_transfer_with_ownership.sql).
 CREATE OR REPLACE FUNCTION rbac.known_permissions(p_permissions text[]) RETURNS text[]
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -118,6 +119,10 @@ BEGIN
     IF v_unknown IS NOT NULL THEN
         RAISE EXCEPTION 'unknown permission "%"; valid permissions: %', v_unknown,
             (SELECT string_agg(name, ', ' ORDER BY name) FROM permissions) USING ERRCODE = 'RBINV';
+    END IF;
+    IF 'couple.transfer' = ANY (p_permissions) THEN
+        RAISE EXCEPTION 'couple.transfer goes with ownership: a couple''s role cannot grant it' USING ERRCODE = 'RBINV',
+            HINT = 'make the member an owner instead (the owner role), or hand the couple over to them';
     END IF;
     RETURN ARRAY(SELECT DISTINCT p FROM unnest(p_permissions) p ORDER BY p);
 END $$;
