@@ -420,12 +420,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     public func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) throws -> Membership {
+        // Only the owner role holds couple.transfer here (`PolicyDocument.flattened`, `requireRegistered`).
         let acting = try requirePermission(couple, "couple.transfer", actor)
-        if let acting, memberships[couple]?[acting]?.membership.role != .owner {
-            throw CollaborationError(
-                .permissionDenied,
-                "permission denied: only an owner hands over couple \(couple.uuidString.lowercased())")
-        }
         guard let target = memberships[couple]?[newOwner]?.membership else {
             throw CollaborationError(.notFound, "user \(newOwner) is not a member of couple \(couple)")
         }
@@ -669,7 +665,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         if let unknown = permissions.first(where: { !known.contains($0) }) {
             throw CollaborationError(.invalidInput, "unknown permission \"\(unknown)\"")
         }
-        if permissions.contains(Permission(rawValue: "couple.transfer")!) {
+        if permissions.contains(.transfer) {
             throw CollaborationError(
                 .invalidInput,
                 "couple.transfer goes with ownership: a couple's role cannot grant it; make the member an owner "

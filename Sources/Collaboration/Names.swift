@@ -33,6 +33,9 @@ public struct RoleName: CheckedName, Hashable, Sendable, Codable {
 /// A permission string, `area.action`, such as `budget.edit`.
 public struct Permission: CheckedName, Hashable, Sendable, Codable {
     public static let shape = "a permission (area.action, e.g. budget.edit; at most 100 characters)"
+    /// Handing the couple over: it goes with ownership, so the owner role alone holds it (`apply_policy`, and no
+    /// couple's own role grants it).
+    public static let transfer = Permission(rawValue: "couple.transfer")!
     public let rawValue: String
 
     public init?(rawValue: String) {

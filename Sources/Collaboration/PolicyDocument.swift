@@ -47,7 +47,7 @@ public struct PolicyDocument: Sendable, Decodable {
     }
 
     /// Each role with its effective permissions (its own and its ancestors'). Throws `invalidPolicy` naming
-    /// every unknown permission or role and any inheritance cycle.
+    /// every unknown permission or role, any inheritance cycle, and roles but the owner that hold couple.transfer.
     public func flattened() throws(CollaborationError) -> [RoleDefinition] {
         var problems: [String] = []
         for (name, role) in roles.sorted(by: { $0.key < $1.key }) {
@@ -84,6 +84,14 @@ public struct PolicyDocument: Sendable, Decodable {
                     name: roleName, rank: role.rank, description: role.description,
                     permissions: effective.sorted().compactMap(Permission.init(rawValue:)),
                     grants: (role.grants ?? []).compactMap(RoleName.init(rawValue:))))
+        }
+        // couple.transfer goes with ownership, as `apply_policy` holds it.
+        let transferring = definitions.filter { $0.name != .owner && $0.permissions.contains(.transfer) }
+        guard transferring.isEmpty else {
+            throw CollaborationError(
+                .invalidPolicy,
+                "invalid policy: couple.transfer goes with ownership, and only \"owner\" may hold it, not: "
+                    + transferring.map(\.name.rawValue).sorted().joined(separator: ", "))
         }
         return definitions.sorted { $0.rank < $1.rank }
     }

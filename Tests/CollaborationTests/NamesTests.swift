@@ -190,6 +190,19 @@ struct PolicyDocumentTests {
                        "b": {"rank": 2, "description": "", "inherits": ["owner"]}}}
             """)
         #expect(throws: CollaborationError.self) { try cycle.flattened() }
+        // couple.transfer goes with ownership, inherited or not.
+        let transferring = try document(
+            """
+            {"permissions": {"couple.transfer": ""},
+             "roles": {"owner": {"rank": 1, "description": "", "permissions": ["couple.transfer"]},
+                       "heir": {"rank": 2, "description": "", "inherits": ["owner"]}}}
+            """)
+        #expect {
+            try transferring.flattened()
+        } throws: {
+            ($0 as? CollaborationError)?.message
+                == "invalid policy: couple.transfer goes with ownership, and only \"owner\" may hold it, not: heir"
+        }
     }
 
     @Test("the shipped policy is valid and has the four roles")

@@ -24,6 +24,14 @@ SELECT throws_like(
     $$SELECT apply_policy(jsonb_set(jsonb_set((SELECT policy FROM base), '{roles,viewer,inherits}', '["planner"]'),
                                     '{roles,planner,inherits}', '["viewer"]'))$$,
     '%roles inherit from themselves: planner, viewer%', 'an inheritance cycle is named');
+-- couple.transfer goes with ownership: transfer_ownership refuses anyone else, whom a check would tell "allowed".
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_insert((SELECT policy FROM base), '{roles,partner,permissions,0}', '"couple.transfer"'))$$,
+    '%couple.transfer goes with ownership, and only "owner" may hold it, not: partner%',
+    'a role but the owner given couple.transfer is named');
+SELECT throws_like(
+    $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,viewer,inherits}', '["owner"]'))$$,
+    '%only "owner" may hold it, not: viewer%', 'and so is one that inherits it');
 SELECT throws_like(
     $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,owner}')$$,
     '%must define the "owner" role%', 'the owner role is required');

@@ -182,8 +182,8 @@ END $$;
 -- Makes p_new_owner (an active member) an owner, then gives the previous owner(s) p_previous_owner_role:
 -- the acting owner, or for the operator every other owner. One statement after the other in one
 -- transaction, so the couple always has an owner. A user hands over only what they own: couple.transfer held
--- through another role (a couple's own) would otherwise make owners, who hold every permission, without the
--- actor giving anything up.
+-- through another role (neither the policy nor a couple's own role gives it so, but raw SQL could) would
+-- otherwise make owners, who hold every permission, without the actor giving anything up.
 CREATE OR REPLACE FUNCTION public.transfer_ownership(
     p_couple_id uuid, p_new_owner uuid, p_previous_owner_role text DEFAULT 'partner'
 ) RETURNS memberships

@@ -6,9 +6,9 @@
 --                        "permissions": ["couple.delete", ...], "grants": ["owner", "partner", ...]}, ...}}
 -- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent, and it
 -- writes only what differs, so applying an unchanged policy changes nothing and notifies no cache. Raises
--- RBPOL naming every key it does not take, unknown permission or role, an inheritance cycle, or a removed role
--- still held. It reads memberships and invitations only for roles it removes, so its cost does not grow with the
--- couples.
+-- RBPOL naming every key it does not take, unknown permission or role, an inheritance cycle, a role but owner
+-- holding couple.transfer, or a removed role still held. It reads memberships and invitations only for roles
+-- it removes, so its cost does not grow with the couples.
 CREATE OR REPLACE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -109,6 +109,15 @@ BEGIN
     IF v_problems IS NOT NULL THEN
         RAISE EXCEPTION 'invalid policy: roles inherit from themselves: %', array_to_string(v_problems, ', ')
             USING ERRCODE = 'RBPOL';
+    END IF;
+    -- couple.transfer goes with ownership: transfer_ownership hands over only what the acting user owns, so
+    -- another role holding it would answer "allowed" to a hand-over its holders are refused.
+    SELECT array_agg(DISTINCT e.role ORDER BY e.role) INTO v_problems
+    FROM policy_effective e JOIN policy_references ref ON ref.role = e.ancestor AND ref.kind = 'permissions'
+    WHERE ref.reference = 'couple.transfer' AND e.role <> 'owner';
+    IF v_problems IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid policy: couple.transfer goes with ownership, and only "owner" may hold it, not: %',
+            array_to_string(v_problems, ', ') USING ERRCODE = 'RBPOL';
     END IF;
 
     INSERT INTO permissions (name, description) SELECT name, description FROM policy_permissions
