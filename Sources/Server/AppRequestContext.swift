@@ -28,5 +28,10 @@ public struct AppRequestContext: RequestContext {
     public static let maxBody = 64 * 1024
     public var maxUploadSize: Int { Self.maxBody }
 
+    /// Whether a body whose `Content-Length` field says `declared` is over `maxBody`, and so refused from its head.
+    static func refuses(declaredLength declared: String?) -> Bool {
+        declared.flatMap { Int($0) }.map { $0 > maxBody } ?? false
+    }
+
     public var requestDecoder: StrictJSONDecoder { StrictJSONDecoder() }
 }

@@ -131,8 +131,9 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > context.maxUploadSize
-        else { return try await next(request, context) }
+        guard AppRequestContext.refuses(declaredLength: request.headers[.contentLength]) else {
+            return try await next(request, context)
+        }
         throw APIError.bodyTooLarge(closing: request.headers[.connection] == "close")
     }
 }

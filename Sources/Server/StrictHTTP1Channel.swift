@@ -73,7 +73,7 @@ private final class RequestHeadRules: ChannelInboundHandler, RemovableChannelHan
         }
         let unwanted =
             head.headers.contains(name: "expect")
-            && head.headers["content-length"].first.flatMap({ Int($0) }).map { $0 > AppRequestContext.maxBody } == true
+            && AppRequestContext.refuses(declaredLength: head.headers["content-length"].first)
         guard unwanted || !head.isKeepAlive && head.headers["connection"] != ["close"] else {
             return context.fireChannelRead(data)
         }

@@ -120,17 +120,20 @@ struct BudgetAPITests {
                         == #"{"error":{"code":"invalid_input","message":"amount must be a number, e.g. 1250 or 99.90"}}"#,
                     "an error names what the field takes, in the one shape every error has")
             }
-            for (body, message) in [
-                (#"{"name":"X","amount":null}"#, "amount must be a number, e.g. 1250 or 99.90"),
-                (#"{"name":"X"}"#, #"the body lacks "amount""#),
+            let allocations = "/expenses/\(expenseID)/allocations"
+            for (path, body, message) in [
+                ("/expenses", #"{"name":"X","amount":null}"#, "amount must be a number, e.g. 1250 or 99.90"),
+                ("/expenses", #"{"name":"X"}"#, #"the body lacks "amount""#),
                 // Beyond what Decimal reads: the decoder says only that it cannot parse the body.
-                (#"{"name":"X","amount":1e128}"#, "the body holds a number its field cannot take"),
-                (#"{"name":"X","amount":1e-129}"#, "the body holds a number its field cannot take"),
+                ("/expenses", #"{"name":"X","amount":1e128}"#, "the body holds a number its field cannot take"),
+                ("/expenses", #"{"name":"X","amount":1e-129}"#, "the body holds a number its field cannot take"),
                 // Said as every route says it, not in Foundation's words about a Swift type.
-                (#"{"scenario_id":"nope","items":[]}"#, "scenario_id must be a UUID"),
-                (#"{"scenario_id":"\#(scenarioID)","items":["\#(scenarioID)","x"]}"#, "items[1] must be a UUID"),
+                (allocations, #"{"scenario_id":"nope","items":[]}"#, "scenario_id must be a UUID"),
+                (
+                    allocations, #"{"scenario_id":"\#(scenarioID)","items":["\#(scenarioID)","x"]}"#,
+                    "items[1] must be a UUID"
+                ),
             ] {
-                let path = body.contains("items") ? "/expenses/\(expenseID)/allocations" : "/expenses"
                 let (status, answer) = try await post(path, body, owner)
                 let said = (answer["error"] as? [String: Any])?["message"] as? String ?? ""
                 #expect(status == .badRequest && said.hasPrefix(message), "\(body): \(said)")
