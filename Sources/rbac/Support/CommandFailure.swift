@@ -3,9 +3,8 @@ import Foundation
 import Postgres
 import Storage
 
-/// The process exit codes `rbac --help` documents.
+/// The exit codes of a failure, as `rbac --help` documents them (success exits 0).
 enum ExitStatus: Int32 {
-    case success = 0
     case denied = 1
     case usage = 2
     case notFound = 3
@@ -16,7 +15,6 @@ enum ExitStatus: Int32 {
     /// where it has one, and `conflict` for the state of the database or its migrations.
     var code: String {
         switch self {
-        case .success: "ok"
         case .denied: CollaborationError.Code.permissionDenied.rawValue
         case .usage: CollaborationError.Code.invalidInput.rawValue
         case .notFound: CollaborationError.Code.notFound.rawValue
