@@ -24,6 +24,8 @@ SELECT throws_ok(format('SELECT delete_user(%L)', pg_temp.id('solo')), 'RBLST',
 SELECT pg_temp.act_as_operator();
 SELECT throws_ok($$SELECT delete_user('00000000-0000-0000-0000-000000000000')$$, 'RBNFD',
                  'user 00000000-0000-0000-0000-000000000000 does not exist', 'an unknown user is RBNFD');
+SELECT throws_ok($$SELECT delete_user(NULL)$$, 'RBNFD', 'user (null) does not exist',
+                 'no user is RBNFD, named as every function names it');
 SELECT results_eq($$SELECT count(*)::int FROM users$$, ARRAY[5], 'the refusals deleted nobody');
 SELECT results_eq($$SELECT count(*)::int FROM memberships$$, ARRAY[6], 'and removed no member');
 

@@ -95,7 +95,7 @@ BEGIN
     END IF;
     DELETE FROM users WHERE id = p_user_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'user % does not exist', p_user_id USING ERRCODE = 'RBNFD';
+        RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
     END IF;
     PERFORM set_config('rbac.erasing', p_user_id::text, true);
     -- The ids the entries hold as operator_audit_log_people indexes them; rbac.erased says which it names, and
