@@ -260,7 +260,8 @@ struct ManagementAPIController {
     private static func instant(_ text: String?, _ field: String) throws -> Date? {
         try text.map { text in
             guard let date = Tenancy.instant(parsing: text) else {
-                throw APIError.badRequest("\(field) must be an ISO 8601 instant with a zone, such as 2026-09-30T18:00Z")
+                throw APIError.badRequest(
+                    "\(field) must be an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC)")
             }
             return date
         }

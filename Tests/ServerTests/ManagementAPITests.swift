@@ -209,6 +209,10 @@ struct ManagementAPITests {
             for refused in ["?tail=0", "?tail=1001", "?since=yesterday", "?before=x", "?before=-1", "?before=1e3"] {
                 #expect(try await send(.get, path + "/audit" + refused, as: partner).0 == .badRequest, "\(refused)")
             }
+            let (_, refusal) = try await send(.get, path + "/audit?since=yesterday", as: partner)
+            #expect(refusal.contains("(2026-09-30T18:00Z) or a date (midnight UTC)"), "what is taken: \(refusal)")
+            let (_, day) = try await send(.get, path + "/audit?since=2000-01-01", as: partner)
+            #expect(day == whole, "a date is its midnight UTC")
             #expect(try await send(.get, path + "/audit?before=999999999", as: partner).0 == .notFound)
             // Paged back one at a time from the newest: each page's next_before is where the page before it ends.
             func entries(_ body: String) throws -> (ids: [Int64], nextBefore: Int64?) {
