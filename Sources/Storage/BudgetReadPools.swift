@@ -11,6 +11,7 @@ public final class BudgetReadPools: Sendable {
     private let maxConnectionsPerWorker: Int
     private let idleWorkerLifetime: Duration
     private let unreachable: @Sendable (String) -> Void
+    private let now: @Sendable () -> ContinuousClock.Instant
     private let state = Mutex(State())
 
     private struct Node: Hashable, Sendable, CustomStringConvertible {
@@ -41,7 +42,7 @@ public final class BudgetReadPools: Sendable {
     /// At most this many couples' nodes are remembered; past it, the list starts again.
     static let remembered = 100_000
     /// How long a worker this service could not reach is left alone before it is tried again.
-    static let setAsideFor: Duration = .seconds(30)
+    public static let setAsideFor: Duration = .seconds(30)
     /// Seconds to wait for a worker's connection before reading through the coordinator instead: libpq's
     /// shortest, as the coordinator answers the same read, only slower.
     static let workerConnectTimeout = 2
@@ -49,14 +50,16 @@ public final class BudgetReadPools: Sendable {
     /// `unreachable` hears, once each time it happens, that a worker is set aside and why. A worker's pool
     /// that no read has used for `idleWorkerLifetime` is closed, so that a node that no longer holds any
     /// couple's budget (after a rebalance, or taken out of the cluster) is left no connections; the next read
-    /// sent there opens it again.
+    /// sent there opens it again. `now` is the clock these lifetimes are measured by.
     public init(
         coordinator: PostgresConnectionPool, maxConnectionsPerWorker: Int = 8,
-        idleWorkerLifetime: Duration = .seconds(300), unreachable: @escaping @Sendable (String) -> Void = { _ in }
+        idleWorkerLifetime: Duration = .seconds(300), unreachable: @escaping @Sendable (String) -> Void = { _ in },
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
         self.coordinator = coordinator
         self.maxConnectionsPerWorker = maxConnectionsPerWorker
         self.idleWorkerLifetime = idleWorkerLifetime
+        self.now = now
         self.unreachable = unreachable
     }
 
@@ -81,7 +84,7 @@ public final class BudgetReadPools: Sendable {
 
     /// `couple`'s node (nil: the coordinator), looked up on the coordinator at most once a minute per couple.
     private func node(of couple: UUID) async throws -> Node? {
-        let now = ContinuousClock.now
+        let now = self.now()
         if let known = state.withLock({ $0.nodes[couple] }), now - known.at < Self.lookupLifetime {
             return known.node
         }
@@ -97,7 +100,7 @@ public final class BudgetReadPools: Sendable {
 
     /// The pool of `node`, or nil while it is set aside.
     private func worker(_ node: Node) -> PostgresConnectionPool? {
-        let now = ContinuousClock.now
+        let now = self.now()
         return state.withLock { state in
             if let until = state.setAside[node] {
                 guard now >= until else { return nil }
@@ -123,7 +126,7 @@ public final class BudgetReadPools: Sendable {
     /// Reads look the pools over only once the oldest of them may have gone idle, which a use since then
     /// moves on; a read holds its pool for far less than the lifetime, so none is closed under one.
     private func closeIdleWorkers() async {
-        let now = ContinuousClock.now
+        let now = self.now()
         let idle = state.withLock { state -> [PostgresConnectionPool] in
             guard let sweepAt = state.sweepAt, now >= sweepAt else { return [] }
             let idle = state.workers.filter { now - $0.value.used >= idleWorkerLifetime }
@@ -136,7 +139,7 @@ public final class BudgetReadPools: Sendable {
 
     private func setAside(_ node: Node, because error: PostgresError) {
         let isNew = state.withLock {
-            $0.setAside.updateValue(ContinuousClock.now + Self.setAsideFor, forKey: node) == nil
+            $0.setAside.updateValue(self.now() + Self.setAsideFor, forKey: node) == nil
         }
         guard isNew else { return }
         unreachable(

@@ -270,14 +270,7 @@ struct OverviewFallbackTests {
 
 @Suite("The registry of per-couple actors")
 struct BudgetRegistryTests {
-    final class Clock: Sendable {
-        let start = ContinuousClock.now
-        let offset = Mutex<Duration>(.zero)
-        var now: ContinuousClock.Instant { start + offset.withLock { $0 } }
-        func advance(_ by: Duration) { offset.withLock { $0 += by } }
-    }
-
-    private func registry(capacity: Int, clock: Clock) throws -> BudgetRegistry {
+    private func registry(capacity: Int, clock: SteppedClock) throws -> BudgetRegistry {
         let roles = try PolicyDocument.load(from: repositoryRoot.appendingPathComponent("policies/policy.json"))
             .flattened()
         let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: roles))
@@ -289,7 +282,7 @@ struct BudgetRegistryTests {
 
     @Test("one actor per couple, made on first use; idle ones are dropped, busy ones never")
     func lifecycle() async throws {
-        let clock = Clock()
+        let clock = SteppedClock()
         let registry = try registry(capacity: 2, clock: clock)
         let (a, b, c) = (UUID(), UUID(), UUID())
         let first = try await registry.with(a) { $0 }
@@ -314,7 +307,7 @@ struct BudgetRegistryTests {
 
     @Test("idle actors are swept out by any couple's traffic, not only when a new couple comes")
     func idleSweep() async throws {
-        let clock = Clock()
+        let clock = SteppedClock()
         let registry = try registry(capacity: 10, clock: clock)
         let (a, b) = (UUID(), UUID())
         let first = try await registry.with(a) { $0 }

@@ -323,7 +323,10 @@ struct BudgetStorageTests {
                 RETURNS SETOF record LANGUAGE sql AS $$ SELECT '127.0.0.1', \(literal: String(listener.port))::int $$
                 """)
             let reports = Mutex<[String]>([])
-            let reads = BudgetReadPools(coordinator: pool) { report in reports.withLock { $0.append(report) } }
+            let clock = SteppedClock()
+            let reads = BudgetReadPools(
+                coordinator: pool, unreachable: { report in reports.withLock { $0.append(report) } },
+                now: { clock.now })
             try await ensuring {
                 let admin = Actor.operator(label: "t")
                 let checker = PermissionChecker(repository: PostgresCollaborationRepository(pool: pool))
@@ -355,6 +358,15 @@ struct BudgetStorageTests {
                 let said = reports.withLock { $0 }
                 #expect(said.count == 1)
                 #expect(said.allSatisfy { $0.contains("worker 127.0.0.1:\(listener.port) go through the coordinator") })
+
+                // Its while over, the worker is tried again: the read is answered, and the worker set aside again.
+                clock.advance(BudgetReadPools.setAsideFor)
+                let couple = try await pool.newCouple(members: [])
+                let one = try await reads.read(couple) {
+                    try await $0.query("SELECT 1 AS one")[0].decode("one", as: Int32.self)
+                }
+                #expect(one == 1)
+                #expect(reports.withLock { $0.count } == 2, "set aside anew, and said so")
             } finally: {
                 await reads.close()
             }
@@ -374,27 +386,25 @@ struct BudgetStorageTests {
                 RETURNS SETOF record LANGUAGE sql
                 AS $$ SELECT '127.0.0.1', current_setting('port')::int WHERE p_couple = \(literal: "\(stored)") $$
                 """)
-            let lifetime = Duration.seconds(2)
-            let created = ContinuousClock.now
-            let reads = BudgetReadPools(coordinator: pool, idleWorkerLifetime: lifetime)
+            let (clock, lifetime) = (SteppedClock(), Duration.seconds(300))
+            let reads = BudgetReadPools(coordinator: pool, idleWorkerLifetime: lifetime, now: { clock.now })
             try await ensuring {
-                // The worker's pool is opened halfway through the reads' first lifetime, and another read comes at
-                // its end, before the pool has been idle that long: the pool still closes a lifetime after its use.
-                try await Task.sleep(until: created + lifetime / 2, clock: .continuous)
-                let started = ContinuousClock.now
+                // The worker's pool is opened halfway through the reads' first lifetime, and other reads come at
+                // its end and a second before the pool has been idle that long: it closes a lifetime after its use.
+                clock.advance(lifetime / 2)
                 let worker = try await reads.read(stored) { $0 }
-                let used = ContinuousClock.now
                 #expect(worker !== pool)
                 let session: Int32 = try await worker.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
                 func open() async throws -> Bool {
                     try await pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(session)").count == 1
                 }
-                // Read within the lifetime: the worker's pool stays open.
-                try await Task.sleep(until: created + lifetime, clock: .continuous)
-                #expect(try await reads.read(other) { $0 } === pool)
-                if ContinuousClock.now - started < lifetime { #expect(try await open()) }
+                for step in [lifetime / 2, lifetime / 2 - .seconds(1)] {
+                    clock.advance(step)
+                    #expect(try await reads.read(other) { $0 } === pool)
+                    #expect(try await open(), "idle for less than its lifetime: the worker's pool stays open")
+                }
 
-                try await Task.sleep(until: used + lifetime, clock: .continuous)
+                clock.advance(.seconds(1))
                 // The next read, of any couple, closes the idle pool; its session ends.
                 #expect(try await reads.read(other) { $0 } === pool)
                 await #expect(throws: PostgresError.self) { try await worker.query("SELECT 1") }
