@@ -213,6 +213,46 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a couple's role written at once by raw SQL and by the functions: the set checks read is what it grants")
+    func coupleRoleSetUnderRace() async throws {
+        var finals = Set<String>()
+        try await everyRound(maxConnections: 3) { pool, _ in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            let helper = RoleName(rawValue: "helper")!
+            _ = try await repository.createRole(
+                couple: couple, name: helper, description: "Helps",
+                permissions: [Permission(rawValue: "guests.view")!], as: .operator(label: "test"))
+            @Sendable func add(_ permission: String) async throws {
+                _ = try await pool.query(
+                    """
+                    INSERT INTO couple_role_permissions (couple_id, role, permission)
+                    VALUES (\(couple), 'helper', \(permission))
+                    """)
+            }
+            let outcomes = try await race([
+                { try await add("budget.view") }, { try await add("vendors.view") },
+                {
+                    _ = try await repository.editRole(
+                        couple: couple, name: helper, description: nil,
+                        permissions: ["guests.view", "gifts.view"].map { Permission(rawValue: $0)! },
+                        as: .operator(label: "test"))
+                },
+            ])
+            #expect(outcomes == [.success, .success, .success])
+            let (granted, kept): (String, String?) = try await pool.query(
+                """
+                SELECT (SELECT string_agg(permission, ' ' ORDER BY permission) FROM couple_role_permissions
+                        WHERE couple_id = \(couple) AND role = 'helper') AS granted,
+                       (SELECT permissions FROM couple_role_sets WHERE couple_id = \(couple) AND role = 'helper') AS kept
+                """
+            ).map { (try $0.decode("granted"), try $0.decode("kept")) }[0]
+            #expect(kept == granted, "the set checks read is the role's rows")
+            finals.insert(granted)
+        }
+        #expect(finals.count >= 2, "the edit should land before and after the raw writes: \(finals)")
+    }
+
     @Test("a user deleted while inviting and renaming themself: each lands before the deletion or is refused")
     func deleteUserWhileActing() async throws {
         try await raceRounds(maxConnections: 4, "the writes should land on both sides of the deletion") { pool, _ in

@@ -163,5 +163,43 @@ SELECT throws_ok($$SELECT apply_policy(jsonb_set(pg_temp.policy_in_force(), '{ro
                                                  '{"rank": 5, "description": "x", "permissions": []}'))$$,
                  'RBPOL', NULL, 'a policy role named like a couple''s role is refused');
 
+-- What checks read of a couple's roles (couple_role_sets) is what the roles' rows say, however they change.
+CREATE FUNCTION pg_temp.sets_agree() RETURNS boolean LANGUAGE sql AS $$
+    SELECT NOT EXISTS (
+        (SELECT couple_id, role, string_agg(permission, ' ' ORDER BY permission) FROM couple_role_permissions
+         GROUP BY couple_id, role
+         EXCEPT SELECT couple_id, role, permissions FROM couple_role_sets)
+        UNION ALL
+        (SELECT couple_id, role, permissions FROM couple_role_sets
+         EXCEPT SELECT couple_id, role, string_agg(permission, ' ' ORDER BY permission) FROM couple_role_permissions
+         GROUP BY couple_id, role))
+$$;
+CREATE FUNCTION pg_temp.set_of(p_role text) RETURNS text LANGUAGE sql AS $$
+    SELECT permissions FROM couple_role_sets WHERE couple_id = pg_temp.id('Olivia & Paul') AND role = p_role
+$$;
+SELECT ok(pg_temp.sets_agree() AND (SELECT count(*) FROM couple_role_sets) > 0,
+          'after the functions created, edited and deleted roles');
+SELECT is(pg_temp.set_of('usher'), 'guests.view', 'a role''s set is its permissions, sorted and space-separated');
+SELECT ok(NOT EXISTS (SELECT 1 FROM couple_role_sets WHERE role IN ('one_more', 'r_aa')),
+          'a role that grants nothing has none');
+INSERT INTO couple_role_permissions (couple_id, role, permission)
+VALUES (pg_temp.id('Olivia & Paul'), 'usher', 'budget.view'), (pg_temp.id('Olivia & Paul'), 'usher', 'vendors.view');
+SELECT is(pg_temp.set_of('usher'), 'budget.view guests.view vendors.view', 'rows added by raw SQL count');
+UPDATE couple_role_permissions SET permission = 'expenses.view'
+WHERE couple_id = pg_temp.id('Olivia & Paul') AND role = 'usher' AND permission = 'budget.view';
+SELECT is(pg_temp.set_of('usher'), 'expenses.view guests.view vendors.view', 'and rows changed by it');
+UPDATE couple_role_permissions SET role = 'role_author'
+WHERE couple_id = pg_temp.id('Olivia & Paul') AND role = 'usher' AND permission = 'expenses.view';
+SELECT ok(pg_temp.set_of('usher') = 'guests.view vendors.view' AND pg_temp.sets_agree(),
+          'a row moved to another role leaves one set and joins the other');
+DELETE FROM permissions WHERE name = 'vendors.view';
+SELECT ok(pg_temp.set_of('usher') = 'guests.view' AND pg_temp.sets_agree(),
+          'a permission gone from the registry leaves every set');
+DELETE FROM couple_role_permissions WHERE couple_id = pg_temp.id('Olivia & Paul') AND role = 'usher';
+SELECT is(pg_temp.set_of('usher'), NULL, 'a role whose rows are all deleted grants nothing');
+SELECT delete_couple(pg_temp.id('Olivia & Paul'));
+SELECT ok(NOT EXISTS (SELECT 1 FROM couple_role_sets WHERE couple_id = pg_temp.id('Olivia & Paul'))
+          AND pg_temp.sets_agree(), 'a deleted couple''s sets go with it');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -130,10 +130,10 @@ END $$;
 -- What permission caches load, for many (couple, user) pairs in one statement: each member's role, which they
 -- map through role_permission_sets themselves, once per policy revision (aggregating a role's permissions
 -- again for every pair cost several times as much); for a role the couple defined, its permissions, which
--- change with the couple's revision, as one sorted space-separated text (one value to read, and the key under
--- which the server keeps one copy of each distinct set; NULL for a policy role, whose name no couple's role
--- takes, and for a couple's role that grants nothing, which the policy's map then finds nothing for either);
--- and when the membership expires, after which the set must not be used.
+-- change with the couple's revision, as one sorted space-separated text (couple_role_sets: one row to read, and
+-- the key under which the server keeps one copy of each distinct set; NULL for a policy role, whose name no
+-- couple's role takes, and for a couple's role that grants nothing, which the policy's map then finds nothing
+-- for either); and when the membership expires, after which the set must not be used.
 -- The n-th row answers the n-th pair; all rows come from one snapshot. revision is NULL for an unknown couple;
 -- role is NULL unless the membership is in force; policy_revision is the same in every row.
 DROP FUNCTION IF EXISTS public.user_roles(uuid[], uuid[]);
@@ -152,8 +152,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT c.revision, m.role, (SELECT p.revision FROM policy_revision p), m.expires_at,
-           (SELECT string_agg(crp.permission, ' ' ORDER BY crp.permission) FROM couple_role_permissions crp
-            WHERE crp.couple_id = m.couple_id AND crp.role = m.role)
+           (SELECT s.permissions FROM couple_role_sets s WHERE s.couple_id = m.couple_id AND s.role = m.role)
     FROM unnest(p_couple_ids, p_user_ids) WITH ORDINALITY AS pair(couple_id, user_id, n)
     LEFT JOIN couples c ON c.id = pair.couple_id
     LEFT JOIN memberships m ON m.couple_id = pair.couple_id AND m.user_id = pair.user_id
