@@ -30,15 +30,13 @@ extension RBAC {
         @Option(
             parsing: .unconditional, help: ArgumentHelp("Only entries older than this one (its ID).", valueName: "id"))
         var before: Int64?
-        @OptionGroup var actor: ActorOptions
-        @OptionGroup var database: DatabaseOptions
-        @OptionGroup var output: OutputOptions
+        @OptionGroup var acting: ActingOptions
 
         func validate() throws {
             switch (couple, `operator`) {
             case (let couple?, false): _ = try Parse.couple(couple)
             case (nil, true):
-                if actor.actor != nil { throw ValidationError("--actor does not apply to the operator's log") }
+                if acting.actor != nil { throw ValidationError("--actor does not apply to the operator's log") }
             case (_?, true): throw ValidationError("give --couple or --operator, not both")
             case (nil, false): throw ValidationError("give --couple C for a couple's log, or --operator")
             }
@@ -47,11 +45,11 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await CommandContext.run(database) { context in
+            try await acting.run { context, actor in
                 let since = since?.date
                 if couple == nil, tail == nil {
                     // Every entry of a log that grows with every user made: printed as it is read.
-                    var printer = ListingPrinter(json: output.json, columns: Self.columns)
+                    var printer = ListingPrinter(json: acting.output.json, columns: Self.columns)
                     try await forEachPage(id: \.id) { limit, after in
                         try await context.repository.operatorAudit(
                             since: since, before: before, after: after, limit: limit)
@@ -64,7 +62,7 @@ extension RBAC {
                     if let couple {
                         try await context.repository.audit(
                             couple: try Parse.couple(couple), since: since, before: before, last: last,
-                            as: try await context.actor(actor))
+                            as: actor)
                     } else {
                         try await context.repository.operatorAudit(since: since, before: before, last: last)
                     }
@@ -72,7 +70,7 @@ extension RBAC {
                 if let nextBefore {
                     printError("rbac: older entries remain: --before \(nextBefore)")
                 }
-                try output.print(entries, Self.columns.table(entries).rendered)
+                try acting.output.print(entries, Self.columns.table(entries).rendered)
             }
         }
 

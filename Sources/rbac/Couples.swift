@@ -122,8 +122,9 @@ extension RBAC {
             }
 
             func run() async throws {
-                // The owner it may add is recorded under the operator's label, as is the couple without --actor.
-                try await CommandContext.run(acting.database, operatorLabel: acting.actor.label.recorded) { context in
+                // The owner it may add is recorded under the operator's label, as is the couple without --actor;
+                // an unknown --actor is refused before the owner is added.
+                try await acting.run { context, actor in
                     let email = EmailAddress(rawValue: ownerEmail)!
                     let owner: User
                     do {
@@ -133,7 +134,7 @@ extension RBAC {
                             email: email, displayName: try ownerName.map(User.validateDisplayName))
                     }
                     let couple = try await context.repository.createCouple(
-                        name: name, owner: owner.id, as: try await context.actor(acting.actor))
+                        name: name, owner: owner.id, as: actor)
                     try acting.output.print(
                         CoupleReport(couple: couple, owner: owner),
                         "Created couple \"\(couple.name)\" \(couple.id.uuidString.lowercased()) owned by \(owner.email)"

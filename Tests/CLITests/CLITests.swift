@@ -995,6 +995,14 @@ struct CLITests {
             #expect(
                 escaped.status == 2 && escaped.stderr.contains(#"not a domain: 'x\u{1B}[2J.com'"#)
                     && !escaped.stderr.contains("\u{1B}"), "\(escaped.stderr)")
+            // An unknown --actor is refused before the new owner is added.
+            let unknownActor = try await run(
+                [
+                    "couples", "create", "--name", "N", "--owner-email", "ned@example.com", "--actor",
+                    "nobody@example.com",
+                ])
+            #expect(unknownActor.status == 3, "\(unknownActor.stderr)")
+            #expect(!(try await run(["users", "list"]).stdout.contains("ned@example.com")))
             // The refused writes changed nothing.
             #expect(try Self.jsonArray(try await run(["keys", "list", "--json"])).count == 1)
             #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)

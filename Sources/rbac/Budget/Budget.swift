@@ -24,18 +24,22 @@ extension RBAC {
                 Payments.self, Gifts.self, Limits.self,
             ])
 
-        /// The options every budget command takes.
-        struct Options: ParsableArguments {
+        /// The options every budget command takes: the couple, and those of `Acting`, declared here (see there).
+        struct Options: Acting {
             @Option(help: "The couple's id.") var couple: String
-            @OptionGroup var acting: ActingOptions
+            @Option(help: actorHelp) var actor: String?
+            @OptionGroup var label: OperatorLabelOptions
+            @OptionGroup var database: DatabaseOptions
+            @OptionGroup var output: OutputOptions
 
-            var output: OutputOptions { acting.output }
-
-            func validate() throws { _ = try Parse.couple(couple) }
+            func validate() throws {
+                _ = try Parse.couple(couple)
+                try validateActor()
+            }
 
             /// Runs `body` with the couple's budget actor and the acting person.
             func run<T>(_ body: (CoupleBudget, Actor) async throws -> T) async throws -> T {
-                try await acting.run { context, actor in
+                try await run { (context: CommandContext, actor) in
                     let budget = CoupleBudget(
                         couple: try Parse.couple(couple), repository: PostgresBudgetRepository(pool: context.pool),
                         checker: PermissionChecker(repository: context.repository))

@@ -5,15 +5,26 @@ import Postgres
 import Secrets
 import Storage
 
-/// Who acts: by default the operator running the CLI (full rights, recorded under the OS user or
-/// --actor-label); with --actor, that member of the couple, whose permissions and grantable roles apply.
-struct ActorOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Act as this member (user id or email) instead of as the operator.", valueName: "user"))
-    var actor: String?
+/// The options of a command that acts in a couple: who acts (by default the operator running the CLI, with full
+/// rights, recorded under the OS user or --actor-label; with --actor, that member of the couple, whose permissions
+/// and grantable roles apply), the database, the output.
+///
+/// A type of options declares these itself rather than holding `ActingOptions` when it is a group of its
+/// commands' options (the budget's): ArgumentParser's debug builds check each group once per group enclosing it,
+/// so every level of nesting multiplies the time a command takes to start, which the CLI tests pay on every run.
+protocol Acting: ParsableArguments {
+    var actor: String? { get }
+    var label: OperatorLabelOptions { get }
+    var database: DatabaseOptions { get }
+    var output: OutputOptions { get }
+}
 
-    @OptionGroup var label: OperatorLabelOptions
+extension Acting {
+    static var actorHelp: ArgumentHelp {
+        ArgumentHelp("Act as this member (user id or email) instead of as the operator.", valueName: "user")
+    }
 
-    func validate() throws {
+    func validateActor() throws {
         guard let actor else { return }
         try Parse.user(actor)
         // A change made as a member is recorded as that member: a label given too would be silently dropped.
@@ -22,19 +33,23 @@ struct ActorOptions: ParsableArguments {
                 "give --actor or --actor-label, not both: a change made with --actor is recorded as that user")
         }
     }
-}
-
-/// The options of a command that acts in a couple: who acts (the operator, or with --actor a member), the
-/// database, the output.
-struct ActingOptions: ParsableArguments {
-    @OptionGroup var actor: ActorOptions
-    @OptionGroup var database: DatabaseOptions
-    @OptionGroup var output: OutputOptions
 
     /// Runs `body` with the context and the acting person.
     func run<T>(_ body: (CommandContext, Actor) async throws -> T) async throws -> T {
-        try await CommandContext.run(database) { context in try await body(context, try await context.actor(actor)) }
+        try await CommandContext.run(database, operatorLabel: label.recorded) { context in
+            try await body(context, try await context.actor(self))
+        }
     }
+}
+
+/// The acting options as a group of their own, for commands that take them beside their own options.
+struct ActingOptions: Acting {
+    @Option(help: actorHelp) var actor: String?
+    @OptionGroup var label: OperatorLabelOptions
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws { try validateActor() }
 }
 
 /// `--actor-label`: the name the audit logs record for the operator's changes, `operator:<label>`.
@@ -131,7 +146,7 @@ struct CommandContext {
         return url
     }
 
-    func actor(_ options: ActorOptions) async throws -> Actor {
+    func actor(_ options: some Acting) async throws -> Actor {
         if let name = options.actor {
             return .user(try await repository.user(try UserReference(parsing: name)).id)
         }
