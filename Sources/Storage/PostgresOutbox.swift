@@ -363,7 +363,8 @@ public struct PostgresOutbox: Sendable {
         try validate(eventTypes: event.map { [$0] } ?? [])
     }
 
-    private static func validate(eventTypes: [String]) throws(CollaborationError) {
+    /// Refuses an event type the outbox does not know, naming those it does.
+    public static func validate(eventTypes: [String]) throws(CollaborationError) {
         for type in eventTypes where !Self.eventTypes.contains(type) {
             throw CollaborationError(
                 .invalidInput, "unknown event \(quoted(type)); valid: \(Self.eventTypes.joined(separator: ", "))")

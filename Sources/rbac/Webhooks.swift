@@ -31,6 +31,10 @@ extension RBAC {
             @OptionGroup var options: OperatorOptions
 
             func run() async throws {
+                // What was typed is refused before the key is looked for, so that a mistyped URL says so on a
+                // machine that has no key yet.
+                _ = try PostgresOutbox.webhookURL(url)
+                try PostgresOutbox.validate(eventTypes: event)
                 let key = try key.required()
                 try await options.run { context in
                     let (endpoint, secret) = try await PostgresOutbox(pool: context.pool).addWebhook(

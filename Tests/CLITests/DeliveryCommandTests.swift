@@ -18,6 +18,11 @@ struct DeliveryCommandTests {
 
                 let noKey = try await run(["webhooks", "add", "--url", url])
                 #expect(noKey.status == 2 && noKey.stderr.contains("no delivery key"), "\(noKey.stderr)")
+                // What was typed is refused first, key or no key.
+                let plainNoKey = try await run(["webhooks", "add", "--url", "http://example.com/hooks"])
+                #expect(plainNoKey.stderr.contains("must be an https URL"), "\(plainNoKey.stderr)")
+                let typoNoKey = try await run(["webhooks", "add", "--url", url, "--event", "member.created"])
+                #expect(typoNoKey.stderr.contains("unknown event"), "\(typoNoKey.stderr)")
                 let plain = try await run(["webhooks", "add", "--url", "http://example.com/hooks"] + keyed)
                 #expect(plain.status == 2 && plain.stderr.contains("must be an https URL"), "\(plain.stderr)")
                 for refused in [
