@@ -34,10 +34,11 @@ extension Acting {
         }
     }
 
-    /// Runs `body` with the context and the acting person.
+    /// Runs `body` with the context and the acting person: the member --actor names, else the operator.
     func run<T>(_ body: (CommandContext, Actor) async throws -> T) async throws -> T {
         try await CommandContext.run(database, operatorLabel: label.recorded) { context in
-            try await body(context, try await context.actor(self))
+            guard let actor else { return try await body(context, .operator(label: label.recorded)) }
+            return try await body(context, .user(try await context.user(actor).id))
         }
     }
 }
@@ -144,13 +145,6 @@ struct CommandContext {
                 .usage, "\(source) must be an absolute http(s) URL such as https://rbac.example.com\(shown)")
         }
         return url
-    }
-
-    func actor(_ options: some Acting) async throws -> Actor {
-        if let name = options.actor {
-            return .user(try await repository.user(try UserReference(parsing: name)).id)
-        }
-        return .operator(label: options.label.recorded)
     }
 
     /// The OS user running the command: as the login shell named it, else as the user database names the
