@@ -13,10 +13,10 @@
 //   ScaleBenchmark [MINUTES]        (default 10; connection from PGHOST, PGPORT, PGDATABASE, ...)
 //
 // `ScaleBenchmark rates BASELINE OTHER [SECONDS]` instead compares two databases (libpq key=value connection
-// strings) in one run, 32 tasks: warm checks (answered from a cache warmed with 10,000 of the couples) in
-// 3 x SECONDS (default 10) rounds of a second each, alternating between the two, and database-forced ones
-// (uniform over every couple) in three rounds of SECONDS each, alternating; it prints the medians and OTHER
-// against BASELINE (for warm checks, the median of each round against its neighbour). Then users searched for a part
+// strings) in one run, 32 tasks: warm checks (answered from a cache warmed with 10,000 of the couples), then
+// database-forced ones (uniform over every couple), each in 3 x SECONDS (default 10) rounds of a second,
+// alternating between the two; it prints the median rates and, for OTHER against BASELINE, the median of each
+// round against its neighbour, with the lowest and highest of those. Then users searched for a part
 // of one address (as `GET /v1/users?search=` finds them), 8 tasks: at OTHER against BASELINE, and at each with
 // the planner kept from the trigram indexes (a session without bitmap scans, which GIN indexes need), as every
 // user was read before them; and for two letters, at the start of an address or a name, at OTHER against
@@ -132,45 +132,48 @@ if CommandLine.arguments.dropFirst().first == "rates" {
                 uncached: PermissionChecker(repository: repository), url: url))
         FileHandle.standardError.write(Data("\(pairs.count) couples in \(url)\n".utf8))
     }
-    var warm: [[Double]] = [[], []]
-    var forced: [[Double]] = [[], []]
-    // Warm checks in rounds of a second, the two databases in turn: a cached check's speed changes with how the
-    // machine runs the two threads that share the cache (by up to two thirds, for tens of seconds at a time, on
-    // a 2-core virtual machine), so each round is compared with its neighbour and the ratio is their median.
-    var warmRatios: [Double] = []
-    for round in 0..<(3 * seconds) {
-        var adjacent = [0.0, 0.0]
-        for index in round % 2 == 0 ? [0, 1] : [1, 0] {
-            let (checker, sample) = (targets[index].warm, targets[index].warmed)
-            adjacent[index] = try await rate(workers: 32, seconds: 1) { random in
-                let pair = sample[Int.random(in: 0..<sample.count, using: &random)]
-                if checker.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
-                    _ = try await checker.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
-                }
+    // Rounds of a second, the two databases in turn, each compared with its neighbour, which runs in the same
+    // stretch: a check's speed changes with how the machine runs the two cores (by up to two thirds, for tens of
+    // seconds at a time, on a 2-core virtual machine), and a ratio of medians over rounds of 10 s moved with which
+    // database's rounds the slow stretches fell on. Returns each database's rates and the neighbours' ratios.
+    func pairedRounds(_ check: (Target) -> @Sendable (inout TaskRandom) async throws -> Void) async throws -> (
+        rates: [[Double]], ratios: [Double]
+    ) {
+        var (rates, ratios): ([[Double]], [Double]) = ([[], []], [])
+        for round in 0..<(3 * seconds) {
+            var adjacent = [0.0, 0.0]
+            for index in round % 2 == 0 ? [0, 1] : [1, 0] {
+                adjacent[index] = try await rate(workers: 32, seconds: 1, check(targets[index]))
+                rates[index].append(adjacent[index])
             }
-            warm[index].append(adjacent[index])
+            ratios.append(adjacent[1] / adjacent[0])
         }
-        warmRatios.append(adjacent[1] / adjacent[0])
+        return (rates, ratios)
     }
-    for _ in 0..<3 {
-        for (index, target) in targets.enumerated() {
-            let pairs = target.pairs
-            let uncached = target.uncached
-            forced[index].append(
-                try await rate(workers: 32, seconds: seconds) { random in
-                    let pair = pairs[Int.random(in: 0..<pairs.count, using: &random)]
-                    _ = try await uncached.check(couple: pair.couple, user: pair.user, permission: edit)
-                })
+    let warm = try await pairedRounds { target in
+        let (checker, sample) = (target.warm, target.warmed)
+        return { random in
+            let pair = sample[Int.random(in: 0..<sample.count, using: &random)]
+            if checker.cachedCheck(couple: pair.couple, user: pair.user, permission: edit) == nil {
+                _ = try await checker.checkKnown(couple: pair.couple, user: pair.user, permission: edit)
+            }
+        }
+    }
+    let forced = try await pairedRounds { target in
+        let (checker, pairs) = (target.uncached, target.pairs)
+        return { random in
+            let pair = pairs[Int.random(in: 0..<pairs.count, using: &random)]
+            _ = try await checker.check(couple: pair.couple, user: pair.user, permission: edit)
         }
     }
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
     print("checks/s (medians)            baseline       other   other/baseline")
-    for (label, figures, ratio) in [
-        ("warm (cached)", warm, median(warmRatios)), ("database-forced", forced, median(forced[1]) / median(forced[0])),
-    ] {
+    for (label, rounds) in [("warm (cached)", warm), ("database-forced", forced)] {
         print(
             label.padding(toLength: 24, withPad: " ", startingAt: 0)
-                + String(format: "%14.0f %11.0f %10.2fx", median(figures[0]), median(figures[1]), ratio))
+                + String(
+                    format: "%14.0f %11.0f %10.2fx   (rounds: %.2f to %.2f)", median(rounds.rates[0]),
+                    median(rounds.rates[1]), median(rounds.ratios), rounds.ratios.min()!, rounds.ratios.max()!))
     }
     /// Searches a second, each for the text `search` draws, which must find as many users as it says.
     func searchRate(
