@@ -4,21 +4,31 @@ import Hummingbird
 import NIOCore
 import Tenancy
 
-/// The query parameters and JSON body keys each API route may be sent, and whether it acts for the user
-/// `X-Acting-User` names, as `openapi.json` documents them. Any other is refused with a 400 naming it: read
-/// without it, a client's `is_primary` for `primary`, `folderId` for `folder_id` or `?serch=` for `?search=` would
-/// change nothing, or list everything, while the answer said the request was done; and a backend that names a user
-/// to a route that answers for the service key alone would take what it is shown for what that user may see. Taken
+/// The query parameters and JSON body keys each API route may be sent, which of those keys may be null, and whether it
+/// acts for the user `X-Acting-User` names, as `openapi.json` documents them. Any other is refused with a 400 naming
+/// it: read without it, a client's `is_primary` for `primary`, `folderId` for `folder_id` or `?serch=` for `?search=`
+/// would change nothing, or list everything, while the answer said the request was done; and a backend that names a
+/// user to a route that answers for the service key alone would take what it is shown for what that user may see. Taken
 /// from the document, so that what it promises and what the service reads cannot drift.
 enum DocumentedRequests {
-    /// What a schema says of the keys a JSON value may hold.
-    indirect enum Shape: Sendable {
-        /// An object of these keys only.
-        case object([String: Shape])
-        /// An array, each element of this shape.
-        case array(Shape)
-        /// Anything else, or a choice of shapes: not looked into.
-        case unchecked
+    /// What a schema says of the keys a JSON value may hold, and whether it may be null.
+    struct Shape: Sendable {
+        indirect enum Kind: Sendable {
+            /// An object of these keys only, those in `required` always.
+            case object([String: Shape], required: Set<String>)
+            /// An array, each element of this shape.
+            case array(Shape)
+            /// Anything else, or a choice of shapes: not looked into.
+            case unchecked
+        }
+
+        let kind: Kind
+        /// False when the schema names its types and `null` is not among them: read without this, a `null` for
+        /// an optional key would pass for the key left out, so `"event": null` would keep an item's event while
+        /// `"folder_id": null`, which the document allows, takes it out of its folder.
+        let nullable: Bool
+
+        static let unchecked = Shape(kind: .unchecked, nullable: true)
     }
 
     /// What one documented operation may be sent.
@@ -72,13 +82,24 @@ enum DocumentedRequests {
 
     private static func shape(of schema: Any, _ schemas: [String: Any]) -> Shape {
         guard let schema = resolved(schema, in: schemas) else { return .unchecked }
+        let nullable = allowsNull(schema, schemas)
         if let properties = schema["properties"] as? [String: Any] {
-            return .object(properties.mapValues { shape(of: $0, schemas) })
+            let required = Set(schema["required"] as? [String] ?? [])
+            return Shape(
+                kind: .object(properties.mapValues { shape(of: $0, schemas) }, required: required), nullable: nullable)
         }
         if schema["type"] as? String == "array", let items = schema["items"] {
-            return .array(shape(of: items, schemas))
+            return Shape(kind: .array(shape(of: items, schemas)), nullable: nullable)
         }
-        return .unchecked
+        return Shape(kind: .unchecked, nullable: nullable)
+    }
+
+    /// Whether a schema lets its value be null: `null` among its types or its choices' types, or no type named.
+    private static func allowsNull(_ schema: [String: Any], _ schemas: [String: Any]) -> Bool {
+        if let type = schema["type"] as? String { return type == "null" }
+        if let types = schema["type"] as? [String] { return types.contains("null") }
+        guard let choices = (schema["oneOf"] ?? schema["anyOf"]) as? [Any] else { return true }
+        return choices.contains { resolved($0, in: schemas).map { allowsNull($0, schemas) } ?? true }
     }
 
     /// A 400 naming the first key (by name) in `body`, strict JSON, that the route's documented body does not
@@ -116,9 +137,10 @@ enum DocumentedRequests {
     /// How a message names the body itself; a member is named by its path (`checks[1]`).
     private static let whole = "the body"
 
+    /// Refuses, within `value`, a key `shape` does not take, and a null for an optional key that takes none.
     private static func refuse(_ value: Any, _ shape: Shape, at place: String) throws(APIError) {
-        switch shape {
-        case .object(let keys):
+        switch shape.kind {
+        case .object(let keys, let required):
             guard let object = value as? [String: Any] else { return }
             for (key, member) in object.sorted(by: { $0.key < $1.key }) {
                 guard let inner = keys[key] else {
@@ -126,7 +148,12 @@ enum DocumentedRequests {
                         "\(place) names \(quoted(key)), which this request does not take; it takes "
                             + keys.keys.sorted().joined(separator: ", "))
                 }
-                try refuse(member, inner, at: place == Self.whole ? key : "\(place).\(key)")
+                let name = place == Self.whole ? key : "\(place).\(key)"
+                // A required key's null is its decoder's to refuse, saying what the key must be.
+                if member is NSNull, !inner.nullable, !required.contains(key) {
+                    throw APIError.badRequest("\(name) must not be null; leave it out instead")
+                }
+                try refuse(member, inner, at: name)
             }
         case .array(let element):
             guard let array = value as? [Any] else { return }
@@ -147,7 +174,8 @@ enum DocumentedRequests {
 
 /// A JSON body collected for its decoder, after the refusals every one meets: one that is not strict JSON (a
 /// gateway in front of this service that checks a body's `permission` could read another value of a repeated
-/// key, or refuse what Foundation takes; `StrictJSON`), a key its route does not take (`DocumentedRequests`).
+/// key, or refuse what Foundation takes; `StrictJSON`), a key its route does not take or a null where it takes
+/// none (`DocumentedRequests`).
 func documentedJSONBody(_ request: Request, _ context: some RequestContext) async throws -> ByteBuffer {
     let buffer = try await request.body.collect(upTo: context.maxUploadSize)
     if let problem = buffer.withUnsafeReadableBytes({ StrictJSON.problem(in: $0) }) {

@@ -76,7 +76,7 @@ struct OpenAPITests {
         let fixture = try await Fixture()
         try await fixture.application().test(.router) { client in
             for operation in bodies {
-                guard case .object = DocumentedRequests.operations[operation]?.body else {
+                guard case .object = DocumentedRequests.operations[operation]?.body?.kind else {
                     Issue.record("\(operation): its body is not an object of documented keys")
                     continue
                 }
@@ -110,6 +110,61 @@ struct OpenAPITests {
                 #expect(response.status == .ok, "the documented keys alone are read as before")
             }
         }
+    }
+
+    @Test("every documented JSON body refuses null for an optional key whose schema takes none; takes it elsewhere")
+    func undocumentedNullsRefused() async throws {
+        // Each documented key of each operation's body: `METHOD /path key`, whether it may be null, whether required.
+        var documented: [(key: String, nullable: Bool, required: Bool)] = []
+        for (operation, taken) in DocumentedRequests.operations {
+            guard case .object(let shapes, let required)? = taken.body?.kind else { continue }
+            for (key, shape) in shapes {
+                documented.append(("\(operation) \(key)", shape.nullable, required.contains(key)))
+            }
+        }
+        let keys = documented.sorted { $0.key < $1.key }
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            for (documentedKey, nullable, required) in keys {
+                let parts = documentedKey.split(separator: " ")
+                let (operation, key) = ("\(parts[0]) \(parts[1])", parts[2])
+                // Any ids: the body is read before they are looked up.
+                try await client.execute(
+                    uri: Self.uri(parts[1]), method: HTTPRequest.Method(String(parts[0]))!,
+                    headers: fixture.keyHeader(for: operation), body: ByteBuffer(string: #"{"\#(key)": null}"#)
+                ) { response in
+                    let body = String(buffer: response.body)
+                    if nullable {
+                        #expect(!body.contains("must not be null"), "\(operation) \(key): \(body)")
+                    } else if required {
+                        // Its decoder's refusal, which says what it must be (or names another key it lacks).
+                        #expect(response.status == .badRequest, "\(operation) \(key): \(body)")
+                    } else {
+                        #expect(response.status == .badRequest, "\(operation) \(key)")
+                        #expect(
+                            body.contains(#""\#(key) must not be null; leave it out instead""#),
+                            "\(operation) \(key): \(body)")
+                    }
+                }
+            }
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)", method: .patch,
+                headers: fixture.keyHeader(actingAs: fixture.owner), body: ByteBuffer(string: #"{"name": null}"#)
+            ) { response in
+                #expect(response.status == .badRequest)
+            }
+        }
+        #expect(
+            try await fixture.repository.coupleDetail(fixture.couple, as: .operator(label: "tests")).couple.name
+                == "Olivia & Paul <3")
+        // What the document lets be null: a check's revision, and what an edit clears with it.
+        #expect(
+            Set(keys.filter(\.nullable).map(\.key)) == [
+                "POST /v1/check min_revision", "PATCH /v1/users/{user} display_name",
+                "PATCH /v1/couples/{couple}/budget/items/{item} folder_id",
+                "PATCH /v1/couples/{couple}/budget/expenses/{expense} due_date",
+                "PATCH /v1/couples/{couple}/budget/gifts/{gift} budget_item_id",
+            ])
     }
 
     @Test("every route taking a service key refuses a query parameter it does not document with 400, naming it")
