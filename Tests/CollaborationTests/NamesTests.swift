@@ -242,4 +242,14 @@ struct PolicyDocumentTests {
         #expect(quoted(String(repeating: "x", count: 150)) == "\"" + String(repeating: "x", count: 100) + "…\"")
         #expect((try? validatedName("  Émile & Zoë  ", "name")) == "Émile & Zoë")
     }
+
+    @Test("a name is 1 to 200 characters without the whitespace around it, and at most 200 as given")
+    func nameLengths() throws {
+        let longest = String(repeating: "é", count: 200)
+        #expect(try validatedName(longest, "name") == longest)
+        #expect(try validatedName(" " + String(longest.dropFirst()), "name") == String(longest.dropFirst()))
+        for refused in ["", " \n ", longest + "é", " " + longest, longest + "\n"] {
+            #expect(throws: InvalidText("name must be 1 to 200 characters")) { try validatedName(refused, "name") }
+        }
+    }
 }
