@@ -167,6 +167,94 @@ struct OpenAPITests {
             ])
     }
 
+    /// The schema each kind of key in a request body refers to: `name` and `from` are names (a role's name is a
+    /// role name), `amounts` and `permissions` list what `amount` and `permission` are.
+    static let keyKinds: [String: String] = [
+        "name": "Name", "from": "Name", "category": "Label", "event": "Label", "vendor": "Vendor",
+        "amount": "Amount", "budgeted": "Amount", "amounts": "Amount", "role": "RoleName",
+        "permission": "Permission", "permissions": "Permission",
+    ]
+
+    @Test("every name, label, amount, role and permission a body takes refers to its one schema")
+    func bodyKeysShareSchemas() throws {
+        var seen: Set<String> = []
+        for (method, path, operation) in try Self.operations() {
+            let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+            guard var schema = (content?["application/json"] as? [String: Any])?["schema"] as? [String: Any] else {
+                continue
+            }
+            if let reference = schema["$ref"] as? String {
+                schema = try #require(try Self.schemas()[String(reference.split(separator: "/").last!)])
+            }
+            for case (let key, var property as [String: Any]) in schema["properties"] as? [String: Any] ?? [:] {
+                guard var kind = Self.keyKinds[key] else { continue }
+                if key == "name" && path.hasSuffix("/roles") { kind = "RoleName" }
+                if let items = property["items"] as? [String: Any] { property = items }
+                #expect(
+                    property["$ref"] as? String == "#/components/schemas/\(kind)", "\(method) \(path) \(key)")
+                seen.insert(kind)
+            }
+        }
+        #expect(seen == Set(Self.keyKinds.values))
+    }
+
+    @Test("the limits the document gives names, labels, amounts, roles and permissions are the service's")
+    func documentedLimits() async throws {
+        let schemas = try Self.schemas()
+        func limit(_ schema: String, _ key: String) throws -> Int { try #require(schemas[schema]?[key] as? Int) }
+        @Sendable func text(_ length: Int) -> String { String(repeating: "n", count: length) }
+
+        let (shortest, longest) = (try limit("Name", "minLength"), try limit("Name", "maxLength"))
+        #expect((try? validatedName(text(shortest), "name")) != nil)
+        #expect((try? validatedName(text(longest), "name")) != nil)
+        #expect((try? validatedName(text(shortest - 1), "name")) == nil)
+        #expect((try? validatedName(text(longest + 1), "name")) == nil)
+
+        let roleName = try limit("RoleName", "maxLength")
+        #expect(RoleName(rawValue: text(roleName)) != nil && RoleName(rawValue: text(roleName + 1)) == nil)
+        let permission = try limit("Permission", "maxLength")
+        #expect(Permission(rawValue: "a." + text(permission - 2)) != nil)
+        #expect(Permission(rawValue: "a." + text(permission - 1)) == nil)
+        #expect(schemas["RoleName"]?["pattern"] as? String == "^[a-z][a-z_]*$")
+        #expect(schemas["Permission"]?["pattern"] as? String == #"^[a-z][a-z_]*\.[a-z][a-z_]*$"#)
+
+        // JSONSerialization reads the bounds as doubles; their shortest text is what the document says.
+        let amount = try #require(schemas["Amount"])
+        let (minimum, maximum) = try (
+            #require(Decimal(string: (amount["minimum"] as? NSNumber)?.stringValue ?? "")),
+            #require(Decimal(string: (amount["maximum"] as? NSNumber)?.stringValue ?? ""))
+        )
+        #expect(maximum == Money.maximum && minimum == 0)
+        let cent = Decimal(string: "0.01")!
+        #expect((try? Money.validated(maximum, "amount")) != nil && (try? Money.validated(minimum, "amount")) != nil)
+        #expect((try? Money.validated(maximum + cent, "amount")) == nil)
+        #expect((try? Money.validated(minimum - cent, "amount")) == nil)
+
+        // Labels and vendors are kept as sent, so only their routes can tell their limits.
+        let (label, vendor) = (try limit("Label", "maxLength"), try limit("Vendor", "maxLength"))
+        let fixture = try await Fixture()
+        try await fixture.application().test(.router) { client in
+            for (category, vendor, status) in [
+                (label, vendor, HTTPResponse.Status.created), (label + 1, vendor, .badRequest),
+                (label, vendor + 1, .badRequest),
+            ] {
+                let body = #"{"name":"Band","amount":1,"category":"\#(text(category))","vendor":"\#(text(vendor))"}"#
+                try await client.execute(
+                    uri: "/v1/couples/\(fixture.couple)/budget/expenses", method: .post,
+                    headers: fixture.keyHeader(actingAs: fixture.owner), body: ByteBuffer(string: body)
+                ) { response in
+                    #expect(response.status == status, "category \(category), vendor \(vendor)")
+                }
+            }
+        }
+    }
+
+    /// The document's `components.schemas`.
+    static func schemas() throws -> [String: [String: Any]] {
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        return try #require((document["components"] as? [String: Any])?["schemas"] as? [String: [String: Any]])
+    }
+
     @Test("every route taking a service key refuses a query parameter it does not document with 400, naming it")
     func undocumentedQueryRefused() async throws {
         let keyed = try Self.operations().compactMap { method, path, operation in
@@ -214,9 +302,7 @@ struct OpenAPITests {
 
     @Test("the error codes listed are exactly those the API answers with: the domains' refusals and its own")
     func errorCodesDocumented() throws {
-        let document = try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any]
-        let schemas = (document?["components"] as? [String: Any])?["schemas"] as? [String: Any]
-        let error = ((schemas?["Error"] as? [String: Any])?["properties"] as? [String: Any])?["error"]
+        let error = (try Self.schemas()["Error"]?["properties"] as? [String: Any])?["error"]
         let code = ((error as? [String: Any])?["properties"] as? [String: Any])?["code"] as? [String: Any]
         let listed = try #require(code?["enum"] as? [String])
         let refusals = Set(CollaborationErrorCode.allCases.map(\.rawValue))
