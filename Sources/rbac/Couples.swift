@@ -27,7 +27,7 @@ extension RBAC {
                     let renamed = try await context.memberships.renameCouple(
                         try Parse.couple(couple), to: name, as: actor)
                     try acting.output.print(
-                        renamed, "Renamed couple \(renamed.id.uuidString.lowercased()) to \(quoted(renamed.name))")
+                        renamed, "Renamed couple \(idText(renamed.id)) to \(quoted(renamed.name))")
                 }
             }
         }
@@ -54,7 +54,7 @@ extension RBAC {
                     let id = try Parse.couple(couple)
                     try await context.memberships.deleteCouple(id, as: actor)
                     try acting.output.print(
-                        ["deleted": id.uuidString.lowercased()], "Deleted couple \(id.uuidString.lowercased())")
+                        ["deleted": idText(id)], "Deleted couple \(idText(id))")
                 }
             }
         }
@@ -137,7 +137,7 @@ extension RBAC {
                         name: name, owner: owner.id, as: actor)
                     try acting.output.print(
                         CoupleReport(couple: couple, owner: owner),
-                        "Created couple \"\(couple.name)\" \(couple.id.uuidString.lowercased()) owned by \(owner.email)"
+                        "Created couple \(quoted(couple.name)) \(idText(couple.id)) owned by \(owner.email)"
                     )
                 }
             }
@@ -153,7 +153,7 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let columns = Columns<Couple>(headers: ["ID", "NAME", "CREATED", "REVISION"]) {
-                        [$0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601, String($0.revision)]
+                        [idText($0.id), $0.name, $0.createdAt.iso8601, String($0.revision)]
                     }
                     try await page.print(output, columns, id: \.id, pages: context.repository.couples(limit:after:))
                 }
@@ -175,7 +175,7 @@ extension RBAC {
                     let found = detail.couple
                     try acting.output.print(
                         detail,
-                        "\(found.name)  \(found.id.uuidString.lowercased())  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
+                        "\(found.name)  \(idText(found.id))  created \(found.createdAt.iso8601)  revision \(found.revision)\n"
                             + "\(Couples.inviting(detail.inviteDomains)) (rbac couples set)\n"
                             + memberColumns.table(detail.members).rendered)
                 }
@@ -206,7 +206,7 @@ extension RBAC.Couples {
 
 let memberColumns = Columns<Member>(headers: ["USER", "EMAIL", "NAME", "ROLE", "STATUS", "JOINED", "EXPIRES"]) {
     [
-        $0.user.id.uuidString.lowercased(), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
+        idText($0.user.id), $0.user.email, $0.user.displayName ?? "", $0.role.rawValue,
         $0.status.rawValue, $0.joinedAt.iso8601, $0.expiresAt?.iso8601 ?? "",
     ]
 }

@@ -59,7 +59,7 @@ extension RBAC {
                     let only = status.flatMap(InvitationStatus.init(rawValue:))
                     let columns = Columns<Invitation>(headers: ["ID", "ROLE", "EMAIL", "FROM", "STATUS", "EXPIRES"]) {
                         [
-                            $0.id.uuidString.lowercased(), $0.role.rawValue, $0.email ?? "", $0.inviter,
+                            idText($0.id), $0.role.rawValue, $0.email ?? "", $0.inviter,
                             $0.status.rawValue, $0.expiresAt.iso8601,
                         ]
                     }
@@ -81,7 +81,7 @@ extension RBAC {
                 let (couple, invitation) = try which.ids()
                 try await acting.run { context, actor in
                     try await context.invitations.revoke(invitation, in: couple, as: actor)
-                    let id = invitation.uuidString.lowercased()
+                    let id = idText(invitation)
                     try acting.output.print(["revoked": id], "Revoked invitation \(id)")
                 }
             }

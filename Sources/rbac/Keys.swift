@@ -36,7 +36,7 @@ extension RBAC {
                         return try printJSON(Created(key: key, secret: secret.rawValue))
                     }
                     print(
-                        "Key \(key.id.uuidString.lowercased()) \"\(visible(key.name))\" (shown once; only its hash is stored):"
+                        "Key \(idText(key.id)) \(quoted(key.name)) (shown once; only its hash is stored):"
                     )
                     print(secret.rawValue)
                 }
@@ -58,7 +58,7 @@ extension RBAC {
                             headers: ["ID", "NAME", "CREATED", "REVOKED"],
                             rows: keys.map {
                                 [
-                                    $0.id.uuidString.lowercased(), $0.name, $0.createdAt.iso8601,
+                                    idText($0.id), $0.name, $0.createdAt.iso8601,
                                     $0.revokedAt?.iso8601 ?? "",
                                 ]
                             }
@@ -81,7 +81,7 @@ extension RBAC {
                 try await options.run { context in
                     let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
                         try Parse.id(id, "key"))
-                    try options.output.print(key, "Revoked key \(key.id.uuidString.lowercased()) \"\(key.name)\"")
+                    try options.output.print(key, "Revoked key \(idText(key.id)) \(quoted(key.name))")
                 }
             }
         }

@@ -31,7 +31,7 @@ extension RBAC {
                     token: token.rawValue, user: accepter.id, as: .operator(label: options.label.recorded))
                 try options.output.print(
                     membership,
-                    "\(accepter.email) joined couple \(membership.coupleID.uuidString.lowercased()) as \(membership.role)"
+                    "\(accepter.email) joined couple \(idText(membership.coupleID)) as \(membership.role)"
                 )
             }
         }

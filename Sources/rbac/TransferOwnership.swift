@@ -23,7 +23,7 @@ extension RBAC {
                 let membership = try await context.memberships.transferOwnership(
                     of: try Parse.couple(couple), to: newOwner.id, as: actor)
                 try acting.output.print(
-                    membership, "\(newOwner.email) now owns couple \(membership.coupleID.uuidString.lowercased())")
+                    membership, "\(newOwner.email) now owns couple \(idText(membership.coupleID))")
             }
         }
     }

@@ -41,7 +41,7 @@ extension RBAC {
                     let user = try await context.repository.addUser(
                         email: EmailAddress(rawValue: email)!, displayName: try name.map(User.validateDisplayName),
                         identity: identity.count == 2 ? UserIdentity(issuer: identity[0], subject: identity[1]) : nil)
-                    try options.output.print(user, "Added user \(user.email) \(user.id.uuidString.lowercased())")
+                    try options.output.print(user, "Added user \(user.email) \(idText(user.id))")
                 }
             }
         }
@@ -70,14 +70,14 @@ extension RBAC {
                     let identities = found.identities.map { "\($0.issuer) \($0.subject)" }
                     try output.print(
                         Shown(user: found, couples: couples),
-                        [found.email, found.displayName ?? "", found.id.uuidString.lowercased()].filter { !$0.isEmpty }
+                        [found.email, found.displayName ?? "", idText(found.id)].filter { !$0.isEmpty }
                             .joined(separator: "  ") + "\n"
                             + (identities.isEmpty ? "" : "Identities: \(identities.joined(separator: ", "))\n")
                             + Table(
                                 headers: ["COUPLE", "NAME", "ROLE", "STATUS", "EXPIRES"],
                                 rows: couples.map {
                                     [
-                                        $0.coupleID.uuidString.lowercased(), $0.coupleName, $0.role.rawValue,
+                                        idText($0.coupleID), $0.coupleName, $0.role.rawValue,
                                         $0.status.rawValue, $0.expiresAt?.iso8601 ?? "",
                                     ]
                                 }
@@ -120,7 +120,7 @@ extension RBAC {
                     let edited = try await context.memberships.editUser(
                         found.id, edit, as: .operator(label: options.label.recorded))
                     try options.output.print(
-                        edited, "Edited user \(edited.email) \(edited.id.uuidString.lowercased())")
+                        edited, "Edited user \(edited.email) \(idText(edited.id))")
                 }
             }
         }
@@ -149,8 +149,8 @@ extension RBAC {
                     let found = try await context.user(user)
                     try await context.memberships.deleteUser(found.id, as: .operator(label: options.label.recorded))
                     try options.output.print(
-                        ["deleted": found.id.uuidString.lowercased()],
-                        "Deleted user \(found.email) \(found.id.uuidString.lowercased())")
+                        ["deleted": idText(found.id)],
+                        "Deleted user \(found.email) \(idText(found.id))")
                 }
             }
         }
@@ -176,7 +176,7 @@ extension RBAC {
                 try await CommandContext.run(database) { context in
                     let columns = Columns<User>(headers: ["ID", "EMAIL", "NAME", "IDENTITIES"]) {
                         [
-                            $0.id.uuidString.lowercased(), $0.email, $0.displayName ?? "",
+                            idText($0.id), $0.email, $0.displayName ?? "",
                             $0.identities.map { "\($0.issuer) \($0.subject)" }.joined(separator: ", "),
                         ]
                     }

@@ -104,7 +104,7 @@ extension RBAC.BudgetCommand {
         func run() async throws {
             let id = try Parse.id(id, Noun.record.rawValue)
             let deletion = try await options.run { try await $0.delete(Noun.record, id: id, as: $1) }
-            try options.output.print(deletion, "Deleted \(Noun.record.rawValue) \(id.uuidString.lowercased())")
+            try options.output.print(deletion, "Deleted \(Noun.record.rawValue) \(idText(id))")
         }
     }
 
@@ -152,6 +152,3 @@ struct InScenario: ListingScope {
 func change<T>(_ value: T?, clear: Bool) -> T?? {
     clear ? .some(nil) : value.map { .some($0) }
 }
-
-/// The id as the CLI prints it.
-func idText(_ id: UUID?) -> String { id?.uuidString.lowercased() ?? "" }

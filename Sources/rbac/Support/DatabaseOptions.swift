@@ -95,7 +95,7 @@ struct PageOptions: ParsableArguments {
     func read<Item>(id: (Item) -> UUID, _ body: (PageRequest?) async throws -> [Item]) async throws -> [Item] {
         let items = try await body(limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) })
         if let limit, items.count == limit, let last = items.last {
-            printError("rbac: more may follow: --after \(id(last).uuidString.lowercased())")
+            printError("rbac: more may follow: --after \(idText(id(last)))")
         }
         return items
     }

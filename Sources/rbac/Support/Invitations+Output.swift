@@ -19,7 +19,7 @@ func printIssued(_ issued: IssuedInvitation, json: Bool) throws {
     if json { return try printJSON(IssuedReport(issued)) }
     let invitation = issued.invitation
     print(
-        "Invitation \(invitation.id.uuidString.lowercased()) as \(invitation.role), expires \(invitation.expiresAt.iso8601)"
+        "Invitation \(idText(invitation.id)) as \(invitation.role), expires \(invitation.expiresAt.iso8601)"
     )
     print("Link (shown once; only its hash is stored): \(issued.link.absoluteString)")
 }

@@ -8,6 +8,9 @@ func printError(_ line: String) {
     try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
 }
 
+/// An id as the CLI prints it, in lower case as the HTTP API writes it; empty for none.
+func idText(_ id: UUID?) -> String { id?.uuidString.lowercased() ?? "" }
+
 /// Prints `value` as the HTTP API writes it (same keys, dates and ids), indented.
 func printJSON(_ value: some Encodable) throws {
     print(try jsonText(value))
