@@ -136,9 +136,8 @@ struct PermissionAPIController {
     }
 
     static func parse(_ check: CheckRequest) throws -> ParsedCheck {
-        guard let permission = Permission(rawValue: check.permission) else {
-            throw APIError.badRequest("\"permission\" must look like area.action, e.g. budget.edit")
-        }
+        let permission: Permission
+        do { permission = try Permission(validating: check.permission) } catch { throw APIError(error) }
         if let minRevision = check.minRevision, minRevision < 0 {
             throw APIError.badRequest("min_revision must not be negative")
         }

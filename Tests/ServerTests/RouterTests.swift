@@ -439,6 +439,20 @@ struct RouterTests {
                     #expect(text($0).contains("\"code\":\"invalid_input\""))
                 }
             }
+            // A permission of another shape (or over 100 characters) is refused as the document's pattern says.
+            for permission in ["Budget.Edit", "a." + String(repeating: "b", count: 99)] {
+                let request =
+                    #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"\#(permission)"}"#
+                try await client.execute(
+                    uri: "/v1/check", method: .post, headers: fixture.keyHeader, body: ByteBuffer(string: request)
+                ) {
+                    #expect($0.status == .badRequest)
+                    #expect(
+                        text($0).hasSuffix(
+                            #"is not a permission (area.action, e.g. budget.edit; at most 100 characters)"}}"#),
+                        "\(text($0))")
+                }
+            }
             // Well formed, but no role grants it: refused, so that a typo in a backend is not taken for "no".
             let typo = #"{"couple_id":"\#(fixture.couple)","user_id":"\#(fixture.owner)","permission":"budget.edti"}"#
             for (uri, request) in [
