@@ -136,8 +136,7 @@ struct PermissionAPIController {
     }
 
     static func parse(_ check: CheckRequest) throws -> ParsedCheck {
-        let permission: Permission
-        do { permission = try Permission(validating: check.permission) } catch { throw APIError(error) }
+        let permission = try Permission(validating: check.permission)
         if let minRevision = check.minRevision, minRevision < 0 {
             throw APIError.badRequest("min_revision must not be negative")
         }

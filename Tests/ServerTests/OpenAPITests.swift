@@ -177,6 +177,7 @@ struct OpenAPITests {
 
     @Test("every name, label, amount, role and permission a body takes refers to its one schema")
     func bodyKeysShareSchemas() throws {
+        let schemas = try Self.schemas()
         var seen: Set<String> = []
         for (method, path, operation) in try Self.operations() {
             let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
@@ -184,7 +185,7 @@ struct OpenAPITests {
                 continue
             }
             if let reference = schema["$ref"] as? String {
-                schema = try #require(try Self.schemas()[String(reference.split(separator: "/").last!)])
+                schema = try #require(schemas[String(reference.split(separator: "/").last!)])
             }
             for case (let key, var property as [String: Any]) in schema["properties"] as? [String: Any] ?? [:] {
                 guard var kind = Self.keyKinds[key] else { continue }
