@@ -305,6 +305,57 @@ struct BudgetRegistryTests {
         #expect(registry.count <= 3)
     }
 
+    @Test("tasks crowding a small registry, its clock running on: never two actors of one couple in use at once")
+    func oneActorPerCoupleAtOnce() async throws {
+        let clock = SteppedClock()
+        let made = Mutex(0)
+        let checker = PermissionChecker(repository: InMemoryCollaborationRepository(roles: []))
+        let registry = BudgetRegistry(
+            capacity: 2, idleAfter: .seconds(60), now: { clock.now },
+            make: { couple in
+                made.withLock { $0 += 1 }
+                return CoupleBudget(couple: couple, repository: InMemoryBudgetRepository(), checker: checker)
+            })
+        // More couples than room, and tasks that meet on them: actors are dropped and made anew all along.
+        let couples = (0..<6).map { _ in UUID() }
+        // Per couple, the actor its users hold now and how many they are.
+        let inUse = Mutex<[UUID: (actor: ObjectIdentifier, users: Int)]>([:])
+        let tally = Mutex((clashes: 0, shared: 0))
+        for _ in 0..<100 {
+            _ = try await race(8) { _, go in
+                await go()
+                for _ in 0..<40 {
+                    let couple = couples.randomElement()!
+                    try await registry.with(couple) { budget in
+                        let actor = ObjectIdentifier(budget)
+                        let users = inUse.withLock { inUse -> Int in
+                            if let holder = inUse[couple], holder.actor != actor {
+                                tally.withLock { $0.clashes += 1 }
+                                return 0
+                            }
+                            inUse[couple, default: (actor, 0)].users += 1
+                            return inUse[couple]!.users
+                        }
+                        if users > 1 { tally.withLock { $0.shared += 1 } }
+                        // Time passes while some actors are busy, so that sweeps find busy ones long unused.
+                        if Int.random(in: 0..<4) == 0 { clock.advance(.seconds(20)) }
+                        await Task.yield()
+                        if users > 0 {
+                            inUse.withLock { inUse in
+                                inUse[couple]!.users -= 1
+                                if inUse[couple]!.users == 0 { inUse[couple] = nil }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let (clashes, shared) = tally.withLock { $0 }
+        #expect(clashes == 0, "a couple's second actor was handed out while its first was in use")
+        #expect(shared > 0, "no two tasks ever held one couple's actor at once: the race did not happen")
+        #expect(made.withLock { $0 } > couples.count, "no actor was dropped and made anew")
+    }
+
     @Test("idle actors are swept out by any couple's traffic, not only when a new couple comes")
     func idleSweep() async throws {
         let clock = SteppedClock()
