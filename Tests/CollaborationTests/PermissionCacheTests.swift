@@ -260,6 +260,62 @@ struct PermissionCacheTests {
         #expect(cache.lookup(couple: named, user: user) == nil, "begun before its shard's notice, the load is refused")
     }
 
+    @Test("loads racing notices, evictions and lost notices on every thread: no lookup answers a set a notice dropped")
+    func racingLoads() async throws {
+        let cache = PermissionCache(capacity: 8, shards: 2)
+        let couples = (0..<24).map { _ in UUID() }
+        let users = (0..<3).map { _ in UUID() }
+        // The database as the cache hears of it: each couple's revision, and the latest the cache was told of
+        // (by its notice, or by invalidateAll after notices were lost).
+        let database = Mutex([UUID: (revision: Int64, told: Int64)](uniqueKeysWithValues: couples.map { ($0, (1, 1)) }))
+        let tally = Mutex((stale: 0, hits: 0, overtaken: 0, lost: 0))
+        for _ in 0..<100 {
+            _ = try await race(8) { _, go in
+                await go()
+                for _ in 0..<100 {
+                    let couple = couples.randomElement()!
+                    switch Int.random(in: 0..<100) {
+                    case 0..<15:
+                        // A commit, its notice delivered in commit order, or now and then lost.
+                        let lost = Int.random(in: 0..<10) == 0
+                        database.withLock { rows in
+                            rows[couple]!.revision += 1
+                            guard !lost else { return }
+                            cache.invalidate(couple: couple, revision: rows[couple]!.revision)
+                            rows[couple]!.told = rows[couple]!.revision
+                        }
+                        if lost { tally.withLock { $0.lost += 1 } }
+                    case 15..<17:
+                        // The feed reconnects: whatever it missed is covered at once.
+                        database.withLock { rows in
+                            cache.invalidateAll()
+                            for couple in couples { rows[couple]!.told = rows[couple]!.revision }
+                        }
+                    default:
+                        let user = users.randomElement()!
+                        let told = database.withLock { $0[couple]!.told }
+                        if let found = cache.lookup(couple: couple, user: user) {
+                            tally.withLock {
+                                $0.hits += 1
+                                if found.revision! < told { $0.stale += 1 }
+                            }
+                            continue
+                        }
+                        let ticket = cache.ticket(for: couple)
+                        let read = database.withLock { $0[couple]!.revision }
+                        await Task.yield()
+                        cache.store(set(revision: read), couple: couple, user: user, ticket: ticket)
+                        if database.withLock({ $0[couple]!.revision }) > read { tally.withLock { $0.overtaken += 1 } }
+                    }
+                }
+            }
+        }
+        let counts = tally.withLock { $0 }
+        #expect(counts.stale == 0, "a set older than a change the cache had been told of was answered: \(counts)")
+        #expect(counts.hits > 0 && counts.overtaken > 0 && counts.lost > 0, "the race did not happen: \(counts)")
+        #expect(cache.evictions > 0)
+    }
+
     @Test("a ticket taken for a couple of one shard stores nothing of another's: the process stops")
     func ticketOfAnotherShard() async {
         await #expect(processExitsWith: .failure) {
