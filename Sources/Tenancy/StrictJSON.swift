@@ -5,24 +5,36 @@ import Foundation
 /// document (a gateway in front of the service and the service; `rbac policy test` and the database applying
 /// the policy; an identity provider and this service reading its tokens), both must read it alike, and
 /// Foundation's readers do not read as others do: they take a trailing comma (`{"a":1,}`), JSONDecoder takes
-/// `01` and `1.` in values it skips, and it keeps the first of a key's values where PostgreSQL's jsonb and most
-/// other parsers keep the last. Such documents are refused.
+/// `01` and `1.` in values it skips, it keeps the first of a key's values where PostgreSQL's jsonb and most
+/// other parsers keep the last, and it reads a number of more digits than its `Decimal` keeps as another number
+/// (`5.000000000000000000000000000000000000000001` as 5, which a budget then takes as whole cents). Such
+/// documents are refused.
 public enum StrictJSON {
     /// How deep containers may nest: Foundation's readers refuse a document nested deeper.
     public static let maxDepth = 512
 
-    /// What makes a document no strict JSON: the first place it is not JSON, else the first key named twice.
+    /// The most significant digits (from a number's first digit other than zero to its last) that a number may
+    /// have: Foundation's `Decimal` keeps 38 exactly (its significand is 128 bits) and cuts off the rest.
+    public static let maxSignificantDigits = 38
+
+    /// What makes a document no strict JSON: the first place it is not JSON, else the first key named twice, else
+    /// the first number too precise.
     public enum Problem: Error, Hashable, CustomStringConvertible {
         /// Not JSON: what is wrong, at which byte (counted from 1).
         case malformed(String, byte: Int)
         /// An object names this key twice (compared as a decoder reads keys: escapes resolved).
         case repeatedKey(String)
+        /// The number at this byte has more than `maxSignificantDigits`.
+        case tooPrecise(byte: Int)
 
         /// The problem, for a message that names the document first: "the body \(problem)".
         public var description: String {
             switch self {
             case .malformed(let what, let byte): "is not JSON: \(what) at byte \(byte)"
             case .repeatedKey(let key): "names \(quoted(key)) more than once in one object"
+            case .tooPrecise(let byte):
+                "holds a number of more than \(StrictJSON.maxSignificantDigits) significant digits at byte \(byte), "
+                    + "which would be read rounded"
             }
         }
     }
@@ -59,9 +71,10 @@ private struct Reader {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw malformed("a byte order mark") }
         // One entry per open container: the keys an object has named so far, nil for an array.
         var open: [Set<String>?] = []
-        // The first key named twice, told only once the document is known to be JSON otherwise: what is no JSON
-        // at all is the problem to name first.
+        // The first key named twice and the first number too precise, told only once the document is known to be
+        // JSON otherwise: what is no JSON at all is the problem to name first.
         var repeated: String?
+        var tooPrecise: Int?
         var expecting = Expecting.value
         var afterComma = false
         while true {
@@ -91,7 +104,9 @@ private struct Reader {
                     }
                     continue
                 case UInt8(ascii: "\""): _ = try string(keeping: false)
-                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    let start = index
+                    if try number() > StrictJSON.maxSignificantDigits, tooPrecise == nil { tooPrecise = start + 1 }
                 case UInt8(ascii: "t"): try literal("true")
                 case UInt8(ascii: "f"): try literal("false")
                 case UInt8(ascii: "n"): try literal("null")
@@ -121,6 +136,7 @@ private struct Reader {
                 guard let container = open.last else {
                     guard next == nil else { throw malformed("\(described(next)) after the document's value") }
                     if let repeated { throw .repeatedKey(repeated) }
+                    if let tooPrecise { throw .tooPrecise(byte: tooPrecise) }
                     return
                 }
                 let closing = container == nil ? UInt8(ascii: "]") : UInt8(ascii: "}")
@@ -162,18 +178,24 @@ private struct Reader {
     }
 
     /// `-`? then `0` or a digit from 1 and more digits, then `.` and digits, then `e` or `E`, a sign and digits.
-    private mutating func number() throws(StrictJSON.Problem) {
+    /// Its significant digits: from the first digit other than zero to the last, its point and exponent aside.
+    private mutating func number() throws(StrictJSON.Problem) -> Int {
         if next == UInt8(ascii: "-") { index += 1 }
         guard let first = next, isDigit(first) else { throw malformed("a number without digits") }
+        let integer = index
         index += 1
         if first == UInt8(ascii: "0"), let following = next, isDigit(following) {
             throw malformed("a number with a leading zero")
         }
         skipDigits()
+        let integerDigits = integer..<index
+        var fractionDigits = index..<index
         if next == UInt8(ascii: ".") {
             index += 1
             guard let digit = next, isDigit(digit) else { throw malformed("a number without digits after its point") }
+            let fraction = index
             skipDigits()
+            fractionDigits = fraction..<index
         }
         if next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
             index += 1
@@ -181,6 +203,14 @@ private struct Reader {
             guard let digit = next, isDigit(digit) else { throw malformed("a number without digits in its exponent") }
             skipDigits()
         }
+        let bytes = bytes
+        let significant = { (position: Int) in bytes[position] != UInt8(ascii: "0") }
+        guard
+            let from = integerDigits.first(where: significant) ?? fractionDigits.first(where: significant),
+            let to = fractionDigits.last(where: significant) ?? integerDigits.last(where: significant)
+        else { return 0 }
+        // Less the point, when it stands between them.
+        return to - from + 1 - (integerDigits.contains(from) && fractionDigits.contains(to) ? 1 : 0)
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }

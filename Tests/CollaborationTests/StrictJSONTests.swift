@@ -94,6 +94,37 @@ struct StrictJSONTests {
         #expect(Self.problem(endless) == .malformed("containers nested deeper than 512", byte: 513))
     }
 
+    @Test("a number of more significant digits than Foundation's Decimal keeps is refused, as it would be read rounded")
+    func precision() throws {
+        let zeros = { (count: Int) in String(repeating: "0", count: count) }
+        // 38 significant digits: read as written. Zeros before the first or after the last do not count.
+        for json in [
+            "5." + zeros(36) + "1", "-12345678901234567890123456789012345678e-40", "0." + zeros(60) + "25",
+            "12.34" + zeros(60), "1" + zeros(60), "[1." + zeros(36) + "1, 2]",
+        ] {
+            #expect(Self.problem(json) == nil, "\(json)")
+            if !json.hasPrefix("[") {
+                let read = try JSONDecoder().decode(Decimal.self, from: Data(json.utf8))
+                #expect(read == Decimal(string: json), "Foundation reads \(json) as written: \(read)")
+            }
+        }
+        // One more, and Foundation cuts it off: 5.000…001 would be 5, whole cents.
+        let fiveAndABit = "5." + zeros(37) + "1"
+        #expect(try JSONDecoder().decode(Decimal.self, from: Data(fiveAndABit.utf8)) == 5)
+        for (json, byte) in [
+            (fiveAndABit, 1), (#"{"a":1,"b":-123456789012345678901234567890123456789}"#, 12),
+            ("[1.5," + "1" + zeros(20) + "." + zeros(17) + "1e5]", 6),
+        ] {
+            #expect(Self.problem(json) == .tooPrecise(byte: byte), "\(json)")
+        }
+        #expect(
+            Self.problem("[" + fiveAndABit + ",]") == .malformed("a comma before ]", byte: 43),
+            "what is no JSON at all is named first")
+        #expect(
+            Self.problem(fiveAndABit)?.description
+                == "holds a number of more than 38 significant digits at byte 1, which would be read rounded")
+    }
+
     @Test("a policy document that is not strict JSON is refused, saying why, before the database would read it")
     func policy() throws {
         let shipped = try String(

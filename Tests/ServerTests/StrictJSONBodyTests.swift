@@ -7,7 +7,7 @@ import Testing
 
 @Suite("JSON bodies that are not strict JSON")
 struct StrictJSONBodyTests {
-    @Test("every JSON route refuses a repeated key, a trailing comma or a malformed number with a 400 saying so")
+    @Test("every JSON route refuses a repeated key, a trailing comma, a malformed number or one it would round")
     func routes() async throws {
         let fixture = try await Fixture()
         let acting = fixture.keyHeader(actingAs: fixture.owner)
@@ -16,6 +16,9 @@ struct StrictJSONBodyTests {
         let (repeated, comma) = ("more than once in one object", "is not JSON: a comma before }")
         let membersRoute = "/v1/couples/\(fixture.couple)/members"
         let scenariosRoute = "/v1/couples/\(fixture.couple)/budget/scenarios"
+        let expensesRoute = "/v1/couples/\(fixture.couple)/budget/expenses"
+        // Not whole cents, and refused as such only if read as written: Foundation would read it as 5.
+        let fiveAndABit = "5." + String(repeating: "0", count: 40) + "1"
         try await fixture.application().test(.router) { client in
             for (method, uri, headers, body, problem) in [
                 (
@@ -32,6 +35,10 @@ struct StrictJSONBodyTests {
                 // A value the decoder would skip unread, under a key the route does not take.
                 (.post, scenariosRoute, acting, #"{"name":"Main","junk":01}"#, "a number with a leading zero"),
                 (.post, scenariosRoute, acting, #"{"name":"Main"}"# + String(repeating: " ", count: 3) + "x", "after"),
+                (
+                    .post, expensesRoute, acting, #"{"name":"Deposit","amount":\#(fiveAndABit)}"#,
+                    "holds a number of more than 38 significant digits at byte 28, which would be read rounded"
+                ),
             ] {
                 try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) {
                     #expect($0.status == .badRequest, "\(uri) \(body)")
@@ -46,13 +53,15 @@ struct StrictJSONBodyTests {
                 #expect($0.status == .badRequest)
                 #expect(text($0).contains("a number too large or too small"), "\(text($0))")
             }
-            // Nothing was done: the planner is still a planner, and the couple has no scenario.
+            // Nothing was done: the planner is still a planner, and the couple has no scenario and no expense.
             let members = try await fixture.repository.members(
                 couple: fixture.couple, limit: 10, after: nil, as: .operator(label: "tests"))
             #expect(members.first { $0.user.id == planner }?.role.rawValue == "planner")
-            try await client.execute(uri: scenariosRoute, method: .get, headers: acting) {
-                #expect($0.status == .ok)
-                #expect(text($0) == "[]", "\(text($0))")
+            for route in [scenariosRoute, expensesRoute] {
+                try await client.execute(uri: route, method: .get, headers: acting) {
+                    #expect($0.status == .ok)
+                    #expect(text($0) == "[]", "\(route): \(text($0))")
+                }
             }
         }
     }
