@@ -1,7 +1,8 @@
 // The budget overview benchmark (issue 7): `CoupleBudget.overview` for a couple with 1,000 budget items,
 // 10,000 expenses and 20,000 allocations, and for one with four times that, each against a naive per-item
-// query loop (the N+1 pattern the seeds warn about) on the same data, in one run. Run it with
-// scripts/bench-budget, which builds it in release mode and points it at a disposable, migrated database.
+// query loop (the N+1 pattern the seeds warn about) on the same data, in one run; then a full registry of
+// per-couple actors. Run it with scripts/bench-budget, which builds it in release mode and points it at a
+// disposable, migrated database.
 //
 //   BudgetBenchmark [ROUNDS]        (default 20; connection from PGHOST, PGPORT, PGDATABASE, ...)
 //   BudgetBenchmark overview [ROUNDS]
@@ -161,6 +162,12 @@ func milliseconds(_ body: () async throws -> BudgetOverview) async throws -> Dou
     return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
 }
 
+/// The time of `body` in microseconds, divided by `count`.
+func microseconds(per count: Int, _ body: () async throws -> Void) async throws -> Double {
+    let elapsed = try await ContinuousClock().measure(body)
+    return (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(count)
+}
+
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.count % 2 == 1
@@ -250,6 +257,33 @@ do {
     )
     report("naive per-item loop, 4x", naive4x, String(format: "overview %.1f x faster", median(naive4x) / four))
     print("medians of \(rounds) rounds; statements: overview 7, naive loop 2 + 2 per item")
+
+    // The registry of per-couple actors when full, as under traffic from more couples than it holds: each
+    // request of a couple it does not hold drops the least recently used idle actor under the lock that every
+    // budget request takes. Against requests of couples it holds, each round on a registry filled anew.
+    let capacity = 10_000
+    var (holding, dropping): ([Double], [Double]) = ([], [])
+    for _ in 0..<rounds {
+        let registry = BudgetRegistry(capacity: capacity) {
+            CoupleBudget(couple: $0, repository: repository, checker: checker)
+        }
+        let couples = (0..<capacity).map { _ in UUID() }
+        for couple in couples { _ = try await registry.with(couple) { _ in 0 } }
+        holding.append(
+            try await microseconds(per: capacity) {
+                for couple in couples { _ = try await registry.with(couple) { _ in 0 } }
+            })
+        let newcomers = (0..<capacity).map { _ in UUID() }
+        dropping.append(
+            try await microseconds(per: capacity) {
+                for couple in newcomers { _ = try await registry.with(couple) { _ in 0 } }
+            })
+    }
+    print(
+        String(
+            format:
+                "registry of %d actors, full: a request of a couple it holds %.2f µs, of one it drops another for %.2f µs (%.1f x)",
+            capacity, median(holding), median(dropping), median(dropping) / median(holding)))
     await pool.close()
 } catch {
     FileHandle.standardError.write(Data("BudgetBenchmark: \(error)\n".utf8))

@@ -305,6 +305,27 @@ struct BudgetRegistryTests {
         #expect(registry.count <= 3)
     }
 
+    @Test("a full registry drops the idle actor used least recently, whatever order they were made in")
+    func leastRecentlyUsedFirst() async throws {
+        let clock = SteppedClock()
+        let registry = try registry(capacity: 3, clock: clock)
+        let (a, b, c) = (UUID(), UUID(), UUID())
+        var made: [UUID: CoupleBudget] = [:]
+        for couple in [a, b, c, a] {
+            clock.advance(.seconds(1))
+            made[couple] = try await registry.with(couple) { $0 }
+        }
+        // Least recently used first: b, c, a. Two newcomers take the room of b, then of c.
+        for _ in 0..<2 {
+            clock.advance(.seconds(1))
+            _ = try await registry.with(UUID()) { $0 }
+        }
+        #expect(registry.count == 3)
+        #expect(try await registry.with(a) { $0 } === made[a], "a, made first but used last of the three, stays")
+        #expect(try await registry.with(b) { $0 } !== made[b])
+        #expect(try await registry.with(c) { $0 } !== made[c])
+    }
+
     @Test("tasks crowding a small registry, its clock running on: never two actors of one couple in use at once")
     func oneActorPerCoupleAtOnce() async throws {
         let clock = SteppedClock()
