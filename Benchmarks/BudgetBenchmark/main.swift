@@ -155,17 +155,15 @@ func naiveOverview(_ couple: UUID, _ scenario: UUID) async throws -> BudgetOverv
         gifts: gifts)
 }
 
-func milliseconds(_ body: () async throws -> BudgetOverview) async throws -> Double {
-    let start = ContinuousClock.now
-    _ = try await body()
-    let elapsed = ContinuousClock.now - start
+/// The time of `body` in milliseconds.
+func milliseconds(_ body: () async throws -> Void) async throws -> Double {
+    let elapsed = try await ContinuousClock().measure(body)
     return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
 }
 
 /// The time of `body` in microseconds, divided by `count`.
 func microseconds(per count: Int, _ body: () async throws -> Void) async throws -> Double {
-    let elapsed = try await ContinuousClock().measure(body)
-    return (Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12) / Double(count)
+    try await milliseconds(body) * 1e3 / Double(count)
 }
 
 func median(_ values: [Double]) -> Double {
