@@ -110,9 +110,8 @@ enum DocumentedRequests {
             let value = try? JSONSerialization.jsonObject(
                 with: Data(body.readableBytesView), options: .fragmentsAllowed)
         else {
-            // Strict JSON that Foundation cannot read holds a number beyond a Double's range. Read here or not at
-            // all: the decoder skips the value of a key it does not know without reading it.
-            throw APIError.badRequest("the body holds a number too large or too small to read (beyond 1e308)")
+            // Strict JSON holds only numbers a Double reads; should Foundation still refuse it, so is the body.
+            throw APIError.badRequest("the body cannot be read as JSON")
         }
         try refuse(value, shape, at: Self.whole)
     }
@@ -206,11 +205,11 @@ public struct StrictJSONDecoder: RequestDecoder {
             throw APIError.badRequest("\(Self.place(context.codingPath)) must be \(Self.kind(expected))")
         } catch let DecodingError.dataCorrupted(context) where context.codingPath.isEmpty {
             // The body is strict JSON (`documentedJSONBody`): what the decoder could not read is a number beyond
-            // what its field's type holds (a fraction for an Int, 1e128 for a Decimal), which it reports without
+            // what its field's type holds (a fraction for an Int, 1e30 for an Int64), which it reports without
             // saying where, as JSON it cannot parse.
             throw APIError.badRequest(
                 "the body holds a number its field cannot take: a fraction where a whole number belongs, or one too "
-                    + "large or too finely divided")
+                    + "large")
         } catch let DecodingError.dataCorrupted(context) {
             let place = Self.place(context.codingPath)
             // Foundation's words for a string that is no UUID name a Swift type; every route says it this way.

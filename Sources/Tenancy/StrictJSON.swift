@@ -6,9 +6,9 @@ import Foundation
 /// the policy; an identity provider and this service reading its tokens), both must read it alike, and
 /// Foundation's readers do not read as others do: they take a trailing comma (`{"a":1,}`), JSONDecoder takes
 /// `01` and `1.` in values it skips, it keeps the first of a key's values where PostgreSQL's jsonb and most
-/// other parsers keep the last, and it reads a number of more digits than its `Decimal` keeps as another number
-/// (`5.000000000000000000000000000000000000000001` as 5, which a budget then takes as whole cents). Such
-/// documents are refused.
+/// other parsers keep the last, and it reads a number of more digits or places than its `Decimal` keeps as another
+/// number (`5.000000000000000000000000000000000000000001` as 5, which a budget then takes as whole cents; `1e-400`
+/// as 0 where a whole number belongs). Such documents are refused.
 public enum StrictJSON {
     /// How deep containers may nest: Foundation's readers refuse a document nested deeper.
     public static let maxDepth = 512
@@ -17,8 +17,13 @@ public enum StrictJSON {
     /// have: Foundation's `Decimal` keeps 38 exactly (its significand is 128 bits) and cuts off the rest.
     public static let maxSignificantDigits = 38
 
+    /// The places (powers of ten) a number's significant digits may stand at, a zero's its exponent. Below 1e-128
+    /// `Decimal` rounds (its exponent is an `Int8`) and a `Double` reads 1e-400 as 0; up to 1e127 `Decimal` holds
+    /// any 38 digits, above it not all, and jsonb refuses numbers far out either way.
+    public static let digitPlaces = -128...127
+
     /// What makes a document no strict JSON: the first place it is not JSON, else the first key named twice, else
-    /// the first number too precise.
+    /// the first number that would not be read as written.
     public enum Problem: Error, Hashable, CustomStringConvertible {
         /// Not JSON: what is wrong, at which byte (counted from 1).
         case malformed(String, byte: Int)
@@ -26,6 +31,8 @@ public enum StrictJSON {
         case repeatedKey(String)
         /// The number at this byte has more than `maxSignificantDigits`.
         case tooPrecise(byte: Int)
+        /// The number at this byte has a digit out of `digitPlaces`.
+        case outOfPlace(byte: Int)
 
         /// The problem, for a message that names the document first: "the body \(problem)".
         public var description: String {
@@ -35,6 +42,9 @@ public enum StrictJSON {
             case .tooPrecise(let byte):
                 "holds a number of more than \(StrictJSON.maxSignificantDigits) significant digits at byte \(byte), "
                     + "which would be read rounded"
+            case .outOfPlace(let byte):
+                "holds a number with a digit out of the places 1e\(StrictJSON.digitPlaces.lowerBound) to "
+                    + "1e\(StrictJSON.digitPlaces.upperBound) at byte \(byte), which would not be read as written"
             }
         }
     }
@@ -71,10 +81,10 @@ private struct Reader {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { throw malformed("a byte order mark") }
         // One entry per open container: the keys an object has named so far, nil for an array.
         var open: [Set<String>?] = []
-        // The first key named twice and the first number too precise, told only once the document is known to be
-        // JSON otherwise: what is no JSON at all is the problem to name first.
+        // The first key named twice and the first number not read as written, told only once the document is
+        // known to be JSON otherwise: what is no JSON at all is the problem to name first.
         var repeated: String?
-        var tooPrecise: Int?
+        var misread: StrictJSON.Problem?
         var expecting = Expecting.value
         var afterComma = false
         while true {
@@ -105,8 +115,8 @@ private struct Reader {
                     continue
                 case UInt8(ascii: "\""): _ = try string(keeping: false)
                 case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    let start = index
-                    if try number() > StrictJSON.maxSignificantDigits, tooPrecise == nil { tooPrecise = start + 1 }
+                    let problem = try number()
+                    if misread == nil { misread = problem }
                 case UInt8(ascii: "t"): try literal("true")
                 case UInt8(ascii: "f"): try literal("false")
                 case UInt8(ascii: "n"): try literal("null")
@@ -136,7 +146,7 @@ private struct Reader {
                 guard let container = open.last else {
                     guard next == nil else { throw malformed("\(described(next)) after the document's value") }
                     if let repeated { throw .repeatedKey(repeated) }
-                    if let tooPrecise { throw .tooPrecise(byte: tooPrecise) }
+                    if let misread { throw misread }
                     return
                 }
                 let closing = container == nil ? UInt8(ascii: "]") : UInt8(ascii: "}")
@@ -177,9 +187,11 @@ private struct Reader {
         index += expected.count
     }
 
-    /// `-`? then `0` or a digit from 1 and more digits, then `.` and digits, then `e` or `E`, a sign and digits.
-    /// Its significant digits: from the first digit other than zero to the last, its point and exponent aside.
-    private mutating func number() throws(StrictJSON.Problem) -> Int {
+    /// `-`? then `0` or a digit from 1 and more digits, then `.` and digits, then `e` or `E`, a sign and digits;
+    /// `.tooPrecise` or `.outOfPlace` when it would not be read as written. Its significant digits run from the
+    /// first digit other than zero to the last.
+    private mutating func number() throws(StrictJSON.Problem) -> StrictJSON.Problem? {
+        let start = index
         if next == UInt8(ascii: "-") { index += 1 }
         guard let first = next, isDigit(first) else { throw malformed("a number without digits") }
         let integer = index
@@ -197,20 +209,35 @@ private struct Reader {
             skipDigits()
             fractionDigits = fraction..<index
         }
+        var exponent = 0
         if next == UInt8(ascii: "e") || next == UInt8(ascii: "E") {
             index += 1
-            if next == UInt8(ascii: "+") || next == UInt8(ascii: "-") { index += 1 }
+            let negative = next == UInt8(ascii: "-")
+            if negative || next == UInt8(ascii: "+") { index += 1 }
             guard let digit = next, isDigit(digit) else { throw malformed("a number without digits in its exponent") }
-            skipDigits()
+            // Held short of overflow: past 2^31 it puts a digit out of place in any number of fewer digits.
+            while let byte = next, isDigit(byte) {
+                exponent = min(exponent * 10 + Int(byte - UInt8(ascii: "0")), Int(Int32.max))
+                index += 1
+            }
+            if negative { exponent.negate() }
         }
         let bytes = bytes
         let significant = { (position: Int) in bytes[position] != UInt8(ascii: "0") }
-        guard
-            let from = integerDigits.first(where: significant) ?? fractionDigits.first(where: significant),
-            let to = fractionDigits.last(where: significant) ?? integerDigits.last(where: significant)
-        else { return 0 }
-        // Less the point, when it stands between them.
-        return to - from + 1 - (integerDigits.contains(from) && fractionDigits.contains(to) ? 1 : 0)
+        // The power of ten a digit stands for.
+        let place = { (position: Int) in
+            exponent
+                + (integerDigits.contains(position)
+                    ? integerDigits.upperBound - 1 - position : fractionDigits.lowerBound - 1 - position)
+        }
+        let highest = (integerDigits.first(where: significant) ?? fractionDigits.first(where: significant)).map(place)
+        let lowest = (fractionDigits.last(where: significant) ?? integerDigits.last(where: significant)).map(place)
+        guard let highest, let lowest else {
+            return StrictJSON.digitPlaces.contains(exponent) ? nil : .outOfPlace(byte: start + 1)
+        }
+        if highest - lowest + 1 > StrictJSON.maxSignificantDigits { return .tooPrecise(byte: start + 1) }
+        return StrictJSON.digitPlaces.contains(highest) && StrictJSON.digitPlaces.contains(lowest)
+            ? nil : .outOfPlace(byte: start + 1)
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) }

@@ -76,7 +76,7 @@ struct StrictJSONTests {
     func wellFormed() {
         for json in [
             #"{}"#, #"[]"#, #" { } "#, #"[ ]"#, "\t\r\n[\n1\n]\n", #"0"#, #"-0"#, #"-0.0e-0"#, #"1E+2"#,
-            #"123.456e789"#,
+            #"123.456e78"#,
             #""""#, #""\"\\\/\b\f\n\r\t\u00e9\uD83D\uDE00""#, #"true"#, #"false"#, #"null"#,
             #"{"a":[{},[],"",0,true]}"#,
             #""é😀""#, #"[[[[]]]]"#, #"{"a":{"a":{"a":1}}}"#,
@@ -123,6 +123,39 @@ struct StrictJSONTests {
         #expect(
             Self.problem(fiveAndABit)?.description
                 == "holds a number of more than 38 significant digits at byte 1, which would be read rounded")
+    }
+
+    @Test("a number with a digit out of the places Foundation reads as written is refused")
+    func places() throws {
+        let zeros = { (count: Int) in String(repeating: "0", count: count) }
+        // Its digits from 1e127 down to 1e-128, a zero's exponent among them: read as written.
+        for json in [
+            "1e127", "-9.9e127", "99e126", "1e-128", "-2.5e-127", "0." + zeros(127) + "1", "1" + zeros(127),
+            "0e-128", "0e127", "1e+0000000000000000000000000000000000000001", "4" + zeros(100) + "e-100",
+        ] {
+            #expect(Self.problem(json) == nil, "\(json)")
+            if !json.hasPrefix("0e") {
+                let read = try JSONDecoder().decode(Decimal.self, from: Data(json.utf8))
+                #expect(read == Decimal(string: json), "Foundation reads \(json) as \(read)")
+            }
+            #expect((try? JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed)) != nil)
+        }
+        // Past them Foundation reads another number or none: a whole number from 1e-400 is 0.
+        #expect(try JSONDecoder().decode(Int.self, from: Data("1e-400".utf8)) == 0)
+        for (json, byte) in [
+            ("1e128", 1), ("12e127", 1), ("1.5e-128", 1), ("1e-129", 1), ("1e-400", 1), ("1" + zeros(128), 1),
+            ("0." + zeros(128) + "1", 1), ("0e128", 1), ("0.0e-99999999999999999999999999", 1),
+            (#"{"a":1,"b":-1e99999999999999999999}"#, 12), ("[1.5e-10,0E+128]", 10),
+        ] {
+            #expect(Self.problem(json) == .outOfPlace(byte: byte), "\(json)")
+        }
+        #expect(Self.problem("[1e400,]") == .malformed("a comma before ]", byte: 8), "no JSON at all is named first")
+        #expect(
+            Self.problem("[1e400," + "1" + zeros(39) + "]") == .outOfPlace(byte: 2), "the first number misread")
+        #expect(
+            Self.problem("1e400")?.description
+                == "holds a number with a digit out of the places 1e-128 to 1e127 at byte 1, "
+                + "which would not be read as written")
     }
 
     @Test("a policy document that is not strict JSON is refused, saying why, before the database would read it")

@@ -701,6 +701,13 @@ struct RouterTests {
                 #"{"role":"viewer","expires_in_seconds":1e30}"#,
                 number
             ),
+            (
+                // Foundation would read it as 0.
+                invitations, fixture.keyHeader(actingAs: fixture.owner),
+                #"{"role":"viewer","expires_in_seconds":1e-400}"#,
+                "the body holds a number with a digit out of the places 1e-128 to 1e127 at byte 39, which would not be "
+                    + "read as written"
+            ),
         ]
         try await fixture.application().test(.router) { client in
             for (uri, headers, body, message) in misfits {

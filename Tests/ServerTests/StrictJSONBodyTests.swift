@@ -39,19 +39,16 @@ struct StrictJSONBodyTests {
                     .post, expensesRoute, acting, #"{"name":"Deposit","amount":\#(fiveAndABit)}"#,
                     "holds a number of more than 38 significant digits at byte 28, which would be read rounded"
                 ),
+                // JSON that Foundation cannot read (a Double takes up to 1e308), under a key the route does not take.
+                (
+                    .post, scenariosRoute, acting, #"{"name":"Main","x":1e400}"#,
+                    "holds a number with a digit out of the places 1e-128 to 1e127 at byte 20"
+                ),
             ] {
                 try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: body)) {
                     #expect($0.status == .badRequest, "\(uri) \(body)")
                     #expect(text($0).contains(problem), "\(uri) \(body): \(text($0))")
                 }
-            }
-            // JSON that Foundation cannot read: named for what it is, not called "not JSON".
-            try await client.execute(
-                uri: scenariosRoute, method: .post, headers: acting,
-                body: ByteBuffer(string: #"{"name":"Main","x":1e400}"#)
-            ) {
-                #expect($0.status == .badRequest)
-                #expect(text($0).contains("a number too large or too small"), "\(text($0))")
             }
             // Nothing was done: the planner is still a planner, and the couple has no scenario and no expense.
             let members = try await fixture.repository.members(

@@ -7,7 +7,8 @@ import Testing
 @Suite("Strict JSON against PostgreSQL's reader")
 struct StrictJSONDifferentialTests {
     @Test(
-        "documents mutated at random: strict JSON exactly when jsonb reads them, but for a key twice or a long number")
+        "documents mutated at random: strict JSON exactly when jsonb reads them, but for a key twice or a number misread"
+    )
     func againstJSONB() async throws {
         let policy = try String(
             contentsOf: repositoryRoot.appendingPathComponent("policies/policy.json"), encoding: .utf8)
@@ -21,7 +22,8 @@ struct StrictJSONDifferentialTests {
         ]
         let alphabet = Array(#"{}[],:"\/.-+0129eEtrufalsnx"#) + [" ", "\t", "\n", "é", "😀"]
         var random = SystemRandomNumberGenerator()
-        var documents: [String] = []
+        // Numbers out of even numeric's places, which mutations reach only now and then.
+        var documents = [#"{"amount":5.0000000000E00000000001000001}"#, "[0.0e-99999999999]", "[1e-16384]"]
         while documents.count < 2_000 {
             var characters = Array(seeds.randomElement(using: &random)!)
             for _ in 0..<Int.random(in: 1...3, using: &random) {
@@ -39,13 +41,15 @@ struct StrictJSONDifferentialTests {
         let connection = try await PostgresConnection.connect(try TestDatabase.server())
         var (taken, refused, refusedAsJSON) = (0, 0, 0)
         for document in documents {
-            let jsonbReads: Bool
+            // What jsonb said: nil when it read the document, else its SQLSTATE.
+            let refusal: SQLState?
             do {
                 _ = try await connection.query("SELECT \(document)::jsonb IS NOT NULL AS read")
-                jsonbReads = true
+                refusal = nil
             } catch let error as PostgresError where error.sqlState?.errorClass == "22" {
-                jsonbReads = false
+                refusal = error.sqlState
             }
+            let jsonbReads = refusal == nil
             switch StrictJSON.problem(in: Array(document.utf8)) {
             case nil:
                 taken += 1
@@ -53,15 +57,21 @@ struct StrictJSONDifferentialTests {
             case .malformed(let what, let byte):
                 refused += 1
                 #expect(!jsonbReads, "jsonb reads what was refused (\(what) at \(byte)): \(document)")
-            case .repeatedKey, .tooPrecise:
+            case .repeatedKey:
                 refusedAsJSON += 1
-                #expect(jsonbReads, "JSON refused for what it holds, which jsonb refuses as no JSON: \(document)")
+                #expect(jsonbReads, "JSON refused for a key twice, which jsonb refuses: \(document)")
+            case .tooPrecise, .outOfPlace:
+                refusedAsJSON += 1
+                // jsonb reads it too, unless its digits stand further out than even numeric's places (22003).
+                #expect(
+                    jsonbReads || refusal == SQLState("22003"),
+                    "JSON refused for a number misread, which jsonb refuses as no JSON: \(document)")
             }
         }
         await connection.close()
         // Both answers, often: a mutation keeps a document JSON about as often as it breaks it.
         #expect(
             taken > 200 && refused > 200,
-            "\(taken) taken, \(refused) refused, \(refusedAsJSON) with a key twice or a number too precise")
+            "\(taken) taken, \(refused) refused, \(refusedAsJSON) with a key twice or a number misread")
     }
 }
