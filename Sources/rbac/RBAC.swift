@@ -74,7 +74,10 @@ struct RBAC: AsyncParsableCommand {
             Foundation.exit(0)
         }
         if errorsAsJSON, code == .validationFailure {
-            fail(CommandFailure(.usage, Self.message(for: error)))
+            // The option's help says what it takes where the error only says what it does not: kept, in one line.
+            let help = message.split(separator: "\n").first { $0.hasPrefix("Help:") }
+                .map { ". " + $0.split(separator: " ").joined(separator: " ") }
+            fail(CommandFailure(.usage, Self.message(for: error) + (help ?? "")))
         }
         if !message.isEmpty { printError(message) }
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)

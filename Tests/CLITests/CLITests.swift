@@ -535,6 +535,7 @@ struct CLITests {
                 (["couples", "show", unknown, "--json"], 3, "not_found"),
                 (["members", "--json"], 2, "invalid_input"),
                 (["members", "--couple", "zz", "--json"], 2, "invalid_input"),
+                (["members", "--couple", couple, "--limit", "ten", "--json"], 2, "invalid_input"),
                 (
                     ["grant", "--couple", couple, "--user", "olivia@example.com", "--role", "chef", "--json"], 2,
                     "invalid_input"
@@ -550,6 +551,12 @@ struct CLITests {
                 #expect(object?["error"]?["code"] == code, "\(arguments): \(result.stderr)")
                 #expect(object?["error"]?["message"]?.isEmpty == false && result.stdout.isEmpty, "\(arguments)")
             }
+            // A value ArgumentParser cannot read: its message, then the option's help, which says what it takes.
+            let malformed = try await run(["members", "--couple", couple, "--limit", "ten", "--json"])
+            #expect(
+                malformed.stderr.contains(
+                    #""message":"The value 'ten' is invalid for '--limit <n>'. Help: --limit <n> Only one page of "#),
+                "\(malformed.stderr)")
             let text = try await run(["couples", "show", unknown])
             #expect(text.status == 3 && text.stderr == "rbac: couple \(unknown) does not exist\n", "without --json")
             // A denial is an answer, not a failure: on stdout, exit 1, as ever.
