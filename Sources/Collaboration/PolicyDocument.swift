@@ -12,7 +12,27 @@ public struct PolicyDocument: Sendable, Decodable {
         public let grants: [String]?
 
         /// The keys a role's object may hold.
-        static let keys = ["description", "grants", "inherits", "permissions", "rank"]
+        static let keys = CodingKeys.allCases.map(\.rawValue).sorted()
+
+        private enum CodingKeys: String, CodingKey, CaseIterable {
+            case rank, description, inherits, permissions, grants
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            // Read as a number first: JSONDecoder reads 4.5 or 1e20 as an Int's misfit without saying where. The
+            // bounds are the database's, as apply_policy takes them.
+            guard let rank = Int32(exactly: try container.decode(Double.self, forKey: .rank)) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .rank, in: container,
+                    debugDescription: "it must be an integer from \(Int32.min) to \(Int32.max)")
+            }
+            self.rank = Int(rank)
+            description = try container.decode(String.self, forKey: .description)
+            inherits = try container.decodeIfPresent([String].self, forKey: .inherits)
+            permissions = try container.decodeIfPresent([String].self, forKey: .permissions)
+            grants = try container.decodeIfPresent([String].self, forKey: .grants)
+        }
     }
 
     public let permissions: [String: String]
@@ -43,7 +63,11 @@ public struct PolicyDocument: Sendable, Decodable {
                 throw CollaborationError(.invalidPolicy, "invalid policy: " + problems.sorted().joined(separator: "; "))
             }
         }
-        return try JSONDecoder().decode(PolicyDocument.self, from: data)
+        do {
+            return try JSONDecoder().decode(PolicyDocument.self, from: data)
+        } catch let error as DecodingError {
+            throw CollaborationError(.invalidPolicy, "invalid policy: \(error.misfit(in: url.lastPathComponent))")
+        }
     }
 
     /// Each role with its effective permissions (its own and its ancestors'). Throws `invalidPolicy` naming

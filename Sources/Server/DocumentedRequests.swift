@@ -199,63 +199,8 @@ public struct StrictJSONDecoder: RequestDecoder {
         decoder.keyDecodingStrategy = keys
         do {
             return try decoder.decode(T.self, from: buffer)
-        } catch let DecodingError.keyNotFound(key, context) {
-            throw APIError.badRequest("the body lacks \(quoted(Self.place(context.codingPath + [key])))")
-        } catch let DecodingError.typeMismatch(expected, context), let DecodingError.valueNotFound(expected, context) {
-            throw APIError.badRequest("\(Self.place(context.codingPath)) must be \(Self.kind(expected))")
-        } catch let DecodingError.dataCorrupted(context) where context.codingPath.isEmpty {
-            // The body is strict JSON (`documentedJSONBody`): what the decoder could not read is a number beyond
-            // what its field's type holds (a fraction for an Int, 1e30 for an Int64), which it reports without
-            // saying where, as JSON it cannot parse.
-            throw APIError.badRequest(
-                "the body holds a number its field cannot take: a fraction where a whole number belongs, or one too "
-                    + "large")
-        } catch let DecodingError.dataCorrupted(context) {
-            let place = Self.place(context.codingPath)
-            // Foundation's words for a string that is no UUID name a Swift type; every route says it this way.
-            if context.debugDescription == "Attempted to decode UUID from invalid UUID string." {
-                throw APIError.badRequest("\(place) must be a UUID")
-            }
-            let detail = context.debugDescription.isEmpty ? "" : ": \(context.debugDescription)"
-            throw APIError.badRequest("\(place) is malformed\(detail)")
-        }
-    }
-
-    /// Where in the body a decoding error is, as the client wrote it: `checks[1].permission`, or `the body`.
-    private static func place(_ path: [any CodingKey]) -> String {
-        guard !path.isEmpty else { return "the body" }
-        return path.reduce(into: "") { place, key in
-            if let index = key.intValue {
-                place += "[\(index)]"
-            } else {
-                place += (place.isEmpty ? "" : ".") + key.stringValue.snakeCased
-            }
-        }
-    }
-
-    /// What JSON a Swift type is read from, for a client who sent something else.
-    private static func kind(_ type: Any.Type) -> String {
-        switch type {
-        case is Decimal.Type: "a number, e.g. 1250 or 99.90"
-        case is Int.Type, is Int64.Type: "a whole number"
-        case is Bool.Type: "true or false"
-        case is String.Type: "a string"
-        case is [Any].Type: "an array"
-        case is [String: Any].Type: "an object"
-        default: "JSON of another type"
-        }
-    }
-}
-
-extension String {
-    /// `budgetItemId` as `budget_item_id`, for error messages about JSON keys.
-    fileprivate var snakeCased: String {
-        reduce(into: "") { result, character in
-            if character.isUppercase {
-                result += "_" + character.lowercased()
-            } else {
-                result.append(character)
-            }
+        } catch let error as DecodingError {
+            throw APIError.badRequest(error.misfit(in: "the body", snakeCase: true))
         }
     }
 }

@@ -25,8 +25,11 @@ extension RBAC {
                 let document: PolicyDocument
                 do {
                     document = try PolicyDocument.load(from: file)
+                } catch let error as CollaborationError {
+                    // What the document holds amiss, said as flattened() says it.
+                    throw error
                 } catch {
-                    throw CommandFailure(.usage, "\(file.path) is not a valid policy document: \(error)")
+                    throw CommandFailure(.usage, "\(file.path) cannot be read: \(error.localizedDescription)")
                 }
                 return try document.flattened()
             }

@@ -1387,24 +1387,49 @@ struct CLITests {
         #expect(invalid.stderr.contains("unknown permission \"budget.edt\""))
 
         // A role defined twice, and a trailing comma: refused, saying so, before a database is asked (it would
-        // apply the second role, and refuse the comma).
+        // apply the second role, and refuse the comma). A rank the roles table cannot keep, or none, or a
+        // description that is no string: named where it stands.
+        let rank = #""rank": 4,"#
         for (document, problem) in [
             (
                 policy.replacingOccurrences(
                     of: #""roles": {"#,
                     with: #""roles": {"viewer": {"rank": 4, "description": "x", "permissions": []},"#),
-                #"names "viewer" more than once in one object"#
+                #"policy.json names "viewer" more than once in one object"#
             ),
-            (policy.replacingOccurrences(of: "\n  }\n}", with: "\n  },\n}"), "is not JSON: a comma before }"),
+            (
+                policy.replacingOccurrences(of: "\n  }\n}", with: "\n  },\n}"),
+                "policy.json is not JSON: a comma before }"
+            ),
+            (
+                policy.replacingOccurrences(of: rank, with: #""rank": 4.5,"#),
+                "roles.viewer.rank is malformed: it must be an integer from -2147483648 to 2147483647"
+            ),
+            (
+                policy.replacingOccurrences(of: rank, with: #""rank": 3e9,"#),
+                "roles.viewer.rank is malformed: it must be an integer from -2147483648 to 2147483647"
+            ),
+            (policy.replacingOccurrences(of: rank, with: ""), #"policy.json lacks "roles.viewer.rank""#),
+            (
+                policy.replacingOccurrences(
+                    of: #""description": "Family and friends who follow along: sees, changes nothing""#,
+                    with: #""description": 1"#),
+                "roles.viewer.description must be a string"
+            ),
         ] {
             #expect(document != policy)
             try document.write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
             for command in ["validate", "apply"] {
                 let refused = try await Self.rbac(["policy", command, "--dir", directory.path], database: offline)
                 #expect(refused.status == 2, "\(command): \(refused.stderr)")
-                #expect(refused.stderr.contains("policy.json \(problem)"), "\(refused.stderr)")
+                #expect(refused.stderr.contains("rbac: invalid policy: \(problem)"), "\(refused.stderr)")
             }
         }
+        // A rank written 4.0 is 4, as the database reads it too.
+        try policy.replacingOccurrences(of: rank, with: #""rank": 4.0,"#)
+            .write(to: directory.appendingPathComponent("policy.json"), atomically: true, encoding: .utf8)
+        let whole = try await Self.rbac(["policy", "validate", "--dir", directory.path], database: offline)
+        #expect(whole.status == 0, "\(whole.stderr)")
 
         // A key nothing reads ("inherit" for "inherits", a misspelt section): refused, naming each, as the
         // database refuses it.

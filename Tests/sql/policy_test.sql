@@ -36,6 +36,12 @@ SELECT throws_like(
     $$SELECT apply_policy((SELECT policy FROM base) #- '{roles,owner}')$$,
     '%must define the "owner" role%', 'the owner role is required');
 SELECT throws_like($$SELECT apply_policy('{"roles": []}')$$, '%"permissions" and "roles" objects%', 'the shape is checked');
+-- A rank is an integer as the roles table keeps it; written 4.0, it is one.
+SELECT throws_like(
+    format($$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,viewer,rank}', %L))$$, rank),
+    '%role "viewer" needs a "description" string and an integer "rank" from -2147483648 to 2147483647%',
+    'a rank of ' || rank || ' is refused, named')
+FROM unnest(ARRAY['4.5', '3000000000', '-2147483649', '"4"', 'null']) AS rank;
 -- A key nothing reads is named: "inherit" for "inherits" would leave the role without its ancestors' permissions.
 SELECT throws_like(
     $$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,planner,inherit}', '["viewer"]'))$$,
@@ -62,6 +68,10 @@ SELECT lives_ok(
     'a policy giving viewers gifts.edit applies');
 SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'gifts.edit'),
           'a planner inherits it from viewer at once');
+
+SELECT lives_ok($$SELECT apply_policy(jsonb_set((SELECT policy FROM base), '{roles,viewer,rank}', '70e-1'))$$,
+                'a rank written 70e-1 applies');
+SELECT is((SELECT rank FROM roles WHERE name = 'viewer'), 7, 'as 7');
 
 SELECT pg_temp.act_as('olivia');
 SELECT throws_ok($$SELECT apply_policy((SELECT policy FROM base))$$, 'RBDEN', NULL, 'only the operator may change the policy');

@@ -61,9 +61,16 @@ BEGIN
         SELECT format('role "%s" is not named in lower-case letters and underscores', name)
         FROM policy_roles WHERE name !~ '^[a-z][a-z_]*$'
         UNION ALL
-        SELECT format('role "%s" needs a "description" string and an integer "rank"', name) FROM policy_roles
+        SELECT format('role "%s" needs a "description" string and an integer "rank" from -2147483648 to 2147483647',
+                      name) FROM policy_roles
         WHERE jsonb_typeof(definition -> 'description') IS DISTINCT FROM 'string'
-           OR jsonb_typeof(definition -> 'rank') IS DISTINCT FROM 'number'
+           -- 4.0 is taken, as JSON readers take it for 4; 4.5 and 3e9 are not. CASE reads the number only once
+           -- it is one.
+           OR CASE jsonb_typeof(definition -> 'rank')
+                  WHEN 'number' THEN (definition ->> 'rank')::numeric NOT BETWEEN -2147483648 AND 2147483647
+                                  OR (definition ->> 'rank')::numeric <> trunc((definition ->> 'rank')::numeric)
+                  ELSE true
+              END
         UNION ALL
         SELECT format('role "%s" lists unknown permission "%s"', role, reference) FROM policy_references
         WHERE kind = 'permissions' AND reference NOT IN (SELECT name FROM policy_permissions)
@@ -124,7 +131,7 @@ BEGIN
     ON CONFLICT (name) DO UPDATE SET description = excluded.description
     WHERE permissions.description IS DISTINCT FROM excluded.description;
     INSERT INTO roles (name, description, rank)
-    SELECT name, definition ->> 'description', (definition ->> 'rank')::integer FROM policy_roles
+    SELECT name, definition ->> 'description', (definition ->> 'rank')::numeric::integer FROM policy_roles
     ON CONFLICT (name) DO UPDATE SET description = excluded.description, rank = excluded.rank
     WHERE (roles.description, roles.rank) IS DISTINCT FROM (excluded.description, excluded.rank);
 
