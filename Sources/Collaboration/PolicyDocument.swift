@@ -43,11 +43,8 @@ public struct PolicyDocument: Sendable, Decodable {
     /// reading takes the first, and so is one naming a key that nothing reads, as `apply_policy` refuses it:
     /// `inherit` for `inherits` would leave a role without its ancestors' permissions.
     public static func load(from url: URL) throws -> PolicyDocument {
-        let data = try Data(contentsOf: url)
-        if let problem = StrictJSON.problem(in: data) {
-            throw CollaborationError(.invalidPolicy, "invalid policy: \(url.lastPathComponent) \(problem)")
-        }
-        if let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+        try decodePolicyFile(PolicyDocument.self, at: url, as: "invalid policy") { data in
+            guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
             let roles = object["roles"] as? [String: Any] ?? [:]
             let problems =
                 object.keys.filter { !["permissions", "roles"].contains($0) }.map {
@@ -62,11 +59,6 @@ public struct PolicyDocument: Sendable, Decodable {
             guard problems.isEmpty else {
                 throw CollaborationError(.invalidPolicy, "invalid policy: " + problems.sorted().joined(separator: "; "))
             }
-        }
-        do {
-            return try JSONDecoder().decode(PolicyDocument.self, from: data)
-        } catch let error as DecodingError {
-            throw CollaborationError(.invalidPolicy, "invalid policy: \(error.misfit(in: url.lastPathComponent))")
         }
     }
 
@@ -118,5 +110,23 @@ public struct PolicyDocument: Sendable, Decodable {
                     + transferring.map(\.name.rawValue).sorted().joined(separator: ", "))
         }
         return definitions.sorted { $0.rank < $1.rank }
+    }
+}
+
+/// The file of policies/ at `url` (`policy.json`, `tests.json`) as `T`: strict JSON, then what `check` refuses,
+/// then what does not fit `T`, each refused (`invalid_policy`) with a message that begins with `what` and names
+/// the file or the place in it. A file that cannot be read throws as `Data(contentsOf:)` does.
+func decodePolicyFile<T: Decodable>(
+    _ type: T.Type, at url: URL, as what: String, check: (Data) throws -> Void = { _ in }
+) throws -> T {
+    let data = try Data(contentsOf: url)
+    if let problem = StrictJSON.problem(in: data) {
+        throw CollaborationError(.invalidPolicy, "\(what): \(url.lastPathComponent) \(problem)")
+    }
+    try check(data)
+    do {
+        return try JSONDecoder().decode(T.self, from: data)
+    } catch let error as DecodingError {
+        throw CollaborationError(.invalidPolicy, "\(what): \(error.misfit(in: url.lastPathComponent))")
     }
 }

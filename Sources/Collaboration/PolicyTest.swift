@@ -1,3 +1,5 @@
+import Foundation
+
 /// One expectation about the policy, as written in `policies/tests.json`: either that a role does (or does
 /// not) hold a permission, or that it may (or may not) give another role. A role may be one of the policy's or a
 /// couple's own defined in the file's fixtures.
@@ -47,9 +49,15 @@ public struct PolicyTestFile: Sendable, Decodable {
         case tests
     }
 
+    /// The file at `url`, read as `PolicyDocument.load` reads the policy (`decodePolicyFile`).
+    public static func load(from url: URL) throws -> PolicyTestFile {
+        try decodePolicyFile(PolicyTestFile.self, at: url, as: "invalid policy tests")
+    }
+
     public init(from decoder: any Decoder) throws {
-        if let tests = try? [PolicyTest](from: decoder) {
-            self.tests = tests
+        // A list: read as one, so that what is amiss in it is named there, not as a list where an object belongs.
+        if (try? decoder.unkeyedContainer()) != nil {
+            tests = try [PolicyTest](from: decoder)
             coupleRoles = [:]
             return
         }

@@ -21,17 +21,20 @@ extension RBAC {
             }
 
             func roles() throws -> [RoleDefinition] {
-                let file = try directory().appendingPathComponent(AccessPolicy.policyFileName)
-                let document: PolicyDocument
+                try read(AccessPolicy.policyFileName, PolicyDocument.load).flattened()
+            }
+
+            /// The file `name` of the directory, loaded; one that cannot be read is named. What a document holds
+            /// amiss is thrown as `load` says it.
+            func read<T>(_ name: String, _ load: (URL) throws -> T) throws -> T {
+                let file = try directory().appendingPathComponent(name)
                 do {
-                    document = try PolicyDocument.load(from: file)
+                    return try load(file)
                 } catch let error as CollaborationError {
-                    // What the document holds amiss, said as flattened() says it.
                     throw error
                 } catch {
                     throw CommandFailure(.usage, "\(file.path) cannot be read: \(error.localizedDescription)")
                 }
-                return try document.flattened()
             }
         }
 
@@ -70,9 +73,7 @@ extension RBAC {
                 let results: [(PolicyTest, Bool)]
                 do {
                     let roles = try location.roles()
-                    let file = try location.directory().appendingPathComponent("tests.json")
-                    results = try JSONDecoder().decode(PolicyTestFile.self, from: Data(contentsOf: file))
-                        .results(in: roles)
+                    results = try location.read("tests.json", PolicyTestFile.load).results(in: roles)
                 } catch {
                     throw CommandFailure(error)
                 }

@@ -1377,6 +1377,20 @@ struct CLITests {
         // A description's escape is shown, not sent to the terminal.
         #expect(failing.stdout.contains(#"not ok - a viewer may edit the budget\u{1B}[2J"#))
         #expect(!failing.stdout.contains("\u{1B}"))
+        // tests.json is read as policy.json is: strict JSON, and what does not fit is named where it stands.
+        for (tests, problem) in [
+            (
+                #"[{"description": "d", "role": "viewer", "permission": "budget.view", "allowed": "yes"}]"#,
+                "[0].allowed must be true or false"
+            ),
+            (#"{"tests": [],}"#, "tests.json is not JSON: a comma before }"),
+        ] {
+            try tests.write(to: directory.appendingPathComponent("tests.json"), atomically: true, encoding: .utf8)
+            let refused = try await Self.rbac(["policy", "test", "--dir", directory.path], database: offline)
+            #expect(
+                refused.status == 2 && refused.stderr.contains("rbac: invalid policy tests: \(problem)"),
+                "\(refused.stderr)")
+        }
 
         try policy.replacingOccurrences(
             of: "\"budget.edit\", \"expenses.edit\"", with: "\"budget.edt\", \"expenses.edit\""
