@@ -33,7 +33,7 @@ extension RBAC {
                 } catch let error as CollaborationError {
                     throw error
                 } catch {
-                    throw CommandFailure(.usage, "\(file.path) cannot be read: \(error.localizedDescription)")
+                    throw CommandFailure(.usage, "cannot read \(file.path)")
                 }
             }
         }

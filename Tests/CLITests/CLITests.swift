@@ -1391,6 +1391,11 @@ struct CLITests {
                 refused.status == 2 && refused.stderr.contains("rbac: invalid policy tests: \(problem)"),
                 "\(refused.stderr)")
         }
+        let missing = directory.appendingPathComponent("none")
+        let unreadable = try await Self.rbac(["policy", "test", "--dir", missing.path], database: offline)
+        #expect(
+            unreadable.status == 2 && unreadable.stderr == "rbac: cannot read \(missing.path)/policy.json\n",
+            "\(unreadable.stderr)")
 
         try policy.replacingOccurrences(
             of: "\"budget.edit\", \"expenses.edit\"", with: "\"budget.edt\", \"expenses.edit\""
