@@ -535,6 +535,17 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         case .pending: break
         }
         let invitation = stored.invitation
+        // As accept_invitation: made on its inviter's authority, which must hold still.
+        if let inviter = stored.invitedBy {
+            let invites = hasPermission(
+                couple: invitation.coupleID, user: inviter, permission: Permission(rawValue: "collaborators.invite")!)
+            guard invites, (try? requireGrantable(invitation.coupleID, inviter, invitation.role)) != nil else {
+                throw CollaborationError(
+                    .invitationRevoked,
+                    "this invitation no longer holds: the member who made it may no longer give the "
+                        + "\(invitation.role) role")
+            }
+        }
         if let email = invitation.email, !proves(email, account) {
             throw CollaborationError(.invitationEmailMismatch, "this invitation is for another email address")
         }
@@ -805,6 +816,12 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
         try write(couple, as: actor, action: "membership.delete") { $0[user] = nil }
         member.revision = couplesByID[couple]?.revision ?? member.revision
+        // As rbac.memberships_guard: the pending invitations they made go with them.
+        for (hash, stored) in invitationsByHash
+        where stored.invitation.coupleID == couple && stored.invitedBy == user && stored.status(at: now()) == .pending {
+            invitationsByHash[hash]?.revokedAt = now()
+            record(couple, actor, "invitation.update")
+        }
         return member
     }
 

@@ -6,7 +6,11 @@ extension RBAC {
     struct Leave: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "A member leaves a couple (the last active owner cannot).",
-            discussion: "Example: rbac leave --couple C --user pia@example.com")
+            discussion: """
+                The pending invitations they made are revoked: each was made on their authority.
+
+                Example: rbac leave --couple C --user pia@example.com
+                """)
         @OptionGroup var member: MemberOptions
         @OptionGroup var acting: ActingOptions
 

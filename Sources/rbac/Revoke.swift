@@ -6,7 +6,11 @@ extension RBAC {
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Remove a user from a couple.",
-            discussion: "Example: rbac revoke --couple C --user pia@example.com")
+            discussion: """
+                The pending invitations they made are revoked with them: each was made on their authority.
+
+                Example: rbac revoke --couple C --user pia@example.com
+                """)
         @OptionGroup var member: MemberOptions
         @OptionGroup var acting: ActingOptions
 

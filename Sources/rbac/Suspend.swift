@@ -8,7 +8,8 @@ extension RBAC {
             abstract: "Suspend a member: they keep their role, which grants nothing until reactivated.",
             discussion: """
                 Needs collaborators.manage and a role that may give the member's (a partner cannot suspend an \
-                owner); the last active owner cannot be suspended.
+                owner); the last active owner cannot be suspended. The invitations they made let no one in until \
+                they are reactivated.
 
                 Example: rbac suspend --couple C --user planner@example.com
                 """)

@@ -129,9 +129,10 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Delete a user, with their memberships and identities (the operator's).",
                 discussion: """
-                    Each couple's log records the removal. The logs keep the user's id, not their address or name: \
-                    the operator's log is erased of them. Refused (exit 4) while they are a couple's last active \
-                    owner: transfer its ownership or delete it first. There is no undo, so it takes --yes.
+                    Each couple's log records the removal, and the pending invitations they made are revoked. The \
+                    logs keep the user's id, not their address or name: the operator's log is erased of them. \
+                    Refused (exit 4) while they are a couple's last active owner: transfer its ownership or delete \
+                    it first. There is no undo, so it takes --yes.
 
                     Example: rbac users delete pia@example.com --yes
                     """)

@@ -164,7 +164,8 @@ struct CollaborationRaceTests {
                 { _ = try await repository.acceptInvitation(tokenHash: made, user: nil, as: .user(invitee)) },
             ])
             #expect(outcomes[0] == .success, "\(outcomes)")
-            #expect(outcomes[3] == .success, "an invitation the user made still works: \(outcomes)")
+            // An invitation the user made is accepted before the deletion, or the deletion revoked it.
+            #expect([.success, .refused("invitation_revoked")].contains(outcomes[3]), "\(outcomes)")
             // A join after the deletion finds no user; never a foreign key's error.
             let joins: Set<Outcome> = [.success, .refused("not_found")]
             #expect(outcomes[1...2].allSatisfy(joins.contains), "\(outcomes)")
@@ -573,9 +574,53 @@ struct CollaborationRaceTests {
             if deletesCouple {
                 #expect(couples == 0 && members == 0 && pending == 0)
             } else {
-                // Joined, and only the invitation to nobody's address is pending, its inviter gone.
-                #expect(couples == 1 && members == 1 && pending == 1, "\(outcomes)")
+                // Joined; the invitation to nobody's address went with its inviter.
+                #expect(couples == 1 && members == 1 && pending == 0, "\(outcomes)")
             }
+            return outcomes
+        }
+    }
+
+    @Test("a member removed, or leaving, while their invitations are accepted: each lands first or is revoked")
+    func removeInviterWhileAccepting() async throws {
+        try await raceRounds(maxConnections: 4, "the acceptances should land on both sides of the removal") {
+            pool, round in
+            let (owner, inviter, first, second) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser(),
+                try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+            // Three from the inviter: two are accepted in the race, the third never.
+            var hashes: [Data] = []
+            for _ in 0..<3 {
+                let hash = Data(SecretToken.generate(.invitation).hash)
+                try await pool.acting(as: inviter) {
+                    try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+                }
+                hashes.append(hash)
+            }
+            let outcomes = try await race(3) { [hashes] index, go in
+                let calls: [(PostgresQuery, UUID)] = [
+                    round % 2 == 0
+                        ? ("SELECT remove_member(\(couple), \(inviter))", owner)
+                        : ("SELECT leave_couple(\(couple))", inviter),
+                    ("SELECT * FROM accept_invitation(\(hashes[0]))", first),
+                    ("SELECT * FROM accept_invitation(\(hashes[1]))", second),
+                ]
+                return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
+            }
+            #expect(outcomes[0] == .success, "the member always goes: \(outcomes)")
+            let acceptances: Set<Outcome> = [.success, .refused("RBREV")]
+            #expect(outcomes.dropFirst().allSatisfy(acceptances.contains), "\(outcomes)")
+            let state = try await pool.query(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id IN (\(first), \(second)))
+                           AS joined,
+                       (SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending') AS pending
+                """)[0]
+            #expect(try state.decode("joined", as: Int.self) == outcomes.dropFirst().filter { $0 == .success }.count)
+            #expect(try state.decode("pending", as: Int.self) == 0, "nothing the removed member made stays pending")
             return outcomes
         }
     }

@@ -372,6 +372,38 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "an invitation holds on its inviter's authority: not while they are suspended, and revoked when they go",
+        arguments: Backend.allCases)
+    func inviterAuthority(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let viewer = RoleName(rawValue: "viewer")!
+            let (first, second) = (
+                try await world.invitations.invite(to: couple, role: viewer, as: .user(planner)),
+                try await world.invitations.invite(to: couple, role: viewer, as: .user(planner))
+            )
+            let own = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner))
+            let invitee = try await world.user("invitee")
+            _ = try await world.memberships.suspend(planner, in: couple, as: world.admin)
+            await expectRefusal(.invitationRevoked) {
+                _ = try await world.invitations.accept(token: first.token.rawValue, user: nil, as: .user(invitee))
+            }
+            _ = try await world.memberships.reactivate(planner, in: couple, as: world.admin)
+            _ = try await world.invitations.accept(token: first.token.rawValue, user: nil, as: .user(invitee))
+            _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
+            let listed = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(
+                Dictionary(uniqueKeysWithValues: listed.map { ($0.id, $0.status) })
+                    == [first.invitation.id: .accepted, second.invitation.id: .revoked, own.invitation.id: .pending])
+            let other = try await world.user("other")
+            await expectRefusal(.invitationRevoked) {
+                _ = try await world.invitations.accept(token: second.token.rawValue, user: nil, as: .user(other))
+            }
+        }
+    }
+
     @Test("more than 1,000 invitations: each is read back, resent and listed", arguments: Backend.allCases)
     func manyInvitations(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

@@ -221,5 +221,81 @@ SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_decomposed'))$$, 's
 SELECT throws_ok($$INSERT INTO users (email) VALUES (U&'zoe\0308@example.org')$$, '23514', NULL,
                  'and no address is stored decomposed');
 
+-- An invitation is made on its inviter's authority. It lets no one in once its inviter could not make it: while
+-- they are suspended (and again once reactivated), past their membership's expiry, or holding a role that no
+-- longer invites or gives what it offers. A member who goes (removed, leaving, deleted) revokes the pending ones
+-- they made.
+SELECT pg_temp.new_user(name) FROM unnest(ARRAY['owen', 'pam', 'pete', 'newcomer']) AS name;
+SELECT pg_temp.new_couple('Authority', 'owen', 'pam:partner', 'pete:planner');
+INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://hooks.example.com/all', '\x00');
+SELECT pg_temp.act_as('pam');
+SELECT create_invitation(pg_temp.id('Authority'), pg_temp.hash('inv_pam_' || n), 'viewer')
+FROM generate_series(1, 3) n;
+SELECT create_invitation(pg_temp.id('Authority'), pg_temp.hash('inv_pam_partner'), 'partner');
+SELECT pg_temp.act_as('pete');
+SELECT create_invitation(pg_temp.id('Authority'), pg_temp.hash('inv_pete'), 'viewer');
+SELECT pg_temp.act_as_operator();
+SELECT create_invitation(pg_temp.id('Authority'), pg_temp.hash('inv_operator'), 'viewer');
+SELECT suspend_member(pg_temp.id('Authority'), pg_temp.id('pam'));
+SELECT pg_temp.act_as('newcomer');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_1'))$$, 'RBREV',
+                 'this invitation no longer holds: the member who made it may no longer give the viewer role',
+                 'an invitation from a suspended member lets no one in');
+SELECT is(user_role(pg_temp.id('Authority'), pg_temp.id('newcomer')), NULL, 'and the refusal made no member');
+SELECT pg_temp.act_as_operator();
+SELECT reactivate_member(pg_temp.id('Authority'), pg_temp.id('pam'));
+SELECT pg_temp.act_as('newcomer');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_1'))$$, 'it holds again once they are reactivated');
+SELECT pg_temp.act_as_operator();
+SELECT remove_member(pg_temp.id('Authority'), pg_temp.id('newcomer'));
+UPDATE memberships SET expires_at = now() - interval '1 second'
+WHERE couple_id = pg_temp.id('Authority') AND user_id = pg_temp.id('pam');
+SELECT pg_temp.act_as('newcomer');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_2'))$$, 'RBREV', NULL,
+                 'nor one from a member whose membership expired');
+SELECT pg_temp.act_as_operator();
+UPDATE memberships SET expires_at = NULL, role = 'planner'
+WHERE couple_id = pg_temp.id('Authority') AND user_id = pg_temp.id('pam');
+SELECT pg_temp.act_as('newcomer');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_partner'))$$, 'RBREV',
+                 'this invitation no longer holds: the member who made it may no longer give the partner role',
+                 'nor one for a role the inviter''s new role does not give');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_2'))$$, 'while one for a role it gives holds');
+SELECT pg_temp.act_as_operator();
+SELECT remove_member(pg_temp.id('Authority'), pg_temp.id('newcomer'));
+UPDATE memberships SET role = 'viewer' WHERE couple_id = pg_temp.id('Authority') AND user_id = pg_temp.id('pam');
+SELECT pg_temp.act_as('newcomer');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_3'))$$, 'RBREV', NULL,
+                 'nor one from a member whose role no longer invites');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_pam_3'))$$, $$VALUES ('pending')$$,
+                  'a refused acceptance leaves the invitation pending');
+SELECT pg_temp.act_as_operator();
+CREATE TEMP TABLE revoked_before AS SELECT count(*) AS n FROM outbox WHERE event_type = 'invitation.revoked';
+SELECT lives_ok(format('SELECT remove_member(%L, %L)', pg_temp.id('Authority'), pg_temp.id('pam')),
+                'the member who made them is removed');
+SELECT results_eq(
+    $$SELECT t.token, rbac.invitation_status(i) FROM unnest(ARRAY['inv_pam_1', 'inv_pam_2', 'inv_pam_3',
+        'inv_pam_partner', 'inv_pete', 'inv_operator']) t(token)
+      JOIN invitations i ON i.token_hash = pg_temp.hash(t.token) ORDER BY 1$$,
+    $$VALUES ('inv_operator', 'pending'), ('inv_pam_1', 'accepted'), ('inv_pam_2', 'accepted'),
+             ('inv_pam_3', 'revoked'), ('inv_pam_partner', 'revoked'), ('inv_pete', 'pending')$$,
+    'their pending invitations are revoked; those accepted, another member''s and the operator''s stay');
+SELECT is((SELECT count(*) - (SELECT n FROM revoked_before) FROM outbox WHERE event_type = 'invitation.revoked'),
+          2::bigint, 'each announced as any revocation');
+SELECT is((SELECT count(*) FROM audit_log WHERE couple_id = (SELECT pg_temp.id('Authority'))
+             AND action = 'invitation.update' AND after ->> 'revoked_at' IS NOT NULL), 2::bigint,
+          'and recorded in the couple''s log');
+SELECT pg_temp.act_as('newcomer');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_3'))$$, 'RBREV', 'this invitation was revoked',
+                 'so their links let no one in');
+SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_operator'))$$, 'the operator''s invitation still does');
+SELECT pg_temp.act_as('pete');
+SELECT create_invitation(pg_temp.id('Authority'), pg_temp.hash('inv_pete_2'), 'viewer');
+SELECT lives_ok(format('SELECT leave_couple(%L)', pg_temp.id('Authority')), 'another member who made some leaves');
+SELECT pg_temp.act_as_operator();
+SELECT results_eq($$SELECT rbac.invitation_status(i) FROM invitations i
+                    WHERE token_hash IN (pg_temp.hash('inv_pete'), pg_temp.hash('inv_pete_2'))$$,
+                  $$VALUES ('revoked'), ('revoked')$$, 'leaving revokes theirs too');
+
 SELECT * FROM finish();
 ROLLBACK;

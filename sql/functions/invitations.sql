@@ -56,6 +56,17 @@ BEGIN
     ORDER BY i.created_at, i.id FOR UPDATE;
 END $$;
 
+-- Locks the pending invitations user p_user_id made to the couple, oldest first, as rbac.lock_invitations_to:
+-- their membership's end revokes them (rbac.memberships_guard), so the functions that end it take these locks
+-- before the membership's and the couple's, as accepting one does.
+CREATE OR REPLACE FUNCTION rbac.lock_invitations_from(p_couple_id uuid, p_user_id uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    PERFORM FROM invitations i
+    WHERE i.couple_id = p_couple_id AND i.invited_by = p_user_id AND rbac.invitation_status(i) = 'pending'
+    ORDER BY i.created_at, i.id FOR UPDATE;
+END $$;
+
 -- Invites someone to the couple with p_role. The actor needs collaborators.invite and must be allowed to give
 -- the role. p_email, when set, binds the invitation to that address (as rbac.stored_email writes it).
 -- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
@@ -238,6 +249,21 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = v_invitation.couple_id AND m.user_id = v_user) THEN
         RAISE EXCEPTION 'user % is already a member of this couple', v_user USING ERRCODE = 'RBDUP';
+    END IF;
+    -- Made on its inviter's authority, which must hold still: a member who could not make it now (suspended,
+    -- expired, or holding a role that no longer invites or gives this one) lets no one in by it. The operator's
+    -- invitations have no inviter. Read unlocked: an inviter removed meanwhile revoked it (rbac.memberships_guard)
+    -- under this row's lock, or after this acceptance.
+    IF v_invitation.invited_by IS NOT NULL THEN
+        BEGIN
+            IF NOT rbac.holds_permission(v_invitation.couple_id, v_invitation.invited_by, 'collaborators.invite') THEN
+                RAISE EXCEPTION USING ERRCODE = 'RBESC';
+            END IF;
+            PERFORM rbac.require_grantable(v_invitation.couple_id, v_invitation.invited_by, v_invitation.role);
+        EXCEPTION WHEN SQLSTATE 'RBESC' THEN
+            RAISE EXCEPTION 'this invitation no longer holds: the member who made it may no longer give the % role',
+                v_invitation.role USING ERRCODE = 'RBREV', HINT = 'ask a member of the couple for a new invitation';
+        END;
     END IF;
     IF v_invitation.membership_expires_at <= now() THEN
         RAISE EXCEPTION 'the access this invitation offers ended at %', v_invitation.membership_expires_at

@@ -41,6 +41,14 @@ BEGIN
         UPDATE public.invitations i SET revoked_at = now()
         WHERE i.couple_id = NEW.couple_id AND rbac.invites_member(i, NEW.user_id);
     END IF;
+    -- A member who goes takes the pending invitations they made with them: each was made on their authority,
+    -- and a link kept would let them, or whoever they gave it to, back in. Revoked, each recorded and announced
+    -- as any revocation. remove_member, leave_couple and delete_user locked them first
+    -- (rbac.lock_invitations_from).
+    IF TG_OP = 'DELETE' THEN
+        UPDATE public.invitations i SET revoked_at = now()
+        WHERE i.couple_id = OLD.couple_id AND i.invited_by = OLD.user_id AND rbac.invitation_status(i) = 'pending';
+    END IF;
     IF TG_OP <> 'INSERT' AND OLD.role = 'owner' AND OLD.status = 'active'
        AND (TG_OP = 'DELETE' OR NEW.role <> 'owner' OR NEW.status <> 'active')
        AND NOT EXISTS (
@@ -159,6 +167,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_result memberships;
 BEGIN
+    PERFORM rbac.lock_invitations_from(p_couple_id, p_user_id);
     PERFORM rbac.require_manageable(p_couple_id, p_user_id);
     DELETE FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id RETURNING * INTO v_result;
     RETURN v_result;
@@ -174,6 +183,7 @@ BEGIN
     PERFORM rbac.require_couple(p_couple_id);
     v_user := rbac.subject_user(p_user_id, 'name the member who leaves',
         'members can leave only for themselves; remove_member removes others');
+    PERFORM rbac.lock_invitations_from(p_couple_id, v_user);
     PERFORM rbac.lock_member(p_couple_id, v_user);
     DELETE FROM memberships WHERE couple_id = p_couple_id AND user_id = v_user RETURNING * INTO v_result;
     RETURN v_result;

@@ -64,13 +64,13 @@ CREATE OR REPLACE TRIGGER users_new_address AFTER UPDATE OF email ON users
     EXECUTE FUNCTION rbac.revoke_invitations_to_new_address();
 
 -- Deletes user p_user_id, for the operator, or for that user alone. Their memberships go, each recorded in its
--- couple's log and announced as membership.removed; so do their identities. Invitations they made or accepted
--- stay, naming nobody: those they accepted lose the address they were sent to, in the table and in the outbox's
--- messages (couples' logs never hold it). Refused (RBLST) while they are a couple's last active owner: the
--- couple must get another owner, or be deleted, first. What named the person in the operator's log (their
--- address and name; an identity's subject and address) is erased from it: the logs keep ids only, and the
--- entries they made show user:<id>. Their user.created and user.updated messages go from the outbox
--- (rbac.outbox_user).
+-- couple's log and announced as membership.removed, and with them the pending invitations they made (revoked); so
+-- do their identities. Invitations they made or accepted stay, naming nobody: those they accepted lose the address
+-- they were sent to, in the table and in the outbox's messages (couples' logs never hold it). Refused (RBLST) while
+-- they are a couple's last active owner: the couple must get another owner, or be deleted, first. What named the
+-- person in the operator's log (their address and name; an identity's subject and address) is erased from it: the
+-- logs keep ids only, and the entries they made show user:<id>. Their user.created and user.updated messages go
+-- from the outbox (rbac.outbox_user).
 CREATE OR REPLACE FUNCTION public.delete_user(p_user_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -93,6 +93,8 @@ BEGIN
         UPDATE outbox SET payload = payload || '{"email": null}'
         WHERE payload ->> 'invitation_id' = ANY (v_erased) AND payload ->> 'email' IS NOT NULL;
     END IF;
+    -- Before the user, so that rbac.memberships_guard still sees them as the inviter of what they made.
+    DELETE FROM memberships WHERE user_id = p_user_id;
     DELETE FROM users WHERE id = p_user_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
