@@ -169,7 +169,7 @@ extension RBAC {
                 LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
-                try await Self.requireMigrated(pool, database: resolved, logger: logger)
+                try await Self.requireServable(pool, database: resolved, logger: logger)
                 let verifier = try await tokens.verifier(
                     environment, signInIssuer: signIn.oidcIssuer, logger: logger)
                 let signIn = try await signIn.signIn(
@@ -324,30 +324,31 @@ extension RBAC.Serve {
         }
     }
 
-    /// Refuses to serve a database that lacks a migration of this release, as when a release is deployed before
-    /// `rbac migrate` ran, and requests would fail one by one. A database that does not answer yet is left to
-    /// `/ready` and the change feed, as always; one a later release migrated further serves. Without `sql/`
-    /// beside the binary there is nothing to compare with, which serve says.
-    static func requireMigrated(_ pool: PostgresConnectionPool, database: PostgresConfiguration, logger: Logger)
+    /// Refuses to serve through a login role that is no operator (`CommandContext.requireOperator`), or a database
+    /// that lacks a migration of this release, as when a release is deployed before `rbac migrate` ran: requests
+    /// would fail one by one. A database that does not answer yet is left to `/ready` and the change feed, as
+    /// always; one a later release migrated further serves. Without `sql/` beside the binary there is nothing to
+    /// compare with, which serve says.
+    static func requireServable(_ pool: PostgresConnectionPool, database: PostgresConfiguration, logger: Logger)
         async throws
     {
-        let runner: MigrationRunner
+        var runner: MigrationRunner?
         do {
             runner = try MigrationRunner.load(from: try ProjectFiles.directory("sql"))
         } catch {
-            return logger.warning("cannot tell whether the database is migrated", metadata: ["error": "\(error)"])
+            logger.warning("cannot tell whether the database is migrated", metadata: ["error": "\(error)"])
         }
-        let pending: [Migration]
         do {
-            pending = try await runner.pending(pool)
+            try await CommandContext.requireOperator(pool, database: database)
+            if let pending = try await runner?.pending(pool), let first = pending.first {
+                let count = pending.count == 1 ? "a migration" : "\(pending.count) migrations"
+                throw CommandFailure(
+                    .conflict,
+                    "the database at \(database.redactedDescription) lacks \(count) of this release, from "
+                        + "\(first.fileName) on: run `rbac migrate` first")
+            }
         } catch let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout {
             return
         }
-        guard let first = pending.first else { return }
-        let count = pending.count == 1 ? "a migration" : "\(pending.count) migrations"
-        throw CommandFailure(
-            .conflict,
-            "the database at \(database.redactedDescription) lacks \(count) of this release, from \(first.fileName) "
-                + "on: run `rbac migrate` first")
     }
 }

@@ -525,6 +525,48 @@ struct CLITests {
         }
     }
 
+    @Test("a login role that is no rbac operator is refused before anything, saying so: never an empty listing")
+    func nonOperatorRole() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 1) { pool in
+            // An end user's role, as Supabase's would be: row-level security would show it no couple at all.
+            let role = "cli_app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+            let name: String = try await pool.query("SELECT current_database()")[0].decode(column: 0)
+            let database = "dbname=\(name) user=\(role)"
+            try await TestDatabase.settingUp {
+                try await pool.withConnection { try await $0.runScript("CREATE ROLE \(identifier: role) LOGIN") }
+                try await pool.withConnection { try await $0.runScript("GRANT rbac_app TO \(identifier: role)") }
+            }
+            try await ensuring {
+                let listed = try await Self.rbac(["couples", "list"], database: database)
+                #expect(listed.status == 1 && listed.stdout.isEmpty, "\(listed.stderr)")
+                #expect(
+                    listed.stderr.contains(
+                        "logs in as \"\(role)\", which is no rbac operator: connect as a member of rbac_operator"),
+                    "\(listed.stderr)")
+                let created = try await Self.rbac(
+                    ["couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com", "--json"],
+                    database: database)
+                #expect(created.status == 1 && created.stderr.hasPrefix(#"{"error":{"code":"permission_denied""#))
+                let rows: Int = try await pool.query(
+                    "SELECT (SELECT count(*) FROM couples) + (SELECT count(*) FROM users)")[0].decode(column: 0)
+                #expect(rows == 0, "nothing was written")
+                // Nor does serve start on it (it would say next that it has no way to verify tokens, exit 2).
+                let served = try await Self.rbac(
+                    ["serve", "--port", "1"], database: database, environment: ["RBAC_JWT_SECRET": ""])
+                #expect(served.status == 1 && served.stderr.contains("which is no rbac operator"), "\(served.stderr)")
+                // Migrating needs more: the server's refusal, in words that say what to connect as.
+                let migrated = try await Self.rbac(["migrate"], database: database)
+                #expect(migrated.status == 1, "\(migrated.stderr)")
+                #expect(migrated.stderr.contains("refuses this to its login role (permission denied for "))
+                #expect(migrated.stderr.contains("`rbac migrate` needs a superuser"))
+            } finally: {
+                try await TestDatabase.settingUp {
+                    try await pool.withConnection { try await $0.runScript("DROP ROLE \(identifier: role)") }
+                }
+            }
+        }
+    }
+
     @Test("with --json a failure is one JSON line on stderr, coded as the HTTP API codes it; the exit code is kept")
     func failuresAsJSON() async throws {
         try await Self.withDatabase { run, _ in

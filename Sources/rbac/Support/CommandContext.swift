@@ -120,13 +120,34 @@ struct CommandContext {
                 permissions: CollaborationPermissionService(repository: repository),
                 memberships: MembershipService(repository: repository))
             return try await ensuring {
-                try await body(context)
+                try await requireOperator(pool, database: resolved)
+                return try await body(context)
             } finally: {
                 await pool.close()
             }
         } catch {
             throw CommandFailure(error, database: configuration)
         }
+    }
+
+    /// Refuses a login role that is no rbac operator (a member of rbac_operator, or a superuser). The CLI and
+    /// `serve` act as the operator, with --actor and for end users on their behalf; another role would be
+    /// refused each write in words about tables, and shown empty listings by row-level security as if there were
+    /// nothing to list. Asked in words any role may run (`rbac.is_operator` is the operators'); on a database
+    /// without the role yet, the command goes on to say that it lacks rbac's schema.
+    static func requireOperator(_ pool: PostgresConnectionPool, database: PostgresConfiguration) async throws {
+        let row = try await pool.query(
+            """
+            SELECT session_user::text AS role,
+                   CASE WHEN to_regrole('rbac_operator') IS NOT NULL
+                        THEN pg_has_role(session_user, 'rbac_operator', 'MEMBER') END AS operator
+            """)[0]
+        guard try row.decode("operator", as: Bool?.self) == false else { return }
+        let role: String = try row.decode("role")
+        throw CommandFailure(
+            .denied,
+            "the database at \(database.redactedDescription) logs in as \(quoted(role)), which is no rbac operator: "
+                + "connect as a member of rbac_operator, or a superuser")
     }
 
     /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything

@@ -61,6 +61,13 @@ struct CommandFailure: Error {
                 .conflict,
                 "the database\(target) lacks part of rbac's schema (\(error.message)): run `rbac migrate` "
                     + "(`rbac migrate --status` lists what is pending)")
+        case let error as PostgresError where error.sqlState == .insufficientPrivilege:
+            // The server's message names the object refused, never a value.
+            let target = database.map { " at \($0.redactedDescription)" } ?? ""
+            self.init(
+                .denied,
+                "the database\(target) refuses this to its login role (\(error.message)): `rbac migrate` needs a "
+                    + "superuser, the other commands a member of rbac_operator")
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
