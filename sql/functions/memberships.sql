@@ -43,8 +43,8 @@ BEGIN
     END IF;
     -- A member who goes takes the pending invitations they made with them: each was made on their authority,
     -- and a link kept would let them, or whoever they gave it to, back in. Revoked, each recorded and announced
-    -- as any revocation. remove_member, leave_couple and delete_user locked them first
-    -- (rbac.lock_invitations_from).
+    -- as any revocation. remove_member and leave_couple locked them first (rbac.lock_invitations_from), as
+    -- delete_user locks every invitation the user made.
     IF TG_OP = 'DELETE' THEN
         UPDATE public.invitations i SET revoked_at = now()
         WHERE i.couple_id = OLD.couple_id AND i.invited_by = OLD.user_id AND rbac.invitation_status(i) = 'pending';
