@@ -86,6 +86,7 @@ public struct MigrationRunner: Sendable {
                 }
                 if run.isEmpty && !distribute { return run }
                 try await connection.withTransaction { connection in
+                    for table in Self.bookkeeping { try await connection.execute(PostgresQuery(unsafeSQL: table)) }
                     for migration in run.migrations {
                         progress(migration.fileName)
                         try await Self.run(migration.sql, on: connection)
@@ -152,13 +153,36 @@ public struct MigrationRunner: Sendable {
     /// none pending, whatever else it holds.
     public func pending(_ pool: PostgresConnectionPool) async throws -> [Migration] {
         let applied = try await pool.withConnection { connection -> Set<Int> in
-            let present = try await connection.query(
-                "SELECT to_regclass('schema_migrations') IS NOT NULL AS present")[0]
-            guard try present.decode("present", as: Bool.self) else { return [] }
+            guard try await Self.exists("schema_migrations", on: connection) else { return [] }
             let versions = try await connection.query("SELECT version FROM schema_migrations")
             return Set(try versions.map { try $0.decode("version") })
         }
         return migrations.filter { !applied.contains($0.version) }
+    }
+
+    /// The tables that record what was applied. Made when something is first applied, not before: a login
+    /// that may not create tables (an operator's, which is no superuser) still finds nothing to do, or the
+    /// status, without being refused.
+    private static let bookkeeping = [
+        """
+        CREATE TABLE IF NOT EXISTS schema_migrations (
+            version integer PRIMARY KEY,
+            name text NOT NULL,
+            checksum text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS schema_definitions (
+            file_name text PRIMARY KEY,
+            checksum text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
+    ]
+
+    private static func exists(_ table: String, on connection: PostgresConnection) async throws -> Bool {
+        try await connection.query("SELECT to_regclass(\(table)) IS NOT NULL AS present")[0].decode("present")
     }
 
     /// Runs a file's statements one at a time (see `SQLStatements`).
@@ -178,15 +202,7 @@ public struct MigrationRunner: Sendable {
 
     /// Applied versions with their time, after checking every applied checksum against the files.
     private func verifiedAppliedVersions(_ connection: PostgresConnection) async throws -> [Int: Date] {
-        try await connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS schema_migrations (
-                version integer PRIMARY KEY,
-                name text NOT NULL,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """)
+        guard try await Self.exists("schema_migrations", on: connection) else { return [:] }
         let rows = try await connection.query(
             "SELECT version, name, checksum, applied_at FROM schema_migrations ORDER BY version")
         let files = Dictionary(uniqueKeysWithValues: migrations.map { ($0.version, $0) })
@@ -210,14 +226,7 @@ public struct MigrationRunner: Sendable {
     private func appliedDefinitions(_ connection: PostgresConnection) async throws -> [String: (
         checksum: String, appliedAt: Date
     )] {
-        try await connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS schema_definitions (
-                file_name text PRIMARY KEY,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            )
-            """)
+        guard try await Self.exists("schema_definitions", on: connection) else { return [:] }
         var applied: [String: (checksum: String, appliedAt: Date)] = [:]
         for row in try await connection.query("SELECT file_name, checksum, applied_at FROM schema_definitions") {
             applied[try row.decode("file_name")] = (try row.decode("checksum"), try row.decode("applied_at"))

@@ -14,7 +14,8 @@ extension RBAC {
                 checksum; then policies/, if it changed. Running again applies only what is new; an applied \
                 migration whose file changed is refused (exit 4), and so is a run in which a file fails, naming \
                 it and what it raised: nothing of that run is applied. Concurrent runs are safe: they wait for \
-                each other.
+                each other. Applying needs a superuser; --status, and a run that finds nothing to apply, need \
+                only a login in rbac_operator.
 
                 On a Citus coordinator (the citus extension on every node, the workers added), --citus then \
                 distributes the budget and each couple's audit log by couple (sql/citus/distribute.sql), in \

@@ -93,6 +93,27 @@ struct CLITests {
         }
     }
 
+    /// `body` given the connection string of a new login role that belongs to rbac_operator and is no superuser,
+    /// as a production login would be, on the database `configuration` names (migrated); dropped afterwards.
+    static func asOperatorLogin(_ configuration: PostgresConfiguration, _ body: (String) async throws -> Void)
+        async throws
+    {
+        let role = "cli_operator_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try await PostgresConnection.connect(configuration)
+        try await ensuring {
+            try await TestDatabase.settingUp {
+                try await admin.runScript("CREATE ROLE \(identifier: role) LOGIN IN ROLE rbac_operator")
+            }
+            try await ensuring {
+                try await body(configuration.connectionString + " user=\(role)")
+            } finally: {
+                try await TestDatabase.settingUp { try await admin.runScript("DROP ROLE \(identifier: role)") }
+            }
+        } finally: {
+            await admin.close()
+        }
+    }
+
     /// The value at `key` of the JSON object a command printed.
     static func json(_ result: Result) throws -> [String: Any] {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])

@@ -6,7 +6,8 @@ import Testing
 /// The README's examples, run as they stand against a fresh database: the walk through the `rbac` command, then
 /// the permission check over HTTP against `rbac serve`; and the budget's walkthrough in docs/architecture.md. A
 /// command renamed, an option changed or an answer that looks different fails here rather than in a reader's
-/// terminal.
+/// terminal. They log in as a production login would: a member of rbac_operator, no superuser (which passes
+/// every privilege and row-level security check); a superuser migrates.
 @Suite("The README", .timeLimit(.minutes(2)))
 struct ReadmeTests {
     /// The first `sh` block of `file` under `heading` that holds `marker`.
@@ -63,25 +64,28 @@ struct ReadmeTests {
         try await CLITests.withJWTSecretFile { secret in
             try await TestDatabase.withFresh { configuration in
                 let database = configuration.connectionString
-                // serve needs a migrated database; the walkthrough's own `rbac migrate` then has nothing to do.
+                // serve needs a migrated database (distributed on Citus); the walkthrough's own `rbac migrate`
+                // then has nothing to do.
                 let migrated = try await TestDatabase.settingUp {
-                    try await CLITests.rbac(["migrate"], database: database)
+                    try await CLITests.rbac(CLITests.migrate, database: database)
                 }
                 try #require(migrated.status == 0, "\(migrated.stderr)")
-                let (serve, port) = try await CLITests.serve(
-                    ["--jwt-secret-file", secret], database: database, errorLog: "/dev/null",
-                    until: { $0.contains("listening on") })
-                defer { Task { await serve.stop() } }
-                try #require(serve.ready, "serve did not start: \(serve.lines)")
-                let steps =
-                    cli
-                    + http.map {
-                        var step = $0
-                        step.command = step.command.replacing("localhost:8080", with: "localhost:\(port)")
-                        return step
-                    }
-                try await Self.run(steps, in: directory, database: database)
-                await serve.stop()
+                try await CLITests.asOperatorLogin(configuration) { database in
+                    let (serve, port) = try await CLITests.serve(
+                        ["--jwt-secret-file", secret], database: database, errorLog: "/dev/null",
+                        until: { $0.contains("listening on") })
+                    defer { Task { await serve.stop() } }
+                    try #require(serve.ready, "serve did not start: \(serve.lines)")
+                    let steps =
+                        cli
+                        + http.map {
+                            var step = $0
+                            step.command = step.command.replacing("localhost:8080", with: "localhost:\(port)")
+                            return step
+                        }
+                    try await Self.run(steps, in: directory, database: database)
+                    await serve.stop()
+                }
             }
         }
     }
@@ -95,9 +99,11 @@ struct ReadmeTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         try await TestDatabase.withFresh { configuration in
             let database = configuration.connectionString
-            let migrated = try await TestDatabase.settingUp { try await CLITests.rbac(["migrate"], database: database) }
+            let migrated = try await TestDatabase.settingUp {
+                try await CLITests.rbac(CLITests.migrate, database: database)
+            }
             try #require(migrated.status == 0, "\(migrated.stderr)")
-            try await Self.run(steps, in: directory, database: database)
+            try await CLITests.asOperatorLogin(configuration) { try await Self.run(steps, in: directory, database: $0) }
         }
     }
 

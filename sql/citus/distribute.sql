@@ -28,8 +28,10 @@ BEGIN
     FOR v_table IN SELECT 'audit_log' UNION ALL SELECT table_name FROM rbac.budget_tables()
                    UNION ALL VALUES ('budget_revisions'), ('budget_row_counts') LOOP
         -- Its row-level security policies could not read the coordinator's memberships from a worker (and
-        -- Citus refuses a policy with a sub-select): rbac_app is refused the table below instead.
-        FOR v_key IN SELECT policyname FROM pg_policies WHERE schemaname = 'public' AND tablename = v_table LOOP
+        -- Citus refuses a policy with a sub-select): rbac_app is refused the table below instead. The
+        -- operators' policy reads nothing and stays.
+        FOR v_key IN SELECT policyname FROM pg_policies
+                     WHERE schemaname = 'public' AND tablename = v_table AND policyname <> 'operators_all' LOOP
             EXECUTE format('DROP POLICY %I ON %I', v_key, v_table);
         END LOOP;
         -- A distributed table cannot reference the coordinator's couples: deleting a couple reaches these

@@ -1,7 +1,9 @@
--- Who may call what. No function of this product is open to PUBLIC (a new function gets EXECUTE for PUBLIC
--- by default, so this runs after every definition); rbac_app, the application role, calls the API functions,
--- which check the acting user's permissions themselves, and the row-level security predicates; operators
--- (rbac_operator) call everything, and alone what permission caches read.
+-- Who may call and read what. No function of this product is open to PUBLIC (a new function gets EXECUTE for
+-- PUBLIC by default, so this runs after every definition and migration); rbac_app, the application role, calls
+-- the API functions, which check the acting user's permissions themselves, and the row-level security
+-- predicates; operators (rbac_operator: the CLI's and `rbac serve`'s login when it is no superuser) call
+-- everything, alone what permission caches read, and read and write every table but the logs, which only
+-- the triggers write (policies/rls.sql lets them past row-level security).
 
 -- End users create nothing in public or rbac. Functions find tables and other functions through a search path
 -- that names public, and PostgreSQL takes the best match anywhere on the path: a role that may create there
@@ -55,6 +57,31 @@ BEGIN
                           WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', v_function);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO rbac_operator', v_function);
+    END LOOP;
+END $$;
+
+GRANT USAGE ON SCHEMA rbac TO rbac_operator;
+DO $$
+DECLARE
+    v_relation regclass;
+    v_kind "char";
+BEGIN
+    FOR v_relation, v_kind IN
+        SELECT c.oid::regclass, c.relkind FROM pg_class c
+        WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'S')
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                          WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+    LOOP
+        IF v_kind = 'S' THEN
+            EXECUTE format('GRANT USAGE, SELECT ON SEQUENCE %s TO rbac_operator', v_relation);
+        ELSIF v_relation::text IN ('audit_log', 'operator_audit_log', 'schema_migrations', 'schema_definitions')
+        THEN
+            -- Append-only records: their triggers and functions write them as their owner.
+            EXECUTE format('GRANT SELECT ON %s TO rbac_operator', v_relation);
+        ELSE
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO rbac_operator', v_relation);
+        END IF;
     END LOOP;
 END $$;
 
@@ -94,8 +121,3 @@ GRANT EXECUTE ON FUNCTION
     rbac.jwt_user_id(),
     rbac.jwt_identity()
 TO rbac_app;
-
-GRANT EXECUTE ON FUNCTION public.user_roles(uuid[], uuid[]), public.role_permission_sets() TO rbac_operator;
-GRANT EXECUTE ON FUNCTION public.sign_in(text, text, text, boolean, text) TO rbac_operator;
-GRANT EXECUTE ON FUNCTION public.sweep_expired(integer) TO rbac_operator;
-GRANT EXECUTE ON FUNCTION rbac.budget_node(uuid), rbac.distributed(regclass), rbac.hold_couple(uuid) TO rbac_operator;
