@@ -451,14 +451,26 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     /// How many invitations a couple may make in an hour; with `set`, sets it first (the operator's).
     public func invitationLimit(set limit: Int? = nil) async throws -> Int {
+        try await setting("per_couple_per_hour", of: "invitation_settings", set: limit)
+    }
+
+    /// How many couples a user may own and still create one themselves; with `set`, sets it first (the
+    /// operator's).
+    public func coupleLimit(set limit: Int? = nil) async throws -> Int {
+        try await setting("owned_per_user", of: "couple_settings", set: limit)
+    }
+
+    /// A limit of the operator's, kept in the one row of `table`; with `value`, set first (the table's CHECK
+    /// refuses one out of range).
+    private func setting(_ column: String, of table: String, set value: Int?) async throws -> Int {
         try await run(as: nil) { connection in
-            if let limit {
+            if let value {
                 _ = try await connection.execute(
-                    "UPDATE invitation_settings SET per_couple_per_hour = \(Int32(clamping: limit))")
+                    "UPDATE \(identifier: table) SET \(identifier: column) = \(Int32(clamping: value))")
             }
             return Int(
-                try await connection.query("SELECT per_couple_per_hour FROM invitation_settings")[0]
-                    .decode("per_couple_per_hour", as: Int32.self))
+                try await connection.query("SELECT \(identifier: column) AS value FROM \(identifier: table)")[0]
+                    .decode("value", as: Int32.self))
         }
     }
 

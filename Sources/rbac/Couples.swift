@@ -5,9 +5,37 @@ import Foundation
 extension RBAC {
     struct Couples: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create, list, show, change, rename and delete couples.",
+            abstract: "Create, list, show, change, rename and delete couples; limit how many a user creates.",
             discussion: "Example: rbac couples create --name \"Olivia & Paul\" --owner-email olivia@example.com",
-            subcommands: [Create.self, List.self, Show.self, Set.self, Rename.self, Delete.self])
+            subcommands: [Create.self, List.self, Show.self, Set.self, Rename.self, Delete.self, Limit.self])
+
+        struct Limit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "How many couples a user may own and still create one; with --per-user, set it.",
+                discussion: """
+                    A user who owns that many is refused another of their own making (exit 4, HTTP 409, \
+                    quota_exceeded) and nothing is written; the operator's creations are not held to it.
+
+                    Example: rbac couples limit --per-user 5
+                    """)
+            @Option(parsing: .unconditional, help: ArgumentHelp("The new limit, 1 to 100000.", valueName: "n"))
+            var perUser: Int?
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                if let perUser, !(1...100_000).contains(perUser) {
+                    throw ValidationError("--per-user must be from 1 to 100000, not \(perUser)")
+                }
+            }
+
+            func run() async throws {
+                try await options.run { context in
+                    let limit = try await context.repository.coupleLimit(set: perUser)
+                    try options.output.print(
+                        ["per_user": limit], "A user may create couples while owning fewer than \(limit).")
+                }
+            }
+        }
 
         struct Rename: AsyncParsableCommand {
             static let configuration = CommandConfiguration(

@@ -18,8 +18,8 @@ struct RBAC: AsyncParsableCommand {
               2  usage error (bad arguments or input)
               3  not found
               4  conflict (last owner, token already used, duplicate, changed
-                 migration, a database not migrated yet, a budget or role limit
-                 reached, the primary scenario deleted)
+                 migration, a database not migrated yet, a budget, role or
+                 couple limit reached, the primary scenario deleted)
               5  database unavailable
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \

@@ -160,6 +160,27 @@ struct CLITests {
         }
     }
 
+    @Test("couples limit: a user who owns that many creates no more (exit 4, nothing written); the operator may")
+    func coupleLimits() async throws {
+        try await Self.withDatabase { run, _ in
+            _ = try await Self.createCouple(run)
+            #expect(try Self.json(try await run(["couples", "limit", "--json"]))["per_user"] as? Int == 20)
+            #expect(try await run(["couples", "limit", "--per-user", "0"]).status == 2)
+            let set = try await run(["couples", "limit", "--per-user", "1"])
+            #expect(set.stdout == "A user may create couples while owning fewer than 1.\n", "\(set.stdout)")
+            let limited = try await run(["audit", "--operator", "--tail", "1"]).stdout
+            #expect(limited.contains("couple_setting.update  owned_per_user 20→1"), "\(limited)")
+            let create = ["couples", "create", "--name", "Another", "--owner-email", "olivia@example.com"]
+            let refused = try await run(create + ["--actor", "olivia@example.com", "--json"])
+            #expect(refused.status == 4, "\(refused.stderr)")
+            #expect(refused.stderr.hasPrefix(#"{"error":{"code":"quota_exceeded""#), "\(refused.stderr)")
+            #expect(refused.stderr.contains("owns 1 couples, the most a user may own and still create another"))
+            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
+            #expect(try await run(create).status == 0, "the operator's creations are not held to it")
+            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 2)
+        }
+    }
+
     @Test("invitations limit and couples set --invite-domains: past them inviting exits 4 or 2 and writes nothing")
     func invitationLimits() async throws {
         try await Self.withDatabase { run, _ in

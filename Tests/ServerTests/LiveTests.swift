@@ -213,6 +213,26 @@ struct LiveTests {
         }
     }
 
+    @Test("a couple past the most its owner may create is 409 quota_exceeded, and nothing is made")
+    func coupleLimit() async throws {
+        try await Self.withOwnedCouple { world in
+            let (pool, headers, app) = (world.pool, world.headers, world.app())
+            _ = try await pool.query("UPDATE couple_settings SET owned_per_user = 1")
+            try await app.test(.live) { client in
+                try await client.execute(
+                    uri: "/v1/couples", method: .post, headers: headers, body: ByteBuffer(string: #"{"name":"More"}"#)
+                ) {
+                    #expect($0.status == .conflict)
+                    let body = String(buffer: $0.body)
+                    #expect(body.contains(#"{"error":{"code":"quota_exceeded","message":"user "#), "\(body)")
+                    #expect(body.contains("owns 1 couples, the most a user may own and still create another"))
+                }
+            }
+            let couples: Int64 = try await pool.query("SELECT count(*) AS n FROM couples")[0].decode("n")
+            #expect(couples == 1, "the refused one made nothing")
+        }
+    }
+
     @Test("text with a NUL byte or a control character is a 400 naming the field, and changes nothing")
     func controlCharacters() async throws {
         try await Self.withOwnedCouple { world in

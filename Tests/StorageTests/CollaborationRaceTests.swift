@@ -214,6 +214,26 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("one user makes three couples at once with room for two: two are made, the third refused, each time")
+    func coupleLimit() async throws {
+        try await raceRounds(maxConnections: 3, "each creation should lose in some round") { pool, _ in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            _ = try await repository.coupleLimit(set: 3)
+            let owner = try await pool.newUser()
+            _ = try await pool.newCouple(members: [(owner, "owner")])
+            let outcomes = try await race(
+                (0..<3).map { index in
+                    { _ = try await repository.createCouple(name: "Plan \(index)", owner: owner, as: .user(owner)) }
+                })
+            #expect(outcomes.filter { $0 == .success }.count == 2, "\(outcomes)")
+            #expect(outcomes.allSatisfy { $0 == .success || $0 == .refused("quota_exceeded") }, "\(outcomes)")
+            let owned = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE user_id = \(owner) AND role = 'owner'")
+            #expect(owned == 3)
+            return outcomes
+        }
+    }
+
     @Test("a couple's role written at once by raw SQL and by the functions: the set checks read is what it grants")
     func coupleRoleSetUnderRace() async throws {
         var finals = Set<String>()

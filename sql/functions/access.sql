@@ -7,7 +7,7 @@
 --   RBNFD not found                 RBDUP already exists          RBINV invalid input
 --   RBLST last active owner         RBEXP invitation expired      RBREV invitation revoked
 --   RBUSD invitation already used   RBEML invitation bound to another email address
---   RBPOL invalid policy            RBQTA a couple's budget row or role limit reached
+--   RBPOL invalid policy            RBQTA a budget row, role or couple limit reached
 --   RBRAT too many invitations in an hour
 --   RBHLD a couple's own role still held (by members or pending invitations)
 

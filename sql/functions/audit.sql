@@ -50,8 +50,10 @@ BEGIN
         ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit'),
         ('user_identities', 'identity'), ('webhook_endpoints', 'webhook'),
         ('invitation_settings', 'invitation_setting'), ('couple_roles', 'couple_role'),
-        ('couple_role_permissions', 'couple_role_permission')
+        ('couple_role_permissions', 'couple_role_permission'), ('couple_settings', 'couple_setting')
     LOOP
+        -- A table a later migration makes: the run that applies it applies this file again.
+        CONTINUE WHEN to_regclass(format('public.%I', v_table)) IS NULL;
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_audit AFTER INSERT OR UPDATE OR DELETE ON %1$I '
                        'FOR EACH ROW EXECUTE FUNCTION rbac.audit_change(%2$L)', v_table, v_name);
     END LOOP;

@@ -249,11 +249,14 @@ BEGIN
     END IF;
 END $$;
 
--- Creating a couple with its first owner: the operator for anyone, an end user only for themself.
+-- Creating a couple with its first owner: the operator for anyone, an end user only for themself, and only
+-- while they own fewer couples than couple_settings allows (sql/0027_couple_limits.sql). One user's creations
+-- wait for each other, so that concurrent ones are counted one by one.
 CREATE OR REPLACE FUNCTION public.create_couple(p_name text, p_owner uuid) RETURNS couples
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_couple couples;
+    v_limit integer;
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_owner THEN
         RAISE EXCEPTION 'permission denied: users can create couples only with themselves as owner'
@@ -261,6 +264,15 @@ BEGIN
     END IF;
     PERFORM rbac.require_user_exists(p_owner);
     PERFORM rbac.require_couple_name(p_name);
+    IF NOT rbac.is_operator() THEN
+        PERFORM pg_advisory_xact_lock(hashtext('create_couple'), hashtext(p_owner::text));
+        v_limit := (SELECT owned_per_user FROM couple_settings);
+        IF (SELECT count(*) FROM memberships m WHERE m.user_id = p_owner AND m.role = 'owner') >= v_limit THEN
+            RAISE EXCEPTION 'user % owns % couples, the most a user may own and still create another',
+                p_owner, v_limit USING ERRCODE = 'RBQTA',
+                HINT = 'delete one no longer needed, or ask the operator to raise the limit (rbac couples limit)';
+        END IF;
+    END IF;
     INSERT INTO couples (name) VALUES (btrim(p_name)) RETURNING id INTO v_couple.id;
     INSERT INTO memberships (couple_id, user_id, role) VALUES (v_couple.id, p_owner, 'owner');
     SELECT * INTO v_couple FROM couples WHERE id = v_couple.id;
