@@ -483,12 +483,15 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard let stored = invitationsByHash[tokenHash], let couple = couplesByID[stored.invitation.coupleID] else {
             return nil
         }
+        // As invitation_preview: revoked, as accepting would answer, when its inviter may no longer give it.
+        let status = stored.status(at: now())
         return InvitationPreview(
             coupleID: couple.id, coupleName: couple.name, role: stored.invitation.role,
             // As rbac.inviter_shown: the operator's label is for the logs, not for invitees.
             inviter: shownName(stored.invitedBy) ?? InvitationPreview.administrator,
             emailHint: stored.invitation.email.map(EmailAddress.masked),
-            expiresAt: stored.invitation.expiresAt, status: stored.status(at: now()),
+            expiresAt: stored.invitation.expiresAt,
+            status: status == .pending && !inviterMayGive(stored) ? .revoked : status,
             roleDescription: roleDefinitions[stored.invitation.role]?.description
                 ?? coupleRoles[couple.id]?[stored.invitation.role]?.description,
             membershipExpiresAt: stored.invitation.membershipExpiresAt)
@@ -518,6 +521,16 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return try accept(tokenHash, by: accepter, as: actor) { $0.lowercased() == $1.email.lowercased() }
     }
 
+    /// As rbac.inviter_may_give: whether the member who made an invitation could make it now (the operator's
+    /// have no inviter, and hold).
+    private func inviterMayGive(_ stored: StoredInvitation) -> Bool {
+        guard let inviter = stored.invitedBy else { return true }
+        let invitation = stored.invitation
+        return hasPermission(
+            couple: invitation.coupleID, user: inviter, permission: Permission(rawValue: "collaborators.invite")!)
+            && (try? requireGrantable(invitation.coupleID, inviter, invitation.role)) != nil
+    }
+
     /// Accepts for `accepter`; `proves` says whether the accepter proves the address an invitation is bound to.
     private func accept(
         _ tokenHash: [UInt8], by accepter: UUID, as actor: Actor, proves: (String, User) -> Bool
@@ -535,16 +548,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         case .pending: break
         }
         let invitation = stored.invitation
-        // As accept_invitation: made on its inviter's authority, which must hold still.
-        if let inviter = stored.invitedBy {
-            let invites = hasPermission(
-                couple: invitation.coupleID, user: inviter, permission: Permission(rawValue: "collaborators.invite")!)
-            guard invites, (try? requireGrantable(invitation.coupleID, inviter, invitation.role)) != nil else {
-                throw CollaborationError(
-                    .invitationRevoked,
-                    "this invitation no longer holds: the member who made it may no longer give the "
-                        + "\(invitation.role) role")
-            }
+        guard inviterMayGive(stored) else {
+            throw CollaborationError(
+                .invitationRevoked,
+                "this invitation no longer holds: the member who made it may no longer give the "
+                    + "\(invitation.role) role")
         }
         if let email = invitation.email, !proves(email, account) {
             throw CollaborationError(.invitationEmailMismatch, "this invitation is for another email address")

@@ -387,10 +387,17 @@ struct CollaborationScenarioTests {
             let own = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner))
             let invitee = try await world.user("invitee")
             _ = try await world.memberships.suspend(planner, in: couple, as: world.admin)
+            // The page shows it unusable before the invitee signs in, as accepting would answer.
+            #expect(try await world.invitations.preview(token: first.token.rawValue).status == .revoked)
+            #expect(try await world.invitations.preview(token: own.token.rawValue).status == .pending)
             await expectRefusal(.invitationRevoked) {
                 _ = try await world.invitations.accept(token: first.token.rawValue, user: nil, as: .user(invitee))
             }
+            // The couple's listing says what the row holds: it may hold again.
+            let held = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(held.first { $0.id == first.invitation.id }?.status == .pending)
             _ = try await world.memberships.reactivate(planner, in: couple, as: world.admin)
+            #expect(try await world.invitations.preview(token: first.token.rawValue).status == .pending)
             _ = try await world.invitations.accept(token: first.token.rawValue, user: nil, as: .user(invitee))
             _ = try await world.memberships.remove(planner, from: couple, as: .user(owner))
             let listed = try await world.invitations.invitations(of: couple, as: .user(owner))

@@ -242,8 +242,15 @@ SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_1'))$$, 'RBREV
                  'this invitation no longer holds: the member who made it may no longer give the viewer role',
                  'an invitation from a suspended member lets no one in');
 SELECT is(user_role(pg_temp.id('Authority'), pg_temp.id('newcomer')), NULL, 'and the refusal made no member');
+SELECT results_eq(
+    $$SELECT token, status FROM unnest(ARRAY['inv_pam_1', 'inv_pete', 'inv_operator']) AS token,
+             LATERAL invitation_preview(pg_temp.hash(token))$$,
+    $$VALUES ('inv_pam_1', 'revoked'), ('inv_pete', 'pending'), ('inv_operator', 'pending')$$,
+    'its page says so before anyone signs in; others'' invitations and the operator''s show pending');
 SELECT pg_temp.act_as_operator();
 SELECT reactivate_member(pg_temp.id('Authority'), pg_temp.id('pam'));
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_pam_1'))$$, $$VALUES ('pending')$$,
+                  'reactivated, its page shows it pending again');
 SELECT pg_temp.act_as('newcomer');
 SELECT lives_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_1'))$$, 'it holds again once they are reactivated');
 SELECT pg_temp.act_as_operator();
@@ -267,8 +274,10 @@ UPDATE memberships SET role = 'viewer' WHERE couple_id = pg_temp.id('Authority')
 SELECT pg_temp.act_as('newcomer');
 SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_pam_3'))$$, 'RBREV', NULL,
                  'nor one from a member whose role no longer invites');
-SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_pam_3'))$$, $$VALUES ('pending')$$,
-                  'a refused acceptance leaves the invitation pending');
+SELECT results_eq($$SELECT rbac.invitation_status(i) FROM invitations i WHERE token_hash = pg_temp.hash('inv_pam_3')$$,
+                  $$VALUES ('pending')$$, 'a refused acceptance leaves the invitation pending');
+SELECT results_eq($$SELECT status FROM invitation_preview(pg_temp.hash('inv_pam_3'))$$, $$VALUES ('revoked')$$,
+                  'while its page shows it unusable, as accepting answers');
 SELECT pg_temp.act_as_operator();
 CREATE TEMP TABLE revoked_before AS SELECT count(*) AS n FROM outbox WHERE event_type = 'invitation.revoked';
 SELECT lives_ok(format('SELECT remove_member(%L, %L)', pg_temp.id('Authority'), pg_temp.id('pam')),

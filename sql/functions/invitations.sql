@@ -178,16 +178,36 @@ END $$;
 -- Whom an invitation is from, as the invitee is told (the invitation page, the email): the inviter's name, else
 -- their address; for one the operator made, or whose inviter is gone, the couple's administrator. Operators'
 -- labels are for the logs, not for invitees.
+-- Whether the member who made p_invitation could make it now (docs/decisions/0014): an invitation is made on its
+-- inviter's authority, and one whose inviter is suspended, expired, or holds a role that no longer invites or
+-- gives this one lets no one in by it (accept_invitation), and shows so (invitation_preview), until that
+-- authority holds again. The operator's invitations have no inviter, and hold.
+CREATE OR REPLACE FUNCTION rbac.inviter_may_give(p_invitation invitations) RETURNS boolean
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    IF p_invitation.invited_by IS NULL THEN
+        RETURN true;
+    END IF;
+    IF NOT rbac.holds_permission(p_invitation.couple_id, p_invitation.invited_by, 'collaborators.invite') THEN
+        RETURN false;
+    END IF;
+    PERFORM rbac.require_grantable(p_invitation.couple_id, p_invitation.invited_by, p_invitation.role);
+    RETURN true;
+EXCEPTION WHEN SQLSTATE 'RBESC' THEN
+    RETURN false;
+END $$;
+
 CREATE OR REPLACE FUNCTION rbac.inviter_shown(p_invited_by uuid) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT coalesce((SELECT coalesce(u.display_name, u.email) FROM users u WHERE u.id = p_invited_by),
                     'The couple''s administrator')
 $$;
 
--- What the landing page shows for a token: couple, role, inviter, expiry, status, and for an invitation bound to
--- an address that address masked (o•••@example.com): enough for its owner to know which account to sign in
--- with, not enough to learn it from a forwarded link. Anyone holding the token may look; nothing is consumed.
--- No row for an unknown token.
+-- What the landing page shows for a token: couple, role, inviter, expiry, status (revoked, as accepting would
+-- answer, for a pending one its inviter may no longer give), and for an invitation bound to an address that
+-- address masked (o•••@example.com): enough for its owner to know which account to sign in with, not enough to
+-- learn it from a forwarded link. Anyone holding the token may look; nothing is consumed. No row for an unknown
+-- token.
 -- Dropped first: its columns changed once, which CREATE OR REPLACE cannot do. privileges.sql grants it again.
 DROP FUNCTION IF EXISTS public.invitation_preview(bytea);
 CREATE OR REPLACE FUNCTION public.invitation_preview(p_token_hash bytea)
@@ -198,7 +218,9 @@ BEGIN
     RETURN QUERY
         SELECT i.couple_id, c.name, i.role, rbac.inviter_shown(i.invited_by),
                left(split_part(i.email, '@', 1), 1) || '•••@' || split_part(i.email, '@', 2),
-               i.expires_at, rbac.invitation_status(i),
+               i.expires_at,
+               CASE WHEN rbac.invitation_status(i) = 'pending' AND NOT rbac.inviter_may_give(i) THEN 'revoked'
+                    ELSE rbac.invitation_status(i) END,
                coalesce((SELECT r.description FROM roles r WHERE r.name = i.role),
                         (SELECT cr.description FROM couple_roles cr
                          WHERE cr.couple_id = i.couple_id AND cr.name = i.role)),
@@ -250,20 +272,11 @@ BEGIN
     IF EXISTS (SELECT 1 FROM memberships m WHERE m.couple_id = v_invitation.couple_id AND m.user_id = v_user) THEN
         RAISE EXCEPTION 'user % is already a member of this couple', v_user USING ERRCODE = 'RBDUP';
     END IF;
-    -- Made on its inviter's authority, which must hold still: a member who could not make it now (suspended,
-    -- expired, or holding a role that no longer invites or gives this one) lets no one in by it. The operator's
-    -- invitations have no inviter. Read unlocked: an inviter removed meanwhile revoked it (rbac.memberships_guard)
-    -- under this row's lock, or after this acceptance.
-    IF v_invitation.invited_by IS NOT NULL THEN
-        BEGIN
-            IF NOT rbac.holds_permission(v_invitation.couple_id, v_invitation.invited_by, 'collaborators.invite') THEN
-                RAISE EXCEPTION USING ERRCODE = 'RBESC';
-            END IF;
-            PERFORM rbac.require_grantable(v_invitation.couple_id, v_invitation.invited_by, v_invitation.role);
-        EXCEPTION WHEN SQLSTATE 'RBESC' THEN
-            RAISE EXCEPTION 'this invitation no longer holds: the member who made it may no longer give the % role',
-                v_invitation.role USING ERRCODE = 'RBREV', HINT = 'ask a member of the couple for a new invitation';
-        END;
+    -- Read unlocked: an inviter removed meanwhile revoked it (rbac.memberships_guard) under this row's lock, or
+    -- after this acceptance.
+    IF NOT rbac.inviter_may_give(v_invitation) THEN
+        RAISE EXCEPTION 'this invitation no longer holds: the member who made it may no longer give the % role',
+            v_invitation.role USING ERRCODE = 'RBREV', HINT = 'ask a member of the couple for a new invitation';
     END IF;
     IF v_invitation.membership_expires_at <= now() THEN
         RAISE EXCEPTION 'the access this invitation offers ended at %', v_invitation.membership_expires_at
