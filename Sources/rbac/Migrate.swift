@@ -14,7 +14,8 @@ extension RBAC {
                 checksum; then policies/, if it changed. Running again applies only what is new; an applied \
                 migration whose file changed is refused (exit 4), and so is a run in which a file fails, naming \
                 it and what it raised: nothing of that run is applied. Concurrent runs are safe: they wait for \
-                each other. Applying needs a superuser; --status, and a run that finds nothing to apply, need \
+                each other. Applying needs a superuser, or on plain PostgreSQL the database's owner with \
+                CREATEROLE as a member of rbac_operator; --status, and a run that finds nothing to apply, need \
                 only a login in rbac_operator.
 
                 On a Citus coordinator (the citus extension on every node, the workers added), --citus then \
@@ -53,6 +54,7 @@ extension RBAC {
                     if status {
                         try printStatus(try await runner.status(pool))
                     } else {
+                        try await CommandContext.requireOperator(pool, database: resolved, migrating: true)
                         let applied = try await runner.migrate(pool, distribute: citus) { fileName in
                             applying.withLock { $0 = fileName }
                             printError("applying \(fileName)")

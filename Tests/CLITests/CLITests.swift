@@ -596,16 +596,62 @@ struct CLITests {
                 let served = try await Self.rbac(
                     ["serve", "--port", "1"], database: database, environment: ["RBAC_JWT_SECRET": ""])
                 #expect(served.status == 1 && served.stderr.contains("which is no rbac operator"), "\(served.stderr)")
-                // Migrating needs more: the server's refusal, in words that say what to connect as.
+                // Nor does migrating, which says what to connect as.
                 let migrated = try await Self.rbac(["migrate"], database: database)
                 #expect(migrated.status == 1, "\(migrated.stderr)")
-                #expect(migrated.stderr.contains("refuses this to its login role (permission denied for "))
-                #expect(migrated.stderr.contains("`rbac migrate` needs a superuser"))
+                #expect(migrated.stderr.contains("which is neither a superuser nor a member of rbac_operator"))
             } finally: {
                 try await TestDatabase.settingUp {
                     try await pool.withConnection { try await $0.runScript("DROP ROLE \(identifier: role)") }
                 }
             }
+        }
+    }
+
+    /// Not on Citus, where the coordinator creates the schema on the workers as the migrating login, in
+    /// databases it does not own there: a superuser migrates a Citus cluster (`rbac migrate --citus` as well).
+    @Test(
+        "the database's owner migrates it once a member of rbac_operator; before, nothing is applied",
+        .enabled(if: TestDatabase.citusWorkers.isEmpty, "on Citus, a superuser migrates"))
+    func ownerMigrates() async throws {
+        let role = "cli_owner_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
+        let admin = try await PostgresConnection.connect(try TestDatabase.server())
+        try await ensuring {
+            // CREATEROLE, as managed PostgreSQL gives its first login: the first migration asks to create roles.
+            try await TestDatabase.settingUp {
+                try await admin.runScript("CREATE ROLE \(identifier: role) LOGIN CREATEROLE")
+            }
+            try await TestDatabase.withFresh { configuration in
+                let probe = try await PostgresConnection.connect(configuration)
+                let name: String = try await probe.query("SELECT current_database()")[0].decode(column: 0)
+                await probe.close()
+                try await TestDatabase.settingUp {
+                    try await admin.runScript("ALTER DATABASE \(identifier: name) OWNER TO \(identifier: role)")
+                }
+                let database = "dbname=\(name) user=\(role)"
+                let refused = try await Self.rbac(["migrate"], database: database)
+                #expect(refused.status == 1, "\(refused.stderr)")
+                #expect(
+                    refused.stderr.contains(
+                        "which is neither a superuser nor a member of rbac_operator: the functions it installs run "
+                            + "with its rights"), "\(refused.stderr)")
+                #expect(refused.stderr.contains("GRANT rbac_operator TO \"\(role)\""))
+                let status = try await Self.rbac(["migrate", "--status", "--json"], database: database)
+                let states = try Self.jsonArray(status).map { $0["state"] as? String }
+                #expect(!states.isEmpty && states.allSatisfy { $0 == "pending" }, "nothing applied: \(states)")
+                try await TestDatabase.settingUp {
+                    try await admin.runScript("GRANT rbac_operator TO \(identifier: role)")
+                }
+                let migrated = try await TestDatabase.settingUp { try await Self.rbac(["migrate"], database: database) }
+                #expect(migrated.status == 0, "\(migrated.stderr)")
+                let created = try await Self.rbac(
+                    ["couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com"],
+                    database: database)
+                #expect(created.status == 0, "its functions see past row-level security: \(created.stderr)")
+            }
+        } finally: {
+            try await TestDatabase.settingUp { try await admin.runScript("DROP ROLE IF EXISTS \(identifier: role)") }
+            await admin.close()
         }
     }
 

@@ -134,20 +134,36 @@ struct CommandContext {
     /// `serve` act as the operator, with --actor and for end users on their behalf; another role would be
     /// refused each write in words about tables, and shown empty listings by row-level security as if there were
     /// nothing to list. Asked in words any role may run (`rbac.is_operator` is the operators'); on a database
-    /// without the role yet, the command goes on to say that it lacks rbac's schema.
-    static func requireOperator(_ pool: PostgresConnectionPool, database: PostgresConfiguration) async throws {
+    /// without the role yet, the command goes on to say that it lacks rbac's schema, unless it is `migrating`:
+    /// the functions a migration installs run as its login, past row-level security only as an operator's, and
+    /// the policy it applies is the operator's, so a login that is not one would leave a half-made database.
+    static func requireOperator(
+        _ pool: PostgresConnectionPool, database: PostgresConfiguration, migrating: Bool = false
+    ) async throws {
         let row = try await pool.query(
             """
             SELECT session_user::text AS role,
+                   (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) AS superuser,
                    CASE WHEN to_regrole('rbac_operator') IS NOT NULL
                         THEN pg_has_role(session_user, 'rbac_operator', 'MEMBER') END AS operator
             """)[0]
-        guard try row.decode("operator", as: Bool?.self) == false else { return }
+        // nil: no such role yet. A migration makes it, and only a superuser acts as one before being made one.
+        let member = try row.decode("operator", as: Bool?.self)
+        let superuser = try row.decode("superuser", as: Bool.self)
+        guard member == false || (migrating && member == nil && !superuser) else { return }
         let role: String = try row.decode("role")
+        let login = "the database at \(database.redactedDescription) logs in as \(quoted(role))"
+        guard migrating else {
+            throw CommandFailure(
+                .denied,
+                "\(login), which is no rbac operator: connect as a member of rbac_operator, or a superuser")
+        }
         throw CommandFailure(
             .denied,
-            "the database at \(database.redactedDescription) logs in as \(quoted(role)), which is no rbac operator: "
-                + "connect as a member of rbac_operator, or a superuser")
+            "\(login), which is neither a superuser nor a member of rbac_operator: the functions it installs run "
+                + "with its rights, which must reach past row-level security; migrate as a superuser, or as the "
+                + "database's owner with CREATEROLE once a member (GRANT rbac_operator TO \(quoted(role)); CREATE "
+                + "ROLE rbac_operator NOLOGIN first where there is none)")
     }
 
     /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything

@@ -67,7 +67,7 @@ struct CommandFailure: Error {
             self.init(
                 .denied,
                 "the database\(target) refuses this to its login role (\(error.message)): `rbac migrate` needs a "
-                    + "superuser, the other commands a member of rbac_operator")
+                    + "superuser or the database's owner, the other commands a member of rbac_operator")
         case let error as PostgresError:
             self.init(.databaseUnavailable, "database error: \(error)")
         case let error as AccessPolicyError:
