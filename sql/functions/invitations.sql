@@ -175,9 +175,6 @@ BEGIN
         RETURNING i.id, i.expires_at;
 END $$;
 
--- Whom an invitation is from, as the invitee is told (the invitation page, the email): the inviter's name, else
--- their address; for one the operator made, or whose inviter is gone, the couple's administrator. Operators'
--- labels are for the logs, not for invitees.
 -- Whether the member who made p_invitation could make it now (docs/decisions/0014): an invitation is made on its
 -- inviter's authority, and one whose inviter is suspended, expired, or holds a role that no longer invites or
 -- gives this one lets no one in by it (accept_invitation), and shows so (invitation_preview), until that
@@ -197,6 +194,9 @@ EXCEPTION WHEN SQLSTATE 'RBESC' THEN
     RETURN false;
 END $$;
 
+-- Whom an invitation is from, as the invitee is told (the invitation page, the email): the inviter's name, else
+-- their address; for one the operator made, or whose inviter is gone, the couple's administrator. Operators'
+-- labels are for the logs, not for invitees.
 CREATE OR REPLACE FUNCTION rbac.inviter_shown(p_invited_by uuid) RETURNS text
 LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT coalesce((SELECT coalesce(u.display_name, u.email) FROM users u WHERE u.id = p_invited_by),
