@@ -42,4 +42,11 @@ public struct SecretToken: Sendable, Hashable, CustomStringConvertible {
     public var hash: [UInt8] { Digest.sha256(rawValue) }
 
     public var description: String { "\(kind.rawValue)[redacted]" }
+
+    /// `text` with every run that may be one of these secrets shown as `description` shows it: a prefix and 16
+    /// or more base64url characters, so a token cut short when pasted goes too, while the words "inv_ and 43
+    /// characters" stay. For messages that quote what someone typed: a link given where an id belongs, say.
+    public static func redacting(in text: String) -> String {
+        text.replacing(/(inv_|rbk_)[A-Za-z0-9_-]{16,}/) { "\($0.output.1)[redacted]" }
+    }
 }

@@ -8,6 +8,7 @@ import Identity
 import Logging
 import NIOCore
 import Prometheus
+import Secrets
 import ServiceLifecycle
 
 /// What the HTTP service needs; tests build it with in-memory repositories.
@@ -280,16 +281,17 @@ struct RequestLogMiddleware: RouterMiddleware {
             ])
     }
 
-    /// `path` with each segment that may be an invitation token replaced: the one after a leading
-    /// `/invitations/` or `/v1/invitations/`, where the routes read a token however it is spelt, and any that
-    /// starts with `inv_`, a token sent to a path no route takes.
+    /// `path` with each segment that may be a secret replaced: the one after a leading `/invitations/` or
+    /// `/v1/invitations/`, where the routes read a token however it is spelt, and any that starts as an invitation
+    /// token or a service key does, one sent to a path no route takes.
     static func redacted(_ path: String) -> String {
-        guard path.contains("inv") else { return path }
+        guard path.contains("inv") || path.contains("rbk_") else { return path }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         let token =
             segments.starts(with: ["", "invitations"]) ? 2 : segments.starts(with: ["", "v1", "invitations"]) ? 3 : nil
         return segments.indices.map { index in
-            index == token || segments[index].hasPrefix("inv_") ? "[redacted]" : segments[index]
+            index == token || SecretToken.Kind.allCases.contains { segments[index].hasPrefix($0.rawValue) }
+                ? "[redacted]" : segments[index]
         }.joined(separator: "/")
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Collaboration
 import Foundation
 import Postgres
+import Secrets
 
 @main
 struct RBAC: AsyncParsableCommand {
@@ -67,8 +68,7 @@ struct RBAC: AsyncParsableCommand {
     /// ArgumentParser's report of a parsing error (with the command's usage), help, or an exit it was asked for.
     private static func exit(reporting error: any Error) -> Never {
         let code = exitCode(for: error)
-        // An argument echoed back (a malformed --database-url, say) may hold a password.
-        let message = PostgresConfiguration.redactingPasswords(in: fullMessage(for: error))
+        let message = redactingSecrets(in: fullMessage(for: error))
         if code == .success {
             if !message.isEmpty { print(message) }
             Foundation.exit(0)
@@ -83,6 +83,12 @@ struct RBAC: AsyncParsableCommand {
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
     }
 
+    /// An argument echoed back may be a secret typed in the wrong place: a --database-url with a password, or an
+    /// invitation link where an id belongs. Standard error is often kept in a log.
+    private static func redactingSecrets(in text: String) -> String {
+        SecretToken.redacting(in: PostgresConfiguration.redactingPasswords(in: text))
+    }
+
     /// Whether the command line asks for JSON (`--json` before any `--`): then a failure is JSON as well.
     private static let errorsAsJSON = CommandLine.arguments.dropFirst().prefix { $0 != "--" }.contains("--json")
 
@@ -90,7 +96,7 @@ struct RBAC: AsyncParsableCommand {
     /// (a refusal from SQL, say) may hold control characters, shown escaped, or escaped as JSON escapes them.
     private static func fail(_ failure: CommandFailure) -> Never {
         let line = failure.message.split(whereSeparator: { $0.isNewline || $0 == "\t" }).joined(separator: " ")
-        let message = PostgresConfiguration.redactingPasswords(in: line)
+        let message = redactingSecrets(in: line)
         let written =
             errorsAsJSON ? try? JSONEncoder.rbac().encode(ErrorBody(code: failure.code, message: message)) : nil
         printError(written.map { String(decoding: $0, as: UTF8.self) } ?? "rbac: \(visible(message))")

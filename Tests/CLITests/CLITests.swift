@@ -1125,6 +1125,21 @@ struct CLITests {
                 let result = try await run(arguments)
                 #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
             }
+            // An invitation link given where something else belongs is refused without being echoed, by rbac's
+            // own messages and ArgumentParser's, in either format: standard error is often kept in a log.
+            let token = "inv_" + String(repeating: "Q", count: 42) + "A"
+            let link = "https://invite.example/invitations/\(token)"
+            for arguments in [
+                ["couples", "delete", link, "--yes"], ["members", "--couple", UUID().uuidString, "--limit", link],
+            ] {
+                for format in [[], ["--json"]] {
+                    let result = try await run(arguments + format)
+                    #expect(
+                        result.status == 2 && result.stderr.contains("inv_[redacted]")
+                            && !result.stderr.contains(token.dropFirst(4).prefix(16)),
+                        "\(arguments + format): \(result.stderr)")
+                }
+            }
             // A refusal from SQL that quotes what was typed shows its control characters escaped.
             let couples = try Self.jsonArray(try await run(["couples", "list", "--json"]))
             let coupleID = try #require(couples.first?["id"] as? String)

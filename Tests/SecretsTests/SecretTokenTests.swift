@@ -48,6 +48,18 @@ struct SecretTokenTests {
         #expect("\(token)" == "inv_[redacted]")
     }
 
+    @Test("secrets quoted in a message are redacted, and the message's words are kept")
+    func redactedInText() {
+        let invitation = SecretToken.generate(.invitation).rawValue
+        let key = SecretToken.generate(.apiKey).rawValue
+        #expect(
+            SecretToken.redacting(in: "\"https://x.example/invitations/\(invitation)\" is not a couple id")
+                == "\"https://x.example/invitations/inv_[redacted]\" is not a couple id")
+        #expect(SecretToken.redacting(in: "\(key) and \(key.prefix(20))") == "rbk_[redacted] and rbk_[redacted]")
+        let words = "not an invitation token (inv_ and 43 characters); inv_short stays"
+        #expect(SecretToken.redacting(in: words) == words)
+    }
+
     @Test("base64url round-trips every length and matches RFC 4648 vectors")
     func base64url() {
         for length in 0..<40 {

@@ -778,7 +778,7 @@ struct RouterTests {
         #expect(logged == [" error rbac", " notice rbac", " error rbac"], "\(lines.written.withLock { $0 })")
     }
 
-    @Test("invitation tokens are redacted from logged paths")
+    @Test("invitation tokens and service keys are redacted from logged paths")
     func redaction() {
         #expect(
             RequestLogMiddleware.redacted("/invitations/inv_secret/accept")
@@ -787,6 +787,7 @@ struct RouterTests {
             RequestLogMiddleware.redacted("/invitations/inv_secret") == "/invitations/[redacted]")
         #expect(RequestLogMiddleware.redacted("/v1/invitations/secret") == "/v1/invitations/[redacted]")
         #expect(RequestLogMiddleware.redacted("/elsewhere/inv_secret/x") == "/elsewhere/[redacted]/x")
+        #expect(RequestLogMiddleware.redacted("/v1/couples/rbk_secret") == "/v1/couples/[redacted]")
         #expect(RequestLogMiddleware.redacted("/v1/check") == "/v1/check")
         let invitation = "/v1/couples/\(UUID())/invitations/\(UUID())/resend"
         #expect(RequestLogMiddleware.redacted(invitation) == invitation, "an invitation's id is no secret")
