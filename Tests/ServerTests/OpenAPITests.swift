@@ -250,6 +250,32 @@ struct OpenAPITests {
         }
     }
 
+    @Test("the one pattern the document gives for text people write is the service's rule, scalar by scalar")
+    func documentedTextPattern() throws {
+        var patterns: Set<String> = []
+        func collect(_ value: Any) {
+            if let object = value as? [String: Any] {
+                if let pattern = object["pattern"] as? String, !pattern.contains("a-z") { patterns.insert(pattern) }
+                object.values.forEach(collect)
+            } else if let array = value as? [Any] {
+                array.forEach(collect)
+            }
+        }
+        collect(try JSONSerialization.jsonObject(with: try openAPIDocument()))
+        let schemas = try Self.schemas()
+        #expect(patterns.count == 1, "\(patterns)")
+        let pattern = try #require(patterns.first)
+        #expect(["Name", "Label", "Vendor"].allSatisfy { schemas[$0]?["pattern"] as? String == pattern })
+        let expression = try NSRegularExpression(pattern: pattern)
+        // Every scalar of the Basic Multilingual Plane's first 12,288, where the controls and overrides lie.
+        for value in UInt32(1)..<0x3000 {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let text = "a\(Character(scalar))b"
+            let matched = expression.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
+            #expect(matched == !containsControlCharacter(text), "U+\(String(value, radix: 16))")
+        }
+    }
+
     /// The document's `components.schemas`.
     static func schemas() throws -> [String: [String: Any]] {
         let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
