@@ -43,7 +43,12 @@ public struct PolicyDocument: Sendable, Decodable {
     /// reading takes the first, and so is one naming a key that nothing reads, as `apply_policy` refuses it:
     /// `inherit` for `inherits` would leave a role without its ancestors' permissions.
     public static func load(from url: URL) throws -> PolicyDocument {
-        try decodePolicyFile(PolicyDocument.self, at: url, as: "invalid policy") { data in
+        try decode(try Data(contentsOf: url), named: url.lastPathComponent)
+    }
+
+    /// The document `data`, read from the file `fileName`, as `load(from:)` reads it.
+    public static func decode(_ data: Data, named fileName: String) throws -> PolicyDocument {
+        try decodePolicyFile(PolicyDocument.self, data, named: fileName, as: "invalid policy") { data in
             guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
             let roles = object["roles"] as? [String: Any] ?? [:]
             let problems =
@@ -113,20 +118,19 @@ public struct PolicyDocument: Sendable, Decodable {
     }
 }
 
-/// The file of policies/ at `url` (`policy.json`, `tests.json`) as `T`: strict JSON, then what `check` refuses,
-/// then what does not fit `T`, each refused (`invalid_policy`) with a message that begins with `what` and names
-/// the file or the place in it. A file that cannot be read throws as `Data(contentsOf:)` does.
+/// `data`, the file `fileName` of policies/ (`policy.json`, `tests.json`), as `T`: strict JSON, then what `check`
+/// refuses, then what does not fit `T`, each refused (`invalid_policy`) with a message that begins with `what` and
+/// names the file or the place in it.
 func decodePolicyFile<T: Decodable>(
-    _ type: T.Type, at url: URL, as what: String, check: (Data) throws -> Void = { _ in }
+    _ type: T.Type, _ data: Data, named fileName: String, as what: String, check: (Data) throws -> Void = { _ in }
 ) throws -> T {
-    let data = try Data(contentsOf: url)
     if let problem = StrictJSON.problem(in: data) {
-        throw CollaborationError(.invalidPolicy, "\(what): \(url.lastPathComponent) \(problem)")
+        throw CollaborationError(.invalidPolicy, "\(what): \(fileName) \(problem)")
     }
     try check(data)
     do {
         return try JSONDecoder().decode(T.self, from: data)
     } catch let error as DecodingError {
-        throw CollaborationError(.invalidPolicy, "\(what): \(error.misfit(in: url.lastPathComponent))")
+        throw CollaborationError(.invalidPolicy, "\(what): \(error.misfit(in: fileName))")
     }
 }

@@ -51,7 +51,8 @@ public struct PolicyTestFile: Sendable, Decodable {
 
     /// The file at `url`, read as `PolicyDocument.load` reads the policy (`decodePolicyFile`).
     public static func load(from url: URL) throws -> PolicyTestFile {
-        try decodePolicyFile(PolicyTestFile.self, at: url, as: "invalid policy tests")
+        try decodePolicyFile(
+            PolicyTestFile.self, try Data(contentsOf: url), named: url.lastPathComponent, as: "invalid policy tests")
     }
 
     public init(from decoder: any Decoder) throws {

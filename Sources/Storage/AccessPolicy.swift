@@ -35,11 +35,16 @@ public struct AccessPolicy: Sendable {
         guard names.contains(policyFileName) else {
             throw AccessPolicyError.missing(directory.appendingPathComponent(policyFileName).path)
         }
-        let scripts = try names.filter { $0.hasSuffix(".sql") }.sorted().map { name in
+        let json = try String(contentsOf: directory.appendingPathComponent(policyFileName), encoding: .utf8)
+        return try AccessPolicy(scripts: scripts(in: directory), policyJSON: json)
+    }
+
+    /// The row-level security scripts of `directory`, in the order they are applied.
+    public static func scripts(in directory: URL) throws -> [Script] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        return try names.filter { $0.hasSuffix(".sql") }.sorted().map { name in
             Script(fileName: name, sql: try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8))
         }
-        let json = try String(contentsOf: directory.appendingPathComponent(policyFileName), encoding: .utf8)
-        return try AccessPolicy(scripts: scripts, policyJSON: json)
     }
 
     /// This policy with `role` also granted `permission` (declared with `description` when the policy does not

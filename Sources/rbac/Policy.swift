@@ -20,8 +20,16 @@ extension RBAC {
                 return try ProjectFiles.directory("policies")
             }
 
-            func roles() throws -> [RoleDefinition] {
-                try read(AccessPolicy.policyFileName, PolicyDocument.load).flattened()
+            /// policy.json as it is now. Apply checks and applies what one reading gave: a file replaced between
+            /// two readings would have had one version checked and the other applied.
+            func policyFile() throws -> Data {
+                try read(AccessPolicy.policyFileName) { try Data(contentsOf: $0) }
+            }
+
+            func roles() throws -> [RoleDefinition] { try roles(in: policyFile()) }
+
+            func roles(in policyFile: Data) throws -> [RoleDefinition] {
+                try PolicyDocument.decode(policyFile, named: AccessPolicy.policyFileName).flattened()
             }
 
             /// The file `name` of the directory, loaded; one that cannot be read is named. What a document holds
@@ -105,8 +113,11 @@ extension RBAC {
             func run() async throws {
                 let policy: AccessPolicy
                 do {
-                    _ = try location.roles()
-                    policy = try AccessPolicy.load(from: try location.directory())
+                    let file = try location.policyFile()
+                    _ = try location.roles(in: file)  // refuses what is not UTF-8, too
+                    policy = try AccessPolicy(
+                        scripts: AccessPolicy.scripts(in: location.directory()),
+                        policyJSON: String(decoding: file, as: UTF8.self))
                 } catch {
                     throw CommandFailure(error)
                 }
