@@ -2,8 +2,9 @@ import Foundation
 import Secrets
 
 /// The collaboration rules over in-memory state, for fast tests of the services. It enforces what the SQL
-/// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding);
-/// actor isolation stands in for the database's locks.
+/// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding, the
+/// limits on couples' roles and, at its default, on the couples a user creates); actor isolation stands in for
+/// the database's locks. The operator's settings (invitation limits and domains) are the database's alone.
 public actor InMemoryCollaborationRepository: CollaborationRepository {
     private let roleDefinitions: [RoleName: RoleDefinition]
     private var usersByID: [UUID: User] = [:]
@@ -158,7 +159,17 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 .permissionDenied, "permission denied: users can create couples only with themselves as owner")
         }
         try requireUser(owner)
-        let couple = Couple(id: UUID(), name: try Couple.validateName(name), createdAt: now(), revision: 0)
+        let name = try Couple.validateName(name)
+        // Ownerships of any status count; the operator's creations are not held to the limit.
+        let owned = memberships.values.filter { $0[owner]?.membership.role == .owner }.count
+        if case .user = actor, owned >= Couple.ownedPerUserByDefault {
+            throw CollaborationError(
+                .quotaExceeded,
+                "user \(owner.uuidString.lowercased()) owns \(owned) couples, and a user creates couples only while "
+                    + "owning fewer than \(Couple.ownedPerUserByDefault); delete one no longer needed, or ask the "
+                    + "operator to raise the limit (rbac couples limit)")
+        }
+        let couple = Couple(id: UUID(), name: name, createdAt: now(), revision: 0)
         couplesByID[couple.id] = couple
         try write(couple.id, as: actor, action: "membership.insert") {
             $0[owner] = (

@@ -8,6 +8,10 @@ public struct Couple: Sendable, Hashable, Codable {
     /// Advanced by every membership change.
     public var revision: Int64
 
+    /// A user creates couples themselves only while owning fewer than this, until the operator sets another
+    /// number (`couple_settings.owned_per_user`, `rbac couples limit`).
+    public static let ownedPerUserByDefault = 20
+
     public init(id: UUID, name: String, createdAt: Date, revision: Int64) {
         self.id = id
         self.name = name

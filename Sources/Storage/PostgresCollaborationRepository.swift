@@ -454,7 +454,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         try await setting("per_couple_per_hour", of: "invitation_settings", set: limit)
     }
 
-    /// How many couples a user may own and still create one themselves; with `set`, sets it first (the
+    /// The number of couples owned from which a user creates no more themselves; with `set`, sets it first (the
     /// operator's).
     public func coupleLimit(set limit: Int? = nil) async throws -> Int {
         try await setting("owned_per_user", of: "couple_settings", set: limit)

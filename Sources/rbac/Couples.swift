@@ -11,7 +11,7 @@ extension RBAC {
 
         struct Limit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "How many couples a user may own and still create one; with --per-user, set it.",
+                abstract: "A user creates couples only while owning fewer than this; with --per-user, set it.",
                 discussion: """
                     A user who owns that many is refused another of their own making (exit 4, HTTP 409, \
                     quota_exceeded) and nothing is written; the operator's creations are not held to it.

@@ -225,7 +225,7 @@ struct LiveTests {
                     #expect($0.status == .conflict)
                     let body = String(buffer: $0.body)
                     #expect(body.contains(#"{"error":{"code":"quota_exceeded","message":"user "#), "\(body)")
-                    #expect(body.contains("owns 1 couples, the most a user may own and still create another"))
+                    #expect(body.contains("owns 1 couples, and a user creates couples only while owning fewer than 1"))
                 }
             }
             let couples: Int64 = try await pool.query("SELECT count(*) AS n FROM couples")[0].decode("n")

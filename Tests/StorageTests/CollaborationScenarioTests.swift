@@ -482,6 +482,37 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "a user creates couples only while owning fewer than Couple.ownedPerUserByDefault; the operator is not held",
+        arguments: Backend.allCases)
+    func coupleLimit(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let user = try await world.user("planner")
+            func create(as actor: Actor) async throws -> UUID {
+                try await world.repository.createCouple(name: "Wedding", owner: user, as: actor).id
+            }
+            func owned() async throws -> Int {
+                try await world.repository.userCouples(user, limit: 100, after: nil, as: world.admin)
+                    .filter { $0.role == .owner }.count
+            }
+            var couples: [UUID] = []
+            for _ in 0..<Couple.ownedPerUserByDefault { couples.append(try await create(as: .user(user))) }
+            let refusal = await expectRefusal(.quotaExceeded) { _ = try await create(as: .user(user)) }
+            let limit = Couple.ownedPerUserByDefault
+            #expect(
+                refusal?.message
+                    == "user \(user.uuidString.lowercased()) owns \(limit) couples, and a user creates couples only "
+                    + "while owning fewer than \(limit); delete one no longer needed, or ask the operator to raise "
+                    + "the limit (rbac couples limit)")
+            #expect(try await owned() == Couple.ownedPerUserByDefault, "the refused couple was not made")
+            couples.append(try await create(as: world.admin))
+            await expectRefusal(.quotaExceeded) { _ = try await create(as: .user(user)) }
+            for couple in couples.prefix(2) { try await world.repository.deleteCouple(couple, as: .user(user)) }
+            _ = try await create(as: .user(user))
+            #expect(try await owned() == Couple.ownedPerUserByDefault)
+        }
+    }
+
     @Test("suspending and removing take permissions away at once", arguments: Backend.allCases)
     func suspendAndRemove(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in

@@ -17,7 +17,7 @@ CREATE TEMPORARY TABLE before AS
     SELECT (SELECT count(*) FROM couples) AS couples, (SELECT count(*) FROM audit_log) AS logged,
            (SELECT count(*) FROM outbox) AS announced;
 SELECT throws_ok($$SELECT create_couple('Third', pg_temp.id('olivia'))$$, 'RBQTA',
-                 format('user %s owns 2 couples, the most a user may own and still create another',
+                 format('user %s owns 2 couples, and a user creates couples only while owning fewer than 2',
                         pg_temp.id('olivia')),
                  'owning two, she is refused a third');
 SELECT results_eq(
@@ -47,6 +47,12 @@ SELECT lives_ok($$SELECT create_couple('Imported', pg_temp.id('olivia'))$$,
                 'the operator creates couples for her past the limit');
 SELECT is((SELECT count(*)::int FROM memberships WHERE user_id = pg_temp.id('olivia') AND role = 'owner'), 3,
           'she owns three now');
+SELECT pg_temp.act_as('olivia');
+SELECT throws_ok($$SELECT create_couple('Fifth', pg_temp.id('olivia'))$$, 'RBQTA',
+                 format('user %s owns 3 couples, and a user creates couples only while owning fewer than 2',
+                        pg_temp.id('olivia')),
+                 'the refusal counts what she owns, past the limit too');
+SELECT pg_temp.act_as_operator();
 
 SELECT set_config('rbac.actor_label', 'admin-alice', true);
 UPDATE couple_settings SET owned_per_user = 5;

@@ -257,6 +257,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_couple couples;
     v_limit integer;
+    v_owned integer;
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_owner THEN
         RAISE EXCEPTION 'permission denied: users can create couples only with themselves as owner'
@@ -267,9 +268,10 @@ BEGIN
     IF NOT rbac.is_operator() THEN
         PERFORM pg_advisory_xact_lock(hashtext('create_couple'), hashtext(p_owner::text));
         v_limit := (SELECT owned_per_user FROM couple_settings);
-        IF (SELECT count(*) FROM memberships m WHERE m.user_id = p_owner AND m.role = 'owner') >= v_limit THEN
-            RAISE EXCEPTION 'user % owns % couples, the most a user may own and still create another',
-                p_owner, v_limit USING ERRCODE = 'RBQTA',
+        v_owned := (SELECT count(*) FROM memberships m WHERE m.user_id = p_owner AND m.role = 'owner');
+        IF v_owned >= v_limit THEN
+            RAISE EXCEPTION 'user % owns % couples, and a user creates couples only while owning fewer than %',
+                p_owner, v_owned, v_limit USING ERRCODE = 'RBQTA',
                 HINT = 'delete one no longer needed, or ask the operator to raise the limit (rbac couples limit)';
         END IF;
     END IF;
