@@ -172,9 +172,12 @@ public struct OutboxWorker: Sendable {
     }
 
     private func webhook(_ message: PostgresOutbox.Claimed) async throws -> Outcome {
-        guard let endpoint = message.endpoint, let secret = PostgresOutbox.secret(of: message, key: key),
-            let secretBytes = Data(base64Encoded: String(secret.dropFirst("whsec_".count)))
-        else { return try await dead(message, "the endpoint's secret does not open under this delivery key") }
+        let secrets = PostgresOutbox.secrets(of: message, key: key).compactMap {
+            Data(base64Encoded: String($0.dropFirst("whsec_".count)))
+        }
+        guard let endpoint = message.endpoint, !secrets.isEmpty else {
+            return try await dead(message, "the endpoint's secret does not open under this delivery key")
+        }
         var data = (try? JSONSerialization.jsonObject(with: Data(message.payload.utf8)) as? [String: Any]) ?? [:]
         if let link = link(message) { data["link"] = link }
         let event: [String: Any] = [
@@ -184,14 +187,17 @@ public struct OutboxWorker: Sendable {
             try JSONSerialization.data(withJSONObject: event, options: [.sortedKeys, .withoutEscapingSlashes]))
         let timestamp = Int(now().timeIntervalSince1970)
         let id = message.id.uuidString.lowercased()
-        let signature = Data(
-            Digest.hmacSHA256(key: Array(secretBytes), message: Array("\(id).\(timestamp).".utf8) + body)
-        ).base64EncodedString()
+        // One signature by each secret that signs, space-separated, as Standard Webhooks has it for rotations: a
+        // receiver that holds either one verifies the delivery.
+        let signed = Array("\(id).\(timestamp).".utf8) + body
+        let signatures = secrets.map {
+            "v1," + Data(Digest.hmacSHA256(key: Array($0), message: signed)).base64EncodedString()
+        }.joined(separator: " ")
         let response: OutboundHTTP.Response
         do {
             response = try await http.post(
                 URL(string: endpoint.url)!, body: body, contentType: "application/json",
-                headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: v1,\(signature)"]
+                headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: \(signatures)"]
             )
         } catch {
             return try await retry(message, "\(error)")

@@ -11,6 +11,8 @@ public struct WebhookEndpoint: Sendable, Hashable, Codable {
     public let eventTypes: [String]
     public let createdAt: Date
     public let disabledAt: Date?
+    /// Until when the secret it had before its last rotation signs beside the current one; nil when none does.
+    public let previousSecretUntil: Date?
 }
 
 /// A message in the outbox, as listed: never its payload's secrets (it carries none).
@@ -90,13 +92,22 @@ public struct PostgresOutbox: Sendable {
         return try Self.endpoint(row)
     }
 
-    /// A new secret for the endpoint, shown once; the old one signs nothing more.
-    public func rotateSecret(_ id: UUID, key: DeliveryKey) async throws -> (WebhookEndpoint, String) {
+    /// A new secret for the endpoint, shown once. The old one signs beside it for `keepingOld`, so that the
+    /// receiver can move to the new one without refusing a delivery in between; from then on, or at once for
+    /// zero (a secret that leaked), it signs nothing. A secret older than the old one signs nothing either.
+    public func rotateSecret(_ id: UUID, key: DeliveryKey, keepingOld: Duration = .zero) async throws -> (
+        WebhookEndpoint, String
+    ) {
         let (secret, box) = Self.newSecret(for: id, key: key)
+        let seconds = keepingOld.components.seconds
         let rows = try await run {
             try await $0.query(
                 """
-                UPDATE webhook_endpoints SET secret_box = \(box) WHERE id = \(id)
+                UPDATE webhook_endpoints SET secret_box = \(box),
+                    previous_secret_box = CASE WHEN \(seconds)::float8 > 0 THEN secret_box END,
+                    previous_secret_until = CASE WHEN \(seconds)::float8 > 0
+                        THEN now() + make_interval(secs => \(seconds)::float8) END
+                WHERE id = \(id)
                 RETURNING \(sql: Self.endpointColumns)
                 """)
         }
@@ -150,8 +161,9 @@ public struct PostgresOutbox: Sendable {
         public let payload: String
         public let createdAt: Date
         public let attempts: Int
-        /// A webhook's endpoint: its id, URL and sealed secret.
-        public let endpoint: (id: UUID, url: String, secretBox: [UInt8])?
+        /// A webhook's endpoint: its id, URL and sealed secrets, the current one and the one before it while
+        /// that still signs.
+        public let endpoint: (id: UUID, url: String, secretBoxes: [[UInt8]])?
         /// The invitation's token, sealed, for the link the message carries.
         public let tokenBox: [UInt8]?
         /// For an invitation email, whom the invitation is from, read as it is sent (`rbac.inviter_shown`).
@@ -177,6 +189,8 @@ public struct PostgresOutbox: Sendable {
                           o.token_box, o.endpoint_id,
                           (SELECT url FROM webhook_endpoints WHERE id = o.endpoint_id) AS url,
                           (SELECT secret_box FROM webhook_endpoints WHERE id = o.endpoint_id) AS secret_box,
+                          (SELECT previous_secret_box FROM webhook_endpoints
+                           WHERE id = o.endpoint_id AND previous_secret_until > now()) AS previous_secret_box,
                           -- Compared as text: a payload that raw SQL wrote wrong must not fail every claim.
                           CASE WHEN o.channel = 'email' THEN rbac.inviter_shown(
                               (SELECT i.invited_by FROM invitations i
@@ -191,7 +205,11 @@ public struct PostgresOutbox: Sendable {
                     payload: try row.decode("payload"), createdAt: try row.decode("created_at"),
                     attempts: Int(try row.decode("attempts", as: Int32.self)),
                     endpoint: try endpoint.map {
-                        ($0, try row.decode("url"), Array(try row.decode("secret_box", as: Data.self)))
+                        let boxes = [
+                            try row.decode("secret_box", as: Data?.self),
+                            try row.decode("previous_secret_box", as: Data?.self),
+                        ]
+                        return ($0, try row.decode("url"), boxes.compactMap { $0.map(Array.init) })
                     },
                     tokenBox: try row.decode("token_box", as: Data?.self).map(Array.init),
                     inviter: try row.decode("inviter"))
@@ -290,10 +308,14 @@ public struct PostgresOutbox: Sendable {
         }.map { (try $0.decode("channel"), Int(try $0.decode("depth", as: Int64.self)), try $0.decode("oldest")) }
     }
 
-    /// The secret of a claimed message's endpoint, unsealed; nil under another key.
-    public static func secret(of claimed: Claimed, key: DeliveryKey) -> String? {
-        guard let endpoint = claimed.endpoint else { return nil }
-        return key.open(endpoint.secretBox, for: secretContext(endpoint.id)).map { String(decoding: $0, as: UTF8.self) }
+    /// The secrets that sign a claimed message, unsealed: its endpoint's current one first, then the one before
+    /// it while that still signs; empty when the current one does not open under this key.
+    public static func secrets(of claimed: Claimed, key: DeliveryKey) -> [String] {
+        guard let endpoint = claimed.endpoint,
+            let current = endpoint.secretBoxes.first.flatMap({ key.open($0, for: secretContext(endpoint.id)) })
+        else { return [] }
+        let previous = endpoint.secretBoxes.dropFirst().compactMap { key.open($0, for: secretContext(endpoint.id)) }
+        return ([current] + previous).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The invitation token a claimed message carries, unsealed; nil when it carries none.
@@ -375,12 +397,16 @@ public struct PostgresOutbox: Sendable {
         CollaborationError(.notFound, "webhook \(id.uuidString.lowercased()) does not exist")
     }
 
-    private static let endpointColumns: StaticString = "id, url, event_types, created_at, disabled_at"
+    private static let endpointColumns: StaticString = """
+        id, url, event_types, created_at, disabled_at,
+        CASE WHEN previous_secret_until > now() THEN previous_secret_until END AS previous_secret_until
+        """
 
     private static func endpoint(_ row: PostgresRow) throws -> WebhookEndpoint {
         WebhookEndpoint(
             id: try row.decode("id"), url: try row.decode("url"), eventTypes: try row.decode("event_types"),
-            createdAt: try row.decode("created_at"), disabledAt: try row.decode("disabled_at"))
+            createdAt: try row.decode("created_at"), disabledAt: try row.decode("disabled_at"),
+            previousSecretUntil: try row.decode("previous_secret_until"))
     }
 
     private static let messageColumns: StaticString = """

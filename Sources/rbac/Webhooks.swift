@@ -56,12 +56,12 @@ extension RBAC {
                     try output.print(
                         endpoints,
                         Table(
-                            headers: ["ID", "URL", "EVENTS", "DISABLED"],
+                            headers: ["ID", "URL", "EVENTS", "DISABLED", "OLD SECRET SIGNS UNTIL"],
                             rows: endpoints.map {
                                 [
                                     idText($0.id), $0.url,
                                     $0.eventTypes.isEmpty ? "every event" : $0.eventTypes.joined(separator: ","),
-                                    $0.disabledAt?.iso8601 ?? "",
+                                    $0.disabledAt?.iso8601 ?? "", $0.previousSecretUntil?.iso8601 ?? "",
                                 ]
                             }
                         ).rendered)
@@ -90,18 +90,34 @@ extension RBAC {
         struct RotateSecret: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 commandName: "rotate-secret", abstract: "Give an endpoint a new secret; prints it once.",
-                discussion: "Example: rbac webhooks rotate-secret ID")
+                discussion: """
+                    Deliveries carry a signature by the new secret and, for --keep-old, one by the old secret \
+                    too, so that the receiver verifies them while it moves to the new one (Standard Webhooks \
+                    verifiers accept either). A secret that leaked: --keep-old 0m. Rotating again within the \
+                    time keeps only the secret it replaces.
+
+                    Example: rbac webhooks rotate-secret ID --keep-old 1h
+                    """)
             @Argument(help: "The endpoint's id.") var id: String
+            @Option(
+                help: ArgumentHelp(
+                    "How long the old secret keeps signing beside the new one: 0m to 30d.", valueName: "duration"))
+            var keepOld = Lifetime(argument: "24h")!
             @OptionGroup var key: DeliveryKeyOptions
             @OptionGroup var options: OperatorOptions
 
-            func validate() throws { _ = try Parse.id(id, "webhook") }
+            func validate() throws {
+                _ = try Parse.id(id, "webhook")
+                guard keepOld.duration <= .seconds(30 * 86_400) else {
+                    throw ValidationError("--keep-old must be at most 30d, not \(keepOld.defaultValueDescription)")
+                }
+            }
 
             func run() async throws {
                 let key = try key.required()
                 try await options.run { context in
                     let (endpoint, secret) = try await PostgresOutbox(pool: context.pool).rotateSecret(
-                        try Parse.id(id, "webhook"), key: key)
+                        try Parse.id(id, "webhook"), key: key, keepingOld: keepOld.duration)
                     try Webhooks.printSecret(endpoint, secret, options.output)
                 }
             }

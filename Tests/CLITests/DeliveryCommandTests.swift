@@ -82,6 +82,15 @@ struct DeliveryCommandTests {
 
                 let rotated = try CLITests.json(try await run(["webhooks", "rotate-secret", id, "--json"] + keyed))
                 #expect((rotated["secret"] as? String).map { $0 != secret && $0.hasPrefix("whsec_") } == true)
+                let kept = try #require((rotated["endpoint"] as? [String: Any])?["previous_secret_until"] as? String)
+                let until = try #require(try? Date(kept, strategy: .iso8601))
+                #expect(abs(until.timeIntervalSinceNow - 86_400) < 60, "the old secret signs for a day: \(kept)")
+                #expect(try await run(["webhooks", "list"]).stdout.contains(kept), "the listing says until when")
+                let leaked = try CLITests.json(
+                    try await run(["webhooks", "rotate-secret", id, "--keep-old", "0m", "--json"] + keyed))
+                #expect((leaked["endpoint"] as? [String: Any])?["previous_secret_until"] == nil, "\(leaked)")
+                let tooLong = try await run(["webhooks", "rotate-secret", id, "--keep-old", "31d"] + keyed)
+                #expect(tooLong.status == 2 && tooLong.stderr.contains("--keep-old must be at most 30d, not 31d"))
 
                 let sent = try CLITests.jsonArray(try await run(["outbox", "list", "--status", "sent", "--json"]))
                 let message = try #require(sent.first?["id"] as? String)

@@ -109,6 +109,53 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("a rotated secret signs beside the new one for the time kept, then not; kept for no time, not at all")
+    func rotation() async throws {
+        try await Self.withReceiver(events: ["user.created"]) { pool, peer, worker, key, endpoint in
+            let outbox = PostgresOutbox(pool: pool)
+            let file = peer.root.appendingPathComponent("secret")
+            let first = try String(contentsOf: file, encoding: .utf8)
+            /// Whether a delivery made now verifies with each secret the receiver is given in turn.
+            func verifies(with secrets: [String]) async throws -> [Bool] {
+                var verified: [Bool] = []
+                for secret in secrets {
+                    try Data(secret.utf8).write(to: file)
+                    _ = try await pool.newUser()
+                    #expect(try await Self.drain(worker) == [.delivered])
+                    verified.append(try #require(try Self.received(peer).last).verified)
+                }
+                return verified
+            }
+
+            let before = Date()
+            let (rotated, second) = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(3600))
+            let until = try #require(rotated.previousSecretUntil)
+            #expect((before.addingTimeInterval(3599)...Date().addingTimeInterval(3601)).contains(until))
+            #expect(try await verifies(with: [first, second]) == [true, true], "either secret verifies")
+
+            _ = try await pool.query(
+                "UPDATE webhook_endpoints SET previous_secret_until = now() - interval '1 second'")
+            #expect(try await outbox.webhooks().first?.previousSecretUntil == nil, "past its time, none is listed")
+            #expect(try await verifies(with: [first, second]) == [false, true], "past its time, the old one is out")
+
+            let (replaced, third) = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .zero)
+            #expect(replaced.previousSecretUntil == nil)
+            #expect(try await verifies(with: [second, third]) == [false, true], "kept for no time: out at once")
+
+            // A rotation within the time kept leaves the secret it replaces, not the one before that.
+            let (_, fourth) = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(60))
+            let (_, fifth) = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(60))
+            #expect(try await verifies(with: [third, fourth, fifth]) == [false, true, true])
+            let logged = try await pool.count(
+                """
+                SELECT count(*) FROM operator_audit_log
+                WHERE action = 'webhook.update' AND NOT (before ? 'previous_secret_box' OR after ? 'previous_secret_box')
+                  AND after ? 'previous_secret_until'
+                """)
+            #expect(logged == 5, "the four rotations and the update above are in the log, never a sealed secret")
+        }
+    }
+
     @Test("an endpoint answering 500 is retried on the schedule; 410 disables it and its messages die")
     func retriesThenGone() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in

@@ -86,5 +86,11 @@ SELECT bag_eq(
            pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), pg_temp.id('paul'), pg_temp.id('vera')),
     'a deletion: couple.deleted, and membership.removed for each member');
 
+-- A rotated secret that still signs has a time it stops; one without a secret has none.
+SELECT throws_ok($$UPDATE webhook_endpoints SET previous_secret_box = '\x00' WHERE url LIKE 'https://all.%'$$,
+                 '23514', NULL, 'an old secret without the time it stops signing is refused');
+SELECT throws_ok($$UPDATE webhook_endpoints SET previous_secret_until = now() WHERE url LIKE 'https://all.%'$$,
+                 '23514', NULL, 'a time without an old secret is refused');
+
 SELECT * FROM finish();
 ROLLBACK;

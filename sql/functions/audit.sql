@@ -10,7 +10,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     -- Hashes of tokens and keys, and sealed secrets, stay out of the logs. So does the address an invitation
     -- names: a couple's log names people by id only, and would keep it past the person's deletion.
-    v_hidden text[] := ARRAY['token_hash', 'key_hash', 'secret_box']
+    v_hidden text[] := ARRAY['token_hash', 'key_hash', 'secret_box', 'previous_secret_box']
         || CASE WHEN TG_ARGV[0] = 'invitation' THEN ARRAY['email'] ELSE '{}' END;
     v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - v_hidden END;
     v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - v_hidden END;
