@@ -99,7 +99,7 @@ public struct OutboxWorker: Sendable {
     @discardableResult
     public func runOnce(limit: Int = 8) async throws -> [Outcome] {
         let claimed = try await outbox.claim(
-            limit: limit, lease: lease, channels: mail == nil ? ["webhook"] : PostgresOutbox.channels)
+            limit: limit, lease: lease, channels: mail == nil ? ["webhook"] : PostgresOutbox.channels, key: key)
         return try await withThrowingTaskGroup(of: Outcome.self) { group in
             for message in claimed {
                 group.addTask {
@@ -134,16 +134,24 @@ public struct OutboxWorker: Sendable {
     static let gaugeInterval: Duration = .seconds(1)
 
     /// Sends until cancelled, looking again `idle` after finding nothing due: what a commit adds waits at most
-    /// that long (a look costs one indexed read of nothing). While the database cannot be reached it tries every
-    /// `retry`; `report` hears once that delivery paused, with why, and once that it resumed.
+    /// that long (a look costs one indexed read of nothing). While the database cannot be reached, or holds its
+    /// secrets under another delivery key, it tries every `retry`; `report` hears once that delivery paused,
+    /// with why, and once that it resumed.
     public func run(
         idle: Duration = .milliseconds(200), retry: Duration = .seconds(5),
         report: @escaping @Sendable (String) -> Void = { _ in }
     ) async {
         var paused = false
         var gaugesDue = ContinuousClock.now
+        // Asked at the start, so that an instance deployed with the wrong key says so before anything is due;
+        // from then on each claim asks.
+        var keyChecked = false
         while !Task.isCancelled {
             do {
+                if !keyChecked {
+                    if try await outbox.keyMatches(key) == false { throw DeliveryKeyMismatch() }
+                    keyChecked = true
+                }
                 if ContinuousClock.now >= gaugesDue {
                     try await recordQueue()
                     gaugesDue = ContinuousClock.now + Self.gaugeInterval

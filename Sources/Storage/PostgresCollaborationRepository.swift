@@ -425,7 +425,9 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     /// Seals the new invitation's token into each message the outbox just queued about it, each box bound to its
     /// row's id, in the invitation's transaction: a worker never sees a message of it without its box. Those are
-    /// pending, and found among the pending ones (outbox_due), not among every message the outbox keeps.
+    /// pending, and found among the pending ones (outbox_due), not among every message the outbox keeps. Under a
+    /// key that is not the database's, the invitation is refused (`DeliveryKeyMismatch`): no worker could open
+    /// its link, and its email would never go.
     private func sealToken(_ token: SecretToken, of invitation: UUID, on connection: PostgresConnection) async throws {
         guard let deliveryKey else { return }
         let rows = try await connection.query(
@@ -434,6 +436,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             WHERE status = 'pending' AND event_type = 'invitation.created'
               AND payload ->> 'invitation_id' = \(invitation.uuidString.lowercased())
             """)
+        if !rows.isEmpty { try await PostgresOutbox.requireKey(deliveryKey, on: connection) }
         for row in rows {
             let id: UUID = try row.decode("id")
             let box = Data(deliveryKey.seal(Array(token.rawValue.utf8), for: PostgresOutbox.tokenContext(id)))

@@ -67,7 +67,8 @@ public struct PostgresOutbox: Sendable {
         let id = UUID()
         let (secret, box) = Self.newSecret(for: id, key: key)
         let endpoint = try await run {
-            try await $0.query(
+            try await Self.requireKey(key, on: $0)
+            return try await $0.query(
                 """
                 INSERT INTO webhook_endpoints (id, url, event_types, secret_box)
                 VALUES (\(id), \(url), \(eventTypes), \(box))
@@ -101,7 +102,8 @@ public struct PostgresOutbox: Sendable {
         let (secret, box) = Self.newSecret(for: id, key: key)
         let seconds = keepingOld.components.seconds
         let rows = try await run {
-            try await $0.query(
+            try await Self.requireKey(key, on: $0)
+            return try await $0.query(
                 """
                 UPDATE webhook_endpoints SET secret_box = \(box),
                     previous_secret_box = CASE WHEN \(seconds)::float8 > 0 THEN secret_box END,
@@ -172,11 +174,15 @@ public struct PostgresOutbox: Sendable {
 
     /// Claims up to `limit` due messages of `channels`: they count an attempt and are not due again for `lease`,
     /// so another worker skips them now (SKIP LOCKED) and takes them up again only if this one dies before
-    /// answering.
-    public func claim(limit: Int, lease: Duration, channels: [String] = ["webhook"]) async throws -> [Claimed] {
+    /// answering. A worker whose `key` is not the database's claims nothing (`DeliveryKeyMismatch`): it could
+    /// open no secret or link of what it claimed, and would send each message to its death. The check is read
+    /// in the claim's own snapshot, so a rotation of the key lands wholly before it or wholly after.
+    public func claim(limit: Int, lease: Duration, channels: [String] = ["webhook"], key: DeliveryKey) async throws
+        -> [Claimed]
+    {
         let seconds = lease.components.seconds
         return try await run { connection in
-            try await connection.query(
+            let rows = try await connection.query(
                 """
                 WITH due AS (
                     SELECT id FROM outbox
@@ -195,9 +201,25 @@ public struct PostgresOutbox: Sendable {
                           CASE WHEN o.channel = 'email' THEN rbac.inviter_shown(
                               (SELECT i.invited_by FROM invitations i
                                WHERE i.couple_id = o.couple_id AND i.id::text = o.payload ->> 'invitation_id'))
-                          END AS inviter
-                """
-            ).map { row in
+                          END AS inviter,
+                          (SELECT check_box FROM delivery_key_check) AS key_check
+                """)
+            if let row = rows.first {
+                do {
+                    if let check = try row.decode("key_check", as: Data?.self) {
+                        try Self.requireOpens(key, check)
+                    } else {
+                        try await Self.requireKey(key, on: connection)
+                    }
+                } catch {
+                    // Due again at once, for a worker that holds the database's key; this attempt never was.
+                    let ids = try rows.map { try $0.decode("id", as: UUID.self) }
+                    _ = try await connection.execute(
+                        "UPDATE outbox SET attempts = attempts - 1, next_attempt_at = now() WHERE id = ANY (\(ids))")
+                    throw error
+                }
+            }
+            return try rows.map { row in
                 let endpoint: UUID? = try row.decode("endpoint_id")
                 return Claimed(
                     id: try row.decode("id"), eventType: try row.decode("event_type"),
@@ -326,7 +348,7 @@ public struct PostgresOutbox: Sendable {
 
     // MARK: Helpers
 
-    private static func secretContext(_ id: UUID) -> String { "webhook-secret:\(id.uuidString.lowercased())" }
+    static func secretContext(_ id: UUID) -> String { "webhook-secret:\(id.uuidString.lowercased())" }
 
     /// What an outbox message's sealed token is bound to: its row.
     static func tokenContext(_ id: UUID) -> String { "outbox-token:\(id.uuidString.lowercased())" }
@@ -423,7 +445,7 @@ public struct PostgresOutbox: Sendable {
             lastError: try row.decode("last_error"), deliveredAt: try row.decode("delivered_at"))
     }
 
-    private func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do { return try await pool.withConnection(body) } catch let error as PostgresError { throw domainError(error) }
     }
 }

@@ -33,7 +33,7 @@ struct RBAC: AsyncParsableCommand {
             Migrate.self, Couples.self, Users.self, Grant.self, Revoke.self, Suspend.self, Reactivate.self,
             Members.self, Check.self, Invite.self, Invitations.self, Redeem.self, TransferOwnership.self, Leave.self,
             Audit.self, Roles.self, Policy.self, Serve.self, Keys.self, Webhooks.self, Outbox.self, Deliver.self,
-            Sweep.self, BudgetCommand.self,
+            Sweep.self, DeliveryKeyCommand.self, BudgetCommand.self,
         ]
     )
 

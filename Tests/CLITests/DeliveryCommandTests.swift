@@ -58,6 +58,10 @@ struct DeliveryCommandTests {
                 #expect(typo.status == 2 && typo.stderr.contains("unknown event"), "\(typo.stderr)")
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
 
+                // Nothing sealed yet: any key will do, and the first to seal becomes the database's.
+                let unsealed = try CLITests.json(try await run(["delivery-key", "check", "--json"] + keyed))
+                #expect(unsealed["matches"] as? Bool == true && unsealed["sealed"] as? Bool == false, "\(unsealed)")
+
                 // Its scheme in capitals, as someone may type it: stored in lower case, as the table's check wants.
                 let typed = "HTTPS" + url.dropFirst("https".count)
                 let added = try CLITests.json(try await run(["webhooks", "add", "--url", typed, "--json"] + keyed))
@@ -109,6 +113,30 @@ struct DeliveryCommandTests {
                 #expect(
                     messages.contains(" DELIVERED ") && messages.contains(" membership.created  webhook  sent "),
                     "\(messages)")
+
+                // The database's key is the first that sealed: another is refused, until a rotation makes it so.
+                let otherFile = peer.root.appendingPathComponent("other.key")
+                try Data("\(String(repeating: "cd", count: 32))\n".utf8).write(to: otherFile)
+                let other = ["--delivery-key-file", otherFile.path]
+                let checked = try CLITests.json(try await run(["delivery-key", "check", "--json"] + keyed))
+                #expect(checked["matches"] as? Bool == true && checked["sealed"] as? Bool == true, "\(checked)")
+                let foreign = try await run(["delivery-key", "check"] + other)
+                #expect(
+                    foreign.status == 4 && foreign.stderr.contains("this delivery key is not the one this database's"),
+                    "\(foreign.stderr)")
+                #expect(try await run(["webhooks", "add", "--url", url] + other).status == 4)
+                let moved = try CLITests.json(
+                    try await run(["delivery-key", "rotate", "--old-key-file", keyFile.path, "--json"] + other))
+                #expect(moved["webhook_secrets"] as? Int == 1 && moved["unopened"] as? Int == 0, "\(moved)")
+                #expect(try await run(["users", "add", "--email", "due@example.com"]).status == 0)
+                let stale = try await run(["deliver", "--once", "--ca-file", peer.caFile] + keyed)
+                #expect(stale.status == 4 && stale.stderr.contains("delivery-key"), "\(stale.stderr)")
+                #expect(try await run(["delivery-key", "check"] + other).status == 0)
+                let renewed = try CLITests.json(
+                    try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + other))
+                #expect(renewed["delivered"] as? Int == 1, "left due for the new key: \(renewed)")
+                let wrongOld = try await run(["delivery-key", "rotate", "--old-key-file", keyFile.path] + keyed)
+                #expect(wrongOld.status == 4 && wrongOld.stderr.contains("the old delivery key is not"))
 
                 #expect(try await run(["webhooks", "remove", id]).status == 0)
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)

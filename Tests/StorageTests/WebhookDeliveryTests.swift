@@ -156,6 +156,96 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("a worker holding another delivery key claims and kills nothing; nothing seals under it either")
+    func foreignKey() async throws {
+        try await Self.withReceiver { pool, peer, worker, key, _ in
+            let other = try DeliveryKey(hex: DeliveryKey.generateHex())
+            let outbox = PostgresOutbox(pool: pool)
+            #expect(try await outbox.keyMatches(key) == true)
+            #expect(try await outbox.keyMatches(other) == false)
+            let misconfigured = OutboxWorker(
+                outbox: outbox, http: OutboundHTTP(.init(caFile: peer.caFile)), key: other)
+            // Running, it says so at once, before anything is due.
+            let (reports, heard) = AsyncStream.makeStream(of: String.self)
+            let running = Task { await misconfigured.run(retry: .milliseconds(50)) { heard.yield($0) } }
+            var said = reports.makeAsyncIterator()
+            #expect(await said.next() == "outbox delivery paused: \(DeliveryKeyMismatch())")
+            running.cancel()
+            await running.value
+
+            let owner = try await pool.newUser()
+            _ = try await pool.newCouple(members: [(owner, "owner")])
+            func waiting() async throws -> Int {
+                try await pool.count(
+                    "SELECT count(*) FROM outbox WHERE status = 'pending' AND attempts = 0 AND next_attempt_at <= now()"
+                )
+            }
+            let queued = try await waiting()
+            #expect(queued == 3)
+            await #expect(throws: DeliveryKeyMismatch()) { try await misconfigured.runOnce() }
+            #expect(try await waiting() == queued, "what it claimed is due again, its attempt uncounted")
+            #expect(try Self.received(peer).isEmpty)
+
+            await #expect(throws: DeliveryKeyMismatch()) {
+                _ = try await outbox.addWebhook(url: "https://hooks.example.com/x", eventTypes: [], key: other)
+            }
+            let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: other)
+            let couple = try await repository.createCouple(name: "Ours", owner: owner, as: .operator(label: "t"))
+            await #expect(throws: DeliveryKeyMismatch()) {
+                _ = try await repository.createInvitation(
+                    couple: couple.id, token: SecretToken.generate(.invitation), role: RoleName(rawValue: "viewer")!,
+                    email: nil, expiresIn: .seconds(3600), membershipExpiresAt: nil, as: .operator(label: "t"))
+            }
+            #expect(try await pool.count("SELECT count(*) FROM invitations") == 0, "an invitation no one could send")
+            #expect(try await pool.count("SELECT count(*) FROM webhook_endpoints") == 1)
+
+            #expect(try await Self.drain(worker).count == queued + 2, "the database's key sends every one")
+            #expect(try Self.received(peer).allSatisfy(\.verified))
+        }
+    }
+
+    @Test("a new delivery key takes over every secret and link at once: it sends them, the old one pauses")
+    func keyRotation() async throws {
+        try await Self.withReceiver(events: ["invitation.created"]) { pool, peer, worker, key, endpoint in
+            let outbox = PostgresOutbox(pool: pool)
+            let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+            let owner = try await repository.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
+            let couple = try await repository.createCouple(name: "Ours", owner: owner.id, as: .operator(label: "t"))
+            let issued = try await CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "http://localhost:8080")!
+            ).invite(to: couple.id, role: RoleName(rawValue: "viewer")!, as: .operator(label: "t"))
+            // The receiver keeps the first secret, which now signs as the old one beside the current one.
+            _ = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(3600))
+            let new = try DeliveryKey(hex: DeliveryKey.generateHex())
+            func boxes() async throws -> String {
+                try await pool.query(
+                    "SELECT string_agg(secret_box::text || previous_secret_box::text, '') FROM webhook_endpoints"
+                )[0].decode(column: 0)
+            }
+            let sealed = try await boxes()
+
+            await #expect(throws: DeliveryKeyMismatch(whose: "the old delivery key")) {
+                _ = try await outbox.rotateKey(from: new, to: new)
+            }
+            #expect(try await boxes() == sealed, "a refused rotation changes nothing")
+
+            let rotation = try await outbox.rotateKey(from: key, to: new)
+            #expect(rotation.webhookSecrets == 2 && rotation.invitationLinks == 1, "\(rotation)")
+            #expect(rotation.unopened == 0)
+            #expect(try await outbox.keyMatches(new) == true)
+            #expect(try await outbox.keyMatches(key) == false)
+            await #expect(throws: DeliveryKeyMismatch()) { try await worker.runOnce() }
+            let renewed = OutboxWorker(outbox: outbox, http: OutboundHTTP(.init(caFile: peer.caFile)), key: new)
+            #expect(try await Self.drain(renewed) == [.delivered])
+            let received = try #require(try Self.received(peer).first)
+            #expect(received.verified && received.link == issued.link.absoluteString)
+            let logged = try await pool.count(
+                "SELECT count(*) FROM operator_audit_log WHERE action LIKE 'delivery_key.%' AND NOT after ? 'check_box'"
+            )
+            #expect(logged == 2, "the first key and the rotation are in the operator's log, never the check")
+        }
+    }
+
     @Test("an endpoint answering 500 is retried on the schedule; 410 disables it and its messages die")
     func retriesThenGone() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
@@ -238,10 +328,10 @@ struct WebhookDeliveryTests {
 
     @Test("a message whose worker died is sent when its lease ends; retry puts a dead one back")
     func abandonedAndRetried() async throws {
-        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, _ in
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, key, _ in
             _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
             let outbox = PostgresOutbox(pool: pool)
-            let claimed = try await outbox.claim(limit: 10, lease: .seconds(60))
+            let claimed = try await outbox.claim(limit: 10, lease: .seconds(60), key: key)
             #expect(claimed.count == 1)
             #expect(try await worker.runOnce() == [], "claimed by a worker that then died: not due")
             // The lease ends.

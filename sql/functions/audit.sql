@@ -10,7 +10,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     -- Hashes of tokens and keys, and sealed secrets, stay out of the logs. So does the address an invitation
     -- names: a couple's log names people by id only, and would keep it past the person's deletion.
-    v_hidden text[] := ARRAY['token_hash', 'key_hash', 'secret_box', 'previous_secret_box']
+    v_hidden text[] := ARRAY['token_hash', 'key_hash', 'secret_box', 'previous_secret_box', 'check_box']
         || CASE WHEN TG_ARGV[0] = 'invitation' THEN ARRAY['email'] ELSE '{}' END;
     v_before jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - v_hidden END;
     v_after jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - v_hidden END;
@@ -50,7 +50,8 @@ BEGIN
         ('role_grants', 'role_grant'), ('service_keys', 'service_key'), ('budget_row_limits', 'row_limit'),
         ('user_identities', 'identity'), ('webhook_endpoints', 'webhook'),
         ('invitation_settings', 'invitation_setting'), ('couple_roles', 'couple_role'),
-        ('couple_role_permissions', 'couple_role_permission'), ('couple_settings', 'couple_setting')
+        ('couple_role_permissions', 'couple_role_permission'), ('couple_settings', 'couple_setting'),
+        ('delivery_key_check', 'delivery_key')
     LOOP
         -- A table a later migration makes: the run that applies it applies this file again.
         CONTINUE WHEN to_regclass(format('public.%I', v_table)) IS NULL;

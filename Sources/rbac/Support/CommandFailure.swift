@@ -42,6 +42,8 @@ struct CommandFailure: Error {
         switch error {
         case let failure as CommandFailure:
             self = failure
+        case let error as DeliveryKeyMismatch:
+            self.init(.conflict, error.message)
         case let error as any CodedError:
             self.init(Self.status(for: CollaborationError(error).code), error.message, code: error.codeName)
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:

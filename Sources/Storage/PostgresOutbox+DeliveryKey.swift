@@ -1,0 +1,114 @@
+import Collaboration
+import Foundation
+import Postgres
+import Secrets
+
+/// A delivery key other than the one this database's secrets are sealed under (`delivery_key_check`): what it
+/// would seal, no worker holding the database's key could open, and what the database holds, it cannot. The
+/// instance is misconfigured, not the request: the API answers 503 (`unavailable`).
+public struct DeliveryKeyMismatch: CodedError, Equatable, CustomStringConvertible {
+    /// Whose key: "this delivery key", "the old delivery key".
+    let whose: String
+
+    public init(whose: String = "this delivery key") { self.whose = whose }
+
+    public var codeName: String { CollaborationError.Code.unavailable.rawValue }
+
+    public var message: String {
+        "\(whose) is not the one this database's webhook secrets and invitation links are sealed under, so "
+            + "nothing was sealed or sent (`rbac delivery-key check` tells; `rbac delivery-key rotate` changes "
+            + "the database's)"
+    }
+
+    public var description: String { message }
+}
+
+/// What `PostgresOutbox.rotateKey` re-sealed.
+public struct DeliveryKeyRotation: Sendable, Hashable, Codable {
+    /// Webhook secrets, the current ones and the old ones that still sign.
+    public let webhookSecrets: Int
+    /// Invitation links waiting in the outbox.
+    public let invitationLinks: Int
+    /// Boxes the old key did not open either: sealed under some third key, of no use to any worker.
+    public let unopened: Int
+}
+
+extension PostgresOutbox {
+    /// Whether `key` is the database's: true or false, or nil when nothing has been sealed under any key yet.
+    public func keyMatches(_ key: DeliveryKey) async throws -> Bool? {
+        let box = try await run { try await $0.query("SELECT check_box FROM delivery_key_check") }.first
+        return try box.map { key.open(Array(try $0.decode("check_box", as: Data.self)), for: Self.checkContext) != nil }
+    }
+
+    /// Refuses `key` (`DeliveryKeyMismatch`) unless it is the database's; the first key to seal anything
+    /// becomes the database's here. For everything that seals, before it seals.
+    static func requireKey(_ key: DeliveryKey, on connection: PostgresConnection) async throws {
+        // The statement's snapshot does not see the row its own INSERT adds: the UNION reads that one too.
+        let box: Data = try await connection.query(
+            """
+            WITH added AS (
+                INSERT INTO delivery_key_check (check_box) VALUES (\(Data(checkBox(key))))
+                ON CONFLICT (singleton) DO NOTHING RETURNING check_box)
+            SELECT check_box FROM added UNION ALL SELECT check_box FROM delivery_key_check LIMIT 1
+            """)[0].decode("check_box")
+        try requireOpens(key, box)
+    }
+
+    static func requireOpens(_ key: DeliveryKey, _ box: Data, whose: String = "this delivery key") throws {
+        guard key.open(Array(box), for: checkContext) != nil else { throw DeliveryKeyMismatch(whose: whose) }
+    }
+
+    /// Re-seals every webhook secret and every invitation link the outbox holds under `new`, and makes it the
+    /// database's, in one transaction: a worker sees all of them under one key or all under the other, and one
+    /// holding `old` pauses from then on, sending nothing. Refused (`DeliveryKeyMismatch`) when `old` is not the
+    /// database's key; a database that never had one takes `new`.
+    public func rotateKey(from old: DeliveryKey, to new: DeliveryKey) async throws -> DeliveryKeyRotation {
+        try await pool.withTransaction { connection in
+            let check = try await connection.query("SELECT check_box FROM delivery_key_check FOR UPDATE").first
+            if let check { try Self.requireOpens(old, try check.decode("check_box"), whose: "the old delivery key") }
+            var (secrets, links, unopened) = (0, 0, 0)
+            /// `box` sealed under `new`; nil, and counted, when `old` does not open it.
+            func resealed(_ box: Data?, for context: String) -> Data? {
+                guard let box else { return nil }
+                guard let contents = old.open(Array(box), for: context) else {
+                    unopened += 1
+                    return nil
+                }
+                return Data(new.seal(contents, for: context))
+            }
+            let endpoints = try await connection.query(
+                "SELECT id, secret_box, previous_secret_box FROM webhook_endpoints FOR UPDATE")
+            for endpoint in endpoints {
+                let id: UUID = try endpoint.decode("id")
+                let current = resealed(try endpoint.decode("secret_box"), for: Self.secretContext(id))
+                let previous = resealed(try endpoint.decode("previous_secret_box"), for: Self.secretContext(id))
+                secrets += [current, previous].compactMap { $0 }.count
+                _ = try await connection.execute(
+                    """
+                    UPDATE webhook_endpoints
+                    SET secret_box = coalesce(\(current), secret_box),
+                        previous_secret_box = coalesce(\(previous), previous_secret_box)
+                    WHERE id = \(id)
+                    """)
+            }
+            let messages = try await connection.query(
+                "SELECT id, token_box FROM outbox WHERE token_box IS NOT NULL FOR UPDATE")
+            for message in messages {
+                let id: UUID = try message.decode("id")
+                guard let box = resealed(try message.decode("token_box"), for: Self.tokenContext(id)) else { continue }
+                links += 1
+                _ = try await connection.execute("UPDATE outbox SET token_box = \(box) WHERE id = \(id)")
+            }
+            _ = try await connection.execute(
+                """
+                INSERT INTO delivery_key_check (check_box) VALUES (\(Data(Self.checkBox(new))))
+                ON CONFLICT (singleton) DO UPDATE SET check_box = excluded.check_box, changed_at = now()
+                """)
+            return DeliveryKeyRotation(webhookSecrets: secrets, invitationLinks: links, unopened: unopened)
+        }
+    }
+
+    private static let checkContext = "delivery-key-check"
+
+    private static func checkBox(_ key: DeliveryKey) -> [UInt8] { key.seal(Array("rbac".utf8), for: checkContext) }
+}
