@@ -20,6 +20,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// In a UTF-8 database, a text value with a NUL byte: the one valid Swift string PostgreSQL refuses.
     public static let characterNotInRepertoire = SQLState("22021")
     public static let undefinedTable = SQLState("42P01")
+    public static let undefinedColumn = SQLState("42703")
     public static let undefinedFunction = SQLState("42883")
     public static let insufficientPrivilege = SQLState("42501")
 

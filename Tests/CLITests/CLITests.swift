@@ -1278,6 +1278,17 @@ struct CLITests {
                 }
                 #expect(migrated.status == 0, "\(migrated.stderr)")
                 let connection = try await PostgresConnection.connect(configuration)
+                // A column this release reads and the database lacks is the same story.
+                try await connection.execute(
+                    "ALTER TABLE webhook_endpoints RENAME COLUMN previous_secret_until TO renamed")
+                let columnless = try await run(["webhooks", "list"])
+                #expect(
+                    columnless.status == 4
+                        && columnless.stderr.contains(
+                            "lacks part of rbac's schema (column \"previous_secret_until\" does not exist)"),
+                    "\(columnless.stderr)")
+                try await connection.execute(
+                    "ALTER TABLE webhook_endpoints RENAME COLUMN renamed TO previous_secret_until")
                 // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
                 let last = try #require(migrations.last)
                 let version = try #require(Int(last.prefix(4)))
