@@ -1117,6 +1117,8 @@ struct CLITests {
                     #""postgres://bob:[redacted]@[::1""#,
                 ["couples", "list", "--database-url", "postgres://bob:S3cret/Pw@db/x"]:
                     "write a '/' in the user or password as %2F",
+                ["couples", "list", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
+                    #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
                 [
                     "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
                     "--actor-label", "bot",
