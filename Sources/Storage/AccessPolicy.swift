@@ -31,12 +31,9 @@ public struct AccessPolicy: Sendable {
     }
 
     public static func load(from directory: URL) throws -> AccessPolicy {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        guard names.contains(policyFileName) else {
-            throw AccessPolicyError.missing(directory.appendingPathComponent(policyFileName).path)
-        }
-        let json = try String(contentsOf: directory.appendingPathComponent(policyFileName), encoding: .utf8)
-        return try AccessPolicy(scripts: scripts(in: directory), policyJSON: json)
+        let file = directory.appendingPathComponent(policyFileName)
+        guard FileManager.default.fileExists(atPath: file.path) else { throw AccessPolicyError.missing(file.path) }
+        return try AccessPolicy(scripts: scripts(in: directory), policyJSON: String(contentsOf: file, encoding: .utf8))
     }
 
     /// The row-level security scripts of `directory`, in the order they are applied.
