@@ -327,8 +327,8 @@ extension RBAC.Serve {
     /// Refuses to serve through a login role that is no operator (`CommandContext.requireOperator`), or a database
     /// that lacks a migration of this release, as when a release is deployed before `rbac migrate` ran: requests
     /// would fail one by one. A database that does not answer yet is left to `/ready` and the change feed, as
-    /// always; one a later release migrated further serves. Without `sql/` beside the binary there is nothing to
-    /// compare with, which serve says.
+    /// always, but settings libpq refuses would never reach one; one a later release migrated further serves.
+    /// Without `sql/` beside the binary there is nothing to compare with, which serve says.
     static func requireServable(_ pool: PostgresConnectionPool, database: PostgresConfiguration, logger: Logger)
         async throws
     {
@@ -347,7 +347,9 @@ extension RBAC.Serve {
                     "the database at \(database.redactedDescription) lacks \(count) of this release, from "
                         + "\(first.fileName) on: run `rbac migrate` first")
             }
-        } catch let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout {
+        } catch let error as PostgresError
+            where (error.kind == .connection && !error.refusesConnectionOption) || error.kind == .poolTimeout
+        {
             return
         }
     }

@@ -1119,6 +1119,9 @@ struct CLITests {
                     "write a '/' in the user or password as %2F",
                 ["couples", "list", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
                     #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
+                // serve waits for a database that does not answer yet, but not for settings that never reach one.
+                ["serve", "--port", "1", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
+                    #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
                 [
                     "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
                     "--actor-label", "bot",

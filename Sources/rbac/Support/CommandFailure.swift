@@ -46,9 +46,7 @@ struct CommandFailure: Error {
             self.init(.conflict, error.message)
         case let error as any CodedError:
             self.init(Self.status(for: CollaborationError(error).code), error.message, code: error.codeName)
-        case let error as PostgresError where error.kind == .connection && error.message.hasPrefix("invalid "):
-            // libpq's refusal of a connection option's value (sslmode=bogus, say) before it tries any server: the
-            // settings are at fault, not the server. Its message quotes the value, never a password.
+        case let error as PostgresError where error.refusesConnectionOption:
             self.init(.usage, "invalid database URL or PG* variable: \(error.message)")
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
@@ -105,4 +103,10 @@ struct CommandFailure: Error {
         }
     }
 
+}
+
+extension PostgresError {
+    /// libpq's refusal of a connection option's value (sslmode=bogus, say) before it tries any server: the settings
+    /// are at fault, not the server, and no retry would help. Its message quotes the value, never a password.
+    var refusesConnectionOption: Bool { kind == .connection && message.hasPrefix("invalid ") }
 }
