@@ -117,9 +117,9 @@ public struct APIError: HTTPResponseError, Sendable {
 
 /// Turns every error below it into an `APIError` response.
 ///
-/// The first 503 after a success logs an error, and the first success after a 503 logs that requests succeed
-/// again: one line per change of state, not one per failed request (thousands a second under load). The route
-/// metrics count every 503.
+/// The first 503 after a success logs an error with the reason the client was given, and the first success after a
+/// 503 logs that requests succeed again: one line per change of state, not one per failed request (thousands a
+/// second under load). The route metrics count every 503.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Whether the last request answered here failed with 503; shared by every request.
     let failing = Failing()
@@ -146,9 +146,11 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             let apiError = APIError.from(error)
             if apiError.status == .serviceUnavailable, !failing.value.exchange(true, ordering: .relaxed) {
+                // Why, as the client was told: most often the database is away, but a delivery key that is not the
+                // database's is a 503 too, and waiting for the database would not end that one.
                 context.logger.error(
-                    "requests fail with 503 until the database answers again; http_requests_total counts them",
-                    metadata: ["error": "\(type(of: error))"])
+                    "requests fail with 503 until they succeed again; http_requests_total counts them",
+                    metadata: ["error": "\(type(of: error))", "reason": "\(apiError.message)"])
             }
             return try apiError.response(from: request, context: context)
         }

@@ -776,6 +776,9 @@ struct RouterTests {
             ])
         let logged = lines.written.withLock { $0 }.map { $0.drop { $0 != " " }.prefix { $0 != ":" } }
         #expect(logged == [" error rbac", " notice rbac", " error rbac"], "\(lines.written.withLock { $0 })")
+        #expect(
+            lines.written.withLock { $0 }.first?.contains("reason=the database is unavailable; try again shortly")
+                == true, "\(lines.written.withLock { $0 })")
     }
 
     @Test("invitation tokens and service keys are redacted from logged paths")
