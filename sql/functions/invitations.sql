@@ -219,14 +219,14 @@ BEGIN
         SELECT i.couple_id, c.name, i.role, rbac.inviter_shown(i.invited_by),
                left(split_part(i.email, '@', 1), 1) || '•••@' || split_part(i.email, '@', 2),
                i.expires_at,
-               CASE WHEN rbac.invitation_status(i) = 'pending' AND NOT rbac.inviter_may_give(i) THEN 'revoked'
-                    ELSE rbac.invitation_status(i) END,
+               CASE WHEN s.status = 'pending' AND NOT rbac.inviter_may_give(i) THEN 'revoked' ELSE s.status END,
                coalesce((SELECT r.description FROM roles r WHERE r.name = i.role),
                         (SELECT cr.description FROM couple_roles cr
                          WHERE cr.couple_id = i.couple_id AND cr.name = i.role)),
                i.membership_expires_at
         FROM invitations i
         JOIN couples c ON c.id = i.couple_id
+        CROSS JOIN LATERAL (SELECT rbac.invitation_status(i) AS status) s
         WHERE i.token_hash = p_token_hash;
 END $$;
 
