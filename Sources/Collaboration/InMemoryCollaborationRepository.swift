@@ -16,6 +16,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     /// The roles each couple defined, by name.
     private var coupleRoles: [UUID: [RoleName: CoupleRole]] = [:]
     private var nextAuditID: Int64 = 1
+    private var invitationsPerHour = Invitation.perCouplePerHourByDefault
     private let now: @Sendable () -> Date
 
     private struct StoredInvitation {
@@ -476,10 +477,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         guard expiresIn >= .seconds(60), expiresIn <= .seconds(365 * 24 * 3600) else {
             throw CollaborationError(.invalidInput, "an invitation must expire between 1 minute and 365 days from now")
         }
+        let created = now()
+        try requireInvitationAllowed(couple, at: created)
         if let email, let member = try? user(.email(email)), memberships[couple]?[member.id] != nil {
             throw CollaborationError(.alreadyExists, "\(email.rawValue) is already a member of this couple")
         }
-        let created = now()
         let inviter = shownName(acting) ?? "\(actor)"
         let invitation = Invitation(
             id: UUID(), coupleID: couple, role: role, email: email?.rawValue, inviter: inviter, createdAt: created,
@@ -488,6 +490,37 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         invitationsByHash[tokenHash] = StoredInvitation(invitation: invitation, invitedBy: acting)
         record(couple, actor, "invitation.insert")
         return invitation
+    }
+
+    /// How many invitations a couple may make in an hour; with `set`, sets it first (the operator's), as
+    /// `PostgresCollaborationRepository.invitationLimit` does.
+    public func invitationLimit(set limit: Int? = nil) throws -> Int {
+        if let limit {
+            guard (1...100_000).contains(limit) else {
+                throw CollaborationError(.invalidInput, "a couple's invitations an hour must be from 1 to 100000")
+            }
+            invitationsPerHour = limit
+        }
+        return invitationsPerHour
+    }
+
+    /// As rbac.require_invitation_allowed: at the limit, the next may be made when the limit-th newest of the hour
+    /// leaves it, on a whole second.
+    private func requireInvitationAllowed(_ couple: UUID, at now: Date) throws {
+        let limit = invitationsPerHour
+        let hour: TimeInterval = 3600
+        let recent = invitationsByHash.values.map(\.invitation).filter {
+            $0.coupleID == couple && $0.createdAt > now.addingTimeInterval(-hour)
+        }.map(\.createdAt).sorted(by: >)
+        guard recent.count >= limit else { return }
+        let next = Date(timeIntervalSince1970: (recent[limit - 1].timeIntervalSince1970 + hour).rounded(.up))
+        let shown = next.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
+        throw CollaborationError(
+            .rateLimited,
+            "couple \(couple.uuidString.lowercased()) has made \(limit) invitations in the last hour, the most "
+                + "allowed; the next may be made at \(shown) UTC; the operator sets the limit: rbac invitations limit "
+                + "--per-hour N", retryAt: next)
     }
 
     public func invitationPreview(tokenHash: [UInt8]) -> InvitationPreview? {

@@ -179,6 +179,10 @@ public struct Invitation: Sendable, Hashable, Codable {
     /// When the membership that accepting creates expires; nil: it holds until changed.
     public let membershipExpiresAt: Date?
 
+    /// A couple makes at most this many invitations in an hour, until the operator sets another number
+    /// (`invitation_settings.per_couple_per_hour`, `rbac invitations limit`).
+    public static let perCouplePerHourByDefault = 50
+
     public init(
         id: UUID, coupleID: UUID, role: RoleName, email: String?, inviter: String, createdAt: Date, expiresAt: Date,
         status: InvitationStatus, acceptedBy: UUID?, membershipExpiresAt: Date? = nil

@@ -417,7 +417,11 @@ struct CollaborationScenarioTests {
             let (couple, owner) = try await world.couple()
             let viewer = RoleName(rawValue: "viewer")!
             // More than a couple may make in an hour by default.
-            _ = try await (world.repository as? PostgresCollaborationRepository)?.invitationLimit(set: 2_000)
+            switch world.repository {
+            case let repository as PostgresCollaborationRepository: _ = try await repository.invitationLimit(set: 2_000)
+            case let repository as InMemoryCollaborationRepository: _ = try await repository.invitationLimit(set: 2_000)
+            default: Issue.record("a repository of another kind")
+            }
             var issued: [UUID] = []
             for _ in 0..<1_001 {
                 issued.append(
@@ -510,6 +514,38 @@ struct CollaborationScenarioTests {
             for couple in couples.prefix(2) { try await world.repository.deleteCouple(couple, as: .user(user)) }
             _ = try await create(as: .user(user))
             #expect(try await owned() == Couple.ownedPerUserByDefault)
+        }
+    }
+
+    @Test(
+        "a couple makes Invitation.perCouplePerHourByDefault invitations an hour; the next is refused until when",
+        arguments: Backend.allCases)
+    func invitationLimit(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let viewer = RoleName(rawValue: "viewer")!
+            let limit = Invitation.perCouplePerHourByDefault
+            for _ in 0..<limit { _ = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner)) }
+            let made = try await world.invitations.invitations(of: couple, as: .user(owner))
+            #expect(made.count == limit)
+            // The next may be made when the oldest of the hour leaves it, on a whole second.
+            let oldest = try #require(made.map(\.createdAt).min())
+            let next = Date(timeIntervalSince1970: (oldest.timeIntervalSince1970 + 3600).rounded(.up))
+            let refusal = await expectRefusal(.rateLimited) {
+                _ = try await world.invitations.invite(to: couple, role: viewer, as: .user(owner))
+            }
+            #expect(refusal?.retryAt == next)
+            let shown = next.formatted(
+                .iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
+            #expect(
+                refusal?.message
+                    == "couple \(couple.uuidString.lowercased()) has made \(limit) invitations in the last hour, the "
+                    + "most allowed; the next may be made at \(shown) UTC; the operator sets the limit: rbac "
+                    + "invitations limit --per-hour N")
+            #expect(try await world.invitations.invitations(of: couple, as: .user(owner)).count == limit)
+            // Another couple's hour is its own.
+            let (other, otherOwner) = try await world.couple()
+            _ = try await world.invitations.invite(to: other, role: viewer, as: .user(otherOwner))
         }
     }
 
