@@ -40,18 +40,30 @@ extension PostgresOutbox {
         return try box.map { key.open(Array(try $0.decode("check_box", as: Data.self)), for: Self.checkContext) != nil }
     }
 
+    /// Taken shared by whatever seals or claims, before it reads the check, and exclusively by a rotation of the
+    /// key, each until its transaction ends: a seal or a claim lands wholly before a rotation (which then re-seals
+    /// its boxes) or wholly after it (and reads the new check). An advisory lock rather than the check row's: a
+    /// row lock writes to the row, and takes a transaction id, on every poll of every idle worker.
+    static let sharedKeyLock: PostgresQuery = "SELECT pg_advisory_xact_lock_shared(hashtext('delivery_key'), 0)"
+    static let exclusiveKeyLock: PostgresQuery = "SELECT pg_advisory_xact_lock(hashtext('delivery_key'), 0)"
+
     /// Refuses `key` (`DeliveryKeyMismatch`) unless it is the database's; the first key to seal anything
-    /// becomes the database's here. For everything that seals, before it seals.
+    /// becomes the database's here. For everything that seals, before it seals, in the transaction that writes
+    /// the boxes (`sharedKeyLock`).
     static func requireKey(_ key: DeliveryKey, on connection: PostgresConnection) async throws {
-        // The statement's snapshot does not see the row its own INSERT adds: the UNION reads that one too.
-        let box: Data = try await connection.query(
-            """
-            WITH added AS (
+        _ = try await connection.execute(sharedKeyLock)
+        let read: PostgresQuery = "SELECT check_box FROM delivery_key_check"
+        var check = try await connection.query(read).first
+        if check == nil {
+            _ = try await connection.execute(
+                """
                 INSERT INTO delivery_key_check (check_box) VALUES (\(Data(checkBox(key))))
-                ON CONFLICT (singleton) DO NOTHING RETURNING check_box)
-            SELECT check_box FROM added UNION ALL SELECT check_box FROM delivery_key_check LIMIT 1
-            """)[0].decode("check_box")
-        try requireOpens(key, box)
+                ON CONFLICT (singleton) DO NOTHING
+                """)
+            // A statement of its own: its snapshot sees the row another first key inserted while the INSERT waited.
+            check = try await connection.query(read).first
+        }
+        try requireOpens(key, try check?.decode("check_box") ?? Data())
     }
 
     static func requireOpens(_ key: DeliveryKey, _ box: Data, whose: String = "this delivery key") throws {
@@ -60,11 +72,12 @@ extension PostgresOutbox {
 
     /// Re-seals every webhook secret and every invitation link the outbox holds under `new`, and makes it the
     /// database's, in one transaction: a worker sees all of them under one key or all under the other, and one
-    /// holding `old` pauses from then on, sending nothing. Refused (`DeliveryKeyMismatch`) when `old` is not the
-    /// database's key; a database that never had one takes `new`.
+    /// holding `old` pauses from then on, sending nothing; what seals or claims meanwhile waits for it
+    /// (`exclusiveKeyLock`). Refused (`DeliveryKeyMismatch`) when `old` is not the database's key; a database that
+    /// never had one takes `new`.
     public func rotateKey(from old: DeliveryKey, to new: DeliveryKey) async throws -> DeliveryKeyRotation {
-        try await pool.withTransaction { connection in
-            let check = try await connection.query("SELECT check_box FROM delivery_key_check FOR UPDATE").first
+        try await transaction(opening: [Self.exclusiveKeyLock]) { connection in
+            let check = try await connection.query("SELECT check_box FROM delivery_key_check").first
             if let check { try Self.requireOpens(old, try check.decode("check_box"), whose: "the old delivery key") }
             var (secrets, links, unopened) = (0, 0, 0)
             /// `box` sealed under `new`; nil, and counted, when `old` does not open it.
@@ -77,7 +90,9 @@ extension PostgresOutbox {
                 return Data(new.seal(contents, for: context))
             }
             let endpoints = try await connection.query(
-                "SELECT id, secret_box, previous_secret_box FROM webhook_endpoints FOR UPDATE")
+                // Not FOR UPDATE: an invitation's messages hold their endpoint's key share (the foreign key) while
+                // they wait for the lock this holds; NO KEY UPDATE does not wait for them in turn.
+                "SELECT id, secret_box, previous_secret_box FROM webhook_endpoints FOR NO KEY UPDATE")
             for endpoint in endpoints {
                 let id: UUID = try endpoint.decode("id")
                 let current = resealed(try endpoint.decode("secret_box"), for: Self.secretContext(id))

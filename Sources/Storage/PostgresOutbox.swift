@@ -66,7 +66,7 @@ public struct PostgresOutbox: Sendable {
         let eventTypes = eventTypes.filter { named.insert($0).inserted }
         let id = UUID()
         let (secret, box) = Self.newSecret(for: id, key: key)
-        let endpoint = try await run {
+        let endpoint = try await transaction {
             try await Self.requireKey(key, on: $0)
             return try await $0.query(
                 """
@@ -101,7 +101,7 @@ public struct PostgresOutbox: Sendable {
     ) {
         let (secret, box) = Self.newSecret(for: id, key: key)
         let seconds = keepingOld.components.seconds
-        let rows = try await run {
+        let rows = try await transaction {
             try await Self.requireKey(key, on: $0)
             return try await $0.query(
                 """
@@ -175,13 +175,14 @@ public struct PostgresOutbox: Sendable {
     /// Claims up to `limit` due messages of `channels`: they count an attempt and are not due again for `lease`,
     /// so another worker skips them now (SKIP LOCKED) and takes them up again only if this one dies before
     /// answering. A worker whose `key` is not the database's claims nothing (`DeliveryKeyMismatch`): it could
-    /// open no secret or link of what it claimed, and would send each message to its death. The check is read
-    /// in the claim's own snapshot, so a rotation of the key lands wholly before it or wholly after.
+    /// open no secret or link of what it claimed, and would send each message to its death. The claim reads the
+    /// check beside the boxes, holding `sharedKeyLock` from before either: a rotation of the key lands wholly
+    /// before the claim or wholly after it.
     public func claim(limit: Int, lease: Duration, channels: [String] = ["webhook"], key: DeliveryKey) async throws
         -> [Claimed]
     {
         let seconds = lease.components.seconds
-        return try await run { connection in
+        return try await transaction(opening: [Self.sharedKeyLock]) { connection in
             let rows = try await connection.query(
                 """
                 WITH due AS (
@@ -204,19 +205,13 @@ public struct PostgresOutbox: Sendable {
                           END AS inviter,
                           (SELECT check_box FROM delivery_key_check) AS key_check
                 """)
+            // Refused, the claim is undone, its attempts never counted. With nothing sealed under any key yet, the
+            // first to send makes its key the database's.
             if let row = rows.first {
-                do {
-                    if let check = try row.decode("key_check", as: Data?.self) {
-                        try Self.requireOpens(key, check)
-                    } else {
-                        try await Self.requireKey(key, on: connection)
-                    }
-                } catch {
-                    // Due again at once, for a worker that holds the database's key; this attempt never was.
-                    let ids = try rows.map { try $0.decode("id", as: UUID.self) }
-                    _ = try await connection.execute(
-                        "UPDATE outbox SET attempts = attempts - 1, next_attempt_at = now() WHERE id = ANY (\(ids))")
-                    throw error
+                if let check = try row.decode("key_check", as: Data?.self) {
+                    try Self.requireOpens(key, check)
+                } else {
+                    try await Self.requireKey(key, on: connection)
                 }
             }
             return try rows.map { row in
@@ -447,5 +442,12 @@ public struct PostgresOutbox: Sendable {
 
     func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         do { return try await pool.withConnection(body) } catch let error as PostgresError { throw domainError(error) }
+    }
+
+    /// `run` in one transaction, which `opening` begins: for what checks the delivery key and then seals or claims.
+    func transaction<T: Sendable>(opening: [PostgresQuery] = [], _ body: (PostgresConnection) async throws -> T)
+        async throws -> T
+    {
+        try await run { try await $0.withTransaction(opening: opening, body) }
     }
 }

@@ -101,6 +101,59 @@ struct InvitationEmailTests {
         }
     }
 
+    @Test("a key changed while invitations are made and mailed under the old one, many rounds: none is lost")
+    func keyRotationRaces() async throws {
+        try await Self.withServer { setup in
+            _ = try await setup.pool.query("UPDATE invitation_settings SET per_couple_per_hour = 1000")
+            let outbox = PostgresOutbox(pool: setup.pool)
+            let mail = try OutboxWorker.Mail(server: try setup.server(), from: "no-reply@wedding.test")
+            @Sendable func worker(_ key: DeliveryKey) -> OutboxWorker {
+                OutboxWorker(
+                    outbox: outbox, http: OutboundHTTP(), key: key, mail: mail, links: URL(string: "https://rbac.test")!
+                )
+            }
+            var (key, made, orders) = (setup.key, 0, Set<[String]>())
+            for round in 0..<30 {
+                let (old, new) = (key, try DeliveryKey(hex: DeliveryKey.generateHex()))
+                let invitations = CollaborationInvitationService(
+                    repository: PostgresCollaborationRepository(pool: setup.pool, deliveryKey: old),
+                    baseURL: URL(string: "https://rbac.test")!)
+                @Sendable func invite(_ name: String) async throws {
+                    _ = try await invitations.invite(
+                        to: setup.couple, role: RoleName(rawValue: "viewer")!,
+                        email: EmailAddress(rawValue: "\(name)\(round)@example.com"), as: .user(setup.owner))
+                }
+                try await invite("before")
+                // The rotation, an invitation made with the old key, and the old key's worker mailing the one
+                // made before: each lands wholly before the rotation, or is refused after it.
+                let order = try await race(3) { index, go in
+                    await go()
+                    do {
+                        switch index {
+                        case 0: _ = try await outbox.rotateKey(from: old, to: new)
+                        case 1: try await invite("during")
+                        default: return try await worker(old).runOnce().map(\.rawValue).joined(separator: ",")
+                        }
+                        return "done"
+                    } catch is DeliveryKeyMismatch {
+                        return "refused"
+                    }
+                }
+                orders.insert(order)
+                made += order[1] == "done" ? 2 : 1
+                key = new
+                let sent = try await WebhookDeliveryTests.drain(worker(new))
+                #expect(sent.allSatisfy { $0 == .delivered }, "round \(round): \(order), then \(sent)")
+            }
+            #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE status <> 'sent'") == 0)
+            let received = try Self.received(setup.peer)
+            #expect(received.count == made)
+            #expect(
+                received.allSatisfy { $0.parts.contains { $0.text.contains("https://rbac.test/invitations/inv_") } })
+            #expect(orders.count >= 2, "the sides should land in more than one order: \(orders)")
+        }
+    }
+
     @Test("an invitation's email: over STARTTLS, multipart, encoded subject, the link once; nothing usable kept")
     func sent() async throws {
         try await Self.withServer { setup in
