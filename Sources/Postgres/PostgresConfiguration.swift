@@ -27,6 +27,10 @@ public struct PostgresConfiguration: Sendable {
     /// Checks the connection string's syntax without connecting.
     public func validate() throws {
         guard !connectionString.isEmpty else { return }
+        // libpq parses blanks as no settings at all, then connects to a database named by them.
+        guard connectionString.contains(where: { !$0.isWhitespace }) else {
+            throw PostgresError(.connection, message: "invalid database URL: it is blank")
+        }
         if let misplaced = Self.misplacedAt(in: connectionString) {
             throw PostgresError(.connection, message: "invalid database URL: \(misplaced)")
         }

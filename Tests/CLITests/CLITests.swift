@@ -1117,6 +1117,7 @@ struct CLITests {
                     #""postgres://bob:[redacted]@[::1""#,
                 ["couples", "list", "--database-url", "postgres://bob:S3cret/Pw@db/x"]:
                     "write a '/' in the user or password as %2F",
+                ["couples", "list", "--database-url", " "]: "invalid database URL: it is blank",
                 ["couples", "list", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
                     #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
                 // serve waits for a database that does not answer yet, but not for settings that never reach one.
