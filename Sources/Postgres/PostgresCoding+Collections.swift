@@ -17,6 +17,10 @@ extension Int64: PostgresArrayElement {
     public static var postgresArrayType: PostgresDataType { .int8Array }
 }
 
+extension Data: PostgresArrayElement {
+    public static var postgresArrayType: PostgresDataType { .byteaArray }
+}
+
 /// One-dimensional arrays in PostgreSQL's binary array format.
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public static var postgresType: PostgresDataType { Element.postgresArrayType }

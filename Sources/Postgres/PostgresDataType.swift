@@ -25,6 +25,7 @@ public struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStri
     public static let varcharArray = PostgresDataType(rawValue: 1015)
     public static let uuidArray = PostgresDataType(rawValue: 2951)
     public static let int8Array = PostgresDataType(rawValue: 1016)
+    public static let byteaArray = PostgresDataType(rawValue: 1001)
 
     public var description: String {
         Self.names[rawValue] ?? "oid \(rawValue)"
@@ -34,7 +35,7 @@ public struct PostgresDataType: RawRepresentable, Hashable, Sendable, CustomStri
         16: "bool", 17: "bytea", 19: "name", 20: "int8", 21: "int2", 23: "int4", 25: "text", 26: "oid",
         114: "json", 701: "float8", 1042: "bpchar", 1043: "varchar", 1082: "date", 1114: "timestamp",
         1184: "timestamptz", 1700: "numeric", 2950: "uuid", 3802: "jsonb", 1009: "text[]", 1015: "varchar[]",
-        2951: "uuid[]", 1016: "int8[]",
+        2951: "uuid[]", 1016: "int8[]", 1001: "bytea[]",
     ]
 }
 

@@ -79,7 +79,7 @@ extension PostgresOutbox {
         try await transaction(opening: [Self.exclusiveKeyLock]) { connection in
             let check = try await connection.query("SELECT check_box FROM delivery_key_check").first
             if let check { try Self.requireOpens(old, try check.decode("check_box"), whose: "the old delivery key") }
-            var (secrets, links, unopened) = (0, 0, 0)
+            var (secrets, unopened) = (0, 0)
             /// `box` sealed under `new`; nil, and counted, when `old` does not open it.
             func resealed(_ box: Data?, for context: String) -> Data? {
                 guard let box else { return nil }
@@ -93,33 +93,48 @@ extension PostgresOutbox {
                 // Not FOR UPDATE: an invitation's messages hold their endpoint's key share (the foreign key) while
                 // they wait for the lock this holds; NO KEY UPDATE does not wait for them in turn.
                 "SELECT id, secret_box, previous_secret_box FROM webhook_endpoints FOR NO KEY UPDATE")
+            // One statement for each table, so that the lock every sealing and claim waits for is held briefly.
+            // A box `old` does not open stays as it is: an empty one here.
+            var (endpointIDs, currentBoxes, previousBoxes) = ([UUID](), [Data](), [Data]())
             for endpoint in endpoints {
                 let id: UUID = try endpoint.decode("id")
                 let current = resealed(try endpoint.decode("secret_box"), for: Self.secretContext(id))
                 let previous = resealed(try endpoint.decode("previous_secret_box"), for: Self.secretContext(id))
                 secrets += [current, previous].compactMap { $0 }.count
-                _ = try await connection.execute(
-                    """
-                    UPDATE webhook_endpoints
-                    SET secret_box = coalesce(\(current), secret_box),
-                        previous_secret_box = coalesce(\(previous), previous_secret_box)
-                    WHERE id = \(id)
-                    """)
+                endpointIDs.append(id)
+                currentBoxes.append(current ?? Data())
+                previousBoxes.append(previous ?? Data())
             }
+            _ = try await connection.execute(
+                """
+                UPDATE webhook_endpoints e
+                SET secret_box = coalesce(nullif(v.secret, ''), e.secret_box),
+                    previous_secret_box = coalesce(nullif(v.previous, ''), e.previous_secret_box)
+                FROM unnest(\(endpointIDs)::uuid[], \(currentBoxes)::bytea[], \(previousBoxes)::bytea[])
+                    AS v(id, secret, previous)
+                WHERE e.id = v.id
+                """)
             let messages = try await connection.query(
                 "SELECT id, token_box FROM outbox WHERE token_box IS NOT NULL FOR UPDATE")
+            var (messageIDs, tokenBoxes) = ([UUID](), [Data]())
             for message in messages {
                 let id: UUID = try message.decode("id")
                 guard let box = resealed(try message.decode("token_box"), for: Self.tokenContext(id)) else { continue }
-                links += 1
-                _ = try await connection.execute("UPDATE outbox SET token_box = \(box) WHERE id = \(id)")
+                messageIDs.append(id)
+                tokenBoxes.append(box)
             }
+            _ = try await connection.execute(
+                """
+                UPDATE outbox o SET token_box = v.box
+                FROM unnest(\(messageIDs)::uuid[], \(tokenBoxes)::bytea[]) AS v(id, box)
+                WHERE o.id = v.id
+                """)
             _ = try await connection.execute(
                 """
                 INSERT INTO delivery_key_check (check_box) VALUES (\(Data(Self.checkBox(new))))
                 ON CONFLICT (singleton) DO UPDATE SET check_box = excluded.check_box, changed_at = now()
                 """)
-            return DeliveryKeyRotation(webhookSecrets: secrets, invitationLinks: links, unopened: unopened)
+            return DeliveryKeyRotation(webhookSecrets: secrets, invitationLinks: messageIDs.count, unopened: unopened)
         }
     }
 

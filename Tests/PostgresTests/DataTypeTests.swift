@@ -161,7 +161,7 @@ struct DataTypeTests {
         }
     }
 
-    @Test("jsonb, text[], uuid[] and int8[]")
+    @Test("jsonb, text[], uuid[], int8[] and bytea[]")
     func jsonAndArrays() async throws {
         try await withConnection { connection in
             let json = try PostgresJSON(encoding: ["name": "Zoë 💐", "quote": "'\"{}"])
@@ -181,6 +181,9 @@ struct DataTypeTests {
             try await roundTrip(
                 [Int64.min, -1, 0, Int64.max], equals: "ARRAY[-9223372036854775808,-1,0,9223372036854775807]",
                 type: "int8[]", on: connection)
+            try await roundTrip(
+                [Data([0, 255, 39]), Data()], equals: #"ARRAY['\x00ff27','']::bytea[]"#, type: "bytea[]",
+                on: connection)
         }
     }
 
