@@ -269,10 +269,11 @@ public struct CoupleRole: Sendable, Hashable, Codable {
         self.coupleDefined = coupleDefined
     }
 
-    /// Checks a role description a person typed: 1 to 500 characters on one line, trimmed.
+    /// Checks a role description a person typed: 1 to 500 characters on one line, trimmed of spaces, without a
+    /// control character anywhere (a tab at its end included).
     public static func validateDescription(_ text: String) throws(CollaborationError) -> String {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard (1...500).contains(trimmed.storedLength), !containsControlCharacter(trimmed) else {
+        guard (1...500).contains(trimmed.storedLength), !containsControlCharacter(text) else {
             throw CollaborationError(.invalidInput, "a role's description must be 1 to 500 characters, on one line")
         }
         return trimmed

@@ -52,7 +52,7 @@ public actor ServiceKeyService {
                 throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
             }
             do {
-                try refuseControlCharacters(trimmed, "a key's name")
+                try refuseControlCharacters(name, "a key's name")
             } catch let invalid as InvalidText {
                 throw CollaborationError(invalid)
             }

@@ -8,16 +8,17 @@ public struct InvalidText: Error, Sendable, Equatable, CodedError {
     public init(_ message: String) { self.message = message }
 }
 
-/// A name a person gave (a couple, a scenario, an item, an expense): without the whitespace around it, 1 to 200
+/// A name a person gave (a couple, a scenario, an item, an expense): without the spaces around it, 1 to 200
 /// characters long (`storedLength`), as the tables' checks require, and without control characters
-/// (`refuseControlCharacters`); else an `invalid_input` error naming `field`. At most 200 as given, too: the API's
-/// document says so of what a client sends, and one rule serves every way in.
+/// (`refuseControlCharacters`) anywhere, its ends included: a line break or a tab there is no space to trim but a
+/// mistake, and the API's document refuses it too; else an `invalid_input` error naming `field`. At most 200 as
+/// given, too: the API's document says so of what a client sends, and one rule serves every way in.
 public func validatedName(_ text: String, _ field: String) throws(InvalidText) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     guard text.storedLength <= 200, !trimmed.isEmpty else {
         throw InvalidText("\(field) must be 1 to 200 characters")
     }
-    try refuseControlCharacters(trimmed, field)
+    try refuseControlCharacters(text, field)
     return trimmed
 }
 

@@ -222,6 +222,10 @@ struct PolicyDocumentTests {
         ])
     func controlCharacters(control: String) {
         #expect(throws: InvalidText.self) { try validatedName("Main" + control + "plan", "name") }
+        // At either end too, where spaces are trimmed: a line break or a tab there is no space.
+        #expect(throws: InvalidText.self) { try validatedName(control + "Main", "name") }
+        #expect(throws: InvalidText.self) { try validatedName("Main" + control, "name") }
+        #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription("Helps" + control) }
         #expect(throws: InvalidText.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
         #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
         #expect(!quoted("x" + control).unicodeScalars.contains(control.unicodeScalars.first!))
