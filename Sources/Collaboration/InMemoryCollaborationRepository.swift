@@ -3,8 +3,9 @@ import Secrets
 
 /// The collaboration rules over in-memory state, for fast tests of the services. It enforces what the SQL
 /// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding, the
-/// limits on couples' roles and, at its default, on the couples a user creates); actor isolation stands in for
-/// the database's locks. The operator's settings (invitation limits and domains) are the database's alone.
+/// limits on couples' roles, on a couple's invitations an hour and, at its default, on the couples a user
+/// creates); actor isolation stands in for the database's locks. The domains a couple may invite are the
+/// database's alone.
 public actor InMemoryCollaborationRepository: CollaborationRepository {
     private let roleDefinitions: [RoleName: RoleDefinition]
     private var usersByID: [UUID: User] = [:]
