@@ -37,7 +37,7 @@ extension PostgresOutbox {
     /// Whether `key` is the database's: true or false, or nil when nothing has been sealed under any key yet.
     public func keyMatches(_ key: DeliveryKey) async throws -> Bool? {
         let box = try await run { try await $0.query("SELECT check_box FROM delivery_key_check") }.first
-        return try box.map { key.open(Array(try $0.decode("check_box", as: Data.self)), for: Self.checkContext) != nil }
+        return try box.map { Self.opens(key, try $0.decode("check_box")) }
     }
 
     /// Taken shared by whatever seals or claims, before it reads the check, and exclusively by a rotation of the
@@ -67,7 +67,12 @@ extension PostgresOutbox {
     }
 
     static func requireOpens(_ key: DeliveryKey, _ box: Data, whose: String = "this delivery key") throws {
-        guard key.open(Array(box), for: checkContext) != nil else { throw DeliveryKeyMismatch(whose: whose) }
+        guard opens(key, box) else { throw DeliveryKeyMismatch(whose: whose) }
+    }
+
+    /// Whether `key` opens the database's check `box`: whether it is the database's key.
+    private static func opens(_ key: DeliveryKey, _ box: Data) -> Bool {
+        key.open(Array(box), for: checkContext) != nil
     }
 
     /// Re-seals every webhook secret and every invitation link the outbox holds under `new`, and makes it the
