@@ -67,8 +67,9 @@ extension PostgresConnectionPool {
     }
 }
 
-/// What one racing call came to: success, or what it was refused with: the SQLSTATE of a statement, the code
-/// of a service.
+/// What one racing call came to: success, or what it was refused with: the code of a service, the SQLSTATE of one
+/// of the functions' own errors (class RB), or for any other error of the server all PostgreSQL said of it (its
+/// SQLSTATE, constraint, message and detail), so that a race that fails once in many runs says where.
 enum Outcome: Hashable, Sendable {
     case success
     case refused(String)
@@ -78,7 +79,8 @@ enum Outcome: Hashable, Sendable {
             try await body()
             return .success
         } catch let error as PostgresError where error.kind == .server {
-            return .refused(error.sqlState?.rawValue ?? "?")
+            if let state = error.sqlState, state.errorClass == "RB" { return .refused(state.rawValue) }
+            return .refused(error.debugDescription)
         } catch let error as any CodedError {
             return .refused(error.codeName)
         }
