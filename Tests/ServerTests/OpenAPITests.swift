@@ -175,11 +175,18 @@ struct OpenAPITests {
         "permission": "Permission", "permissions": "Permission",
     ]
 
-    @Test("every name, label, amount, role and permission a body takes refers to its one schema")
+    @Test("every name, label, amount, role and permission a body or parameter takes refers to its one schema")
     func bodyKeysShareSchemas() throws {
         let schemas = try Self.schemas()
         var seen: Set<String> = []
         for (method, path, operation) in try Self.operations() {
+            // A role named in the path or the query (`reassign` names the role that replaces it).
+            for case let parameter as [String: Any] in operation["parameters"] as? [Any] ?? [] {
+                guard let name = parameter["name"] as? String, ["role", "reassign"].contains(name) else { continue }
+                #expect(
+                    (parameter["schema"] as? [String: Any])?["$ref"] as? String == "#/components/schemas/RoleName",
+                    "\(method) \(path) \(name)")
+            }
             let content = (operation["requestBody"] as? [String: Any])?["content"] as? [String: Any]
             guard var schema = (content?["application/json"] as? [String: Any])?["schema"] as? [String: Any] else {
                 continue
