@@ -306,5 +306,31 @@ SELECT results_eq($$SELECT rbac.invitation_status(i) FROM invitations i
                     WHERE token_hash IN (pg_temp.hash('inv_pete'), pg_temp.hash('inv_pete_2'))$$,
                   $$VALUES ('revoked'), ('revoked')$$, 'leaving revokes theirs too');
 
+-- The inviter gone by the time the invitation is inserted, as when a deletion gets past the lock on their row:
+-- not found, as when they were gone before; any other key the insert misses is its own error.
+SELECT pg_temp.new_user('vanishing');
+SELECT pg_temp.new_couple('Vanishing', 'olivia', 'vanishing:partner');
+CREATE FUNCTION pg_temp.delete_inviter() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM memberships WHERE user_id = NEW.invited_by;
+    DELETE FROM users WHERE id = NEW.invited_by;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER delete_inviter BEFORE INSERT ON invitations FOR EACH ROW EXECUTE FUNCTION pg_temp.delete_inviter();
+SELECT pg_temp.act_as('vanishing');
+SELECT throws_ok(format('SELECT create_invitation(%L, %L, %L)', pg_temp.id('Vanishing'), pg_temp.hash('inv_gone'), 'viewer'),
+                 'RBNFD', format('user %s does not exist', pg_temp.id('vanishing')), 'an inviter deleted meanwhile');
+DROP TRIGGER delete_inviter ON invitations;
+CREATE FUNCTION pg_temp.misdirect() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.couple_id := gen_random_uuid();
+    RETURN NEW;
+END $$;
+CREATE TRIGGER misdirect BEFORE INSERT ON invitations FOR EACH ROW EXECUTE FUNCTION pg_temp.misdirect();
+SELECT pg_temp.act_as('olivia');
+SELECT throws_ok(format('SELECT create_invitation(%L, %L, %L)', pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_lost'), 'viewer'),
+                 '23503', NULL, 'a couple missing at the insert stays a foreign key''s error');
+DROP TRIGGER misdirect ON invitations;
+
 SELECT * FROM finish();
 ROLLBACK;
