@@ -156,5 +156,25 @@ SELECT throws_ok($$UPDATE user_identities SET email = 'ann@localhost' WHERE subj
                  'new row for relation "user_identities" violates check constraint "user_identities_email_check"',
                  'an identity''s address too');
 
+-- The user a verified address links to deleted by the time the identity is inserted, as when a deletion gets past
+-- the lock on their row: the sign-in looks again, as it would a moment later. The deletion here is the attempt's
+-- own and goes with it, so the next attempt finds the user again; the sequence counts the attempts.
+SELECT pg_temp.new_user('quentin');
+CREATE TEMPORARY SEQUENCE attempts;
+CREATE FUNCTION pg_temp.delete_linked_user() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('attempts') = 1 THEN
+        DELETE FROM users WHERE id = NEW.user_id;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER delete_linked_user BEFORE INSERT ON user_identities
+    FOR EACH ROW EXECUTE FUNCTION pg_temp.delete_linked_user();
+SELECT is((SELECT row(s.user_id, s.created)::text
+           FROM sign_in('https://clerk.test', 'user_quentin', 'quentin@example.com', true, NULL) s),
+          row(pg_temp.id('quentin'), false)::text, 'a user deleted as the identity is linked: the sign-in looks again');
+SELECT is(currval('attempts'), 2::bigint, 'in a second attempt');
+DROP TRIGGER delete_linked_user ON user_identities;
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -65,6 +65,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_user uuid;
     v_created boolean;
+    v_constraint text;
     v_email text := rbac.stored_email(btrim(p_email));
     v_name text := CASE WHEN NOT rbac.has_control_character(p_name) AND length(btrim(p_name)) BETWEEN 1 AND 200
                         THEN btrim(p_name) END;
@@ -115,9 +116,18 @@ BEGIN
             END IF;
             RETURN QUERY SELECT v_user, v_created;
             RETURN;
-        EXCEPTION WHEN unique_violation THEN
-            -- A concurrent sign-in made the user or the identity first: read what it made.
-            v_user := NULL;
+        EXCEPTION
+            WHEN unique_violation THEN
+                -- A concurrent sign-in made the user or the identity first: read what it made.
+                v_user := NULL;
+            WHEN foreign_key_violation THEN
+                -- The user found by the address deleted after all, despite the lock (as create_invitation has
+                -- seen on Citus): look again, as a sign-in a moment later would.
+                GET STACKED DIAGNOSTICS v_constraint = CONSTRAINT_NAME;
+                IF v_constraint IS DISTINCT FROM 'user_identities_user_id_fkey' THEN
+                    RAISE;
+                END IF;
+                v_user := NULL;
         END;
     END LOOP;
     RAISE EXCEPTION 'could not sign in %: concurrent changes kept conflicting', p_subject USING ERRCODE = '40001';
