@@ -8,11 +8,12 @@ public struct InvalidText: Error, Sendable, Equatable, CodedError {
     public init(_ message: String) { self.message = message }
 }
 
-/// A name a person gave (a couple, a scenario, an item, an expense): without the spaces around it, 1 to 200
-/// characters long (`storedLength`), as the tables' checks require, and without control characters
-/// (`refuseControlCharacters`) anywhere, its ends included: a line break or a tab there is no space to trim but a
-/// mistake, and the API's document refuses it too; else an `invalid_input` error naming `field`. At most 200 as
-/// given, too: the API's document says so of what a client sends, and one rule serves every way in.
+/// A name a person gave (a couple, a scenario, an item, an expense): without the white space around it (spaces,
+/// and Unicode's line and paragraph separators, which are no control characters), 1 to 200 characters long
+/// (`storedLength`), as the tables' checks require, and without control characters (`refuseControlCharacters`)
+/// anywhere, its ends included: a newline or a tab there is no space to trim but a mistake, and the API's document
+/// refuses it too; else an `invalid_input` error naming `field`. At most 200 as given, too: the API's document says
+/// so of what a client sends, and one rule serves every way in.
 public func validatedName(_ text: String, _ field: String) throws(InvalidText) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     guard text.storedLength <= 200, !trimmed.isEmpty else {
