@@ -81,10 +81,12 @@ BEGIN
     END IF;
     -- The rows it changes that others change too, locked first in the order they take them (an invitation,
     -- then a membership, then the user's and the couples' rows), so that the deletion waits for them instead
-    -- of deadlocking with them.
+    -- of deadlocking with them. The user's row before the memberships' deletion takes their couples' rows: an
+    -- invitation they make, or their joining, holds the user's row and then wants the couple's.
     PERFORM FROM invitations WHERE invited_by = p_user_id OR accepted_by = p_user_id
         ORDER BY couple_id, created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE user_id = p_user_id ORDER BY couple_id FOR UPDATE;
+    PERFORM FROM users WHERE id = p_user_id FOR UPDATE;
     WITH erased AS (
         UPDATE invitations SET email = NULL WHERE accepted_by = p_user_id AND email IS NOT NULL RETURNING id::text)
     SELECT array_agg(id) INTO v_erased FROM erased;
