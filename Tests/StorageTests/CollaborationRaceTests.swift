@@ -402,6 +402,39 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("ownership handed over while the couple, or its owner, is deleted: no deadlock, one owner or no couple")
+    func transferWhileDeleting() async throws {
+        try await raceRounds(maxConnections: 3, orders: 3, "the calls should land in several orders") { pool, round in
+            let (owner, partner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (partner, "partner")])
+            // As the operator, so that the deletion never lacks a right; the owner's is refused while they are the
+            // last one.
+            let deletesCouple = round % 2 == 0
+            let deletion: PostgresQuery =
+                deletesCouple ? "SELECT delete_couple(\(couple))" : "SELECT delete_user(\(owner))"
+            // Straight to SQL, never run again: a transfer updating one membership and then the next, with the
+            // couple's row held in between, would deadlock (40P01) with a deletion locking them in user id order.
+            let outcomes = try await race(2) { index, go in
+                index == 0
+                    ? try await pool.racing("SELECT transfer_ownership(\(couple), \(partner))", as: owner, after: go)
+                    : try await pool.racing(deletion, as: nil, after: go)
+            }
+            let owners = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'")
+            if deletesCouple {
+                // After the deletion the owner is no member (RBDEN), or the member to hand it to is gone (RBNFD).
+                let transfers: Set<Outcome> = [.success, .refused("RBDEN"), .refused("RBNFD")]
+                #expect(transfers.contains(outcomes[0]) && outcomes[1] == .success, "\(outcomes)")
+                #expect(owners == 0)
+            } else {
+                // Before the transfer the owner is the last one (RBLST), and the transfer lands after.
+                #expect([[.success, .success], [.success, .refused("RBLST")]].contains(outcomes), "\(outcomes)")
+                #expect(owners == 1)
+            }
+            return outcomes
+        }
+    }
+
     @Test("20 users accept one invitation at once: exactly one membership")
     func twentyAcceptOneInvitation() async throws {
         try await everyRound(maxConnections: 21) { pool, _ in

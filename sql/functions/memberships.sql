@@ -213,6 +213,12 @@ BEGIN
     IF p_previous_owner_role = 'owner' THEN
         RAISE EXCEPTION 'the previous owner needs a role other than owner' USING ERRCODE = 'RBINV';
     END IF;
+    -- The memberships it changes, in user id order as delete_couple locks them, before the first update takes
+    -- the couple's row: one at a time, each update would hold the couple's row while waiting for the next.
+    PERFORM FROM memberships
+    WHERE couple_id = p_couple_id
+      AND (user_id = p_new_owner OR (role = 'owner' AND (v_actor IS NULL OR user_id = v_actor)))
+    ORDER BY user_id FOR UPDATE;
     v_target := rbac.lock_member(p_couple_id, p_new_owner);
     IF v_target.status <> 'active' THEN
         RAISE EXCEPTION 'user % is suspended in couple %; reactivate them first', p_new_owner, p_couple_id
