@@ -101,10 +101,12 @@ BEGIN
     PERFORM rbac.require_role(p_couple_id, p_role);
     PERFORM rbac.require_expiry(p_role, p_expires_at);
     PERFORM rbac.require_user_exists(p_user_id);
-    PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
+    -- The invitations and the membership before the role, which require_grantable holds, as delete_couple takes
+    -- them.
     PERFORM rbac.lock_invitations_to(p_couple_id, p_user_id);
     SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
-    IF NOT FOUND THEN
+    PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
+    IF v_existing.user_id IS NULL THEN  -- no member yet
         BEGIN
             INSERT INTO memberships (couple_id, user_id, role, expires_at)
             VALUES (p_couple_id, p_user_id, p_role, p_expires_at)
@@ -311,8 +313,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'couple.delete');
     -- The rows it removes that others change, locked first in the order they take them (an invitation, then a
-    -- membership, then the couple's row), so that the deletion waits for them instead of deadlocking with them.
+    -- membership, then a role of the couple's own, then the couple's row), so that the deletion waits for them
+    -- instead of deadlocking with them.
     PERFORM FROM invitations WHERE couple_id = p_couple_id ORDER BY created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
+    PERFORM FROM couple_roles WHERE couple_id = p_couple_id ORDER BY name FOR UPDATE;
     DELETE FROM couples WHERE id = p_couple_id;
 END $$;
