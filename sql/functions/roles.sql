@@ -257,10 +257,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
 BEGIN
-    -- What it moves, before the role, in the order delete_couple takes them.
+    -- What it moves, then both roles by name, in the order delete_couple takes them.
     IF p_reassign IS NOT NULL THEN
         PERFORM FROM invitations WHERE couple_id = p_couple_id AND role = p_name ORDER BY created_at, id FOR UPDATE;
         PERFORM FROM memberships WHERE couple_id = p_couple_id AND role = p_name ORDER BY user_id FOR UPDATE;
+        PERFORM FROM couple_roles WHERE couple_id = p_couple_id AND name IN (p_name, p_reassign) ORDER BY name
+            FOR UPDATE;
     END IF;
     PERFORM rbac.lock_couple_role(p_couple_id, p_name);
     IF p_reassign IS NOT NULL THEN
