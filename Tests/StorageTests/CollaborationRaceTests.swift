@@ -821,6 +821,34 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a couple's role moved to another while given to a member being suspended: no deadlock, nobody holds it")
+    func reassignRoleWhileGivingAndSuspending() async throws {
+        try await raceRounds(maxConnections: 4, "the calls should land in several orders") { pool, _ in
+            let (owner, member, holder) = (try await pool.newUser(), try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
+            try await pool.query("SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+            try await pool.query("SELECT grant_role(\(couple), \(holder), 'mom')")
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): the member given the role after
+            // the deletion read its holders is locked by the suspension, which then waits for the role.
+            let calls: [PostgresQuery] = [
+                "SELECT grant_role(\(couple), \(member), 'mom')",
+                "SELECT suspend_member(\(couple), \(member))",
+                "SELECT delete_couple_role(\(couple), 'mom', 'viewer')",
+            ]
+            let outcomes = try await race(3) { index, go in
+                try await pool.racing(calls[index], as: owner, after: go)
+            }
+            // Given after the deletion, the role is unknown (RBINV), or none the owner may give (RBESC) when it went
+            // while the grant waited for the member.
+            let grants: Set<Outcome> = [.success, .refused("RBINV"), .refused("RBESC")]
+            #expect(outcomes[1...] == [.success, .success] && grants.contains(outcomes[0]), "\(outcomes)")
+            let holders = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'mom'")
+            #expect(holders == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a couple's role deleted while it is granted: one of the two is refused, no one holds a deleted role")
     func deleteRoleWhileGranting() async throws {
         try await everyRound(maxConnections: 3) { pool, _ in
