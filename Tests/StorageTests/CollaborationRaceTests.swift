@@ -572,6 +572,54 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a person accepts an open invitation while granted a role and invited anew: no deadlock, they join once")
+    func joinTwiceWhileReinvited() async throws {
+        try await raceRounds(maxConnections: 4, "the calls should land in more than one order") { pool, _ in
+            let (owner, inviter, joiner) = (
+                try await pool.newUser(), try await pool.newUser(), try await pool.newUser()
+            )
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+            let address: String = try await pool.query("SELECT email FROM users WHERE id = \(joiner)")[0]
+                .decode("email")
+            // One to the joiner's address, which the race resends, and one to nobody's, which they accept.
+            let (bound, open) = (
+                Data(SecretToken.generate(.invitation).hash), Data(SecretToken.generate(.invitation).hash)
+            )
+            let boundID: UUID = try await pool.acting(as: inviter) {
+                try await $0.query(
+                    "SELECT invitation_id FROM create_invitation(\(couple), \(bound), 'viewer', \(address))")[0]
+                    .decode("invitation_id")
+            }
+            try await pool.query("SELECT create_invitation(\(couple), \(open), 'viewer')")
+            let fresh = Data(SecretToken.generate(.invitation).hash)
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): the resend's new invitation may be
+            // in one joining's lock set and not the other's.
+            let calls: [(PostgresQuery, UUID)] = [
+                ("SELECT * FROM accept_invitation(\(open))", joiner),
+                ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
+                ("SELECT * FROM resend_invitation(\(couple), \(boundID), \(fresh))", inviter),
+            ]
+            let outcomes = try await race(calls.count) { index, go in
+                try await pool.racing(calls[index].0, as: calls[index].1, after: go)
+            }
+            // After the other joining, already a member (RBDUP); the resend after a joining finds its invitation
+            // revoked (RBREV) or its address a member's (RBDUP).
+            let allowed: Set<Outcome> = [.success, .refused("RBDUP"), .refused("RBREV")]
+            #expect(outcomes[1] == .success && outcomes.allSatisfy(allowed.contains), "\(outcomes)")
+            let state = try await pool.query(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(joiner))
+                           AS members,
+                       (SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND lower(email) = lower(\(address))
+                          AND rbac.invitation_status(i) = 'pending') AS pending
+                """)[0]
+            #expect(try state.decode("members", as: Int.self) == 1)
+            #expect(try state.decode("pending", as: Int.self) == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("joining races the deletions of the inviter and of the couple: no deadlock, nothing left pending")
     func joinRacesDeletions() async throws {
         try await raceRounds(maxConnections: 6, orders: 3, "the calls should land in several orders") { pool, round in

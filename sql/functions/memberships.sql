@@ -34,9 +34,10 @@ BEGIN
     END IF;
     -- The new member's pending invitations to the couple could only fail them now: revoked, each recorded and
     -- announced as any revocation. grant_role and accept_invitation locked them before the couple's row
-    -- (rbac.lock_invitations_to), so this waits only for one made since and held by another transaction, or
-    -- for those of a raw INSERT; should that other wait for this couple's row, PostgreSQL ends the deadlock
-    -- (the repository runs the call again). None is left pending: one made later sees the member and is refused.
+    -- (rbac.lock_invitations_to, where two joinings of one person also wait for each other), so this waits only
+    -- for one made since and held by another transaction, or for those of a raw INSERT; should that other wait
+    -- for this couple's row, PostgreSQL ends the deadlock (the repository runs the call again). None is left
+    -- pending: one made later sees the member and is refused.
     IF TG_OP = 'INSERT' THEN
         UPDATE public.invitations i SET revoked_at = now()
         WHERE i.couple_id = NEW.couple_id AND rbac.invites_member(i, NEW.user_id);
