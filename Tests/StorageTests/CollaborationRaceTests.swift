@@ -280,16 +280,13 @@ struct CollaborationRaceTests {
             let (leaving, owner) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (leaving, "partner")])
             let hash = Data(SecretToken.generate(.invitation).hash)
-            let calls: [PostgresQuery] = [
-                "SELECT delete_user(\(leaving))",
-                "SELECT create_invitation(\(couple), \(hash), 'viewer')",
-                "SELECT edit_user(\(leaving), NULL, 'Gone')",
-            ]
             // Straight to SQL, never run again: the invitation holds the user's row and then the couple's, and a
             // deletion taking them the other way round would deadlock (40P01) with it.
-            let outcomes = try await race(3) { index, go in
-                try await pool.racing(calls[index], as: leaving, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT delete_user(\(leaving))", leaving),
+                ("SELECT create_invitation(\(couple), \(hash), 'viewer')", leaving),
+                ("SELECT edit_user(\(leaving), NULL, 'Gone')", leaving),
+            ])
             #expect(outcomes[0] == .success, "\(outcomes)")
             // After the deletion the user is no member (RBDEN) and no user (RBNFD); never a foreign key's error.
             let allowed: Set<Outcome> = [.success, .refused("RBNFD"), .refused("RBDEN")]
@@ -414,11 +411,9 @@ struct CollaborationRaceTests {
                 deletesCouple ? "SELECT delete_couple(\(couple))" : "SELECT delete_user(\(owner))"
             // Straight to SQL, never run again: a transfer updating one membership and then the next, with the
             // couple's row held in between, would deadlock (40P01) with a deletion locking them in user id order.
-            let outcomes = try await race(2) { index, go in
-                index == 0
-                    ? try await pool.racing("SELECT transfer_ownership(\(couple), \(partner))", as: owner, after: go)
-                    : try await pool.racing(deletion, as: nil, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT transfer_ownership(\(couple), \(partner))", owner), (deletion, nil),
+            ])
             let owners = try await pool.count(
                 "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'owner' AND status = 'active'")
             if deletesCouple {
@@ -594,14 +589,11 @@ struct CollaborationRaceTests {
             let fresh = Data(SecretToken.generate(.invitation).hash)
             // Straight to SQL, never run again, so that a deadlock shows (40P01): the resend's new invitation may be
             // in one joining's lock set and not the other's.
-            let calls: [(PostgresQuery, UUID)] = [
+            let outcomes = try await pool.race([
                 ("SELECT * FROM accept_invitation(\(open))", joiner),
                 ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
                 ("SELECT * FROM resend_invitation(\(couple), \(boundID), \(fresh))", inviter),
-            ]
-            let outcomes = try await race(calls.count) { index, go in
-                try await pool.racing(calls[index].0, as: calls[index].1, after: go)
-            }
+            ])
             // After the other joining, already a member (RBDUP); the resend after a joining finds its invitation
             // revoked (RBREV) or its address a member's (RBDUP).
             let allowed: Set<Outcome> = [.success, .refused("RBDUP"), .refused("RBREV")]
@@ -640,17 +632,14 @@ struct CollaborationRaceTests {
             }
             // The couple is deleted in every other round; in the others the second invitation is accepted.
             let deletesCouple = round % 2 == 0
-            let outcomes = try await race(4) { [hashes] index, go in
-                let calls: [(PostgresQuery, UUID)] = [
-                    ("SELECT * FROM accept_invitation(\(hashes[0]))", joiner),
-                    ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
-                    ("SELECT delete_user(\(inviter))", inviter),
-                    deletesCouple
-                        ? ("SELECT delete_couple(\(couple))", owner)
-                        : ("SELECT * FROM accept_invitation(\(hashes[1]))", joiner),
-                ]
-                return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT * FROM accept_invitation(\(hashes[0]))", joiner),
+                ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
+                ("SELECT delete_user(\(inviter))", inviter),
+                deletesCouple
+                    ? ("SELECT delete_couple(\(couple))", owner)
+                    : ("SELECT * FROM accept_invitation(\(hashes[1]))", joiner),
+            ])
             // What came first is gone (not found), revoked, used or joined; the grant during or after the
             // couple's deletion finds no owner to act for (denied, or the role not theirs to give).
             let allowed: Set<Outcome> = [
@@ -699,16 +688,13 @@ struct CollaborationRaceTests {
                 }
                 hashes.append(hash)
             }
-            let outcomes = try await race(3) { [hashes] index, go in
-                let calls: [(PostgresQuery, UUID)] = [
-                    round % 2 == 0
-                        ? ("SELECT remove_member(\(couple), \(inviter))", owner)
-                        : ("SELECT leave_couple(\(couple))", inviter),
-                    ("SELECT * FROM accept_invitation(\(hashes[0]))", first),
-                    ("SELECT * FROM accept_invitation(\(hashes[1]))", second),
-                ]
-                return try await pool.racing(calls[index].0, as: calls[index].1, after: go)
-            }
+            let outcomes = try await pool.race([
+                round % 2 == 0
+                    ? ("SELECT remove_member(\(couple), \(inviter))", owner)
+                    : ("SELECT leave_couple(\(couple))", inviter),
+                ("SELECT * FROM accept_invitation(\(hashes[0]))", first),
+                ("SELECT * FROM accept_invitation(\(hashes[1]))", second),
+            ])
             #expect(outcomes[0] == .success, "the member always goes: \(outcomes)")
             let acceptances: Set<Outcome> = [.success, .refused("RBREV")]
             #expect(outcomes.dropFirst().allSatisfy(acceptances.contains), "\(outcomes)")
@@ -842,16 +828,13 @@ struct CollaborationRaceTests {
             if round % 2 == 0 { try await pool.query("SELECT grant_role(\(couple), \(holder), 'mom')") }
             // Straight to SQL, never run again, so that a deadlock shows (40P01): each of these holds a role of
             // the couple's, which the couple's deletion removes, and takes the couple's row after it.
-            let calls: [(PostgresQuery, UUID?)] = [
+            let outcomes = try await pool.race([
                 ("SELECT delete_couple(\(couple))", nil),
                 ("SELECT grant_role(\(couple), \(guest), 'dad')", owner),
                 ("SELECT edit_couple_role(\(couple), 'dad', NULL, ARRAY['budget.view'])", owner),
                 // To a role of the couple's own whose name sorts before the deleted one's.
                 ("SELECT delete_couple_role(\(couple), 'mom', 'dad')", owner),
-            ]
-            let outcomes = try await race(calls.count) { index, go in
-                try await pool.racing(calls[index].0, as: calls[index].1, after: go)
-            }
+            ])
             // After the deletion the actors are no members (RBDEN; RBESC for one giving a role), or the role is
             // gone (RBNFD; RBINV for one giving it).
             let allowed: Set<Outcome> = [
@@ -878,14 +861,11 @@ struct CollaborationRaceTests {
             try await pool.query("SELECT grant_role(\(couple), \(holder), 'mom')")
             // Straight to SQL, never run again, so that a deadlock shows (40P01): the member given the role after
             // the deletion read its holders is locked by the suspension, which then waits for the role.
-            let calls: [PostgresQuery] = [
-                "SELECT grant_role(\(couple), \(member), 'mom')",
-                "SELECT suspend_member(\(couple), \(member))",
-                "SELECT delete_couple_role(\(couple), 'mom', 'viewer')",
-            ]
-            let outcomes = try await race(3) { index, go in
-                try await pool.racing(calls[index], as: owner, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT grant_role(\(couple), \(member), 'mom')", owner),
+                ("SELECT suspend_member(\(couple), \(member))", owner),
+                ("SELECT delete_couple_role(\(couple), 'mom', 'viewer')", owner),
+            ])
             // Given after the deletion, the role is unknown (RBINV), or none the owner may give (RBESC) when it went
             // while the grant waited for the member.
             let grants: Set<Outcome> = [.success, .refused("RBINV"), .refused("RBESC")]

@@ -43,6 +43,14 @@ extension PostgresConnectionPool {
         }
     }
 
+    /// What each of `calls` came to, made at once (`racing`), each as its end user or, with nil, as the operator:
+    /// the n-th outcome is the n-th call's.
+    func race(_ calls: [(PostgresQuery, as: UUID?)]) async throws -> [Outcome] {
+        try await TestSupport.race(calls.count) { index, go in
+            try await self.racing(calls[index].0, as: calls[index].as, after: go)
+        }
+    }
+
     /// A new user with a unique email address.
     func newUser() async throws -> UUID {
         let email = "user-\(UUID().uuidString.lowercased())@example.com"
