@@ -46,12 +46,15 @@ $$;
 -- Locks invitation p_also and the couple's invitations rbac.invites_member names for p_user_id. The functions
 -- that make members take these locks before the membership's and the couple's, so that making a member waits
 -- for a resend or deletion of one of them instead of deadlocking with it. Oldest first, as delete_couple and
--- delete_user lock invitations. Two joinings of one person to the couple wait for each other before that (an
--- advisory lock): read on either side of a resend, their sets may share no invitation, and one would hold the
--- new one, which the other's memberships_guard revokes, while waiting for the other's membership.
+-- delete_user lock invitations. Before that, two advisory locks. The couple's joining lock, shared: its deletion
+-- takes it alone before it locks the members it removes, so that no member joins after that and is then
+-- removed, locked out of order, by the cascade. And one person's: two joinings of them wait for each other, for
+-- read on either side of a resend, their sets may share no invitation, and one would hold the new one, which
+-- the other's memberships_guard revokes, while waiting for the other's membership.
 CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id uuid, p_also uuid DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('joining ' || p_couple_id));
     PERFORM pg_advisory_xact_lock(hashtext('joining ' || p_couple_id), hashtext(p_user_id::text));
     PERFORM FROM invitations i
     WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
