@@ -877,6 +877,44 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a couple's role moved to another while an invitation to it is made and accepted: no deadlock, none left")
+    func reassignRoleWhileInvitedAndAccepted() async throws {
+        try await raceRounds(maxConnections: 3, "the calls should land in several orders") { pool, _ in
+            let (owner, holder, guest) = (try await pool.newUser(), try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            try await pool.query("SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
+            try await pool.query("SELECT grant_role(\(couple), \(holder), 'mom')")
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): an invitation made after the
+            // deletion locked the role's invitations, and accepted while the deletion holds the role, is locked by
+            // the acceptance, which then waits for the role. The invitation's outcome is its acceptance's.
+            let outcomes = try await race(2) { index, go in
+                if index == 1 {
+                    return try await pool.racing(
+                        "SELECT delete_couple_role(\(couple), 'mom', 'viewer')", as: owner, after: go)
+                }
+                let made = try await pool.racing(
+                    "SELECT create_invitation(\(couple), \(hash), 'mom')", as: owner, after: go)
+                guard made == .success else { return made }
+                return try await pool.racing("SELECT accept_invitation(\(hash))", as: guest, after: {})
+            }
+            // Made after the deletion, the invitation names a role that is gone (RBINV), or went while the making
+            // waited for it (RBESC: none the owner may give).
+            let made: Set<Outcome> = [.success, .refused("RBINV"), .refused("RBESC")]
+            #expect(outcomes[1] == .success && made.contains(outcomes[0]), "\(outcomes)")
+            let left = try await pool.count(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'mom')
+                     + (SELECT count(*) FROM invitations WHERE couple_id = \(couple) AND role = 'mom'
+                          AND accepted_at IS NULL AND revoked_at IS NULL)
+                """)
+            let viewers = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND role = 'viewer'")
+            #expect(left == 0 && viewers == (outcomes[0] == .success ? 2 : 1), "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a couple's role deleted while it is granted: one of the two is refused, no one holds a deleted role")
     func deleteRoleWhileGranting() async throws {
         try await everyRound(maxConnections: 3) { pool, _ in

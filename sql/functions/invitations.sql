@@ -46,11 +46,10 @@ $$;
 -- Locks invitation p_also and the couple's invitations rbac.invites_member names for p_user_id. The functions
 -- that make members take these locks before the membership's and the couple's, so that making a member waits
 -- for a resend or deletion of one of them instead of deadlocking with it. Oldest first, as delete_couple and
--- delete_user lock invitations. Before that, two advisory locks. The couple's joining lock, shared: its deletion
--- takes it alone before it locks the members it removes, so that no member joins after that and is then
--- removed, locked out of order, by the cascade. And one person's: two joinings of them wait for each other, for
--- read on either side of a resend, their sets may share no invitation, and one would hold the new one, which
--- the other's memberships_guard revokes, while waiting for the other's membership.
+-- delete_user lock invitations. Before that, two advisory locks: the couple's joining lock, shared (see
+-- rbac.lock_joinings); and one person's, so that two joinings of them wait for each other, for read on either
+-- side of a resend, their sets may share no invitation, and one would hold the new one, which the other's
+-- memberships_guard revokes, while waiting for the other's membership.
 CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id uuid, p_also uuid DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
@@ -60,6 +59,15 @@ BEGIN
     WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
     ORDER BY i.created_at, i.id FOR UPDATE;
 END $$;
+
+-- Waits for the joinings and grants of the couple under way, and holds off new ones, until the transaction ends:
+-- the lock rbac.lock_invitations_to shares, taken alone. For a call that locks every member or invitation of a
+-- kind and then changes them: a member who joined after that, or an invitation made since and then accepted,
+-- would be locked by the joining, out of order.
+CREATE OR REPLACE FUNCTION rbac.lock_joinings(p_couple_id uuid) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT pg_advisory_xact_lock(hashtext('joining ' || p_couple_id))
+$$;
 
 -- Locks the pending invitations user p_user_id made to the couple, oldest first, as rbac.lock_invitations_to:
 -- their membership's end revokes them (rbac.memberships_guard), so the functions that end it take these locks

@@ -257,12 +257,12 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
 BEGIN
-    -- What it moves, then both roles by name, in the order delete_couple takes them. Every membership of the
-    -- couple, not only those holding the role: one given it since this statement's snapshot would be locked
-    -- after the role, out of that order, and deadlock with one who holds it and waits for the role.
+    -- What it moves, then both roles by name, in the order delete_couple takes them; first the joinings and
+    -- grants, which would give the role or accept an invitation to it after this locked the others.
     IF p_reassign IS NOT NULL THEN
+        PERFORM rbac.lock_joinings(p_couple_id);
         PERFORM FROM invitations WHERE couple_id = p_couple_id AND role = p_name ORDER BY created_at, id FOR UPDATE;
-        PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
+        PERFORM FROM memberships WHERE couple_id = p_couple_id AND role = p_name ORDER BY user_id FOR UPDATE;
         PERFORM FROM couple_roles WHERE couple_id = p_couple_id AND name IN (p_name, p_reassign) ORDER BY name
             FOR UPDATE;
     END IF;
