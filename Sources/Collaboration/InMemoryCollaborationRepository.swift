@@ -799,8 +799,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
         let actingRole = memberships[couple]?[acting]?.membership.role
         guard let actingRole, roleDefinitions[actingRole]?.grants.contains(role) == true else {
-            throw CollaborationError(
-                .roleNotGrantable, "a \(actingRole?.rawValue ?? "non-member") cannot give the \(role) role")
+            let giver = actingRole.map { "a member with the \($0) role" } ?? "a non-member"
+            throw CollaborationError(.roleNotGrantable, "\(giver) cannot give the \(role) role")
         }
     }
 

@@ -30,7 +30,8 @@ SELECT is((SELECT count(*)::int FROM couples WHERE name LIKE 'Ann%' OR name LIKE
 -- A partner may give partner, planner and viewer, but not owner; and may not touch an owner.
 SELECT pg_temp.act_as('paul');
 SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'viewer')).role, 'viewer', 'a partner demotes a planner to viewer');
-SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'owner')$$, 'RBESC', NULL, 'a partner cannot make an owner');
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('newbie'), 'owner')$$, 'RBESC',
+                 'a member with the partner role cannot give the owner role', 'a partner cannot make an owner');
 SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), 'viewer')$$, 'RBESC', NULL, 'a partner cannot demote an owner');
 SELECT throws_ok($$SELECT suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'))$$, 'RBESC', NULL, 'a partner cannot suspend an owner');
 SELECT is((suspend_member(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'))).status, 'suspended', 'a partner suspends a viewer');

@@ -266,11 +266,13 @@ BEGIN
     SELECT m.role INTO v_actor_role FROM public.memberships m
     WHERE m.couple_id = p_couple_id AND m.user_id = p_actor AND rbac.in_force(m.status, m.expires_at);
     IF NOT EXISTS (SELECT 1 FROM public.role_grants WHERE role = v_actor_role AND grantable_role = p_role) THEN
-        RAISE EXCEPTION 'a % cannot give the % role', coalesce(v_actor_role, 'non-member'), p_role
+        RAISE EXCEPTION '% cannot give the % role',
+            coalesce('a member with the ' || v_actor_role || ' role', 'a non-member'), p_role
             USING ERRCODE = 'RBESC',
-                  HINT = coalesce('a ' || v_actor_role || ' may give: '
-                      || (SELECT string_agg(grantable_role, ', ') FROM public.role_grants WHERE role = v_actor_role),
-                      'only members can give roles');
+                  HINT = CASE WHEN v_actor_role IS NULL THEN 'only members can give roles'
+                      ELSE coalesce('the ' || v_actor_role || ' role may give: ' || (
+                          SELECT string_agg(grantable_role, ', ' ORDER BY grantable_role) FROM public.role_grants
+                          WHERE role = v_actor_role), 'the ' || v_actor_role || ' role may give none') END;
     END IF;
 END $$;
 
