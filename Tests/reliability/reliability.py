@@ -12,9 +12,9 @@ figures; the process exits 1 when any failed.
    redeemed by 20 clients: memberships per token; accept against revoke: outcomes that disagree.
 4. SIGTERM under 64 connections: requests sent before the signal that got no answer, and the exit status.
 5. a bad-input corpus over HTTP and the CLI: 5xx answers, crashes, secrets echoed, and the data before and after.
-6. deadlocks: ROUNDS x 10 rounds, each racing three calls drawn at random from 31 collaboration functions on one
-   couple (deletions, invitations, joinings, removals, transfers, its own roles, ...), straight to SQL and never
-   run again: the functions take shared rows in one order (docs/architecture.md), so none should deadlock.
+6. deadlocks: ROUNDS x 10 rounds, each racing three calls drawn at random from 32 calls of the collaboration
+   functions on one couple (deletions, invitations, joinings, removals, transfers, its own roles, an invitation
+   made and accepted, ...), straight to SQL and never run again: the functions take shared rows in one order (docs/architecture.md), so none should deadlock.
 """
 
 import base64
@@ -394,8 +394,13 @@ def deadlocks(key, a, b):
             setup.execute("SELECT grant_role(%s, %s, 'mom')", (couple, other))
         to_guest, to_guest_id = invite(partner, couple, guest_email)
         open_token, open_id = invite(owner, couple)
-        # (SQL, arguments, who acts: None is the operator)
+        # (SQL, arguments, who acts: None is the operator), or a list of them, one transaction each
+        to_mom = os.urandom(32)
         calls = {
+            "owner invites to mom, the guest accepts": [
+                ("SELECT create_invitation(%s, %s, 'mom')", (couple, to_mom), owner),
+                ("SELECT * FROM accept_invitation(%s)", (to_mom,), guest),
+            ],
             "delete the partner": ("SELECT delete_user(%s)", (partner,), partner),
             "delete the planner": ("SELECT delete_user(%s)", (planner,), planner),
             "delete the owner": ("SELECT delete_user(%s)", (owner,), None),
@@ -439,13 +444,14 @@ def deadlocks(key, a, b):
         names = draw.sample(sorted(calls), 3)
 
         def call(i):
-            statement, arguments, who = calls[names[i]]
-            try:
-                with connections[i].transaction():
-                    acting(connections[i], who)
-                    connections[i].execute(statement, arguments)
-            except psycopg.Error as error:
-                return error.sqlstate
+            steps = calls[names[i]]
+            for statement, arguments, who in steps if isinstance(steps, list) else [steps]:
+                try:
+                    with connections[i].transaction():
+                        acting(connections[i], who)
+                        connections[i].execute(statement, arguments)
+                except psycopg.Error as error:
+                    return error.sqlstate
             return None
 
         states = race(3, call)
