@@ -367,9 +367,9 @@ struct CollaborationRaceTests {
         try await everyRound(maxConnections: 3) { pool, _ in
             let (first, second) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(first, "owner"), (second, "owner")])
-            let outcomes = try await race(2) { index, go in
-                try await pool.racing("SELECT leave_couple(\(couple))", as: [first, second][index], after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT leave_couple(\(couple))", first), ("SELECT leave_couple(\(couple))", second),
+            ])
             #expect(outcomes.filter { $0 == .success }.count == 1)
             #expect(outcomes.filter { $0 == .refused("RBLST") }.count == 1)
             let owners = try await pool.count(
@@ -384,12 +384,10 @@ struct CollaborationRaceTests {
         try await everyRound(maxConnections: 3) { pool, _ in
             let (demoter, leaver) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(demoter, "owner"), (leaver, "owner")])
-            let outcomes = try await race(2) { index, go in
-                try await pool.racing(
-                    index == 0
-                        ? "SELECT grant_role(\(couple), \(leaver), 'partner')" : "SELECT leave_couple(\(couple))",
-                    as: [demoter, leaver][index], after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT grant_role(\(couple), \(leaver), 'partner')", demoter),
+                ("SELECT leave_couple(\(couple))", leaver),
+            ])
             // Either order is fine: demoted then left, or left and then there is no one to demote.
             #expect([[.success, .success], [.refused("RBNFD"), .success]].contains(outcomes))
             let owners = try await pool.count(
@@ -488,13 +486,10 @@ struct CollaborationRaceTests {
                 let invitation: UUID = try await pool.query(
                     "SELECT invitation_id FROM create_invitation(\(couple), \(hash), 'partner')")[0].decode(
                         "invitation_id")
-                let outcomes = try await race(2) { index, go in
-                    try await pool.racing(
-                        index == 0
-                            ? "SELECT * FROM accept_invitation(\(hash))"
-                            : "SELECT revoke_invitation(\(couple), \(invitation))",
-                        as: [invitee, owner][index], after: go)
-                }
+                let outcomes = try await pool.race([
+                    ("SELECT * FROM accept_invitation(\(hash))", invitee),
+                    ("SELECT revoke_invitation(\(couple), \(invitation))", owner),
+                ])
                 let (accepted, revoked) = (outcomes[0], outcomes[1])
                 let member = try await pool.count(
                     "SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(invitee)")
@@ -717,15 +712,14 @@ struct CollaborationRaceTests {
             let (owner, member) = (try await pool.newUser(), try await pool.newUser())
             let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
             let address = "moved-\(UUID().uuidString.lowercased())@example.com"
-            let outcomes = try await race(3) { index, go in
-                let hash = Data(SecretToken.generate(.invitation).hash)
-                // The address change as the operator (no claims).
-                return index == 0
-                    ? try await pool.racing("SELECT edit_user(\(member), \(address), NULL)", as: nil, after: go)
-                    : try await pool.racing(
-                        "SELECT create_invitation(\(couple), \(hash), 'viewer', \(index == 1 ? address : address.uppercased()))",
-                        as: owner, after: go)
-            }
+            let (hash, otherHash) = (
+                Data(SecretToken.generate(.invitation).hash), Data(SecretToken.generate(.invitation).hash)
+            )
+            let outcomes = try await pool.race([
+                ("SELECT edit_user(\(member), \(address), NULL)", nil),  // as the operator (no claims)
+                ("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))", owner),
+                ("SELECT create_invitation(\(couple), \(otherHash), 'viewer', \(address.uppercased()))", owner),
+            ])
             // An invitation made first is revoked by the change; one made after it is refused (RBDUP).
             #expect(outcomes[0] == .success, "\(outcomes)")
             #expect(outcomes[1...].allSatisfy { $0 == .success || $0 == .refused("RBDUP") }, "\(outcomes)")
@@ -747,13 +741,10 @@ struct CollaborationRaceTests {
             let address = "moved-\(UUID().uuidString.lowercased())@example.com"
             let hash = Data(SecretToken.generate(.invitation).hash)
             try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
-            let outcomes = try await race(2) { index, go in
-                // The address change as the operator (no claims).
-                index == 0
-                    ? try await pool.racing("SELECT edit_user(\(person), \(address), NULL)", as: nil, after: go)
-                    : try await pool.racing(
-                        "SELECT grant_role(\(couple), \(person), 'planner')", as: owner, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT edit_user(\(person), \(address), NULL)", nil),  // as the operator (no claims)
+                ("SELECT grant_role(\(couple), \(person), 'planner')", owner),
+            ])
             #expect(outcomes == [.success, .success], "\(outcomes)")
             let pending = try await pool.count(
                 """
@@ -771,13 +762,10 @@ struct CollaborationRaceTests {
             let couple = try await pool.newCouple(members: [(owner, "owner")])
             let hash = Data(SecretToken.generate(.invitation).hash)
             try await pool.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
-            let outcomes = try await race(2) { index, go in
-                try await pool.racing(
-                    index == 0
-                        ? "SELECT * FROM accept_invitation(\(hash))"
-                        : "SELECT grant_role(\(couple), \(joiner), 'planner')",
-                    as: [joiner, owner][index], after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT * FROM accept_invitation(\(hash))", joiner),
+                ("SELECT grant_role(\(couple), \(joiner), 'planner')", owner),
+            ])
             // Accepting after the grant finds a member; a grant after (or during) the acceptance changes the
             // role the invitation gave. Never the primary key's 23505.
             #expect(outcomes[0] == .success || outcomes[0] == .refused("RBDUP"), "\(outcomes)")
@@ -922,13 +910,10 @@ struct CollaborationRaceTests {
             let couple = try await pool.newCouple(members: [(owner, "owner")])
             try await pool.query(
                 "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
-            let outcomes = try await race(2) { index, go in
-                try await pool.racing(
-                    index == 0
-                        ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                        : "SELECT delete_couple_role(\(couple), 'mom')",
-                    as: owner, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT grant_role(\(couple), \(guest), 'mom')", owner),
+                ("SELECT delete_couple_role(\(couple), 'mom')", owner),
+            ])
             // Granted first, the role is held and stays; deleted first, there is no role to grant.
             #expect(
                 [[.success, .refused("RBHLD")], [.refused("RBESC"), .success], [.refused("RBINV"), .success]]
@@ -960,13 +945,10 @@ struct CollaborationRaceTests {
             try await pool.query("SELECT grant_role(\(couple), \(author), 'author')")
             try await pool.query(
                 "SELECT create_couple_role(\(couple), 'mom', 'Sees the guests', ARRAY['guests.view'])")
-            let outcomes = try await race(2) { index, go in
-                try await pool.racing(
-                    index == 0
-                        ? "SELECT grant_role(\(couple), \(guest), 'mom')"
-                        : "SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])",
-                    as: index == 0 ? partner : author, after: go)
-            }
+            let outcomes = try await pool.race([
+                ("SELECT grant_role(\(couple), \(guest), 'mom')", partner),
+                ("SELECT edit_couple_role(\(couple), 'mom', NULL, ARRAY['guests.view', 'couple.delete'])", author),
+            ])
             #expect(
                 [[.success, .refused("RBESC")], [.refused("RBESC"), .success]].contains(outcomes), "\(outcomes)")
             let escalated = try await pool.count(
