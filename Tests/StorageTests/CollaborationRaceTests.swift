@@ -706,6 +706,48 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a member removed, leaving or deleted while an invitation they make is accepted: no deadlock, none pending")
+    func removeInviterWhileInviting() async throws {
+        try await raceRounds(maxConnections: 3, "the invitation should land on both sides of the removal") {
+            pool, round in
+            let (owner, inviter, guest) = (try await pool.newUser(), try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            let removals: [(PostgresQuery, as: UUID?)] = [
+                ("SELECT remove_member(\(couple), \(inviter))", owner),
+                ("SELECT leave_couple(\(couple))", inviter),
+                ("SELECT delete_user(\(inviter))", nil),
+            ]
+            let removal = removals[round % 3]
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): an invitation made after the
+            // removal locked the member's, and accepted while the removal holds the couple's row, is locked by the
+            // acceptance, which waits for that row. The invitation's outcome is its acceptance's.
+            let outcomes = try await race(2) { index, go in
+                if index == 0 { return try await pool.racing(removal.0, as: removal.as, after: go) }
+                let made = try await pool.racing(
+                    "SELECT create_invitation(\(couple), \(hash), 'viewer')", as: inviter, after: go)
+                guard made == .success else { return made }
+                return try await pool.racing("SELECT accept_invitation(\(hash))", as: guest, after: {})
+            }
+            // Made after the removal, by no member (RBDEN, or RBESC when it went between the checks) or by nobody
+            // (RBNFD); made before it and accepted after, revoked (RBREV).
+            let invited: Set<Outcome> = [
+                .success, .refused("RBDEN"), .refused("RBESC"), .refused("RBNFD"), .refused("RBREV"),
+            ]
+            #expect(outcomes[0] == .success && invited.contains(outcomes[1]), "\(outcomes)")
+            let state = try await pool.query(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple) AND user_id = \(guest)) AS joined,
+                       (SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending') AS pending
+                """)[0]
+            let joined = try state.decode("joined", as: Int.self)
+            let pending = try state.decode("pending", as: Int.self)
+            #expect(joined == (outcomes[1] == .success ? 1 : 0) && pending == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a member's address changes while the couple invites the new address: nothing to it stays pending")
     func newAddressRacesInvitations() async throws {
         try await raceRounds(maxConnections: 4, "the calls should land in more than one order") { pool, _ in

@@ -69,12 +69,29 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     SELECT pg_advisory_xact_lock(hashtext('joining ' || p_couple_id))
 $$;
 
+-- The lock on the invitations user p_user_id makes: shared by the calls that make one (create_invitation,
+-- resend_invitation), taken alone by those that end the user's memberships and revoke what they made
+-- (rbac.lock_invitations_from, delete_user); by each before any other. Otherwise an invitation could be made
+-- after those locked the user's others: left pending by a member gone, when its making checked the member
+-- before they went; or accepted at once, its acceptance holding it and waiting for the couple's row, which the
+-- removal holds and then waits for it.
+CREATE OR REPLACE FUNCTION rbac.lock_inviting(p_user_id uuid, p_shared boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_shared THEN
+        PERFORM pg_advisory_xact_lock_shared(hashtext('inviting ' || p_user_id));
+    ELSE
+        PERFORM pg_advisory_xact_lock(hashtext('inviting ' || p_user_id));
+    END IF;
+END $$;
+
 -- Locks the pending invitations user p_user_id made to the couple, oldest first, as rbac.lock_invitations_to:
 -- their membership's end revokes them (rbac.memberships_guard), so the functions that end it take these locks
--- before the membership's and the couple's, as accepting one does.
+-- before the membership's and the couple's, as accepting one does; and before them, the user's inviting lock.
 CREATE OR REPLACE FUNCTION rbac.lock_invitations_from(p_couple_id uuid, p_user_id uuid) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
+    PERFORM rbac.lock_inviting(p_user_id, false);
     PERFORM FROM invitations i
     WHERE i.couple_id = p_couple_id AND i.invited_by = p_user_id AND rbac.invitation_status(i) = 'pending'
     ORDER BY i.created_at, i.id FOR UPDATE;
@@ -159,6 +176,7 @@ DECLARE
     v_email text := rbac.stored_email(p_email);
     v_constraint text;
 BEGIN
+    PERFORM rbac.lock_inviting(v_actor, true);
     -- The inviter's row locked first, before the couple's (rbac.require_invitation_allowed), as delete_user
     -- takes them: a deletion of the inviter waits for the invitation, or this finds them gone. The insert's
     -- foreign key has the last word, below.
@@ -370,6 +388,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_old invitations;
 BEGIN
+    -- The resender's inviting lock before the old invitation's row, as the removals take them.
+    PERFORM rbac.lock_inviting(rbac.couple_actor(p_couple_id), true);
     PERFORM public.revoke_invitation(p_couple_id, p_invitation_id);
     SELECT * INTO v_old FROM invitations WHERE couple_id = p_couple_id AND id = p_invitation_id;
     RETURN QUERY SELECT * FROM public.create_invitation(p_couple_id, p_token_hash, v_old.role, v_old.email,

@@ -82,7 +82,9 @@ BEGIN
     -- The rows it changes that others change too, locked first in the order they take them (an invitation,
     -- then a membership, then the user's and the couples' rows), so that the deletion waits for them instead
     -- of deadlocking with them. The user's row before the memberships' deletion takes their couples' rows: an
-    -- invitation they make, or their joining, holds the user's row and then wants the couple's.
+    -- invitation they make, or their joining, holds the user's row and then wants the couple's. Before them all,
+    -- the user's inviting lock (rbac.lock_inviting).
+    PERFORM rbac.lock_inviting(p_user_id, false);
     PERFORM FROM invitations WHERE invited_by = p_user_id OR accepted_by = p_user_id
         ORDER BY couple_id, created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE user_id = p_user_id ORDER BY couple_id FOR UPDATE;
