@@ -296,6 +296,35 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a user deleted as they join a couple being deleted: no deadlock, neither remains")
+    func deleteUserWhileJoiningDeletedCouple() async throws {
+        try await raceRounds(maxConnections: 4, "the acceptance should land on both sides of the deletions") {
+            pool, _ in
+            let (owner, joiner) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            try await pool.acting(as: owner) {
+                try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer')")
+            }
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): accepted after the user's deletion
+            // locked the invitations they accepted, the invitation is locked by the couple's deletion, which waits
+            // for the new membership, while the user's deletion holds that and waits for the invitation.
+            let outcomes = try await pool.race([
+                ("SELECT delete_couple(\(couple))", owner),
+                ("SELECT delete_user(\(joiner))", joiner),
+                ("SELECT accept_invitation(\(hash))", joiner),
+            ])
+            // Accepted after either deletion, the invitation or the user is gone (RBNFD).
+            #expect(outcomes[0...1] == [.success, .success], "\(outcomes)")
+            #expect([.success, .refused("RBNFD")].contains(outcomes[2]), "\(outcomes)")
+            let left = try await pool.count(
+                "SELECT (SELECT count(*) FROM couples WHERE id = \(couple)) + (SELECT count(*) FROM users WHERE id = \(joiner))"
+            )
+            #expect(left == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a webhook endpoint removed while members are added: every grant lands, with or without its message")
     func removeEndpointWhileGranting() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in

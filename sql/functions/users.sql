@@ -79,16 +79,17 @@ BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
         RAISE EXCEPTION 'permission denied: users can delete only themselves' USING ERRCODE = 'RBDEN';
     END IF;
-    -- The rows it changes that others change too, locked first in the order they take them (an invitation,
-    -- then a membership, then the user's and the couples' rows), so that the deletion waits for them instead
-    -- of deadlocking with them. The user's row before the memberships' deletion takes their couples' rows: an
-    -- invitation they make, or their joining, holds the user's row and then wants the couple's. Before them all,
-    -- the user's inviting lock (rbac.lock_inviting).
+    -- The rows it changes that others change too, locked first, so that the deletion waits for them instead of
+    -- deadlocking with them. The user's inviting lock (rbac.lock_inviting) and then their row: an invitation
+    -- they make or accept under way holds the row from its start and ends first, so that the invitations and
+    -- memberships locked next are all there are (a grant to them waits for the row in rbac.memberships_guard,
+    -- and then finds them gone). Then an invitation, then a membership, in the order others take them, before
+    -- the memberships' deletion takes their couples' rows.
     PERFORM rbac.lock_inviting(p_user_id, false);
+    PERFORM FROM users WHERE id = p_user_id FOR UPDATE;
     PERFORM FROM invitations WHERE invited_by = p_user_id OR accepted_by = p_user_id
         ORDER BY couple_id, created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE user_id = p_user_id ORDER BY couple_id FOR UPDATE;
-    PERFORM FROM users WHERE id = p_user_id FOR UPDATE;
     WITH erased AS (
         UPDATE invitations SET email = NULL WHERE accepted_by = p_user_id AND email IS NOT NULL RETURNING id::text)
     SELECT array_agg(id) INTO v_erased FROM erased;
