@@ -325,6 +325,40 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a couple deleted while a member invites and then leaves: no deadlock, nothing of it remains")
+    func deleteCoupleWhileInvitingAndLeaving() async throws {
+        try await raceRounds(maxConnections: 3, "the member's calls should land on both sides of the deletion") {
+            pool, _ in
+            let (owner, member) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "partner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): made after the deletion locked the
+            // couple's invitations, the invitation is locked by the leaving, which waits for the membership the
+            // deletion holds, while the deletion's cascade waits for the invitation. The member's outcome is their
+            // leaving's, once the invitation is made.
+            let outcomes = try await race(2) { index, go in
+                if index == 0 {
+                    return try await pool.racing("SELECT delete_couple(\(couple))", as: owner, after: go)
+                }
+                let made = try await pool.racing(
+                    "SELECT create_invitation(\(couple), \(hash), 'viewer')", as: member, after: go)
+                guard made == .success else { return made }
+                return try await pool.racing("SELECT leave_couple(\(couple))", as: member, after: {})
+            }
+            // After the deletion, the couple is gone (RBNFD), or the member is no member (RBDEN; RBESC, none they may
+            // give, when it went while the making waited for it).
+            let allowed: Set<Outcome> = [.success, .refused("RBNFD"), .refused("RBDEN"), .refused("RBESC")]
+            #expect(outcomes[0] == .success && allowed.contains(outcomes[1]), "\(outcomes)")
+            let left = try await pool.count(
+                """
+                SELECT (SELECT count(*) FROM memberships WHERE couple_id = \(couple))
+                     + (SELECT count(*) FROM invitations WHERE couple_id = \(couple))
+                """)
+            #expect(left == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a webhook endpoint removed while members are added: every grant lands, with or without its message")
     func removeEndpointWhileGranting() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in

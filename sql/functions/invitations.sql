@@ -43,46 +43,55 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
        AND lower(p_invitation.email) = (SELECT lower(u.email) FROM users u WHERE u.id = p_user_id)
 $$;
 
+-- Two advisory locks keep a set of rows from growing under a call that locked it and then changes it: a row
+-- added after was locked, out of the order the functions take rows in, by whoever acted on it next, and the
+-- two deadlocked. The calls take them before the rows they lock (accept_invitation after its user's row, which
+-- of the calls that take either lock alone only delete_user waits for, holding nothing else), and none takes
+-- both alone.
+
+-- The transaction's advisory lock named p_name, shared or alone.
+CREATE OR REPLACE FUNCTION rbac.advisory_lock(p_name text, p_shared boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_shared THEN
+        PERFORM pg_advisory_xact_lock_shared(hashtext(p_name));
+    ELSE
+        PERFORM pg_advisory_xact_lock(hashtext(p_name));
+    END IF;
+END $$;
+
+-- A couple's newcomers lock: shared by the calls that add a member or an invitation (grant_role and
+-- accept_invitation through rbac.lock_invitations_to, create_invitation, resend_invitation), taken alone by
+-- delete_couple and by delete_couple_role moving a role's holders, so that the members and invitations they
+-- locked are all there are until they end.
+CREATE OR REPLACE FUNCTION rbac.lock_newcomers(p_couple_id uuid, p_shared boolean) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT rbac.advisory_lock('newcomers ' || p_couple_id, p_shared)
+$$;
+
+-- A user's inviting lock: shared by the calls that make an invitation on their authority (create_invitation,
+-- resend_invitation), taken alone by those that end the user's memberships and revoke what they made
+-- (rbac.lock_invitations_from, delete_user). Without it, an invitation could also be left pending by a member
+-- gone, its making having checked the member before they went.
+CREATE OR REPLACE FUNCTION rbac.lock_inviting(p_user_id uuid, p_shared boolean) RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    SELECT rbac.advisory_lock('inviting ' || p_user_id, p_shared)
+$$;
+
 -- Locks invitation p_also and the couple's invitations rbac.invites_member names for p_user_id. The functions
 -- that make members take these locks before the membership's and the couple's, so that making a member waits
 -- for a resend or deletion of one of them instead of deadlocking with it. Oldest first, as delete_couple and
--- delete_user lock invitations. Before that, two advisory locks: the couple's joining lock, shared (see
--- rbac.lock_joinings); and one person's, so that two joinings of them wait for each other, for read on either
--- side of a resend, their sets may share no invitation, and one would hold the new one, which the other's
--- memberships_guard revokes, while waiting for the other's membership.
+-- delete_user lock invitations. Before that, the couple's newcomers lock, and one person's: two joinings of them
+-- wait for each other, for read on either side of a resend, their sets may share no invitation, and one would
+-- hold the new one, which the other's memberships_guard revokes, while waiting for the other's membership.
 CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id uuid, p_also uuid DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(hashtext('joining ' || p_couple_id));
+    PERFORM rbac.lock_newcomers(p_couple_id, true);
     PERFORM pg_advisory_xact_lock(hashtext('joining ' || p_couple_id), hashtext(p_user_id::text));
     PERFORM FROM invitations i
     WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
     ORDER BY i.created_at, i.id FOR UPDATE;
-END $$;
-
--- Waits for the joinings and grants of the couple under way, and holds off new ones, until the transaction ends:
--- the lock rbac.lock_invitations_to shares, taken alone. For a call that locks every member or invitation of a
--- kind and then changes them: a member who joined after that, or an invitation made since and then accepted,
--- would be locked by the joining, out of order.
-CREATE OR REPLACE FUNCTION rbac.lock_joinings(p_couple_id uuid) RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
-    SELECT pg_advisory_xact_lock(hashtext('joining ' || p_couple_id))
-$$;
-
--- The lock on the invitations user p_user_id makes: shared by the calls that make one (create_invitation,
--- resend_invitation), taken alone by those that end the user's memberships and revoke what they made
--- (rbac.lock_invitations_from, delete_user); by each before any other. Otherwise an invitation could be made
--- after those locked the user's others: left pending by a member gone, when its making checked the member
--- before they went; or accepted at once, its acceptance holding it and waiting for the couple's row, which the
--- removal holds and then waits for it.
-CREATE OR REPLACE FUNCTION rbac.lock_inviting(p_user_id uuid, p_shared boolean) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF p_shared THEN
-        PERFORM pg_advisory_xact_lock_shared(hashtext('inviting ' || p_user_id));
-    ELSE
-        PERFORM pg_advisory_xact_lock(hashtext('inviting ' || p_user_id));
-    END IF;
 END $$;
 
 -- Locks the pending invitations user p_user_id made to the couple, oldest first, as rbac.lock_invitations_to:
@@ -177,6 +186,7 @@ DECLARE
     v_constraint text;
 BEGIN
     PERFORM rbac.lock_inviting(v_actor, true);
+    PERFORM rbac.lock_newcomers(p_couple_id, true);
     -- The inviter's row locked first, before the couple's (rbac.require_invitation_allowed), as delete_user
     -- takes them: a deletion of the inviter waits for the invitation, or this finds them gone. The insert's
     -- foreign key has the last word, below.
@@ -388,8 +398,9 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_old invitations;
 BEGIN
-    -- The resender's inviting lock before the old invitation's row, as the removals take them.
+    -- Taken again by create_invitation, but needed here before the old invitation's row.
     PERFORM rbac.lock_inviting(rbac.couple_actor(p_couple_id), true);
+    PERFORM rbac.lock_newcomers(p_couple_id, true);
     PERFORM public.revoke_invitation(p_couple_id, p_invitation_id);
     SELECT * INTO v_old FROM invitations WHERE couple_id = p_couple_id AND id = p_invitation_id;
     RETURN QUERY SELECT * FROM public.create_invitation(p_couple_id, p_token_hash, v_old.role, v_old.email,

@@ -315,9 +315,8 @@ BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'couple.delete');
     -- The rows it removes that others change, locked first in the order they take them (an invitation, then a
     -- membership, then a role of the couple's own, then the couple's row), so that the deletion waits for them
-    -- instead of deadlocking with them. Before them, the joinings under way, whose members the cascade would
-    -- remove unlocked.
-    PERFORM rbac.lock_joinings(p_couple_id);
+    -- instead of deadlocking with them. Before them, its newcomers lock (rbac.lock_newcomers).
+    PERFORM rbac.lock_newcomers(p_couple_id, false);
     PERFORM FROM invitations WHERE couple_id = p_couple_id ORDER BY created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
     PERFORM FROM couple_roles WHERE couple_id = p_couple_id ORDER BY name FOR UPDATE;

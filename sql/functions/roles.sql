@@ -257,10 +257,10 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp 
 DECLARE
     v_actor uuid := rbac.require_permission(p_couple_id, 'roles.manage');
 BEGIN
-    -- What it moves, then both roles by name, in the order delete_couple takes them; first the joinings and
-    -- grants, which would give the role or accept an invitation to it after this locked the others.
+    -- What it moves, then both roles by name, in the order delete_couple takes them; before them, the couple's
+    -- newcomers lock (rbac.lock_newcomers).
     IF p_reassign IS NOT NULL THEN
-        PERFORM rbac.lock_joinings(p_couple_id);
+        PERFORM rbac.lock_newcomers(p_couple_id, false);
         PERFORM FROM invitations WHERE couple_id = p_couple_id AND role = p_name ORDER BY created_at, id FOR UPDATE;
         PERFORM FROM memberships WHERE couple_id = p_couple_id AND role = p_name ORDER BY user_id FOR UPDATE;
         PERFORM FROM couple_roles WHERE couple_id = p_couple_id AND name IN (p_name, p_reassign) ORDER BY name
