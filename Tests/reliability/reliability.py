@@ -12,9 +12,9 @@ figures; the process exits 1 when any failed.
    redeemed by 20 clients: memberships per token; accept against revoke: outcomes that disagree.
 4. SIGTERM under 64 connections: requests sent before the signal that got no answer, and the exit status.
 5. a bad-input corpus over HTTP and the CLI: 5xx answers, crashes, secrets echoed, and the data before and after.
-6. deadlocks: ROUNDS x 10 rounds, each racing three calls drawn at random from 32 calls of the collaboration
+6. deadlocks: ROUNDS x 10 rounds, each racing three calls drawn at random from 34 calls of the collaboration
    functions on one couple (deletions, invitations, joinings, removals, transfers, its own roles, an invitation
-   made and accepted, ...), straight to SQL and never run again: the functions take shared rows in one order (docs/architecture.md), so none should deadlock.
+   made and then accepted, ...), straight to SQL and never run again: the functions take shared rows in one order (docs/architecture.md), so none should deadlock.
 """
 
 import base64
@@ -384,7 +384,8 @@ def deadlocks(key, a, b):
         return token, setup.execute("SELECT id FROM invitations WHERE token_hash = %s", (token,)).fetchone()[0]
 
     for _ in range(rounds):
-        (owner, _), (partner, _), (planner, _), (guest, guest_email), (other, _) = (user() for _ in range(5))
+        (owner, _), (partner, _), (planner, _), (guest, guest_email), (other, _), (stranger, _) = (
+            user() for _ in range(6))
         couple = setup.execute("SELECT (create_couple('Race', %s)).id", (owner,)).fetchone()[0]
         with setup.transaction():
             acting(setup, owner)
@@ -395,11 +396,19 @@ def deadlocks(key, a, b):
         to_guest, to_guest_id = invite(partner, couple, guest_email)
         open_token, open_id = invite(owner, couple)
         # (SQL, arguments, who acts: None is the operator), or a list of them, one transaction each
-        to_mom = os.urandom(32)
+        to_mom, to_stranger = os.urandom(32), os.urandom(32)
         calls = {
             "owner invites to mom, the guest accepts": [
                 ("SELECT create_invitation(%s, %s, 'mom')", (couple, to_mom), owner),
                 ("SELECT * FROM accept_invitation(%s)", (to_mom,), guest),
+            ],
+            "partner invites, a stranger accepts": [
+                ("SELECT create_invitation(%s, %s, 'viewer')", (couple, to_stranger), partner),
+                ("SELECT * FROM accept_invitation(%s)", (to_stranger,), stranger),
+            ],
+            "planner invites, then leaves": [
+                ("SELECT create_invitation(%s, %s, 'viewer')", (couple, os.urandom(32)), planner),
+                ("SELECT leave_couple(%s)", (couple,), planner),
             ],
             "delete the partner": ("SELECT delete_user(%s)", (partner,), partner),
             "delete the planner": ("SELECT delete_user(%s)", (planner,), planner),
