@@ -838,6 +838,34 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("a member's address changes to one their couple invited while the couple is deleted: no deadlock")
+    func newAddressWhileCoupleDeleted() async throws {
+        // Both always land, and once the couple is gone nothing tells which did first: one order is all it can see.
+        try await raceRounds(maxConnections: 3, orders: 1, "the calls should land") { pool, _ in
+            let (owner, member) = (try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (member, "planner")])
+            let address = "moved-\(UUID().uuidString.lowercased())@example.com"
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            try await pool.acting(as: owner) {
+                try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
+            }
+            // Straight to SQL, never run again, so that a deadlock shows (40P01): the change revokes the invitation
+            // the deletion holds, and must not hold the couple's row, which the deletion takes last, meanwhile.
+            let outcomes = try await pool.race([
+                ("SELECT delete_couple(\(couple))", owner),
+                ("SELECT edit_user(\(member), \(address), NULL)", nil),  // as the operator (no claims)
+            ])
+            #expect(outcomes == [.success, .success], "\(outcomes)")
+            let left = try await pool.count(
+                """
+                SELECT (SELECT count(*) FROM couples WHERE id = \(couple))
+                     + (SELECT count(*) FROM users WHERE id = \(member) AND email <> \(address))
+                """)
+            #expect(left == 0, "\(outcomes)")
+            return outcomes
+        }
+    }
+
     @Test("a person's address changes while they join a couple inviting the new address: nothing to it stays pending")
     func newAddressRacesJoining() async throws {
         try await everyRound(maxConnections: 2) { pool, _ in

@@ -45,17 +45,20 @@ END $$;
 
 -- A member whose address changes, by edit_user or raw SQL, to one that a pending invitation of their couple is
 -- bound to: that invitation could only fail them now, as after joining (rbac.memberships_guard), and is revoked.
--- Their couples' rows are held first (FOR KEY SHARE, in id order): an invitation to the new address made
--- meanwhile (create_invitation holds the couple's row) is seen here, and one made after sees the member and is
--- refused. A joining holds the user's row FOR SHARE (rbac.memberships_guard): one in flight was waited for, and
--- its couple is read here; one after waits for the change and revokes by the new address itself.
+-- The invitations are locked first, as others take them, and then their couples' rows (FOR KEY SHARE, in id
+-- order): an invitation to the new address made meanwhile (create_invitation holds the couple's row) is seen
+-- by the update, and one made after sees the member and is refused. A joining holds the user's row FOR SHARE
+-- (rbac.memberships_guard): one in flight was waited for, and its couple is read here; one after waits for the
+-- change and revokes by the new address itself.
 CREATE OR REPLACE FUNCTION rbac.revoke_invitations_to_new_address() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_couples uuid[] := ARRAY(SELECT couple_id FROM memberships WHERE user_id = NEW.id);
 BEGIN
-    PERFORM FROM couples WHERE id IN (SELECT couple_id FROM memberships WHERE user_id = NEW.id) ORDER BY id
-        FOR KEY SHARE;
-    UPDATE invitations i SET revoked_at = now()
-    WHERE i.couple_id IN (SELECT couple_id FROM memberships WHERE user_id = NEW.id) AND rbac.invites_member(i, NEW.id);
+    PERFORM FROM invitations i WHERE i.couple_id = ANY (v_couples) AND rbac.invites_member(i, NEW.id)
+        ORDER BY i.created_at, i.id FOR UPDATE;
+    PERFORM FROM couples WHERE id = ANY (v_couples) ORDER BY id FOR KEY SHARE;
+    UPDATE invitations i SET revoked_at = now() WHERE i.couple_id = ANY (v_couples) AND rbac.invites_member(i, NEW.id);
     RETURN NULL;
 END $$;
 
