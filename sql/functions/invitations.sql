@@ -187,6 +187,7 @@ DECLARE
 BEGIN
     PERFORM rbac.lock_inviting(v_actor, true);
     PERFORM rbac.lock_newcomers(p_couple_id, true);
+    PERFORM rbac.require_couple(p_couple_id);  -- deleted while this waited: say so, not what else is missing
     -- The inviter's row locked first, before the couple's (rbac.require_invitation_allowed), as delete_user
     -- takes them: a deletion of the inviter waits for the invitation, or this finds them gone. The insert's
     -- foreign key has the last word, below.

@@ -105,6 +105,7 @@ BEGIN
     -- The invitations and the membership before the role, which require_grantable holds, as delete_couple takes
     -- them.
     PERFORM rbac.lock_invitations_to(p_couple_id, p_user_id);
+    PERFORM rbac.require_couple(p_couple_id);  -- deleted while this waited: say so, not what else is missing
     SELECT * INTO v_existing FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id FOR UPDATE;
     PERFORM rbac.require_grantable(p_couple_id, v_actor, p_role);
     IF v_existing.user_id IS NULL THEN  -- no member yet
