@@ -336,15 +336,13 @@ struct CollaborationRaceTests {
             // couple's invitations, the invitation is locked by the leaving, which waits for the membership the
             // deletion holds, while the deletion's cascade waits for the invitation. The member's outcome is their
             // leaving's, once the invitation is made.
-            let outcomes = try await race(2) { index, go in
-                if index == 0 {
-                    return try await pool.racing("SELECT delete_couple(\(couple))", as: owner, after: go)
-                }
-                let made = try await pool.racing(
-                    "SELECT create_invitation(\(couple), \(hash), 'viewer')", as: member, after: go)
-                guard made == .success else { return made }
-                return try await pool.racing("SELECT leave_couple(\(couple))", as: member, after: {})
-            }
+            let outcomes = try await pool.race(inTurn: [
+                [("SELECT delete_couple(\(couple))", owner)],
+                [
+                    ("SELECT create_invitation(\(couple), \(hash), 'viewer')", member),
+                    ("SELECT leave_couple(\(couple))", member),
+                ],
+            ])
             // After the deletion, or while it went, the couple is gone (RBNFD).
             #expect(outcomes[0] == .success && [.success, .refused("RBNFD")].contains(outcomes[1]), "\(outcomes)")
             let left = try await pool.count(
@@ -783,13 +781,13 @@ struct CollaborationRaceTests {
             // Straight to SQL, never run again, so that a deadlock shows (40P01): an invitation made after the
             // removal locked the member's, and accepted while the removal holds the couple's row, is locked by the
             // acceptance, which waits for that row. The invitation's outcome is its acceptance's.
-            let outcomes = try await race(2) { index, go in
-                if index == 0 { return try await pool.racing(removal.0, as: removal.as, after: go) }
-                let made = try await pool.racing(
-                    "SELECT create_invitation(\(couple), \(hash), 'viewer')", as: inviter, after: go)
-                guard made == .success else { return made }
-                return try await pool.racing("SELECT accept_invitation(\(hash))", as: guest, after: {})
-            }
+            let outcomes = try await pool.race(inTurn: [
+                [removal],
+                [
+                    ("SELECT create_invitation(\(couple), \(hash), 'viewer')", inviter),
+                    ("SELECT accept_invitation(\(hash))", guest),
+                ],
+            ])
             // Made after the removal, by no member (RBDEN, or RBESC when it went between the checks) or by nobody
             // (RBNFD); made before it and accepted after, revoked (RBREV).
             let invited: Set<Outcome> = [
@@ -1007,16 +1005,13 @@ struct CollaborationRaceTests {
             // Straight to SQL, never run again, so that a deadlock shows (40P01): an invitation made after the
             // deletion locked the role's invitations, and accepted while the deletion holds the role, is locked by
             // the acceptance, which then waits for the role. The invitation's outcome is its acceptance's.
-            let outcomes = try await race(2) { index, go in
-                if index == 1 {
-                    return try await pool.racing(
-                        "SELECT delete_couple_role(\(couple), 'mom', 'viewer')", as: owner, after: go)
-                }
-                let made = try await pool.racing(
-                    "SELECT create_invitation(\(couple), \(hash), 'mom')", as: owner, after: go)
-                guard made == .success else { return made }
-                return try await pool.racing("SELECT accept_invitation(\(hash))", as: guest, after: {})
-            }
+            let outcomes = try await pool.race(inTurn: [
+                [
+                    ("SELECT create_invitation(\(couple), \(hash), 'mom')", owner),
+                    ("SELECT accept_invitation(\(hash))", guest),
+                ],
+                [("SELECT delete_couple_role(\(couple), 'mom', 'viewer')", owner)],
+            ])
             // Made after the deletion, the invitation names a role that is gone (RBINV), or went while the making
             // waited for it (RBESC: none the owner may give).
             let made: Set<Outcome> = [.success, .refused("RBINV"), .refused("RBESC")]

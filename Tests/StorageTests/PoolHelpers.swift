@@ -46,8 +46,18 @@ extension PostgresConnectionPool {
     /// What each of `calls` came to, made at once (`racing`), each as its end user or, with nil, as the operator:
     /// the n-th outcome is the n-th call's.
     func race(_ calls: [(PostgresQuery, as: UUID?)]) async throws -> [Outcome] {
-        try await TestSupport.race(calls.count) { index, go in
-            try await self.racing(calls[index].0, as: calls[index].as, after: go)
+        try await race(inTurn: calls.map { [$0] })
+    }
+
+    /// `race`, with racers that make their calls in turn, each in its own transaction, the next only after the one
+    /// before succeeded (an invitation made and then accepted): the n-th outcome is the n-th racer's last call's.
+    func race(inTurn racers: [[(PostgresQuery, as: UUID?)]]) async throws -> [Outcome] {
+        try await TestSupport.race(racers.count) { index, go in
+            var outcome = Outcome.success
+            for (turn, call) in racers[index].enumerated() where outcome == .success {
+                outcome = try await self.racing(call.0, as: call.as, after: turn == 0 ? go : {})
+            }
+            return outcome
         }
     }
 
