@@ -101,6 +101,18 @@ BEGIN
     END IF;
 END $$;
 
+-- The transaction's advisory lock named p_name, shared or alone, for what no row stands for: a set that must not
+-- grow, one person's joining, a role's permission set being written, a couple being made.
+CREATE OR REPLACE FUNCTION rbac.advisory_lock(p_name text, p_shared boolean) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_shared THEN
+        PERFORM pg_advisory_xact_lock_shared(hashtext(p_name));
+    ELSE
+        PERFORM pg_advisory_xact_lock(hashtext(p_name));
+    END IF;
+END $$;
+
 -- Holds couple p_couple_id's row against its deletion to the end of the transaction; RBNFD when there is none.
 -- A budget write takes it first (PostgresBudgetRepository): on Citus no foreign key ties the budget to the
 -- couple, and a row written while the couple was deleted would outlive it.

@@ -49,17 +49,6 @@ $$;
 -- of the calls that take either lock alone only delete_user waits for, holding nothing else), and none takes
 -- both alone.
 
--- The transaction's advisory lock named p_name, shared or alone.
-CREATE OR REPLACE FUNCTION rbac.advisory_lock(p_name text, p_shared boolean) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF p_shared THEN
-        PERFORM pg_advisory_xact_lock_shared(hashtext(p_name));
-    ELSE
-        PERFORM pg_advisory_xact_lock(hashtext(p_name));
-    END IF;
-END $$;
-
 -- A couple's newcomers lock: shared by the calls that add a member or an invitation (grant_role and
 -- accept_invitation through rbac.lock_invitations_to, create_invitation, resend_invitation), taken alone by
 -- delete_couple and by delete_couple_role moving a role's holders, so that the members and invitations they
@@ -88,7 +77,7 @@ CREATE OR REPLACE FUNCTION rbac.lock_invitations_to(p_couple_id uuid, p_user_id 
 RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
     PERFORM rbac.lock_newcomers(p_couple_id, true);
-    PERFORM pg_advisory_xact_lock(hashtext('joining ' || p_couple_id), hashtext(p_user_id::text));
+    PERFORM rbac.advisory_lock('joining ' || p_couple_id || ' ' || p_user_id, false);
     PERFORM FROM invitations i
     WHERE i.couple_id = p_couple_id AND (i.id = p_also OR rbac.invites_member(i, p_user_id))
     ORDER BY i.created_at, i.id FOR UPDATE;

@@ -276,7 +276,7 @@ BEGIN
     PERFORM rbac.require_user_exists(p_owner);
     PERFORM rbac.require_couple_name(p_name);
     IF NOT rbac.is_operator() THEN
-        PERFORM pg_advisory_xact_lock(hashtext('create_couple'), hashtext(p_owner::text));
+        PERFORM rbac.advisory_lock('create_couple ' || p_owner, false);
         v_limit := (SELECT owned_per_user FROM couple_settings);
         v_owned := (SELECT count(*) FROM memberships m WHERE m.user_id = p_owner AND m.role = 'owner');
         IF v_owned >= v_limit THEN

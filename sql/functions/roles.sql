@@ -81,7 +81,7 @@ BEGIN
     -- A migration before sql/0026 that writes these rows, run under these definitions, finds no such table:
     -- sql/0026 fills it from the rows.
     IF to_regclass('public.couple_role_sets') IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock(hashtext(r.couple_id::text), hashtext(r.role))
+        PERFORM rbac.advisory_lock('couple role ' || r.couple_id || ' ' || r.role, false)
         FROM (SELECT DISTINCT couple_id, role FROM changed ORDER BY couple_id, role) r;
         DELETE FROM couple_role_sets s WHERE (s.couple_id, s.role) IN (SELECT couple_id, role FROM changed);
         INSERT INTO couple_role_sets (couple_id, role, permissions)
