@@ -398,7 +398,7 @@ def deadlocks(key, a, b):
         open_token, open_id = invite(owner, couple)
         invited_address = f"{uuid.uuid4()}@example.com"
         invite(owner, couple, invited_address)
-        # (SQL, arguments, who acts: None is the operator), or a list of them, one transaction each
+        # Each a list of (SQL, arguments, who acts: None is the operator), one transaction each, in turn
         to_mom, to_stranger = os.urandom(32), os.urandom(32)
         calls = {
             "owner invites to mom, the guest accepts": [
@@ -413,52 +413,52 @@ def deadlocks(key, a, b):
                 ("SELECT create_invitation(%s, %s, 'viewer')", (couple, os.urandom(32)), planner),
                 ("SELECT leave_couple(%s)", (couple,), planner),
             ],
-            "delete the partner": ("SELECT delete_user(%s)", (partner,), partner),
-            "delete the planner": ("SELECT delete_user(%s)", (planner,), planner),
-            "delete the owner": ("SELECT delete_user(%s)", (owner,), None),
-            "delete the guest": ("SELECT delete_user(%s)", (guest,), guest),
-            "partner invites": ("SELECT create_invitation(%s, %s, 'viewer')", (couple, os.urandom(32)), partner),
-            "owner invites the guest": ("SELECT create_invitation(%s, %s, 'viewer', %s)",
-                                        (couple, os.urandom(32), guest_email.upper()), owner),
-            "partner renames themself": ("SELECT edit_user(%s, NULL, 'Renamed')", (partner,), partner),
-            "guest's address changes": ("SELECT edit_user(%s, %s, NULL)", (guest, f"{uuid.uuid4()}@example.com"),
-                                        None),
-            "planner's address changes": ("SELECT edit_user(%s, %s, NULL)",
-                                          (planner, f"{uuid.uuid4()}@example.com"), None),
-            "planner takes an invited address": ("SELECT edit_user(%s, %s, NULL)", (planner, invited_address), None),
-            "owner grants the guest": ("SELECT grant_role(%s, %s, 'planner')", (couple, guest), owner),
-            "owner gives mom": ("SELECT grant_role(%s, %s, 'mom')", (couple, planner), owner),
-            "owner removes the planner": ("SELECT remove_member(%s, %s)", (couple, planner), owner),
-            "partner leaves": ("SELECT leave_couple(%s)", (couple,), partner),
-            "owner suspends the planner": ("SELECT suspend_member(%s, %s)", (couple, planner), owner),
-            "owner suspends the partner": ("SELECT suspend_member(%s, %s)", (couple, partner), owner),
-            "guest accepts": ("SELECT * FROM accept_invitation(%s)", (to_guest,), guest),
-            "guest accepts the open one": ("SELECT * FROM accept_invitation(%s)", (open_token,), guest),
-            "owner revokes the guest's": ("SELECT revoke_invitation(%s, %s)", (couple, to_guest_id), owner),
-            "partner resends the guest's": ("SELECT * FROM resend_invitation(%s, %s, %s)",
-                                            (couple, to_guest_id, os.urandom(32)), partner),
-            "owner resends the open one": ("SELECT * FROM resend_invitation(%s, %s, %s)",
-                                           (couple, open_id, os.urandom(32)), owner),
-            "owner hands over": ("SELECT transfer_ownership(%s, %s)", (couple, partner), owner),
-            "couple deleted": ("SELECT delete_couple(%s)", (couple,), owner),
-            "partner renames the couple": ("SELECT rename_couple(%s, 'Renamed')", (couple,), partner),
-            "guest signs in": ("SELECT * FROM sign_in('https://issuer.test', %s, %s, true, NULL)",
-                               (str(uuid.uuid4()), guest_email), None),
-            "owner adds a role": ("SELECT * FROM create_couple_role(%s, 'dad', 'Family', ARRAY['guests.view'])",
-                                  (couple,), owner),
-            "owner edits mom": ("SELECT * FROM edit_couple_role(%s, 'mom', NULL, ARRAY['guests.view'])", (couple,),
-                                owner),
-            "partner deletes mom": ("SELECT delete_couple_role(%s, 'mom', 'viewer')", (couple,), partner),
-            "owner sets domains": ("SELECT set_invite_domains(%s, ARRAY['example.com'])", (couple,), owner),
-            "owner reactivates the planner": ("SELECT reactivate_member(%s, %s)", (couple, planner), owner),
-            "mom leaves": ("SELECT leave_couple(%s)", (couple,), other),
-            "delete mom's holder": ("SELECT delete_user(%s)", (other,), other),
+            "delete the partner": [("SELECT delete_user(%s)", (partner,), partner)],
+            "delete the planner": [("SELECT delete_user(%s)", (planner,), planner)],
+            "delete the owner": [("SELECT delete_user(%s)", (owner,), None)],
+            "delete the guest": [("SELECT delete_user(%s)", (guest,), guest)],
+            "partner invites": [("SELECT create_invitation(%s, %s, 'viewer')", (couple, os.urandom(32)), partner)],
+            "owner invites the guest": [("SELECT create_invitation(%s, %s, 'viewer', %s)",
+                                         (couple, os.urandom(32), guest_email.upper()), owner)],
+            "partner renames themself": [("SELECT edit_user(%s, NULL, 'Renamed')", (partner,), partner)],
+            "guest's address changes": [("SELECT edit_user(%s, %s, NULL)", (guest, f"{uuid.uuid4()}@example.com"),
+                                         None)],
+            "planner's address changes": [("SELECT edit_user(%s, %s, NULL)",
+                                           (planner, f"{uuid.uuid4()}@example.com"), None)],
+            "planner takes an invited address": [("SELECT edit_user(%s, %s, NULL)", (planner, invited_address), None)],
+            "owner grants the guest": [("SELECT grant_role(%s, %s, 'planner')", (couple, guest), owner)],
+            "owner gives mom": [("SELECT grant_role(%s, %s, 'mom')", (couple, planner), owner)],
+            "owner removes the planner": [("SELECT remove_member(%s, %s)", (couple, planner), owner)],
+            "partner leaves": [("SELECT leave_couple(%s)", (couple,), partner)],
+            "owner suspends the planner": [("SELECT suspend_member(%s, %s)", (couple, planner), owner)],
+            "owner suspends the partner": [("SELECT suspend_member(%s, %s)", (couple, partner), owner)],
+            "guest accepts": [("SELECT * FROM accept_invitation(%s)", (to_guest,), guest)],
+            "guest accepts the open one": [("SELECT * FROM accept_invitation(%s)", (open_token,), guest)],
+            "owner revokes the guest's": [("SELECT revoke_invitation(%s, %s)", (couple, to_guest_id), owner)],
+            "partner resends the guest's": [("SELECT * FROM resend_invitation(%s, %s, %s)",
+                                             (couple, to_guest_id, os.urandom(32)), partner)],
+            "owner resends the open one": [("SELECT * FROM resend_invitation(%s, %s, %s)",
+                                            (couple, open_id, os.urandom(32)), owner)],
+            "owner hands over": [("SELECT transfer_ownership(%s, %s)", (couple, partner), owner)],
+            "couple deleted": [("SELECT delete_couple(%s)", (couple,), owner)],
+            "partner renames the couple": [("SELECT rename_couple(%s, 'Renamed')", (couple,), partner)],
+            "guest signs in": [("SELECT * FROM sign_in('https://issuer.test', %s, %s, true, NULL)",
+                                (str(uuid.uuid4()), guest_email), None)],
+            "owner adds a role": [("SELECT * FROM create_couple_role(%s, 'dad', 'Family', ARRAY['guests.view'])",
+                                   (couple,), owner)],
+            "owner edits mom": [("SELECT * FROM edit_couple_role(%s, 'mom', NULL, ARRAY['guests.view'])", (couple,),
+                                 owner)],
+            "partner deletes mom": [("SELECT delete_couple_role(%s, 'mom', 'viewer')", (couple,), partner)],
+            "owner sets domains": [("SELECT set_invite_domains(%s, ARRAY['example.com'])", (couple,), owner)],
+            "owner reactivates the planner": [("SELECT reactivate_member(%s, %s)", (couple, planner), owner)],
+            "mom leaves": [("SELECT leave_couple(%s)", (couple,), other)],
+            "delete mom's holder": [("SELECT delete_user(%s)", (other,), other)],
         }
         names = draw.sample(sorted(calls), 3)
 
         def call(i):
             steps = calls[names[i]]
-            for statement, arguments, who in steps if isinstance(steps, list) else [steps]:
+            for statement, arguments, who in steps:
                 try:
                     with connections[i].transaction():
                         acting(connections[i], who)
