@@ -113,9 +113,9 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         return Response(
             status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try openAPIDocument())))
     }
-    router.get("ready") { _, _ -> Response in
+    router.get("ready") { _, _ -> String in
         guard await dependencies.isReady() else { throw APIError.unavailable }
-        return Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: "ready")))
+        return "ready"
     }
     let metrics = dependencies.operationMetrics
     let invitations = CollaborationInvitationService(
