@@ -1,0 +1,217 @@
+import Collaboration
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import Server
+
+@Suite("OpenAPI document: answers")
+struct OpenAPIAnswersTests {
+    @Test(
+        "every answer of every route a service or an invitee calls is one the document lists for its status, its JSON as the document's schema describes it"
+    )
+    func answersAsDocumented() async throws {
+        let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
+        let checker = SchemaChecker(document: document)
+        let fixture = try await Fixture()
+        let (answered, problems) = try await fixture.application().test(.router) { client in
+            var answered: Set<String> = []
+            var problems: [String] = []
+
+            /// Calls `template` (`/v1/couples/{couple}`) with `ids` in its braces, checks the answer against the
+            /// document, and returns its JSON (null for none).
+            @discardableResult
+            func call(
+                _ method: HTTPRequest.Method, _ template: String, _ ids: [String: String] = [:], query: String = "",
+                body: String? = nil, headers: HTTPFields? = nil
+            ) async throws -> JSONValue {
+                let operation = "\(method.rawValue) \(template)"
+                var uri = template
+                for (name, id) in ids { uri = uri.replacingOccurrences(of: "{\(name)}", with: id) }
+                let response = try await client.execute(
+                    uri: uri + query, method: method, headers: headers ?? fixture.keyHeader(for: operation),
+                    body: body.map { ByteBuffer(string: $0) })
+                let status = response.status.code
+                let documented = document["paths"]?[template]?[method.rawValue.lowercased()]?["responses"]?[
+                    String(status)]
+                guard var answer = documented else {
+                    problems.append("\(operation): \(status) is not documented: \(text(response))")
+                    return .null
+                }
+                if let reference = answer["$ref"]?.string, let target = checker.resolve(reference) { answer = target }
+                if (200..<300).contains(status) { answered.insert(operation) }
+                guard response.body.readableBytes > 0 else {
+                    if answer["content"] != nil { problems.append("\(operation): \(status) documents a body") }
+                    return .null
+                }
+                let type = (response.headers[.contentType] ?? "").split(separator: ";").first ?? ""
+                guard let media = answer["content"]?[String(type)] else {
+                    problems.append("\(operation): \(status) documents no \(type) answer: \(text(response))")
+                    return .null
+                }
+                guard type == "application/json" else { return .null }
+                let json = try JSONDecoder().decode(JSONValue.self, from: Data(buffer: response.body))
+                if let schema = media["schema"] {
+                    problems += checker.problems(json, schema, at: "\(operation) \(status)")
+                }
+                return json
+            }
+            func id(_ json: JSONValue, _ key: String = "id") throws -> String { try #require(json[key]?.string) }
+
+            for route in ["/health", "/ready", "/metrics", "/openapi.json"] {
+                try await call(.get, route, headers: [:])
+            }
+            let couple = fixture.couple.uuidString
+            let (owner, invitee) = (fixture.owner.uuidString, fixture.invitee.uuidString)
+            let check = #"{"couple_id":"\#(couple)","user_id":"\#(owner)","permission":"budget.edit""#
+            let unknown = #"{"couple_id":"\#(UUID())","user_id":"\#(owner)","permission":"budget.edit"}"#
+            try await call(.post, "/v1/check", body: check + "}")
+            try await call(.post, "/v1/check", body: unknown)
+            try await call(.post, "/v1/check/batch", body: #"{"checks":[\#(check)},\#(unknown)]}"#)
+            try await call(.post, "/v1/check", body: check + #","min_revision":99}"#)
+
+            // The people and the couple.
+            try await call(.get, "/v1/users", query: "?limit=1")
+            try await call(.get, "/v1/users", query: "?search=paul")
+            try await call(.get, "/v1/users/{user}", ["user": owner])
+            try await call(.get, "/v1/users/{user}", ["user": UUID().uuidString])
+            try await call(.patch, "/v1/users/{user}", ["user": owner], body: #"{"display_name":"Liv"}"#)
+            try await call(.get, "/v1/users/{user}/couples", ["user": owner], query: "?limit=1")
+            let other = try id(try await call(.post, "/v1/couples", body: #"{"name":"Second"}"#))
+            try await call(.get, "/v1/couples/{couple}", ["couple": couple])
+            try await call(.patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":"Olivia & Paul"}"#)
+            try await call(.patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":""}"#)
+            try await call(.delete, "/v1/couples/{couple}", ["couple": other])
+
+            // Members and roles.
+            let member = ["couple": couple, "user": invitee]
+            try await call(
+                .post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(invitee)","role":"planner"}"#)
+            try await call(.post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(owner)","role":"x"}"#)
+            try await call(.get, "/v1/couples/{couple}/members", member, query: "?limit=1")
+            try await call(.get, "/v1/couples/{couple}/users/{user}/permissions", member)
+            try await call(.get, "/v1/couples/{couple}/users/{user}/permissions", ["couple": couple, "user": other])
+            try await call(.post, "/v1/couples/{couple}/members/{user}/suspend", member)
+            try await call(.post, "/v1/couples/{couple}/members/{user}/reactivate", member)
+            let role = ["couple": couple, "role": "aunt"]
+            try await call(
+                .post, "/v1/couples/{couple}/roles", role,
+                body: #"{"name":"aunt","description":"Family","permissions":["budget.view"]}"#)
+            try await call(.get, "/v1/couples/{couple}/roles", role)
+            try await call(.patch, "/v1/couples/{couple}/roles/{role}", role, body: #"{"description":"Aunts"}"#)
+            try await call(.delete, "/v1/couples/{couple}/roles/{role}", role)
+
+            // Invitations, made, listed, previewed, resent, revoked and accepted.
+            let issued = try await call(
+                .post, "/v1/couples/{couple}/invitations", ["couple": couple],
+                body: #"{"role":"viewer","email":"guest@example.com"}"#)
+            let invitation = ["couple": couple, "invitation": try #require(issued["invitation"]?["id"]?.string)]
+            try await call(.get, "/v1/couples/{couple}/invitations", invitation, query: "?limit=1")
+            try await call(.get, "/v1/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
+            try await call(.get, "/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
+            try await call(.get, "/invitations/{token}", ["token": "inv_unknown"], headers: [:])
+            let resent = try await call(.post, "/v1/couples/{couple}/invitations/{invitation}/resend", invitation)
+            try await call(.get, "/v1/invitations/{token}", ["token": try id(resent, "token")], headers: [:])
+            let renewed = ["couple": couple, "invitation": try #require(resent["invitation"]?["id"]?.string)]
+            try await call(.delete, "/v1/couples/{couple}/invitations/{invitation}", renewed)
+            let guest = try await fixture.user("ines")
+            let open = try await call(
+                .post, "/v1/couples/{couple}/invitations", ["couple": couple], body: #"{"role":"viewer"}"#)
+            let asGuest: HTTPFields = [
+                .accept: "application/json", .authorization: "Bearer \(fixture.jwt(for: guest))",
+            ]
+            for _ in 0..<2 {
+                try await call(.post, "/invitations/{token}/accept", ["token": try id(open, "token")], headers: asGuest)
+            }
+            // The same refusal as a page, for a browser.
+            try await call(
+                .post, "/invitations/{token}/accept", ["token": try id(open, "token")],
+                headers: [.authorization: "Bearer \(fixture.jwt(for: guest))"])
+
+            // The owner hands over and leaves; the new owner removes the guest; the log of it all.
+            try await call(
+                .post, "/v1/couples/{couple}/transfer-ownership", ["couple": couple], body: #"{"to":"\#(invitee)"}"#)
+            try await call(.post, "/v1/couples/{couple}/leave", ["couple": couple])
+            let asNewOwner = fixture.keyHeader(actingAs: fixture.invitee)
+            try await call(
+                .delete, "/v1/couples/{couple}/members/{user}", ["couple": couple, "user": guest.uuidString],
+                headers: asNewOwner)
+            try await call(.post, "/v1/couples/{couple}/leave", ["couple": couple], headers: asNewOwner)
+            try await call(
+                .get, "/v1/couples/{couple}/audit", ["couple": couple], query: "?tail=3", headers: asNewOwner)
+            try await call(.delete, "/v1/users/{user}", ["user": owner])
+
+            // The budget, as its new owner keeps it.
+            func budget(
+                _ method: HTTPRequest.Method, _ path: String, _ ids: [String: String] = [:], query: String = "",
+                body: String? = nil
+            ) async throws -> JSONValue {
+                try await call(
+                    method, "/v1/couples/{couple}/budget" + path, ids.merging(["couple": couple]) { $1 }, query: query,
+                    body: body, headers: asNewOwner)
+            }
+            let main = try id(try await budget(.post, "/scenarios", body: #"{"name":"Main","primary":true}"#))
+            let scenario = ["scenario": main]
+            let alternative = try id(
+                try await budget(.post, "/scenarios/{scenario}/clone", scenario, body: #"{"name":"B"}"#))
+            _ = try await budget(.post, "/scenarios/{scenario}/primary", scenario)
+            _ = try await budget(.patch, "/scenarios/{scenario}", scenario, body: #"{"name":"Main plan"}"#)
+            _ = try await budget(.get, "/scenarios", query: "?limit=1")
+            _ = try await budget(.get, "/scenarios")
+            let folder = try id(
+                try await budget(.post, "/scenarios/{scenario}/folders", scenario, body: #"{"name":"Party"}"#))
+            _ = try await budget(.patch, "/folders/{folder}", ["folder": folder], body: #"{"name":"Reception"}"#)
+            _ = try await budget(.get, "/scenarios/{scenario}/folders", scenario, query: "?limit=1")
+            let venue = try id(
+                try await budget(
+                    .post, "/scenarios/{scenario}/items", scenario,
+                    body: #"{"name":"Venue","budgeted":5000,"folder_id":"\#(folder)","event":"Party"}"#))
+            let cake = try id(
+                try await budget(.post, "/scenarios/{scenario}/items", scenario, body: #"{"name":"Cake","budgeted":0}"#)
+            )
+            _ = try await budget(.patch, "/items/{item}", ["item": cake], body: #"{"category":"Food"}"#)
+            _ = try await budget(.get, "/scenarios/{scenario}/items", scenario)
+            _ = try await budget(.get, "/scenarios/{scenario}/items", scenario, query: "?limit=1")
+            _ = try await budget(.get, "/scenarios/{scenario}/categories", scenario)
+            let expense = try id(
+                try await budget(
+                    .post, "/expenses", body: #"{"name":"Deposit","amount":1200.5,"due_date":"2020-01-31"}"#))
+            let spend = ["expense": expense]
+            _ = try await budget(.patch, "/expenses/{expense}", spend, body: #"{"vendor":"Hall & Co"}"#)
+            _ = try await budget(
+                .post, "/expenses/{expense}/allocations", spend,
+                body: #"{"scenario_id":"\#(main)","items":["\#(venue)","\#(cake)"]}"#)
+            _ = try await budget(.put, "/items/{item}/budgeted", ["item": cake], body: #"{"amount":1000}"#)
+            _ = try await budget(.put, "/expenses/{expense}/amount", spend, body: #"{"amount":2000}"#)
+            let payment = try id(
+                try await budget(.post, "/expenses/{expense}/payments", spend, body: #"{"amount":2500}"#))
+            _ = try await budget(.get, "/expenses/{expense}/payments", spend)
+            _ = try await budget(.get, "/expenses", query: "?limit=1")
+            _ = try await budget(.get, "/payments")
+            let gift = try id(
+                try await budget(.post, "/gifts", body: #"{"from":"Aunt","amount":250,"budget_item_id":"\#(venue)"}"#))
+            _ = try await budget(.patch, "/gifts/{gift}", ["gift": gift], body: #"{"received":true}"#)
+            _ = try await budget(.get, "/gifts", query: "?limit=5")
+            _ = try await budget(.get, "/scenarios/{scenario}/overview", scenario)
+            _ = try await budget(.get, "/scenarios/{scenario}/overview", ["scenario": UUID().uuidString])
+            for (path, ids) in [
+                ("/gifts/{gift}", ["gift": gift]), ("/payments/{payment}", ["payment": payment]),
+                ("/expenses/{expense}", spend), ("/items/{item}", ["item": cake]),
+                ("/folders/{folder}", ["folder": folder]),
+                ("/scenarios/{scenario}", ["scenario": alternative]),
+            ] {
+                _ = try await budget(.delete, path, ids)
+            }
+            return (answered, problems)
+        }
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
+        let paths = try #require(document["paths"]?.members)
+        let routes = paths.flatMap { path, operations in
+            (operations.members ?? [:]).keys.map { "\($0.uppercased()) \(path)" }
+        }
+        // But signing in, which takes an OpenID provider (SignInTests, InvitationSignInTests).
+        let unlisted: Set<String> = ["GET /invitations/{token}/sign-in", "GET /oidc/callback", "POST /v1/sign-in"]
+        #expect(Set(routes).subtracting(unlisted).subtracting(answered).sorted() == [])
+    }
+}
