@@ -114,7 +114,7 @@ let package = Package(
 
         // Helpers shared by the test targets: a fresh database per test on the disposable server.
         .target(
-            name: "TestSupport", dependencies: ["Postgres", "Storage", "ChildProcess", "Secrets"],
+            name: "TestSupport", dependencies: ["Collaboration", "Postgres", "Storage", "ChildProcess", "Secrets"],
             path: "Tests/TestSupport"),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),

@@ -20,6 +20,8 @@ struct WebhookDeliveryTests {
         let verified: Bool
         let status: Int
         let link: String?
+        /// The event, once verified.
+        let event: JSONValue?
     }
 
     /// A migrated database, a receiver, and an endpoint for it whose secret the receiver knows.
@@ -55,6 +57,67 @@ struct WebhookDeliveryTests {
             let round = try await worker.runOnce()
             if round.isEmpty { return outcomes }
             outcomes += round
+        }
+    }
+
+    @Test("every kind of event reaches the receiver as the OpenAPI document's webhooks describe it")
+    func eventsAsDocumented() async throws {
+        let checker = try SchemaChecker.openAPI()
+        let document = checker.document
+        try await Self.withReceiver { pool, peer, worker, key, _ in
+            let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+            let invitations = CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "https://rbac.test")!)
+            let admin = Actor.operator(label: "tests")
+            func user(_ name: String) async throws -> UUID {
+                try await repository.addUser(email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: nil).id
+            }
+            let (owner, partner, guest, late) = (
+                try await user("olivia"), try await user("paul"), try await user("ines"), try await user("lou")
+            )
+            let couple = try await repository.createCouple(name: "Ours", owner: owner, as: admin).id
+            _ = try await repository.renameCouple(couple, to: "Olivia & Paul", as: admin)
+            _ = try await repository.editUser(partner, UserEdit(displayName: "Paul"), as: admin)
+            let (viewer, planner) = (RoleName(rawValue: "viewer")!, RoleName(rawValue: "planner")!)
+            _ = try await repository.grant(couple: couple, user: partner, role: viewer, expiresAt: nil, as: admin)
+            _ = try await repository.grant(couple: couple, user: partner, role: planner, expiresAt: nil, as: admin)
+            _ = try await repository.transferOwnership(couple: couple, to: partner, as: .user(owner))
+            _ = try await repository.remove(couple: couple, user: owner, as: .user(partner))
+            let accepted = try await invitations.invite(
+                to: couple, role: viewer, email: EmailAddress(rawValue: "ines@example.com"), as: admin)
+            _ = try await repository.acceptInvitation(tokenHash: accepted.token.hash, user: guest, as: admin)
+            let revoked = try await invitations.invite(to: couple, role: viewer, as: admin)
+            try await repository.revokeInvitation(couple: couple, invitation: revoked.invitation.id, as: admin)
+            let expiring = try await invitations.invite(to: couple, role: viewer, as: admin)
+            _ = try await repository.grant(
+                couple: couple, user: late, role: viewer, expiresAt: Date().addingTimeInterval(3600), as: admin)
+            _ = try await pool.query(
+                """
+                UPDATE invitations SET expires_at = now() - interval '1 minute', created_at = now() - interval '8 days'
+                WHERE id = \(expiring.invitation.id)
+                """)
+            _ = try await pool.query(
+                "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE user_id = \(late)")
+            _ = try await repository.sweepExpired()
+            try await repository.deleteUser(guest, as: admin)
+            try await repository.deleteCouple(couple, as: admin)
+            // One left pending, whose event carries its link.
+            let other = try await repository.createCouple(name: "Theirs", owner: late, as: admin).id
+            _ = try await invitations.invite(to: other, role: viewer, as: admin)
+            _ = try await Self.drain(worker)
+
+            let received = try Self.received(peer)
+            #expect(Set(received.compactMap(\.type)) == Set(PostgresOutbox.eventTypes))
+            #expect(received.contains { $0.event?["data"]?["link"] != nil })
+            for delivery in received {
+                let event = try #require(delivery.event, "\(delivery.type ?? "?") did not verify")
+                let type = try #require(event["type"]?.string)
+                let schema = try #require(
+                    document["webhooks"]?[type]?["post"]?["requestBody"]?["content"]?["application/json"]?["schema"],
+                    "\(type) is not documented")
+                let problems = checker.problems(event, schema, at: type)
+                #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
+            }
         }
     }
 

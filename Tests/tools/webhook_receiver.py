@@ -8,7 +8,8 @@ endpoint's secret (whsec_...), read at each delivery; ROOT/statuses, when presen
 with, one per line, taken from the top (then 204), each with a header field after it when one follows ("503
 Retry-After: 60"); "sleep N" answers 204 after N seconds. Each request's
 webhook-id is appended to ROOT/arrived as it arrives; each delivery, once answered, to ROOT/received.jsonl: its
-webhook-id, its type, whether it verified, the status answered, and the invitation link it carried.
+webhook-id, its type, whether it verified, the status answered, the invitation link it carried, and the event
+itself once verified.
 """
 import json
 import sys
@@ -38,7 +39,7 @@ class Handler(BaseHTTPRequestHandler):
             event = Webhook((self.root / "secret").read_text().strip()).verify(body, dict(self.headers))
             verified, kind, link = True, event.get("type"), event.get("data", {}).get("link")
         except Exception:
-            verified, kind, link = False, None, None
+            event, verified, kind, link = None, False, None, None
         with lock:
             statuses = self.root / "statuses"
             lines = statuses.read_text().splitlines() if statuses.exists() else []
@@ -52,7 +53,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             with (self.root / "received.jsonl").open("a") as log:
                 log.write(json.dumps({"id": self.headers.get("webhook-id"), "type": kind, "verified": verified,
-                                      "status": status, "link": link}) + "\n")
+                                      "status": status, "link": link, "event": event}) + "\n")
         self.send_response(status)
         if len(answer) > 1:
             name, value = answer[1].split(":", 1)

@@ -3,23 +3,23 @@ import Foundation
 
 /// What the schema checker reads of a value.
 extension JSONValue {
-    subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members[key]
     }
 
-    var members: [String: JSONValue]? {
+    public var members: [String: JSONValue]? {
         guard case .object(let members) = self else { return nil }
         return members
     }
 
-    var string: String? {
+    public var string: String? {
         guard case .string(let text) = self else { return nil }
         return text
     }
 
     /// Whether this is of JSON Schema's `type` named.
-    func isOfType(_ type: String) -> Bool {
+    public func isOfType(_ type: String) -> Bool {
         switch (type, self) {
         case ("null", .null), ("boolean", .bool), ("number", .number), ("string", .string), ("array", .array),
             ("object", .object):
@@ -36,10 +36,18 @@ extension JSONValue {
 
 /// The problems of a value against a schema of the OpenAPI document, read as JSON Schema 2020-12 reads the keywords
 /// the document uses. A keyword it does not know is a problem too, so that no schema passes unread.
-struct SchemaChecker {
-    let document: JSONValue
+public struct SchemaChecker: Sendable {
+    public let document: JSONValue
 
-    func problems(_ value: JSONValue, _ schema: JSONValue, at path: String) -> [String] {
+    public init(document: JSONValue) { self.document = document }
+
+    /// A checker of the service's OpenAPI document, `Sources/Server/openapi.json`.
+    public static func openAPI() throws -> SchemaChecker {
+        let file = repositoryRoot.appendingPathComponent("Sources/Server/openapi.json")
+        return SchemaChecker(document: try JSONDecoder().decode(JSONValue.self, from: try Data(contentsOf: file)))
+    }
+
+    public func problems(_ value: JSONValue, _ schema: JSONValue, at path: String) -> [String] {
         guard case .object(let keywords) = schema else { return ["\(path): the schema is no object"] }
         var found: [String] = []
         func problem(_ text: String) { found.append("\(path): \(text)") }
@@ -113,7 +121,7 @@ struct SchemaChecker {
     }
 
     /// What `#/components/...` names in the document.
-    func resolve(_ reference: String) -> JSONValue? {
+    public func resolve(_ reference: String) -> JSONValue? {
         guard reference.hasPrefix("#/") else { return nil }
         return reference.dropFirst(2).split(separator: "/").reduce(document as JSONValue?) { $0?[String($1)] }
     }
@@ -121,17 +129,25 @@ struct SchemaChecker {
     private static func formatProblem(_ text: String, _ format: String) -> String? {
         switch format {
         case "uuid":
-            UUID(uuidString: text) == nil ? "\(text) is no UUID" : nil
+            return UUID(uuidString: text) == nil ? "\(text) is no UUID" : nil
         case "date-time":
-            (try? Date.ISO8601FormatStyle().parse(text)) == nil ? "\(text) is no RFC 3339 date and time" : nil
+            return matches(text, fullDate + #"T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"#)
+                ? nil : "\(text) is no RFC 3339 date and time"
         case "date":
-            (try? Date.ISO8601FormatStyle().year().month().day().parse(text)) == nil ? "\(text) is no date" : nil
+            return matches(text, fullDate) ? nil : "\(text) is no RFC 3339 date"
         case "uri":
-            URL(string: text)?.scheme == nil ? "\(text) is no URI" : nil
+            return URL(string: text)?.scheme == nil ? "\(text) is no URI" : nil
         case "int64":
-            nil  // a JSON number; its range is the server's own type's
+            return nil  // a JSON number; its range is the server's own type's
         default:
-            "the checker does not read format \(format)"
+            return "the checker does not read format \(format)"
         }
+    }
+
+    /// RFC 3339's full-date, its month and day in range (not checked against the month's length).
+    private static let fullDate = #"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"#
+
+    private static func matches(_ text: String, _ pattern: String) -> Bool {
+        (try? Regex(pattern).wholeMatch(in: text)) != nil
     }
 }
