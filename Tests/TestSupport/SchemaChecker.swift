@@ -18,6 +18,18 @@ extension JSONValue {
         return text
     }
 
+    /// A scalar as JSON writes it; a container by its kind.
+    public var shown: String {
+        switch self {
+        case .null: "null"
+        case .bool(let flag): "\(flag)"
+        case .number(let number): "\(number)"
+        case .string(let text): "\"\(text)\""
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
     /// Whether this is of JSON Schema's `type` named.
     public func isOfType(_ type: String) -> Bool {
         switch (type, self) {
@@ -60,15 +72,15 @@ public struct SchemaChecker: Sendable {
                 }
                 found += problems(value, target, at: path)
             case ("type", .string(let type)):
-                if !value.isOfType(type) { problem("\(value) is no \(type)") }
+                if !value.isOfType(type) { problem("\(value.shown) is no \(type)") }
             case ("type", .array(let types)):
                 if !types.contains(where: { $0.string.map(value.isOfType) == true }) {
-                    problem("\(value) is no \(types)")
+                    problem("\(value.shown) is no \(types.map(\.shown))")
                 }
             case ("enum", .array(let options)):
-                if !options.contains(value) { problem("\(value) is none of \(options)") }
+                if !options.contains(value) { problem("\(value.shown) is none of \(options.map(\.shown))") }
             case ("const", _):
-                if value != argument { problem("\(value) is not \(argument)") }
+                if value != argument { problem("\(value.shown) is not \(argument.shown)") }
             case ("properties", .object(let properties)):
                 guard case .object(let members) = value else { continue }
                 for (name, member) in members.sorted(by: { $0.key < $1.key }) {
@@ -93,8 +105,10 @@ public struct SchemaChecker: Sendable {
                     found += problems(element, argument, at: "\(path)[\(index)]")
                 }
             case ("oneOf", .array(let options)):
-                let matching = options.filter { problems(value, $0, at: path).isEmpty }.count
+                let each = options.enumerated().map { problems(value, $1, at: "\(path) (oneOf[\($0)])") }
+                let matching = each.filter(\.isEmpty).count
                 if matching != 1 { problem("matches \(matching) of oneOf's \(options.count) schemas, not one") }
+                if matching == 0 { found += each.joined() }
             case ("format", .string(let format)):
                 guard case .string(let text) = value else { continue }
                 if let wrong = Self.formatProblem(text, format) { problem(wrong) }
