@@ -14,141 +14,105 @@ struct OpenAPIAnswersTests {
     )
     func answersAsDocumented() async throws {
         let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
-        let checker = SchemaChecker(document: document)
         let fixture = try await Fixture()
         let (answered, problems) = try await fixture.application().test(.router) { client in
-            var answered: Set<String> = []
-            var problems: [String] = []
-
-            /// Calls `template` (`/v1/couples/{couple}`) with `ids` in its braces, checks the answer against the
-            /// document, and returns its JSON (null for none).
-            @discardableResult
-            func call(
-                _ method: HTTPRequest.Method, _ template: String, _ ids: [String: String] = [:], query: String = "",
-                body: String? = nil, headers: HTTPFields? = nil
-            ) async throws -> JSONValue {
-                let operation = "\(method.rawValue) \(template)"
-                var uri = template
-                for (name, id) in ids { uri = uri.replacingOccurrences(of: "{\(name)}", with: id) }
-                let response = try await client.execute(
-                    uri: uri + query, method: method, headers: headers ?? fixture.keyHeader(for: operation),
-                    body: body.map { ByteBuffer(string: $0) })
-                let status = response.status.code
-                let documented = document["paths"]?[template]?[method.rawValue.lowercased()]?["responses"]?[
-                    String(status)]
-                guard var answer = documented else {
-                    problems.append("\(operation): \(status) is not documented: \(text(response))")
-                    return .null
-                }
-                if let reference = answer["$ref"]?.string, let target = checker.resolve(reference) { answer = target }
-                if (200..<300).contains(status) { answered.insert(operation) }
-                guard response.body.readableBytes > 0 else {
-                    if answer["content"] != nil { problems.append("\(operation): \(status) documents a body") }
-                    return .null
-                }
-                let type = (response.headers[.contentType] ?? "").split(separator: ";").first ?? ""
-                guard let media = answer["content"]?[String(type)] else {
-                    problems.append("\(operation): \(status) documents no \(type) answer: \(text(response))")
-                    return .null
-                }
-                guard type == "application/json" else { return .null }
-                let json = try JSONDecoder().decode(JSONValue.self, from: Data(buffer: response.body))
-                if let schema = media["schema"] {
-                    problems += checker.problems(json, schema, at: "\(operation) \(status)")
-                }
-                return json
-            }
+            var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
             func id(_ json: JSONValue, _ key: String = "id") throws -> String { try #require(json[key]?.string) }
 
             for route in ["/health", "/ready", "/metrics", "/openapi.json"] {
-                try await call(.get, route, headers: [:])
+                try await routes.call(.get, route, headers: [:])
             }
             let couple = fixture.couple.uuidString
             let (owner, invitee) = (fixture.owner.uuidString, fixture.invitee.uuidString)
             let check = #"{"couple_id":"\#(couple)","user_id":"\#(owner)","permission":"budget.edit""#
             let unknown = #"{"couple_id":"\#(UUID())","user_id":"\#(owner)","permission":"budget.edit"}"#
-            try await call(.post, "/v1/check", body: check + "}")
-            try await call(.post, "/v1/check", body: unknown)
-            try await call(.post, "/v1/check/batch", body: #"{"checks":[\#(check)},\#(unknown)]}"#)
-            try await call(.post, "/v1/check", body: check + #","min_revision":99}"#)
+            try await routes.call(.post, "/v1/check", body: check + "}")
+            try await routes.call(.post, "/v1/check", body: unknown)
+            try await routes.call(.post, "/v1/check/batch", body: #"{"checks":[\#(check)},\#(unknown)]}"#)
+            try await routes.call(.post, "/v1/check", body: check + #","min_revision":99}"#)
 
             // The people and the couple.
-            try await call(.get, "/v1/users", query: "?limit=1")
-            try await call(.get, "/v1/users", query: "?search=paul")
-            try await call(.get, "/v1/users/{user}", ["user": owner])
-            try await call(.get, "/v1/users/{user}", ["user": UUID().uuidString])
-            try await call(.patch, "/v1/users/{user}", ["user": owner], body: #"{"display_name":"Liv"}"#)
-            try await call(.get, "/v1/users/{user}/couples", ["user": owner], query: "?limit=1")
-            let other = try id(try await call(.post, "/v1/couples", body: #"{"name":"Second"}"#))
-            try await call(.get, "/v1/couples/{couple}", ["couple": couple])
-            try await call(.patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":"Olivia & Paul"}"#)
-            try await call(.patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":""}"#)
-            try await call(.delete, "/v1/couples/{couple}", ["couple": other])
+            try await routes.call(.get, "/v1/users", query: "?limit=1")
+            try await routes.call(.get, "/v1/users", query: "?search=paul")
+            try await routes.call(.get, "/v1/users/{user}", ["user": owner])
+            try await routes.call(.get, "/v1/users/{user}", ["user": UUID().uuidString])
+            try await routes.call(.patch, "/v1/users/{user}", ["user": owner], body: #"{"display_name":"Liv"}"#)
+            try await routes.call(.get, "/v1/users/{user}/couples", ["user": owner], query: "?limit=1")
+            let other = try id(try await routes.call(.post, "/v1/couples", body: #"{"name":"Second"}"#))
+            try await routes.call(.get, "/v1/couples/{couple}", ["couple": couple])
+            try await routes.call(
+                .patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":"Olivia & Paul"}"#)
+            try await routes.call(.patch, "/v1/couples/{couple}", ["couple": couple], body: #"{"name":""}"#)
+            try await routes.call(.delete, "/v1/couples/{couple}", ["couple": other])
 
             // Members and roles.
             let member = ["couple": couple, "user": invitee]
-            try await call(
+            try await routes.call(
                 .post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(invitee)","role":"planner"}"#)
-            try await call(.post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(owner)","role":"x"}"#)
-            try await call(.get, "/v1/couples/{couple}/members", member, query: "?limit=1")
-            try await call(.get, "/v1/couples/{couple}/users/{user}/permissions", member)
-            try await call(.get, "/v1/couples/{couple}/users/{user}/permissions", ["couple": couple, "user": other])
-            try await call(.post, "/v1/couples/{couple}/members/{user}/suspend", member)
-            try await call(.post, "/v1/couples/{couple}/members/{user}/reactivate", member)
+            try await routes.call(
+                .post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(owner)","role":"x"}"#)
+            try await routes.call(.get, "/v1/couples/{couple}/members", member, query: "?limit=1")
+            try await routes.call(.get, "/v1/couples/{couple}/users/{user}/permissions", member)
+            try await routes.call(
+                .get, "/v1/couples/{couple}/users/{user}/permissions", ["couple": couple, "user": other])
+            try await routes.call(.post, "/v1/couples/{couple}/members/{user}/suspend", member)
+            try await routes.call(.post, "/v1/couples/{couple}/members/{user}/reactivate", member)
             let role = ["couple": couple, "role": "aunt"]
-            try await call(
+            try await routes.call(
                 .post, "/v1/couples/{couple}/roles", role,
                 body: #"{"name":"aunt","description":"Family","permissions":["budget.view"]}"#)
-            try await call(.get, "/v1/couples/{couple}/roles", role)
-            try await call(.patch, "/v1/couples/{couple}/roles/{role}", role, body: #"{"description":"Aunts"}"#)
-            try await call(.delete, "/v1/couples/{couple}/roles/{role}", role)
+            try await routes.call(.get, "/v1/couples/{couple}/roles", role)
+            try await routes.call(.patch, "/v1/couples/{couple}/roles/{role}", role, body: #"{"description":"Aunts"}"#)
+            try await routes.call(.delete, "/v1/couples/{couple}/roles/{role}", role)
 
             // Invitations, made, listed, previewed, resent, revoked and accepted.
-            let issued = try await call(
+            let issued = try await routes.call(
                 .post, "/v1/couples/{couple}/invitations", ["couple": couple],
                 body: #"{"role":"viewer","email":"guest@example.com"}"#)
             let invitation = ["couple": couple, "invitation": try #require(issued["invitation"]?["id"]?.string)]
-            try await call(.get, "/v1/couples/{couple}/invitations", invitation, query: "?limit=1")
-            try await call(.get, "/v1/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
-            try await call(.get, "/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
-            try await call(.get, "/invitations/{token}", ["token": "inv_unknown"], headers: [:])
-            let resent = try await call(.post, "/v1/couples/{couple}/invitations/{invitation}/resend", invitation)
-            try await call(.get, "/v1/invitations/{token}", ["token": try id(resent, "token")], headers: [:])
+            try await routes.call(.get, "/v1/couples/{couple}/invitations", invitation, query: "?limit=1")
+            try await routes.call(.get, "/v1/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
+            try await routes.call(.get, "/invitations/{token}", ["token": try id(issued, "token")], headers: [:])
+            try await routes.call(.get, "/invitations/{token}", ["token": "inv_unknown"], headers: [:])
+            let resent = try await routes.call(
+                .post, "/v1/couples/{couple}/invitations/{invitation}/resend", invitation)
+            try await routes.call(.get, "/v1/invitations/{token}", ["token": try id(resent, "token")], headers: [:])
             let renewed = ["couple": couple, "invitation": try #require(resent["invitation"]?["id"]?.string)]
-            try await call(.delete, "/v1/couples/{couple}/invitations/{invitation}", renewed)
+            try await routes.call(.delete, "/v1/couples/{couple}/invitations/{invitation}", renewed)
             let guest = try await fixture.user("ines")
-            let open = try await call(
+            let open = try await routes.call(
                 .post, "/v1/couples/{couple}/invitations", ["couple": couple], body: #"{"role":"viewer"}"#)
             let asGuest: HTTPFields = [
                 .accept: "application/json", .authorization: "Bearer \(fixture.jwt(for: guest))",
             ]
             for _ in 0..<2 {
-                try await call(.post, "/invitations/{token}/accept", ["token": try id(open, "token")], headers: asGuest)
+                try await routes.call(
+                    .post, "/invitations/{token}/accept", ["token": try id(open, "token")], headers: asGuest)
             }
             // The same refusal as a page, for a browser.
-            try await call(
+            try await routes.call(
                 .post, "/invitations/{token}/accept", ["token": try id(open, "token")],
                 headers: [.authorization: "Bearer \(fixture.jwt(for: guest))"])
 
             // The owner hands over and leaves; the new owner removes the guest; the log of it all.
-            try await call(
+            try await routes.call(
                 .post, "/v1/couples/{couple}/transfer-ownership", ["couple": couple], body: #"{"to":"\#(invitee)"}"#)
-            try await call(.post, "/v1/couples/{couple}/leave", ["couple": couple])
+            try await routes.call(.post, "/v1/couples/{couple}/leave", ["couple": couple])
             let asNewOwner = fixture.keyHeader(actingAs: fixture.invitee)
-            try await call(
+            try await routes.call(
                 .delete, "/v1/couples/{couple}/members/{user}", ["couple": couple, "user": guest.uuidString],
                 headers: asNewOwner)
-            try await call(.post, "/v1/couples/{couple}/leave", ["couple": couple], headers: asNewOwner)
-            try await call(
+            try await routes.call(.post, "/v1/couples/{couple}/leave", ["couple": couple], headers: asNewOwner)
+            try await routes.call(
                 .get, "/v1/couples/{couple}/audit", ["couple": couple], query: "?tail=3", headers: asNewOwner)
-            try await call(.delete, "/v1/users/{user}", ["user": owner])
+            try await routes.call(.delete, "/v1/users/{user}", ["user": owner])
 
             // The budget, as its new owner keeps it.
             func budget(
                 _ method: HTTPRequest.Method, _ path: String, _ ids: [String: String] = [:], query: String = "",
                 body: String? = nil
             ) async throws -> JSONValue {
-                try await call(
+                try await routes.call(
                     method, "/v1/couples/{couple}/budget" + path, ids.merging(["couple": couple]) { $1 }, query: query,
                     body: body, headers: asNewOwner)
             }
@@ -204,7 +168,7 @@ struct OpenAPIAnswersTests {
             ] {
                 _ = try await budget(.delete, path, ids)
             }
-            return (answered, problems)
+            return (routes.answered, routes.problems)
         }
         #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
         let paths = try #require(document["paths"]?.members)
@@ -214,5 +178,100 @@ struct OpenAPIAnswersTests {
         // But signing in, which takes an OpenID provider (SignInTests, InvitationSignInTests).
         let unlisted: Set<String> = ["GET /invitations/{token}/sign-in", "GET /oidc/callback", "POST /v1/sign-in"]
         #expect(Set(routes).subtracting(unlisted).subtracting(answered).sorted() == [])
+    }
+
+    @Test(
+        "every service route refuses a request without its key, and every JSON write a body of another type, as documented"
+    )
+    func refusalsAsDocumented() async throws {
+        let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
+        let fixture = try await Fixture()
+        // Each operation that takes a service key: its method, its path, and what the document says of it.
+        typealias Keyed = (method: HTTPRequest.Method, path: String, operation: JSONValue)
+        let keyed = try #require(document["paths"]?.members).flatMap { path, operations -> [Keyed] in
+            (operations.members ?? [:]).compactMap { method, operation -> Keyed? in
+                guard case .array(let schemes) = operation["security"],
+                    schemes.contains(where: { $0["serviceKey"] != nil })
+                else { return nil }
+                return (method: HTTPRequest.Method(method.uppercased())!, path: path, operation: operation)
+            }
+        }.sorted { ($0.path, $0.method.rawValue) < ($1.path, $1.method.rawValue) }
+        #expect(keyed.count > 50)
+        let problems = try await fixture.application().test(.router) { client in
+            var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
+            for (method, path, operation) in keyed {
+                // Any ids: the key, and then the body's type, are looked at before them.
+                var ids: [String: String] = [:]
+                for name in path.split(separator: "/") where name.hasPrefix("{") {
+                    ids[String(name.dropFirst().dropLast())] = name == "{role}" ? "aunt" : UUID().uuidString
+                }
+                let operationName = "\(method.rawValue) \(path)"
+                var keyless = fixture.keyHeader(for: operationName)
+                keyless[.authorization] = nil
+                _ = try await routes.call(method, path, ids, headers: keyless)
+                #expect(routes.lastStatus == 401, "\(operationName) without a key")
+                if operation["requestBody"] != nil {
+                    var typed = fixture.keyHeader(for: operationName)
+                    typed[.contentType] = "text/plain"
+                    _ = try await routes.call(method, path, ids, body: "{}", headers: typed)
+                    #expect(routes.lastStatus == 415, "\(operationName) with text/plain")
+                }
+            }
+            return routes.problems
+        }
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
+    }
+}
+
+/// Calls the service's routes as the document names them and checks each answer against it: its status is one the
+/// document lists for the route, its media type one it lists for the status, its JSON valid against the schema.
+struct DocumentedCalls {
+    let client: any TestClientProtocol
+    let document: JSONValue
+    let fixture: Fixture
+    /// The operations (`GET /v1/couples/{couple}`) answered with success.
+    var answered: Set<String> = []
+    var problems: [String] = []
+    /// The status of the last answer.
+    var lastStatus = 0
+
+    /// Calls `template` (`/v1/couples/{couple}`) with `ids` in its braces, with the fixture's key (and its owner
+    /// acting, where the route takes that) unless `headers` are given; returns the JSON answered (null for none).
+    @discardableResult
+    mutating func call(
+        _ method: HTTPRequest.Method, _ template: String, _ ids: [String: String] = [:], query: String = "",
+        body: String? = nil, headers: HTTPFields? = nil
+    ) async throws -> JSONValue {
+        let checker = SchemaChecker(document: document)
+        let operation = "\(method.rawValue) \(template)"
+        var uri = template
+        for (name, id) in ids { uri = uri.replacingOccurrences(of: "{\(name)}", with: id) }
+        let response = try await client.execute(
+            uri: uri + query, method: method, headers: headers ?? fixture.keyHeader(for: operation),
+            body: body.map { ByteBuffer(string: $0) })
+        let status = response.status.code
+        lastStatus = status
+        let documented = document["paths"]?[template]?[method.rawValue.lowercased()]?["responses"]?[String(status)]
+        guard var answer = documented else {
+            problems.append("\(operation): \(status) is not documented: \(text(response))")
+            return .null
+        }
+        if let reference = answer["$ref"]?.string, let target = checker.resolve(reference) { answer = target }
+        if (200..<300).contains(status) { answered.insert(operation) }
+        guard response.body.readableBytes > 0 else {
+            if answer["content"] != nil { problems.append("\(operation): \(status) documents a body") }
+            return .null
+        }
+        let type = (response.headers[.contentType] ?? "").split(separator: ";").first ?? ""
+        guard let media = answer["content"]?[String(type)] else {
+            problems.append("\(operation): \(status) documents no \(type) answer: \(text(response))")
+            return .null
+        }
+        guard type == "application/json" else { return .null }
+        let json = try JSONDecoder().decode(JSONValue.self, from: Data(buffer: response.body))
+        if let schema = media["schema"] {
+            problems += checker.problems(json, schema, at: "\(operation) \(status)")
+        }
+        return json
     }
 }
