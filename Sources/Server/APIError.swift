@@ -39,8 +39,7 @@ public struct APIError: HTTPResponseError, Sendable {
     public func response(from request: Request, context: some RequestContext) throws -> Response {
         let data = try PermissionAPIController.encoder.encode(ErrorBody(code: code, message: message))
         var headers = headers
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.cacheControl] = "no-store"
+        for field in PermissionAPIController.jsonFields { headers[field.name] = field.value }
         // The database is mostly back within seconds (a restart, a failover); a client, proxy or load balancer
         // that honours this waits that long instead of retrying at once, many times over.
         if status == .serviceUnavailable { headers[.retryAfter] = "1" }

@@ -108,10 +108,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         )
     }
     router.get("openapi.json") { _, _ -> Response in
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        return Response(
-            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: try openAPIDocument())))
+        PermissionAPIController.response(json: ByteBuffer(bytes: try openAPIDocument()))
     }
     router.get("ready") { _, _ -> String in
         guard await dependencies.isReady() else { throw APIError.unavailable }

@@ -320,7 +320,7 @@ struct InvitationController {
         var headers = HTTPFields()
         headers[.cacheControl] = "no-store"
         headers[.init("Referrer-Policy")!] = "no-referrer"
-        headers[.init("X-Content-Type-Options")!] = "nosniff"
+        headers[.xContentTypeOptions] = "nosniff"
         return headers
     }
 }

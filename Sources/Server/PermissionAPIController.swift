@@ -199,8 +199,12 @@ struct PermissionAPIController {
 
     static let jsonContentType = "application/json; charset=utf-8"
 
-    /// The fields of every JSON answer, before Hummingbird adds `Content-Length`, `Date` and `Server`.
-    static let jsonFields: HTTPFields = [.contentType: jsonContentType]
+    /// The fields of every JSON answer, before Hummingbird adds `Content-Length`, `Date` and `Server`. An answer
+    /// is about one couple or user as of now: a cache that kept it would answer the next asker with stale or
+    /// someone else's permissions, and a browser must not read it as anything but JSON.
+    static let jsonFields: HTTPFields = [
+        .contentType: jsonContentType, .cacheControl: "no-store", .xContentTypeOptions: "nosniff",
+    ]
 
     static func response(json body: ByteBuffer) -> Response {
         Response(status: .ok, headers: jsonFields, body: .init(byteBuffer: body))

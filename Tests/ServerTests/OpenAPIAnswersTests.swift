@@ -1,5 +1,6 @@
 import Collaboration
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import TestSupport
@@ -268,6 +269,11 @@ struct DocumentedCalls {
             return .null
         }
         guard type == "application/json" else { return .null }
+        // Each JSON answer is about someone as of now: no cache may keep it, no browser read it as other than JSON.
+        for (field, value) in [(HTTPField.Name.cacheControl, "no-store"), (.xContentTypeOptions, "nosniff")]
+        where response.headers[field] != value {
+            problems.append("\(operation): \(status) has \(field): \(response.headers[field] ?? "(none)")")
+        }
         let json = try JSONDecoder().decode(JSONValue.self, from: Data(buffer: response.body))
         if let schema = media["schema"] {
             problems += checker.problems(json, schema, at: "\(operation) \(status)")
