@@ -89,7 +89,7 @@ struct WebhookDeliveryTests {
             let revoked = try await invitations.invite(to: couple, role: viewer, as: admin)
             try await repository.revokeInvitation(couple: couple, invitation: revoked.invitation.id, as: admin)
             let expiring = try await invitations.invite(to: couple, role: viewer, as: admin)
-            _ = try await repository.grant(
+            let lateMembership = try await repository.grant(
                 couple: couple, user: late, role: viewer, expiresAt: Date().addingTimeInterval(3600), as: admin)
             _ = try await pool.query(
                 """
@@ -103,7 +103,7 @@ struct WebhookDeliveryTests {
             try await repository.deleteCouple(couple, as: admin)
             // One left pending, whose event carries its link.
             let other = try await repository.createCouple(name: "Theirs", owner: late, as: admin).id
-            _ = try await invitations.invite(to: other, role: viewer, as: admin)
+            let pending = try await invitations.invite(to: other, role: viewer, as: admin)
             _ = try await Self.drain(worker)
 
             let received = try Self.received(peer)
@@ -118,6 +118,25 @@ struct WebhookDeliveryTests {
                 let problems = checker.problems(event, schema, at: type)
                 #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
             }
+            // Dates as the API writes them, to the character, so that a receiver may compare the two (both are
+            // stored with fractions of a second here).
+            func sent(_ type: String, _ ids: [String: UUID]) throws -> JSONValue? {
+                let matching = received.filter { delivery in
+                    delivery.type == type
+                        && ids.allSatisfy {
+                            delivery.event?["data"]?[$0.key]?.string == $0.value.uuidString.lowercased()
+                        }
+                }
+                return try #require(matching.count == 1 ? matching.first : nil, "one \(type) of \(ids)").event?["data"]
+            }
+            func answered(_ value: some Encodable) throws -> JSONValue {
+                let answer = try JSONDecoder().decode(JSONValue.self, from: JSONEncoder.rbac().encode(value))
+                return try #require(answer["expires_at"])
+            }
+            let invited = try sent("invitation.created", ["invitation_id": pending.invitation.id])
+            #expect(invited?["expires_at"] == (try answered(pending.invitation)))
+            let granted = try sent("membership.created", ["couple_id": couple, "user_id": late])
+            #expect(granted?["expires_at"] == (try answered(lateMembership)))
         }
     }
 

@@ -2,6 +2,14 @@
 -- webhook endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends
 -- them.
 
+-- An instant as the API and the CLI write one (2026-12-11T03:30:45Z: UTC, whole seconds), so that a receiver
+-- may compare an event's dates with the API's, string to string; jsonb would write the session's time zone and
+-- microseconds.
+CREATE OR REPLACE FUNCTION rbac.event_time(p_at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+$$;
+
 -- Queues event p_type of couple p_couple_id for every enabled endpoint that receives it. PL/pgSQL, not SQL: it
 -- runs inside every write to invitations and memberships, and PL/pgSQL keeps its plan from call to call where a
 -- SQL function called this way is planned again each time. The endpoints are locked as they are read, with the
@@ -32,7 +40,8 @@ BEGIN
     END IF;
     PERFORM rbac.enqueue_event(v_type, v_row.couple_id, jsonb_build_object(
         'couple_id', v_row.couple_id, 'user_id', v_row.user_id, 'role', v_row.role, 'status', v_row.status,
-        'expires_at', v_row.expires_at, 'previous_role', CASE WHEN TG_OP = 'UPDATE' THEN OLD.role END));
+        'expires_at', rbac.event_time(v_row.expires_at),
+        'previous_role', CASE WHEN TG_OP = 'UPDATE' THEN OLD.role END));
     RETURN NULL;
 END $$;
 
@@ -125,7 +134,8 @@ BEGIN
     END IF;
     v_payload := jsonb_build_object(
         'couple_id', NEW.couple_id, 'invitation_id', NEW.id, 'role', NEW.role, 'email', NEW.email,
-        'expires_at', NEW.expires_at, 'membership_expires_at', NEW.membership_expires_at,
+        'expires_at', rbac.event_time(NEW.expires_at),
+        'membership_expires_at', rbac.event_time(NEW.membership_expires_at),
         'accepted_by', NEW.accepted_by);
     PERFORM rbac.enqueue_event(v_type, NEW.couple_id, v_payload);
     IF TG_OP = 'INSERT' AND NEW.email IS NOT NULL THEN

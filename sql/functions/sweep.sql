@@ -41,7 +41,9 @@ BEGIN
                                       'role', v_membership.role, 'expires_at', v_membership.expires_at);
         INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
         VALUES (v_membership.couple_id, NULL, 'system:expiry', 'membership.expired', NULL, v_after);
-        PERFORM rbac.enqueue_event('membership.expired', v_membership.couple_id, v_after);
+        PERFORM rbac.enqueue_event(
+            'membership.expired', v_membership.couple_id,
+            v_after || jsonb_build_object('expires_at', rbac.event_time(v_membership.expires_at)));
         v_memberships := v_memberships + 1;
     END LOOP;
 
@@ -66,7 +68,9 @@ BEGIN
         INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
         VALUES (v_invitation.couple_id, NULL, 'system:expiry', 'invitation.expired', NULL, v_after - 'email');
         PERFORM rbac.erase_sealed_token(v_invitation.id);
-        PERFORM rbac.enqueue_event('invitation.expired', v_invitation.couple_id, v_after);
+        PERFORM rbac.enqueue_event(
+            'invitation.expired', v_invitation.couple_id,
+            v_after || jsonb_build_object('expires_at', rbac.event_time(v_invitation.expires_at)));
         v_invitations := v_invitations + 1;
     END LOOP;
 
