@@ -3,6 +3,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Identity
+import Storage
 import TestSupport
 import Testing
 
@@ -11,12 +13,16 @@ import Testing
 @Suite("OpenAPI document: answers")
 struct OpenAPIAnswersTests {
     @Test(
-        "every answer of every route a service or an invitee calls is one the document lists for its status, its JSON as the document's schema describes it"
+        "every answer of every route a service or an invitee calls is one the document lists for its status, its JSON as the document's schema describes it",
+        arguments: DocumentedService.Storage.allCases
     )
-    func answersAsDocumented() async throws {
+    func answersAsDocumented(_ storage: DocumentedService.Storage) async throws {
+        try await DocumentedService.with(storage) { try await answersAsDocumented($0) }
+    }
+
+    private func answersAsDocumented(_ fixture: DocumentedService) async throws {
         let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
-        let fixture = try await Fixture()
-        let application = fixture.application(signIn: InvitationSignInTests.signIn())
+        let application = Application(router: buildRouter(fixture.dependencies))
         let (answered, problems) = try await application.test(.router) { client in
             var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
             func id(_ json: JSONValue, _ key: String = "id") throws -> String { try #require(json[key]?.string) }
@@ -81,7 +87,7 @@ struct OpenAPIAnswersTests {
             try await routes.call(.get, "/v1/invitations/{token}", ["token": try id(resent, "token")], headers: [:])
             let renewed = ["couple": couple, "invitation": try #require(resent["invitation"]?["id"]?.string)]
             try await routes.call(.delete, "/v1/couples/{couple}/invitations/{invitation}", renewed)
-            let guest = try await fixture.user("ines")
+            let guest = try await fixture.addUser("ines")
             let open = try await routes.call(
                 .post, "/v1/couples/{couple}/invitations", ["couple": couple], body: #"{"role":"viewer"}"#)
             let asGuest: HTTPFields = [
@@ -115,7 +121,7 @@ struct OpenAPIAnswersTests {
             // The limits: a couple's invitations an hour, and invalid tokens from one address.
             let pending = try await routes.call(
                 .post, "/v1/couples/{couple}/invitations", ["couple": couple], body: #"{"role":"viewer"}"#)
-            _ = try await fixture.repository.invitationLimit(set: 1)
+            try await fixture.limitInvitations(1)
             try await routes.call(
                 .post, "/v1/couples/{couple}/invitations", ["couple": couple], body: #"{"role":"viewer"}"#)
             #expect(routes.lastStatus == 429)
@@ -225,7 +231,6 @@ struct OpenAPIAnswersTests {
     )
     func refusalsAsDocumented() async throws {
         let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
-        let fixture = try await Fixture()
         // Each operation that takes a service key: its method, its path, and what the document says of it.
         typealias Keyed = (method: HTTPRequest.Method, path: String, operation: JSONValue)
         let keyed = try #require(document["paths"]?.members).flatMap { path, operations -> [Keyed] in
@@ -237,7 +242,8 @@ struct OpenAPIAnswersTests {
             }
         }.sorted { ($0.path, $0.method.rawValue) < ($1.path, $1.method.rawValue) }
         #expect(keyed.count > 50)
-        let problems = try await fixture.application().test(.router) { client in
+        let fixture = try await DocumentedService.inMemory()
+        let problems = try await Application(router: buildRouter(fixture.dependencies)).test(.router) { client in
             var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
             for (method, path, operation) in keyed {
                 // Any ids: the key, and then the body's type, are looked at before them.
@@ -268,7 +274,7 @@ struct OpenAPIAnswersTests {
 struct DocumentedCalls {
     let client: any TestClientProtocol
     let document: JSONValue
-    let fixture: Fixture
+    let fixture: DocumentedService
     /// The operations (`GET /v1/couples/{couple}`) answered with success or a redirect.
     var answered: Set<String> = []
     var problems: [String] = []
@@ -319,4 +325,63 @@ struct DocumentedCalls {
         }
         return json
     }
+}
+
+/// The service whose answers are checked, over in-memory repositories or PostgreSQL (where the answers test runs
+/// too, so that what the PostgreSQL repositories return is held to the document as well): a couple, its owner, a
+/// user to become a member, a service key, and sign-in at a provider.
+struct DocumentedService: Sendable {
+    enum Storage: String, CaseIterable, CustomTestStringConvertible {
+        case memory, postgres
+        var testDescription: String { rawValue }
+    }
+
+    let dependencies: ServerDependencies
+    let couple: UUID
+    let owner: UUID
+    let invitee: UUID
+    let apiKey: String
+    let addUser: @Sendable (String) async throws -> UUID
+    let limitInvitations: @Sendable (Int) async throws -> Void
+
+    static func with(_ storage: Storage, _ body: (DocumentedService) async throws -> Void) async throws {
+        guard storage == .postgres else { return try await body(try await inMemory()) }
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            @Sendable func user(_ name: String, _ displayName: String? = nil) async throws -> UUID {
+                try await repository.addUser(
+                    email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: displayName
+                )
+                .id
+            }
+            let (owner, invitee) = (try await user("olivia", "Olivia"), try await user("paul", "Paul"))
+            let couple = try await repository.createCouple(
+                name: "Olivia & Paul <3", owner: owner, as: .operator(label: "tests"))
+            let keys = ServiceKeyService(repository: PostgresServiceKeyRepository(pool: pool))
+            let dependencies = ServerDependencies(
+                repository: repository, keys: keys,
+                tokens: TokenVerifier(secret: .hmac(secret: Array(Fixture.secret.utf8))),
+                signIn: InvitationSignInTests.signIn(),
+                publicBaseURL: URL(string: "https://rbac.test")!, budgets: PostgresBudgetRepository(pool: pool),
+                isReady: { true })
+            try await body(
+                DocumentedService(
+                    dependencies: dependencies, couple: couple.id, owner: owner, invitee: invitee,
+                    apiKey: try await keys.create(name: "billing").1.rawValue, addUser: { try await user($0) },
+                    limitInvitations: { _ = try await repository.invitationLimit(set: $0) }))
+        }
+    }
+
+    static func inMemory() async throws -> DocumentedService {
+        let fixture = try await Fixture()
+        return DocumentedService(
+            dependencies: fixture.dependencies(signIn: InvitationSignInTests.signIn()), couple: fixture.couple,
+            owner: fixture.owner, invitee: fixture.invitee, apiKey: fixture.apiKey,
+            addUser: { try await fixture.user($0) },
+            limitInvitations: { _ = try await fixture.repository.invitationLimit(set: $0) })
+    }
+
+    func keyHeader(actingAs user: UUID) -> HTTPFields { Fixture.keyHeader(apiKey, actingAs: user) }
+    func keyHeader(for operation: String) -> HTTPFields { Fixture.keyHeader(apiKey, for: operation, owner: owner) }
+    func jwt(for user: UUID) -> String { Fixture.jwt(for: user) }
 }

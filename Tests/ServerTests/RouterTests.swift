@@ -81,22 +81,28 @@ struct Fixture {
         ).token.rawValue
     }
 
-    func jwt(for user: UUID, expiresIn: TimeInterval = 600) -> String {
+    func jwt(for user: UUID, expiresIn: TimeInterval = 600) -> String { Self.jwt(for: user, expiresIn: expiresIn) }
+
+    static func jwt(for user: UUID, expiresIn: TimeInterval = 600) -> String {
         DevelopmentTokens.sign(
-            ["sub": user.uuidString.lowercased(), "exp": Date().timeIntervalSince1970 + expiresIn],
-            secret: Fixture.secret)
+            ["sub": user.uuidString.lowercased(), "exp": Date().timeIntervalSince1970 + expiresIn], secret: secret)
     }
 
     var keyHeader: HTTPFields { [.authorization: "Bearer \(apiKey)"] }
 
     /// The key, for a request a backend makes for `user` (`X-Acting-User`).
-    func keyHeader(actingAs user: UUID) -> HTTPFields {
-        [.authorization: "Bearer \(apiKey)", .actingUser: user.uuidString]
+    func keyHeader(actingAs user: UUID) -> HTTPFields { Self.keyHeader(apiKey, actingAs: user) }
+
+    static func keyHeader(_ key: String, actingAs user: UUID) -> HTTPFields {
+        [.authorization: "Bearer \(key)", .actingUser: user.uuidString]
     }
 
     /// The key, with the owner as the acting user where `operation` (`POST /v1/couples`) takes one.
-    func keyHeader(for operation: String) -> HTTPFields {
-        DocumentedRequests.operations[operation]?.actsForUser == true ? keyHeader(actingAs: owner) : keyHeader
+    func keyHeader(for operation: String) -> HTTPFields { Self.keyHeader(apiKey, for: operation, owner: owner) }
+
+    static func keyHeader(_ key: String, for operation: String, owner: UUID) -> HTTPFields {
+        DocumentedRequests.operations[operation]?.actsForUser == true
+            ? keyHeader(key, actingAs: owner) : [.authorization: "Bearer \(key)"]
     }
 
     /// A new user, `name@example.com`.
