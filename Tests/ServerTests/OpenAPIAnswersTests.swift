@@ -24,7 +24,7 @@ struct OpenAPIAnswersTests {
         let document = try JSONDecoder().decode(JSONValue.self, from: try openAPIDocument())
         let application = Application(router: buildRouter(fixture.dependencies))
         let (answered, problems) = try await application.test(.router) { client in
-            var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
+            var routes = DocumentedCalls(client: client, checker: SchemaChecker(document: document), fixture: fixture)
             func id(_ json: JSONValue, _ key: String = "id") throws -> String { try #require(json[key]?.string) }
 
             for route in ["/health", "/ready", "/metrics", "/openapi.json"] {
@@ -244,7 +244,7 @@ struct OpenAPIAnswersTests {
         #expect(keyed.count > 50)
         let fixture = try await DocumentedService.inMemory()
         let problems = try await Application(router: buildRouter(fixture.dependencies)).test(.router) { client in
-            var routes = DocumentedCalls(client: client, document: document, fixture: fixture)
+            var routes = DocumentedCalls(client: client, checker: SchemaChecker(document: document), fixture: fixture)
             for (method, path, operation) in keyed {
                 // Any ids: the key, and then the body's type, are looked at before them.
                 var ids: [String: String] = [:]
@@ -273,7 +273,7 @@ struct OpenAPIAnswersTests {
 /// document lists for the route, its media type one it lists for the status, its JSON valid against the schema.
 struct DocumentedCalls {
     let client: any TestClientProtocol
-    let document: JSONValue
+    let checker: SchemaChecker
     let fixture: DocumentedService
     /// The operations (`GET /v1/couples/{couple}`) answered with success or a redirect.
     var answered: Set<String> = []
@@ -288,7 +288,6 @@ struct DocumentedCalls {
         _ method: HTTPRequest.Method, _ template: String, _ ids: [String: String] = [:], query: String = "",
         body: String? = nil, headers: HTTPFields? = nil
     ) async throws -> JSONValue {
-        let checker = SchemaChecker(document: document)
         let operation = "\(method.rawValue) \(template)"
         var uri = template
         for (name, id) in ids { uri = uri.replacingOccurrences(of: "{\(name)}", with: id) }
@@ -297,8 +296,8 @@ struct DocumentedCalls {
             body: body.map { ByteBuffer(string: $0) })
         let status = response.status.code
         lastStatus = status
-        let documented = document["paths"]?[template]?[method.rawValue.lowercased()]?["responses"]?[String(status)]
-        guard var answer = documented else {
+        let responses = checker.document["paths"]?[template]?[method.rawValue.lowercased()]?["responses"]
+        guard var answer = responses?[String(status)] else {
             problems.append("\(operation): \(status) is not documented: \(text(response))")
             return .null
         }
