@@ -91,8 +91,8 @@ public struct SchemaChecker: Sendable {
                 for case .string(let name) in names where members[name] == nil { problem("lacks \(name)") }
             case ("additionalProperties", _):
                 guard case .object(let members) = value else { continue }
-                let known = Set(schema["properties"]?.members?.keys.map { $0 } ?? [])
-                for (name, member) in members.sorted(by: { $0.key < $1.key }) where !known.contains(name) {
+                let known = schema["properties"]?.members ?? [:]
+                for (name, member) in members.sorted(by: { $0.key < $1.key }) where known[name] == nil {
                     if argument == .bool(false) {
                         problem("holds \(name), which the schema does not list")
                     } else if argument != .bool(true) {
@@ -122,9 +122,7 @@ public struct SchemaChecker: Sendable {
                 if case .string(let text) = value, Decimal(text.unicodeScalars.count) > bound { problem("too long") }
             case ("pattern", .string(let pattern)):
                 guard case .string(let text) = value else { continue }
-                let matched = (try? NSRegularExpression(pattern: pattern))?.firstMatch(
-                    in: text, range: NSRange(text.startIndex..., in: text))
-                if matched == nil { problem("\(text) does not match \(pattern)") }
+                if !Self.matches(text, pattern) { problem("\(text) does not match \(pattern)") }
             case ("description", _), ("examples", _):
                 continue
             default:
@@ -145,10 +143,10 @@ public struct SchemaChecker: Sendable {
         case "uuid":
             return UUID(uuidString: text) == nil ? "\(text) is no UUID" : nil
         case "date-time":
-            return matches(text, fullDate + #"T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})"#)
+            return matches(text, #"\A"# + fullDate + #"T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\z"#)
                 ? nil : "\(text) is no RFC 3339 date and time"
         case "date":
-            return matches(text, fullDate) ? nil : "\(text) is no RFC 3339 date"
+            return matches(text, #"\A"# + fullDate + #"\z"#) ? nil : "\(text) is no RFC 3339 date"
         case "uri":
             return URL(string: text)?.scheme == nil ? "\(text) is no URI" : nil
         case "int64":
@@ -161,7 +159,10 @@ public struct SchemaChecker: Sendable {
     /// RFC 3339's full-date, its month and day in range (not checked against the month's length).
     private static let fullDate = #"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])"#
 
+    /// Whether `pattern` matches somewhere in `text`, as JSON Schema's `pattern` reads it (unanchored); the
+    /// document's patterns are ICU's as much as ECMA 262's (`\uFFFF` escapes), so ICU reads them.
     private static func matches(_ text: String, _ pattern: String) -> Bool {
-        (try? Regex(pattern).wholeMatch(in: text)) != nil
+        (try? NSRegularExpression(pattern: pattern))?.firstMatch(in: text, range: NSRange(text.startIndex..., in: text))
+            != nil
     }
 }
