@@ -46,18 +46,20 @@ extension PostgresConnectionPool {
     /// What each of `calls` came to, made at once (`racing`), each as its end user or, with nil, as the operator:
     /// the n-th outcome is the n-th call's.
     func race(_ calls: [(PostgresQuery, as: UUID?)]) async throws -> [Outcome] {
-        try await race(inTurn: calls.map { [$0] })
+        try await race(inTurn: calls.map { [$0] }).map { $0[0] }
     }
 
     /// `race`, with racers that make their calls in turn, each in its own transaction, the next only after the one
-    /// before succeeded (an invitation made and then accepted): the n-th outcome is the n-th racer's last call's.
-    func race(inTurn racers: [[(PostgresQuery, as: UUID?)]]) async throws -> [Outcome] {
+    /// before succeeded (an invitation made and then accepted): the n-th list holds what the n-th racer's calls
+    /// came to, up to the first refused, so that a racer refused at its first call and one refused at its second
+    /// tell apart where the others landed between them.
+    func race(inTurn racers: [[(PostgresQuery, as: UUID?)]]) async throws -> [[Outcome]] {
         try await TestSupport.race(racers.count) { index, go in
-            var outcome = Outcome.success
-            for (turn, call) in racers[index].enumerated() where outcome == .success {
-                outcome = try await self.racing(call.0, as: call.as, after: turn == 0 ? go : {})
+            var outcomes: [Outcome] = []
+            for (turn, call) in racers[index].enumerated() where outcomes.last ?? .success == .success {
+                outcomes.append(try await self.racing(call.0, as: call.as, after: turn == 0 ? go : {}))
             }
-            return outcome
+            return outcomes
         }
     }
 
