@@ -1,5 +1,6 @@
 import Collaboration
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Identity
 import Secrets
@@ -309,18 +310,13 @@ struct InvitationController {
 
     static func json(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
         var headers = privateHeaders
-        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.contentType] = PermissionAPIController.jsonContentType
         return Response(
             status: status, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: try PermissionAPIController.encoder.encode(value))))
     }
 
-    /// Invitation responses carry a secret in their URL: never cached, never sent on as a referrer.
-    static var privateHeaders: HTTPFields {
-        var headers = HTTPFields()
-        headers[.cacheControl] = "no-store"
-        headers[.init("Referrer-Policy")!] = "no-referrer"
-        headers[.xContentTypeOptions] = "nosniff"
-        return headers
-    }
+    /// Invitation responses carry a secret in their URL: besides never cached, never sent on as a referrer.
+    static let privateHeaders =
+        PermissionAPIController.privateFields + [HTTPField(name: .init("Referrer-Policy")!, value: "no-referrer")]
 }

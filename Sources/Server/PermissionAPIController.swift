@@ -1,5 +1,6 @@
 import Collaboration
 import Foundation
+import HTTPTypes
 import Hummingbird
 
 /// The JSON API for backend services under `/v1`, behind a service API key. Backends act as the operator,
@@ -199,12 +200,13 @@ struct PermissionAPIController {
 
     static let jsonContentType = "application/json; charset=utf-8"
 
-    /// The fields of every JSON answer, before Hummingbird adds `Content-Length`, `Date` and `Server`. An answer
-    /// is about one couple or user as of now: a cache that kept it would answer the next asker with stale or
-    /// someone else's permissions, and a browser must not read it as anything but JSON.
-    static let jsonFields: HTTPFields = [
-        .contentType: jsonContentType, .cacheControl: "no-store", .xContentTypeOptions: "nosniff",
-    ]
+    /// The fields of every answer about a couple, a user or an invitation, which is about them as of now: a cache
+    /// that kept it would answer the next asker with stale or someone else's permissions, and a browser must not
+    /// read it as anything but its type.
+    static let privateFields: HTTPFields = [.cacheControl: "no-store", .xContentTypeOptions: "nosniff"]
+
+    /// The fields of every JSON answer, before Hummingbird adds `Content-Length`, `Date` and `Server`.
+    static let jsonFields = privateFields + [HTTPField(name: .contentType, value: jsonContentType)]
 
     static func response(json body: ByteBuffer) -> Response {
         Response(status: .ok, headers: jsonFields, body: .init(byteBuffer: body))
