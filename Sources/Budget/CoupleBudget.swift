@@ -38,7 +38,7 @@ public actor CoupleBudget {
             try await require(.budgetView, actor)
             var (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
             for _ in 0..<Self.parallelAttempts {
-                guard exists else { throw Self.noSuchScenario }
+                guard exists else { throw BudgetRecord.scenario.notFound }
                 if let cached = overviews[scenario], cached.revision == revision { return cached }
                 async let items = repository.items(couple: couple, scenario: scenario, page: nil)
                 async let allocations = repository.allocationCents(couple: couple, scenario: scenario)
@@ -59,7 +59,7 @@ public actor CoupleBudget {
             let snapshot = try await metrics.measure("budget.overview_snapshot") {
                 try await repository.overviewSnapshot(couple: couple, scenario: scenario)
             }
-            guard snapshot.scenarioExists else { throw Self.noSuchScenario }
+            guard snapshot.scenarioExists else { throw BudgetRecord.scenario.notFound }
             let overview = await BudgetRules.overview(
                 scenario: scenario, revision: snapshot.revision, items: snapshot.items,
                 allocations: snapshot.allocations, expenseNames: snapshot.expenseNames, gifts: snapshot.gifts)
@@ -177,7 +177,7 @@ public actor CoupleBudget {
             let category = try edit.category.map { try Self.label($0, "category") }
             let event = try edit.event.map { try Self.label($0, "event") }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
-                guard var item = try await transaction.item(id) else { throw Self.noSuchItem }
+                guard var item = try await transaction.item(id) else { throw BudgetRecord.item.notFound }
                 if let name { item.name = name }
                 if let category { item.category = category }
                 if let event { item.event = event }
@@ -238,7 +238,7 @@ public actor CoupleBudget {
             let vendor = try edit.vendor.map { try Self.label($0, "vendor", limit: 200) }
             let category = try edit.category.map { try Self.label($0, "category") }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
-                guard var expense = try await transaction.expense(id) else { throw Self.noSuchExpense }
+                guard var expense = try await transaction.expense(id) else { throw BudgetRecord.expense.notFound }
                 if let name { expense.name = name }
                 if let vendor { expense.vendor = vendor }
                 if let category { expense.category = category }
@@ -254,7 +254,7 @@ public actor CoupleBudget {
         try await metrics.measure("budget.payments") {
             try await require(.expensesView, actor)
             guard let payments = try await repository.payments(couple: couple, expense: expense, page: page) else {
-                throw Self.noSuchExpense
+                throw BudgetRecord.expense.notFound
             }
             return payments
         }
@@ -344,7 +344,7 @@ public actor CoupleBudget {
                 for amount in amounts { _ = try Money.validated(amount, "amount") }
             }
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
-                guard let found = try await transaction.expense(expense) else { throw Self.noSuchExpense }
+                guard let found = try await transaction.expense(expense) else { throw BudgetRecord.expense.notFound }
                 let budgetItems = try await transaction.items(items)
                 let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
                 guard items.allSatisfy({ byID[$0]?.scenarioID == scenario }) else {
@@ -374,7 +374,7 @@ public actor CoupleBudget {
             try await require(.budgetEdit, actor)
             let amount = try Money.validated(amount, "budgeted")
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
-                guard let found = try await transaction.item(item) else { throw Self.noSuchItem }
+                guard let found = try await transaction.item(item) else { throw BudgetRecord.item.notFound }
                 try await transaction.setItemBudgeted(item, amount)
                 let expenseIDs = Array(Set(try await transaction.allocations(item: item).map(\.expenseID)))
                 guard !expenseIDs.isEmpty else { return [] }
@@ -413,7 +413,7 @@ public actor CoupleBudget {
             try await require(.expensesEdit, actor)
             let amount = try Money.validated(amount, "amount")
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
-                guard try await transaction.expense(expense) != nil else { throw Self.noSuchExpense }
+                guard try await transaction.expense(expense) != nil else { throw BudgetRecord.expense.notFound }
                 try await transaction.setExpenseAmount(expense, amount)
                 let current = try await transaction.allocations(scenario: scenario, expenses: [expense])
                 var replaced: [Allocation] = []
@@ -473,10 +473,6 @@ public actor CoupleBudget {
         do { try refuseControlCharacters(text, field) } catch { throw BudgetError(error) }
         return text
     }
-
-    static let noSuchScenario = BudgetError(.notFound, "no such scenario in this couple")
-    static let noSuchExpense = BudgetError(.notFound, "no such expense in this couple")
-    static let noSuchItem = BudgetError(.notFound, "no such budget item in this couple")
 }
 
 /// The permissions that guard the budget (policies/policy.json grants them to roles).

@@ -109,7 +109,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
         try write { data in
-            guard data.scenarios.contains(where: { $0.id == source }) else { throw CoupleBudget.noSuchScenario }
+            guard data.scenarios.contains(where: { $0.id == source }) else { throw BudgetRecord.scenario.notFound }
             let copy = Scenario(id: UUID(), name: name, isPrimary: false)
             var newIDs: [UUID: UUID] = [:]
             func mapped(_ id: UUID) -> UUID {
@@ -138,7 +138,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
         try write { data in
             guard let found = data.scenarios.first(where: { $0.id == scenario }) else {
-                throw CoupleBudget.noSuchScenario
+                throw BudgetRecord.scenario.notFound
             }
             data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: $0.id == scenario) }
             return Scenario(id: found.id, name: found.name, isPrimary: true)
@@ -168,7 +168,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
         try write { data in
-            guard data.scenarios.contains(where: { $0.id == scenario }) else { throw CoupleBudget.noSuchScenario }
+            guard data.scenarios.contains(where: { $0.id == scenario }) else { throw BudgetRecord.scenario.notFound }
             let folder = Folder(id: UUID(), scenarioID: scenario, name: name)
             data.folders.append(folder)
             return folder
@@ -189,7 +189,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
         try write { data in
             guard data.scenarios.contains(where: { $0.id == item.scenarioID }) else {
-                throw CoupleBudget.noSuchScenario
+                throw BudgetRecord.scenario.notFound
             }
             // As the schema's key (couple, scenario, folder): a folder of the item's own scenario.
             if let folder = item.folderID {
@@ -236,7 +236,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try write { data in
             guard data.expenses.contains(where: { $0.id == payment.expenseID }) else {
-                throw CoupleBudget.noSuchExpense
+                throw BudgetRecord.expense.notFound
             }
             data.payments.append(payment)
             return payment
@@ -273,7 +273,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
         try write { data in
             if let item = gift.budgetItemID, !data.items.contains(where: { $0.id == item }) {
-                throw CoupleBudget.noSuchItem
+                throw BudgetRecord.item.notFound
             }
             data.gifts.append(gift)
             return gift
@@ -319,7 +319,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         func setGift(_ gift: Gift) async throws {
             try data.withLock { data in
                 if let item = gift.budgetItemID, !data.items.contains(where: { $0.id == item }) {
-                    throw CoupleBudget.noSuchItem
+                    throw BudgetRecord.item.notFound
                 }
                 guard let index = data.gifts.firstIndex(where: { $0.id == gift.id }) else { return }
                 data.gifts[index] = gift

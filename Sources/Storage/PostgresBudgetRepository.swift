@@ -673,11 +673,13 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    /// A reference to a row the couple does not have is "not found"; a refused value is "invalid input".
+    /// A reference to a row the couple does not have is "not found", naming the record; a refused value is
+    /// "invalid input".
     private static func budgetError(_ error: PostgresError) -> any Error {
         switch error.sqlState {
         case .foreignKeyViolation:
-            return BudgetError(.notFound, "no such scenario, folder, budget item or expense in this couple")
+            return referencedRecord(error)?.notFound
+                ?? BudgetError(.notFound, "no such scenario, folder, budget item or expense in this couple")
         case .checkViolation:
             return BudgetError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
         case .uniqueViolation:
@@ -686,5 +688,16 @@ public struct PostgresBudgetRepository: BudgetRepository {
             let mapped = domainError(error)
             return (mapped as? any CodedError).map { BudgetError($0) } ?? mapped
         }
+    }
+
+    /// The record the foreign key a write broke refers to, by the key's last column: the key is named
+    /// `<table>_<columns>_fkey`. Citus passes a worker's error on without the constraint's field, but its message
+    /// names the shard's key (the same name and the shard's number).
+    private static func referencedRecord(_ error: PostgresError) -> BudgetRecord? {
+        let columns: [(String, BudgetRecord)] = [
+            ("folder_id", .folder), ("budget_item_id", .item), ("expense_id", .expense), ("scenario_id", .scenario),
+        ]
+        let name = error.constraint ?? error.message
+        return columns.first { name.contains("_\($0.0)_fkey") }?.1
     }
 }

@@ -133,7 +133,7 @@ struct BudgetBothRepositoriesTests {
     }
 
     @Test(
-        "an item is filed only in a folder of its own scenario, a gift set only against an existing item",
+        "an item is filed only in a folder of its own scenario, a gift only against an item; refusals name the missing",
         arguments: Backend.allCases)
     func filing(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
@@ -141,20 +141,25 @@ struct BudgetBothRepositoriesTests {
             let main = try await b.createScenario(named: "Main", primary: true, as: admin)
             let alt = try await b.createScenario(named: "Alt", as: admin)
             let folder = try await b.createFolder(named: "Venue", scenario: main.id, as: admin)
-            for (scenario, folder) in [(alt.id, folder.id), (main.id, UUID())] {
-                await expectBudgetRefusal(.notFound) {
+            let misfiled: [(UUID, UUID?, BudgetRecord)] = [
+                (alt.id, folder.id, .folder), (main.id, UUID(), .folder), (UUID(), nil, .scenario),
+            ]
+            for (scenario, folder, missing) in misfiled {
+                let refusal = await expectBudgetRefusal(.notFound) {
                     _ = try await b.createItem(
                         named: "Hall", scenario: scenario, budgeted: 1, folder: folder, as: admin)
                 }
+                #expect(refusal?.message == missing.notFound.message)
             }
             #expect(try await b.items(scenario: main.id, as: admin).isEmpty)
             #expect(try await b.items(scenario: alt.id, as: admin).isEmpty)
             let filed = try await b.createItem(
                 named: "Hall", scenario: main.id, budgeted: 1, folder: folder.id, as: admin)
             #expect(try await b.items(scenario: main.id, as: admin).map(\.folderID) == [filed.folderID])
-            await expectBudgetRefusal(.notFound) {
+            let refusal = await expectBudgetRefusal(.notFound) {
                 _ = try await b.recordGift(from: "Aunt", amount: 5, received: true, budgetItem: UUID(), as: admin)
             }
+            #expect(refusal?.message == BudgetRecord.item.notFound.message)
             #expect(try await b.gifts(as: admin).isEmpty)
         }
     }
