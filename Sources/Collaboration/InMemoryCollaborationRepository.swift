@@ -515,13 +515,11 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }.map(\.createdAt).sorted(by: >)
         guard recent.count >= limit else { return }
         let next = Date(timeIntervalSince1970: (recent[limit - 1].timeIntervalSince1970 + hour).rounded(.up))
-        let shown = next.formatted(
-            .iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
         throw CollaborationError(
             .rateLimited,
             "couple \(couple.uuidString.lowercased()) has made \(limit) invitations in the last hour, the most "
-                + "allowed; the next may be made at \(shown) UTC; the operator sets the limit: rbac invitations limit "
-                + "--per-hour N", retryAt: next)
+                + "allowed; the next may be made at \(next.shownInRefusals); the operator sets the limit: rbac "
+                + "invitations limit --per-hour N", retryAt: next)
     }
 
     public func invitationPreview(tokenHash: [UInt8]) -> InvitationPreview? {
@@ -589,7 +587,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         switch stored.status(at: now()) {
         case .accepted: throw CollaborationError(.invitationUsed, "this invitation was already accepted")
         case .revoked: throw CollaborationError(.invitationRevoked, "this invitation was revoked")
-        case .expired: throw CollaborationError(.invitationExpired, "this invitation expired")
+        case .expired:
+            throw CollaborationError(
+                .invitationExpired, "this invitation expired at \(stored.invitation.expiresAt.shownInRefusals)")
         case .pending: break
         }
         let invitation = stored.invitation
@@ -606,7 +606,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
             throw CollaborationError(.alreadyExists, "user \(accepter) is already a member of this couple")
         }
         if let ends = invitation.membershipExpiresAt, ends <= now() {
-            throw CollaborationError(.invitationExpired, "the access this invitation offers ended at \(ends)")
+            throw CollaborationError(
+                .invitationExpired, "the access this invitation offers ended at \(ends.shownInRefusals)")
         }
         stored.acceptedAt = now()
         stored.invitation = Invitation(
@@ -718,7 +719,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 .invalidInput, "an owner's membership cannot expire; give another role an expiry, or none")
         }
         guard expiresAt > now() else {
-            throw CollaborationError(.invalidInput, "the expiry \(expiresAt) is not in the future")
+            throw CollaborationError(.invalidInput, "the expiry \(expiresAt.shownInRefusals) is not in the future")
         }
     }
 
@@ -908,5 +909,14 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         auditLog[couple, default: []].append(
             AuditEntry(id: nextAuditID, at: now(), actor: label, action: action, before: nil, after: nil))
         nextAuditID += 1
+    }
+}
+
+extension Date {
+    /// The instant as refusals show it to people, as the SQL functions do (`rbac.shown_time`):
+    /// 2026-12-11 03:30:45 UTC.
+    var shownInRefusals: String {
+        formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
+            + " UTC"
     }
 }

@@ -14,6 +14,13 @@ SELECT is((grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'planner',
           now() + interval '90 days', 'a grant sets the expiry');
 SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'viewer', now())$$, 'RBINV',
                  NULL, 'an expiry that is not in the future is refused');
+-- A refusal shows an instant in UTC, to the second, whatever the session's time zone.
+SET LOCAL timezone = 'America/New_York';
+SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('vera'), 'viewer',
+                                     '2001-02-03 04:05:06.789+00')$$,
+                 'RBINV', 'the expiry 2001-02-03 04:05:06 UTC is not in the future',
+                 'the refused expiry is shown in UTC, to the second');
+RESET timezone;
 SELECT throws_ok($$SELECT grant_role(pg_temp.id('Olivia & Paul'), pg_temp.id('paul'), 'owner', now() + interval '1 day')$$,
                  'RBINV', 'an owner''s membership cannot expire; give another role an expiry, or none',
                  'an owner''s membership cannot expire');
@@ -92,7 +99,9 @@ SELECT ok(NOT user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('ivy')
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('stale'), 'viewer', NULL, interval '7 days',
                          now() + interval '1 day');
 UPDATE invitations SET membership_expires_at = now() WHERE token_hash = pg_temp.hash('stale');
-SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('stale'), pg_temp.id('vera'))$$, 'RBEXP', NULL,
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('stale'), pg_temp.id('vera'))$$, 'RBEXP',
+                 'the access this invitation offers ended at '
+                     || to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC',
                  'an invitation whose access already ended is not accepted');
 
 -- The last-owner rule: ownership moves only to a membership in force, and the new owner's expiry goes.

@@ -67,7 +67,10 @@ SELECT is((SELECT inviter FROM invitation_preview(pg_temp.hash('inv_old'))), 'Th
 UPDATE invitations SET created_at = now() - interval '8 days', expires_at = now() - interval '1 day'
 WHERE token_hash = pg_temp.hash('inv_old');
 SELECT pg_temp.act_as('second');
-SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_old'))$$, 'RBEXP', NULL, 'an expired token is refused');
+SELECT throws_ok($$SELECT accept_invitation(pg_temp.hash('inv_old'))$$, 'RBEXP',
+                 'this invitation expired at '
+                     || to_char((now() - interval '1 day') AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') || ' UTC',
+                 'an expired token is refused, saying when it expired');
 SELECT pg_temp.act_as('olivia');
 SELECT lives_ok(
     $$SELECT revoke_invitation(pg_temp.id('Olivia & Paul'), (SELECT id FROM invitations WHERE token_hash = pg_temp.hash('inv_viewer')))$$,

@@ -11,6 +11,13 @@
 --   RBRAT too many invitations in an hour
 --   RBHLD a couple's own role still held (by members or pending invitations)
 
+-- An instant as refusals show it to people (2026-12-11 03:30:45 UTC), whatever the session's time zone; programs
+-- get rbac.event_time's form (in a DETAIL, say).
+CREATE OR REPLACE FUNCTION rbac.shown_time(p_at timestamptz) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')
+$$;
+
 -- Whether a membership grants anything now: active, and not past its expiry. The one definition of "in force";
 -- a SQL function of one expression, so the planner inlines it into every query that calls it.
 CREATE OR REPLACE FUNCTION rbac.in_force(p_status text, p_expires_at timestamptz) RETURNS boolean
@@ -300,7 +307,7 @@ BEGIN
             USING ERRCODE = 'RBINV';
     END IF;
     IF p_expires_at <= now() THEN
-        RAISE EXCEPTION 'the expiry % is not in the future', p_expires_at USING ERRCODE = 'RBINV';
+        RAISE EXCEPTION 'the expiry % is not in the future', rbac.shown_time(p_expires_at) USING ERRCODE = 'RBINV';
     END IF;
 END $$;
 

@@ -29,7 +29,8 @@ BEGIN
         WHEN 'revoked' THEN
             RAISE EXCEPTION 'this invitation was revoked' USING ERRCODE = 'RBREV';
         WHEN 'expired' THEN
-            RAISE EXCEPTION 'this invitation expired at %', p_invitation.expires_at USING ERRCODE = 'RBEXP';
+            RAISE EXCEPTION 'this invitation expired at %', rbac.shown_time(p_invitation.expires_at)
+                USING ERRCODE = 'RBEXP';
         ELSE
             RAISE EXCEPTION 'invitation not found' USING ERRCODE = 'RBNFD';
     END CASE;
@@ -125,8 +126,8 @@ BEGIN
                ORDER BY created_at DESC OFFSET v_limit - 1 LIMIT 1);
     IF v_next IS NOT NULL THEN
         RAISE EXCEPTION 'couple % has made % invitations in the last hour, the most allowed; the next may be made at %',
-            p_couple_id, v_limit, to_char(v_next AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')
-            USING ERRCODE = 'RBRAT', DETAIL = to_char(v_next AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+            p_couple_id, v_limit, rbac.shown_time(v_next)
+            USING ERRCODE = 'RBRAT', DETAIL = rbac.event_time(v_next),
                   HINT = 'the operator sets the limit: rbac invitations limit --per-hour N';
     END IF;
 END $$;
@@ -324,8 +325,8 @@ BEGIN
             v_invitation.role USING ERRCODE = 'RBREV', HINT = 'ask a member of the couple for a new invitation';
     END IF;
     IF v_invitation.membership_expires_at <= now() THEN
-        RAISE EXCEPTION 'the access this invitation offers ended at %', v_invitation.membership_expires_at
-            USING ERRCODE = 'RBEXP';
+        RAISE EXCEPTION 'the access this invitation offers ended at %',
+            rbac.shown_time(v_invitation.membership_expires_at) USING ERRCODE = 'RBEXP';
     END IF;
     BEGIN
         INSERT INTO memberships (couple_id, user_id, role, expires_at)
