@@ -133,7 +133,7 @@ struct BudgetBothRepositoriesTests {
     }
 
     @Test(
-        "an item is filed only in a folder of its own scenario, a gift only against an item; refusals name the missing",
+        "an item goes only in a folder of its scenario, a gift only against an item; a refusal names what is missing",
         arguments: Backend.allCases)
     func filing(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
