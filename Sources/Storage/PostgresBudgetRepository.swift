@@ -191,9 +191,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    /// A primary scenario is made under the couple's budget lock, as `setPrimaryScenario` does: unserialised, two
+    /// processes would each clear the primary they see and then meet at the one-primary index.
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
         try await transaction(couple, as: actor) { connection in
             if primary {
+                try await Self.lockBudget(couple, connection)
                 try await connection.query(
                     "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary")
             }
@@ -217,8 +220,11 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
+    /// Under the couple's budget lock: the primary another process made while this one waited is committed, and
+    /// cleared here, by the time the lock is held.
     public func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario {
         try await transaction(couple, as: actor) { connection in
+            try await Self.lockBudget(couple, connection)
             try await connection.query(
                 "UPDATE budget_scenarios SET is_primary = false WHERE couple_id = \(couple) AND is_primary AND id <> \(scenario)"
             )

@@ -522,6 +522,31 @@ struct BudgetStorageTests {
         }
     }
 
+    @Test("primary scenarios chosen at once, from separate actors, all land; the couple keeps one primary")
+    func primaryScenarioRace() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
+            let world = try await BudgetWorld(pool)
+            let admin = Actor.operator(label: "t")
+            let existing = try await world.budget().createScenario(named: "Main", as: admin)
+            let (one, other) = (world.budget(), world.budget())
+            for attempt in 0..<20 {
+                let outcomes = try await race(2) { index, go in
+                    try await Outcome.of {
+                        await go()
+                        _ =
+                            index == 0
+                            ? try await one.createScenario(named: "New \(attempt)", primary: true, as: admin)
+                            : try await other.setPrimaryScenario(existing.id, as: admin)
+                    }
+                }
+                #expect(outcomes == [.success, .success], "attempt \(attempt)")
+                let primaries = try await world.budget().scenarios(as: admin).filter(\.isPrimary).map(\.name)
+                let chosen = ["Main", "New \(attempt)"]
+                #expect(primaries.count == 1 && chosen.contains(primaries[0]), "attempt \(attempt): \(primaries)")
+            }
+        }
+    }
+
     @Test("two items added at once, from separate actors, with room for one: one lands, the other is refused")
     func itemLimitRace() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 6) { pool in
