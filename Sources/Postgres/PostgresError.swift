@@ -22,6 +22,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let undefinedTable = SQLState("42P01")
     public static let undefinedColumn = SQLState("42703")
     public static let undefinedFunction = SQLState("42883")
+    public static let invalidSchemaName = SQLState("3F000")
     public static let insufficientPrivilege = SQLState("42501")
 
     /// The two-character class, e.g. `23` for integrity constraint violations.
@@ -43,6 +44,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
         "42501": "insufficient_privilege", "42601": "syntax_error", "42883": "undefined_function",
         "42703": "undefined_column", "25P02": "in_failed_sql_transaction", "3D000": "invalid_catalog_name",
         "28P01": "invalid_password", "53300": "too_many_connections", "08006": "connection_failure",
+        "3F000": "invalid_schema_name",
     ]
 }
 

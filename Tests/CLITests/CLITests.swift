@@ -1273,6 +1273,12 @@ struct CLITests {
                 #expect(listed.stderr.contains("lacks part of rbac's schema (relation \"couples\" does not exist)"))
                 #expect(
                     listed.stderr.hasSuffix("run `rbac migrate` (`rbac migrate --status` lists what is pending)\n"))
+                // A budget write begins with a function of the rbac schema, which is missing too.
+                let primary = try await run([
+                    "budget", "scenarios", "make-primary", UUID().uuidString, "--couple", UUID().uuidString,
+                ])
+                #expect(primary.status == 4, "\(primary.stderr)")
+                #expect(primary.stderr.contains("lacks part of rbac's schema (schema \"rbac\" does not exist)"))
                 let empty = try await run(serve)
                 let lacking = "lacks \(migrations.count) migrations of this release, from \(migrations[0]) on"
                 #expect(empty.status == 4, "\(empty.stderr)")

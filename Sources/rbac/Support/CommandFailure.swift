@@ -58,9 +58,9 @@ struct CommandFailure: Error {
                 mapped.map { Self.status(for: $0.code) } ?? .usage, mapped?.message ?? error.message,
                 code: mapped?.code.rawValue)
         case let error as PostgresError
-        where [.undefinedTable, .undefinedColumn, .undefinedFunction].contains(error.sqlState):
-            // A release newer than the database's schema. The server's message names the missing table, column
-            // or function, never a value.
+        where [.undefinedTable, .undefinedColumn, .undefinedFunction, .invalidSchemaName].contains(error.sqlState):
+            // A release newer than the database's schema. The server's message names the missing table, column,
+            // function or schema, never a value.
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
             self.init(
                 .conflict,
