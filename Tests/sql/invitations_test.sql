@@ -335,5 +335,13 @@ SELECT throws_ok(format('SELECT create_invitation(%L, %L, %L)', pg_temp.id('Oliv
                  '23503', NULL, 'a couple missing at the insert stays a foreign key''s error');
 DROP TRIGGER misdirect ON invitations;
 
+-- The advisory locks invitations take are named per couple and per person, millions of names: each name is its
+-- own lock, even two that a 32-bit hash gives one key.
+SELECT is(hashtext('newcomers 13876'), hashtext('newcomers 183523'), 'these two names share a 32-bit hash');
+CREATE TEMP TABLE held AS SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT rbac.advisory_lock('newcomers 13876', false), rbac.advisory_lock('newcomers 183523', false);
+SELECT is((SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) - (SELECT n FROM held),
+          2::bigint, 'and are two locks');
+
 SELECT * FROM finish();
 ROLLBACK;

@@ -109,14 +109,16 @@ BEGIN
 END $$;
 
 -- The transaction's advisory lock named p_name, shared or alone, for what no row stands for: a set that must not
--- grow, one person's joining, a role's permission set being written, a couple being made.
+-- grow, one person's joining, a role's permission set being written, a couple being made. The key is the name's
+-- 64-bit hash: names come per couple and per person, millions of them, and two that shared a 32-bit key would
+-- wait for each other, or deadlock where each is taken in an order of its own.
 CREATE OR REPLACE FUNCTION rbac.advisory_lock(p_name text, p_shared boolean) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF p_shared THEN
-        PERFORM pg_advisory_xact_lock_shared(hashtext(p_name));
+        PERFORM pg_advisory_xact_lock_shared(hashtextextended(p_name, 0));
     ELSE
-        PERFORM pg_advisory_xact_lock(hashtext(p_name));
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_name, 0));
     END IF;
 END $$;
 
