@@ -212,7 +212,7 @@ public struct OutboxWorker: Sendable {
         }
         switch response.status {
         case 200..<300:
-            try await outbox.delivered(message.id)
+            try await outbox.delivered(message)
             return .delivered
         case 410:
             try await outbox.disable(endpoint: endpoint.id, error: "the endpoint answered 410 Gone")
@@ -246,7 +246,7 @@ public struct OutboxWorker: Sendable {
             return error.permanent
                 ? try await dead(message, error.description) : try await retry(message, error.description)
         }
-        try await outbox.delivered(message.id)
+        try await outbox.delivered(message)
         return .delivered
     }
 
@@ -259,12 +259,12 @@ public struct OutboxWorker: Sendable {
         guard message.attempts <= Self.schedule.count else { return try await dead(message, error) }
         let scheduled = Self.jittered(Self.schedule[message.attempts - 1])
         let wait = max(scheduled, min(notBefore ?? .zero, Self.schedule.max()!))
-        try await outbox.failed(message.id, error: error, retryIn: wait)
+        try await outbox.failed(message, error: error, retryIn: wait)
         return .retry
     }
 
     private func dead(_ message: PostgresOutbox.Claimed, _ error: String) async throws -> Outcome {
-        try await outbox.failed(message.id, error: error, retryIn: nil)
+        try await outbox.failed(message, error: error, retryIn: nil)
         return .dead
     }
 

@@ -234,29 +234,31 @@ public struct PostgresOutbox: Sendable {
         }
     }
 
-    /// Records a delivery.
-    public func delivered(_ id: UUID) async throws {
+    /// Records a delivery. Like `failed`, only while `message`'s claim is the latest (the message waiting, its
+    /// attempts counted up to that claim): a worker answering after its lease ran out, when another may have
+    /// taken the message up and sent it, records nothing over what that one records.
+    public func delivered(_ message: Claimed) async throws {
         _ = try await run {
             try await $0.execute(
                 """
                 UPDATE outbox SET status = 'sent', delivered_at = now(), last_error = NULL, token_box = NULL
-                WHERE id = \(id)
+                WHERE id = \(message.id) AND status = 'pending' AND attempts = \(message.attempts)
                 """)
         }
     }
 
     /// Records a failed attempt: due again after `retryIn`, or dead when nil.
-    public func failed(_ id: UUID, error: String, retryIn: Duration?) async throws {
-        let message = error.storedPrefix(1000)
+    public func failed(_ message: Claimed, error: String, retryIn: Duration?) async throws {
+        let lastError = error.storedPrefix(1000)
         let seconds = retryIn.map { $0.components.seconds }
         _ = try await run {
             try await $0.execute(
                 """
-                UPDATE outbox SET last_error = \(message),
+                UPDATE outbox SET last_error = \(lastError),
                     status = CASE WHEN \(seconds)::float8 IS NULL THEN 'dead' ELSE 'pending' END,
                     token_box = CASE WHEN \(seconds)::float8 IS NULL THEN NULL ELSE token_box END,
                     next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
-                WHERE id = \(id)
+                WHERE id = \(message.id) AND status = 'pending' AND attempts = \(message.attempts)
                 """)
         }
     }
