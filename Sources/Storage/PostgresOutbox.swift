@@ -247,7 +247,8 @@ public struct PostgresOutbox: Sendable {
         }
     }
 
-    /// Records a failed attempt: due again after `retryIn`, or dead when nil.
+    /// Records a failed attempt: due again after `retryIn`, or dead when nil; as `delivered`, only while
+    /// `message`'s claim is the latest.
     public func failed(_ message: Claimed, error: String, retryIn: Duration?) async throws {
         let lastError = error.storedPrefix(1000)
         let seconds = retryIn.map { $0.components.seconds }
