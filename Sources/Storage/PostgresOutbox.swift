@@ -163,6 +163,8 @@ public struct PostgresOutbox: Sendable {
         public let payload: String
         public let createdAt: Date
         public let attempts: Int
+        /// This claim's token: the outcome is recorded only while it is the message's latest claim.
+        public let claim: UUID
         /// A webhook's endpoint: its id, URL and sealed secrets, the current one and the one before it while
         /// that still signs.
         public let endpoint: (id: UUID, url: String, secretBoxes: [[UInt8]])?
@@ -189,11 +191,11 @@ public struct PostgresOutbox: Sendable {
                     SELECT id FROM outbox
                     WHERE status = 'pending' AND next_attempt_at <= now() AND channel = ANY (\(channels))
                     ORDER BY next_attempt_at LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                UPDATE outbox o SET attempts = o.attempts + 1,
+                UPDATE outbox o SET attempts = o.attempts + 1, claim = gen_random_uuid(),
                     next_attempt_at = now() + make_interval(secs => \(seconds)::float8)
                 FROM due WHERE o.id = due.id
                 RETURNING o.id, o.event_type, o.channel, o.payload::text AS payload, o.created_at, o.attempts,
-                          o.token_box, o.endpoint_id,
+                          o.claim, o.token_box, o.endpoint_id,
                           (SELECT url FROM webhook_endpoints WHERE id = o.endpoint_id) AS url,
                           (SELECT secret_box FROM webhook_endpoints WHERE id = o.endpoint_id) AS secret_box,
                           (SELECT previous_secret_box FROM webhook_endpoints
@@ -220,7 +222,7 @@ public struct PostgresOutbox: Sendable {
                     id: try row.decode("id"), eventType: try row.decode("event_type"),
                     channel: try row.decode("channel"),
                     payload: try row.decode("payload"), createdAt: try row.decode("created_at"),
-                    attempts: Int(try row.decode("attempts", as: Int32.self)),
+                    attempts: Int(try row.decode("attempts", as: Int32.self)), claim: try row.decode("claim"),
                     endpoint: try endpoint.map {
                         let boxes = [
                             try row.decode("secret_box", as: Data?.self),
@@ -234,15 +236,15 @@ public struct PostgresOutbox: Sendable {
         }
     }
 
-    /// Records a delivery. Like `failed`, only while `message`'s claim is the latest (the message waiting, its
-    /// attempts counted up to that claim): a worker answering after its lease ran out, when another may have
-    /// taken the message up and sent it, records nothing over what that one records.
+    /// Records a delivery. Like `failed`, only while `message`'s claim is the latest (the message waiting, under
+    /// that claim's token): a worker answering after its lease ran out, when another may have taken the message
+    /// up and sent it, records nothing over what that one records.
     public func delivered(_ message: Claimed) async throws {
         _ = try await run {
             try await $0.execute(
                 """
                 UPDATE outbox SET status = 'sent', delivered_at = now(), last_error = NULL, token_box = NULL
-                WHERE id = \(message.id) AND status = 'pending' AND attempts = \(message.attempts)
+                WHERE id = \(message.id) AND status = 'pending' AND claim = \(message.claim)
                 """)
         }
     }
@@ -259,7 +261,7 @@ public struct PostgresOutbox: Sendable {
                     status = CASE WHEN \(seconds)::float8 IS NULL THEN 'dead' ELSE 'pending' END,
                     token_box = CASE WHEN \(seconds)::float8 IS NULL THEN NULL ELSE token_box END,
                     next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
-                WHERE id = \(message.id) AND status = 'pending' AND attempts = \(message.attempts)
+                WHERE id = \(message.id) AND status = 'pending' AND claim = \(message.claim)
                 """)
         }
     }
