@@ -135,10 +135,28 @@ public struct PostgresOutbox: Sendable {
         }.map(Self.message)
     }
 
-    /// Puts a message back in the queue, due now, with its attempts counted afresh.
+    /// Puts a message back in the queue, due now, with its attempts counted afresh; not one for an endpoint that
+    /// answered 410 Gone, to which nothing more is sent.
     public func retry(_ id: UUID) async throws -> OutboxMessage {
-        let rows = try await run {
-            try await $0.query(
+        let rows = try await transaction { connection in
+            // The endpoint is locked as `disable` locks it, before the message: a 410 answered meanwhile is seen
+            // here, or finds the message waiting and kills it.
+            let endpoint = try await connection.query(
+                """
+                SELECT id, disabled_at FROM webhook_endpoints
+                WHERE id = (SELECT endpoint_id FROM outbox WHERE id = \(id) AND status <> 'sent') FOR SHARE
+                """
+            ).first
+            if let endpoint, try endpoint.decode("disabled_at", as: Date?.self) != nil {
+                throw CollaborationError(
+                    .notFound,
+                    """
+                    message \(id.uuidString.lowercased()) is for webhook \
+                    \(try endpoint.decode("id", as: UUID.self).uuidString.lowercased()), which answered 410 Gone \
+                    and is sent nothing more (to receive events at its URL again, remove it and add the URL anew)
+                    """)
+            }
+            return try await connection.query(
                 """
                 UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
                 WHERE id = \(id) AND status <> 'sent'

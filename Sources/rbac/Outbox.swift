@@ -44,7 +44,11 @@ extension RBAC {
         struct Retry: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "Put a waiting or dead message back in the queue, due now.",
-                discussion: "Example: rbac outbox retry ID")
+                discussion: """
+                    Not a sent one, nor one for an endpoint that answered 410 Gone (it is sent nothing more).
+
+                    Example: rbac outbox retry ID
+                    """)
             @Argument(help: "The message's id.") var id: String
             @OptionGroup var options: OperatorOptions
 

@@ -13,10 +13,14 @@ struct OutboxPruneTests {
         let seconds = ago.components.seconds
         return try await pool.query(
             """
-            INSERT INTO outbox (event_type, payload, channel, status, next_attempt_at, delivered_at)
-            SELECT 'invitation.created', '{}', 'email', \(status), at, CASE WHEN \(status) = 'sent' THEN at END
-            FROM (SELECT now() - make_interval(secs => \(seconds)::float8) AS at) settled
-            RETURNING id
+            WITH endpoint AS (
+                INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://hooks.example.com/', '\\x00')
+                RETURNING id)
+            INSERT INTO outbox (event_type, payload, channel, endpoint_id, status, next_attempt_at, delivered_at)
+            SELECT 'invitation.created', '{}', 'webhook', endpoint.id, \(status), at,
+                   CASE WHEN \(status) = 'sent' THEN at END
+            FROM (SELECT now() - make_interval(secs => \(seconds)::float8) AS at) settled, endpoint
+            RETURNING outbox.id
             """)[0].decode("id")
     }
 

@@ -338,7 +338,7 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("an endpoint answering 500 is retried on the schedule; 410 disables it and its messages die")
+    @Test("an endpoint answering 500 is retried on the schedule; 410 disables it, its messages die and stay dead")
     func retriesThenGone() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
             try "500\n410\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
@@ -368,6 +368,15 @@ struct WebhookDeliveryTests {
             _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
             #expect(
                 try await pool.count("SELECT count(*) FROM outbox") == 1, "a disabled endpoint is sent nothing more")
+            let dead = try await pool.query("SELECT id, o::text AS row FROM outbox o")[0]
+            let refusal = await #expect(throws: CollaborationError.self) {
+                try await PostgresOutbox(pool: pool).retry(try dead.decode("id"))
+            }
+            #expect(
+                refusal?.code == .notFound && refusal?.message.contains("410 Gone") == true,
+                "\(String(describing: refusal))")
+            let after: String = try await pool.query("SELECT o::text FROM outbox o")[0].decode(column: 0)
+            #expect(after == (try dead.decode("row", as: String.self)), "nor is a retry of its dead message taken")
         }
     }
 
@@ -436,6 +445,27 @@ struct WebhookDeliveryTests {
             #expect(retried.status == "pending" && retried.attempts == 0)
             #expect(try await worker.runOnce() == [.delivered])
             await #expect(throws: (any Error).self) { try await outbox.retry(claimed[0].id) }
+        }
+    }
+
+    @Test("a dead message retried while its endpoint answers 410 stays dead, whichever lands first, many rounds")
+    func retriedWhileGone() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
+            let outbox = PostgresOutbox(pool: pool)
+            var seen = Set<[Outcome]>()
+            for _ in 0..<200 {
+                let message = try await OutboxPruneTests.message(pool, "dead", ago: .zero)
+                let endpoint = try await pool.query("SELECT endpoint_id FROM outbox WHERE id = \(message)")[0]
+                let outcomes = try await race([
+                    { _ = try await outbox.retry(message) },
+                    { try await outbox.disable(endpoint: try endpoint.decode("endpoint_id"), error: "410 Gone") },
+                ])
+                seen.insert(outcomes)
+                #expect([Outcome.success, .refused("not_found")].contains(outcomes[0]) && outcomes[1] == .success)
+                let status = try await pool.query("SELECT status FROM outbox WHERE id = \(message)")[0]
+                #expect(try status.decode("status", as: String.self) == "dead", "\(outcomes)")
+            }
+            #expect(seen.count > 1, "the two should land on both sides of each other: \(seen)")
         }
     }
 
