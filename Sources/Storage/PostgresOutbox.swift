@@ -136,7 +136,7 @@ public struct PostgresOutbox: Sendable {
     }
 
     /// Puts a message back in the queue, due now, with its attempts counted afresh; not one for an endpoint that
-    /// answered 410 Gone, to which nothing more is sent.
+    /// answered 410 Gone, to which nothing more is sent, nor an invitation email that has lost its link.
     public func retry(_ id: UUID) async throws -> OutboxMessage {
         let rows = try await transaction { connection in
             // The endpoint is locked as `disable` locks it, before the message: a 410 answered meanwhile is seen
@@ -156,12 +156,25 @@ public struct PostgresOutbox: Sendable {
                     and is sent nothing more (to receive events at its URL again, remove it and add the URL anew)
                     """)
             }
-            return try await connection.query(
+            // An email's link goes from it when it dies, or its invitation is accepted, revoked, expired or deleted
+            // (rbac.erase_sealed_token): without one, it would only die again.
+            let retried = try await connection.query(
                 """
                 UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
-                WHERE id = \(id) AND status <> 'sent'
+                WHERE id = \(id) AND status <> 'sent' AND (channel <> 'email' OR token_box IS NOT NULL)
                 RETURNING \(sql: Self.messageColumns)
                 """)
+            if retried.isEmpty,
+                try await connection.query("SELECT 1 FROM outbox WHERE id = \(id) AND status <> 'sent'").first != nil
+            {
+                throw CollaborationError(
+                    .notFound,
+                    """
+                    message \(id.uuidString.lowercased()) is an invitation email whose link is gone (the email \
+                    was given up on, or the invitation accepted, revoked, expired or deleted): invite again
+                    """)
+            }
+            return retried
         }
         guard let row = rows.first else {
             throw CollaborationError(

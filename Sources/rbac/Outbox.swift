@@ -45,7 +45,8 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Put a waiting or dead message back in the queue, due now.",
                 discussion: """
-                    Not a sent one, nor one for an endpoint that answered 410 Gone (it is sent nothing more).
+                    Not a sent one, nor one for an endpoint that answered 410 Gone (it is sent nothing more), nor \
+                    an invitation email whose link is gone (it died, or the invitation is settled: invite again).
 
                     Example: rbac outbox retry ID
                     """)

@@ -311,16 +311,21 @@ struct InvitationEmailTests {
         }
     }
 
-    @Test("accepting or revoking an invitation erases the sealed link of its unsent email, which is not sent")
+    @Test("accepting or revoking an invitation erases the sealed link of its unsent email, which is not sent again")
     func erasedOnAcceptance() async throws {
         try await Self.withServer { setup in
             let issued = try await setup.invite("b@example.com")
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 1)
             _ = try await setup.invitations.revoke(issued.invitation.id, in: setup.couple, as: .user(setup.owner))
             #expect(try await setup.pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
+            let email = try await setup.pool.query("SELECT id FROM outbox WHERE channel = 'email'")[0]
+            let refusal = await #expect(throws: CollaborationError.self) {
+                try await PostgresOutbox(pool: setup.pool).retry(try email.decode("id"))
+            }
+            #expect(refusal?.message.contains("invite again") == true, "\(String(describing: refusal))")
             let error = try await setup.lastError()
             #expect(error == "not sent: the invitation was accepted, revoked, expired or deleted first", "\(error)")
-            #expect(try await setup.worker.runOnce() == [], "nothing left to send")
+            #expect(try await setup.worker.runOnce() == [], "nothing left to send, a retry taking nothing back")
             #expect(try Self.received(setup.peer).isEmpty)
         }
     }
