@@ -186,6 +186,10 @@ public struct OutboxWorker: Sendable {
         guard let endpoint = message.endpoint, !secrets.isEmpty else {
             return try await dead(message, "the endpoint's secret does not open under this delivery key")
         }
+        // The table's check is looser than `PostgresOutbox.webhookURL`: a URL raw SQL wrote may parse as none.
+        guard let url = URL(string: endpoint.url) else {
+            return try await dead(message, "the endpoint's URL is not one rbac can call: remove it and add it anew")
+        }
         var data = (try? JSONSerialization.jsonObject(with: Data(message.payload.utf8)) as? [String: Any]) ?? [:]
         if let link = link(message) { data["link"] = link }
         let event: [String: Any] = [
@@ -204,7 +208,7 @@ public struct OutboxWorker: Sendable {
         let response: OutboundHTTP.Response
         do {
             response = try await http.post(
-                URL(string: endpoint.url)!, body: body, contentType: "application/json",
+                url, body: body, contentType: "application/json",
                 headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: \(signatures)"]
             )
         } catch {

@@ -380,6 +380,19 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("an endpoint URL that raw SQL wrote and no URL parses kills its messages, and stops no worker")
+    func unparsableURL() async throws {
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
+            // Within the table's check (https://, no whitespace), where `webhookURL` refuses it.
+            _ = try await pool.query("UPDATE webhook_endpoints SET url = 'https://%zz/hooks' WHERE id = \(endpoint.id)")
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            #expect(try await worker.runOnce() == [.dead])
+            let error: String = try await pool.query("SELECT last_error FROM outbox")[0].decode(column: 0)
+            #expect(error.contains("URL is not one rbac can call"), "\(error)")
+            #expect(try Self.received(peer).isEmpty)
+        }
+    }
+
     @Test(
         "an endpoint's Retry-After (seconds or a date) puts the retry later than the schedule, never sooner or past 10 h"
     )
