@@ -620,6 +620,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             category: try row.decode("category"))
     }
 
+    /// A payment's date is a day of the years 1 to 9999 (sql/0032), which `to_char` writes as CalendarDay reads.
     private static func payment(_ row: PostgresRow) throws -> ExpensePayment {
         ExpensePayment(
             id: try row.decode("id"), expenseID: try row.decode("expense_id"), amount: try row.decode("amount"),
