@@ -63,6 +63,11 @@ SELECT results_eq(
     'a change of the limit is recorded in the operator''s log');
 SELECT throws_ok('UPDATE couple_settings SET owned_per_user = 0', '23514', NULL, 'a limit under 1 is refused');
 SELECT throws_ok('INSERT INTO couple_settings VALUES (false, 3)', '23514', NULL, 'there is one setting only');
+SELECT throws_ok('DELETE FROM ' || t, 'RBDEN', 'the one row of ' || t || ' stays: change its values with UPDATE',
+                 'the row of ' || t || ' is not deleted, which would lift its limit')
+FROM unnest(ARRAY['couple_settings', 'invitation_settings']) AS t;
+SELECT throws_ok('TRUNCATE ' || t, 'RBDEN', NULL, 'nor truncated: ' || t)
+FROM unnest(ARRAY['couple_settings', 'invitation_settings']) AS t;
 
 SET LOCAL ROLE rbac_app;
 SELECT throws_ok('UPDATE couple_settings SET owned_per_user = 100000', '42501', NULL,

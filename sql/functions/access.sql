@@ -342,3 +342,26 @@ BEGIN
     RETURN v_me || ARRAY(SELECT DISTINCT m.user_id FROM memberships m
                          WHERE m.couple_id = ANY (v_couples) AND m.user_id <> v_me);
 END $$;
+
+-- The operator's settings (invitation_settings, couple_settings) are one row each, which UPDATE changes: without
+-- it, the limit it holds would hold no one (a NULL limit refuses nothing), and `rbac ... limit` would have
+-- nothing to show. So the row is not deleted or truncated, by anyone.
+CREATE OR REPLACE FUNCTION rbac.keep_setting() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'the one row of % stays: change its values with UPDATE', TG_TABLE_NAME USING ERRCODE = 'RBDEN';
+END $$;
+
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['invitation_settings', 'couple_settings'] LOOP
+        -- A table a later migration makes: the run that applies it applies this file again.
+        CONTINUE WHEN to_regclass(format('public.%I', v_table)) IS NULL;
+        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_kept BEFORE DELETE ON %1$I '
+                       'FOR EACH ROW EXECUTE FUNCTION rbac.keep_setting()', v_table);
+        EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_not_truncated BEFORE TRUNCATE ON %1$I '
+                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.keep_setting()', v_table);
+    END LOOP;
+END $$;
