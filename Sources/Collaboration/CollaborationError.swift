@@ -23,5 +23,7 @@ public enum CollaborationErrorCode: String, RefusalCode, Codable {
     case roleInUse = "role_in_use"
     /// The budget's: the primary scenario stays until another one is made primary.
     case primaryScenario = "primary_scenario"
+    /// Something is under way that the operation would undo or repeat (an outbox message a worker is sending).
+    case inProgress = "in_progress"
     case unavailable = "unavailable"
 }

@@ -915,7 +915,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 extension Date {
     /// The instant as refusals show it to people, as the SQL functions do (`rbac.shown_time`):
     /// 2026-12-11 03:30:45 UTC.
-    var shownInRefusals: String {
+    public var shownInRefusals: String {
         formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
             + " UTC"
     }

@@ -78,7 +78,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .permissionDenied, .roleNotGrantable, .invitationEmailMismatch: .forbidden
             case .notFound: .notFound
             case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired, .quotaExceeded,
-                .roleInUse, .primaryScenario:
+                .roleInUse, .primaryScenario, .inProgress:
                 .conflict
             case .rateLimited: .tooManyRequests
             case .unavailable: .serviceUnavailable

@@ -136,7 +136,8 @@ public struct PostgresOutbox: Sendable {
     }
 
     /// Puts a message back in the queue, due now, with its attempts counted afresh; not one for an endpoint that
-    /// answered 410 Gone, to which nothing more is sent, nor an invitation email that has lost its link.
+    /// answered 410 Gone, to which nothing more is sent, nor an invitation email that has lost its link, nor one a
+    /// worker is sending right then (made due, another worker would send it beside the first).
     public func retry(_ id: UUID) async throws -> OutboxMessage {
         let rows = try await transaction { connection in
             // The endpoint is locked as `disable` locks it, before the message: a 410 answered meanwhile is seen
@@ -156,17 +157,23 @@ public struct PostgresOutbox: Sendable {
                     and is sent nothing more (to receive events at its URL again, remove it and add the URL anew)
                     """)
             }
+            // Locked as a claim locks it: a claim landing first is seen here, one landing after finds it due.
+            let message = try await connection.query(
+                """
+                SELECT channel = 'email' AND token_box IS NULL AS link_gone,
+                       CASE WHEN status = 'pending' AND claim IS NOT NULL AND next_attempt_at > now()
+                           THEN next_attempt_at END AS leased_until
+                FROM outbox WHERE id = \(id) AND status <> 'sent' FOR UPDATE
+                """
+            ).first
+            guard let message else {
+                throw CollaborationError(
+                    .notFound, "no message \(id.uuidString.lowercased()) waiting or dead (a sent one is not sent again)"
+                )
+            }
             // An email's link goes from it when it dies, or its invitation is accepted, revoked, expired or deleted
             // (rbac.erase_sealed_token): without one, it would only die again.
-            let retried = try await connection.query(
-                """
-                UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
-                WHERE id = \(id) AND status <> 'sent' AND (channel <> 'email' OR token_box IS NOT NULL)
-                RETURNING \(sql: Self.messageColumns)
-                """)
-            if retried.isEmpty,
-                try await connection.query("SELECT 1 FROM outbox WHERE id = \(id) AND status <> 'sent'").first != nil
-            {
+            if try message.decode("link_gone") {
                 throw CollaborationError(
                     .notFound,
                     """
@@ -174,13 +181,21 @@ public struct PostgresOutbox: Sendable {
                     was given up on, or the invitation accepted, revoked, expired or deleted): invite again
                     """)
             }
-            return retried
+            if let until = try message.decode("leased_until", as: Date?.self) {
+                throw CollaborationError(
+                    .inProgress,
+                    """
+                    message \(id.uuidString.lowercased()) is being sent by a worker, which has until \
+                    \(until.shownInRefusals) to answer: retry it after that if it has not gone
+                    """)
+            }
+            return try await connection.query(
+                """
+                UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
+                WHERE id = \(id) RETURNING \(sql: Self.messageColumns)
+                """)
         }
-        guard let row = rows.first else {
-            throw CollaborationError(
-                .notFound, "no message \(id.uuidString.lowercased()) waiting or dead (a sent one is not sent again)")
-        }
-        return try Self.message(row)
+        return try Self.message(rows[0])
     }
 
     // MARK: The worker's side
@@ -281,7 +296,8 @@ public struct PostgresOutbox: Sendable {
     }
 
     /// Records a failed attempt: due again after `retryIn`, or dead when nil; as `delivered`, only while
-    /// `message`'s claim is the latest.
+    /// `message`'s claim is the latest. The claim ends: waiting out its backoff, the message is no worker's (and
+    /// `retry` may make it due).
     public func failed(_ message: Claimed, error: String, retryIn: Duration?) async throws {
         let lastError = error.storedPrefix(1000)
         let seconds = retryIn.map { $0.components.seconds }
@@ -291,7 +307,7 @@ public struct PostgresOutbox: Sendable {
                 UPDATE outbox SET last_error = \(lastError),
                     status = CASE WHEN \(seconds)::float8 IS NULL THEN 'dead' ELSE 'pending' END,
                     token_box = CASE WHEN \(seconds)::float8 IS NULL THEN NULL ELSE token_box END,
-                    next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
+                    claim = NULL, next_attempt_at = now() + make_interval(secs => coalesce(\(seconds)::float8, 0))
                 WHERE id = \(message.id) AND status = 'pending' AND claim = \(message.claim)
                 """)
         }

@@ -46,7 +46,8 @@ extension RBAC {
                 abstract: "Put a waiting or dead message back in the queue, due now.",
                 discussion: """
                     Not a sent one, nor one for an endpoint that answered 410 Gone (it is sent nothing more), nor \
-                    an invitation email whose link is gone (it died, or the invitation is settled: invite again).
+                    an invitation email whose link is gone (it died, or the invitation is settled: invite again), \
+                    nor one a worker is sending right now (exit 4, saying until when it has to answer).
 
                     Example: rbac outbox retry ID
                     """)

@@ -482,6 +482,64 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("retry hurries a message waiting out its backoff, but not one a worker is sending")
+    func retriedWhileSent() async throws {
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, key, _ in
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            let outbox = PostgresOutbox(pool: pool)
+            let held = try #require(try await outbox.claim(limit: 10, lease: .seconds(60), key: key).first)
+            let row: PostgresQuery = "SELECT o::text AS row FROM outbox o"
+            let before: String = try await pool.query(row)[0].decode("row")
+            #expect(try await Outcome.of({ _ = try await outbox.retry(held.id) }) == .refused("in_progress"))
+            #expect(try await pool.query(row)[0].decode("row") == before, "the refusal changed the message")
+            #expect(try await worker.runOnce() == [], "still the first worker's")
+
+            try await outbox.failed(held, error: "timed out", retryIn: .seconds(3600))
+            #expect(try await worker.runOnce() == [], "waiting out its backoff")
+            let retried = try await outbox.retry(held.id)
+            #expect(retried.status == "pending" && retried.attempts == 0)
+            #expect(try await worker.runOnce() == [.delivered])
+            #expect(try Self.received(peer).count == 1)
+        }
+    }
+
+    @Test("a message retried while a worker claims it stays that worker's, whichever lands first, many rounds")
+    func retriedWhileClaimed() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
+            let outbox = PostgresOutbox(pool: pool)
+            let key = try DeliveryKey(hex: DeliveryKey.generateHex())
+            var seen = Set<[String]>()
+            for _ in 0..<200 {
+                let message = try await OutboxPruneTests.message(pool, "pending", ago: .zero)
+                let outcomes = try await race(2) { index, go in
+                    await go()
+                    if index == 1 {
+                        let claimed = try await outbox.claim(limit: 10, lease: .seconds(60), key: key)
+                        return claimed.contains { $0.id == message } ? "claimed" : "passed over"
+                    }
+                    switch try await Outcome.of({ _ = try await outbox.retry(message) }) {
+                    case .success: return "retried"
+                    case .refused(let code): return code
+                    }
+                }
+                seen.insert(outcomes)
+                let row = try await pool.query(
+                    "SELECT next_attempt_at > now() AS leased, attempts FROM outbox WHERE id = \(message)")[0]
+                let leased = try row.decode("leased", as: Bool.self)
+                let attempts = try row.decode("attempts", as: Int32.self)
+                switch outcomes {
+                // Made due while claimed, another worker would take it up beside the first.
+                case ["retried", "claimed"], ["in_progress", "claimed"]:
+                    #expect(leased && attempts == 1, "\(outcomes)")
+                // Retried while the claim was passing it over: due, for the next claim.
+                case ["retried", "passed over"]: #expect(!leased && attempts == 0)
+                default: Issue.record("\(outcomes)")
+                }
+            }
+            #expect(seen.count > 1, "the two should land on both sides of each other: \(seen)")
+        }
+    }
+
     @Test("a worker answering after its lease ran out records nothing, while another holds the message or sent it")
     func lateAnswer() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, key, _ in

@@ -96,7 +96,8 @@ struct CommandFailure: Error {
         case .permissionDenied, .roleNotGrantable, .notAuthenticated: .denied
         case .notFound: .notFound
         case .alreadyExists, .lastOwner, .invitationUsed, .invitationRevoked, .invitationExpired,
-            .invitationEmailMismatch, .quotaExceeded, .rateLimited, .roleInUse, .primaryScenario:
+            .invitationEmailMismatch, .quotaExceeded, .rateLimited, .roleInUse, .primaryScenario,
+            .inProgress:
             .conflict
         case .invalidInput, .invalidPolicy: .usage
         case .unavailable: .databaseUnavailable
