@@ -19,7 +19,8 @@ public enum CollaborationErrorCode: String, RefusalCode, Codable {
     case quotaExceeded = "quota_exceeded"
     /// Too many of something in too short a time (a couple's invitations in an hour).
     case rateLimited = "rate_limited"
-    /// A role a couple defined is still held (by members or pending invitations) and so cannot go.
+    /// A role is still held (by members or invitations) and so cannot go: a couple's own, or one a policy
+    /// drops; or a policy's new role has the name of a couple's own.
     case roleInUse = "role_in_use"
     /// The budget's: the primary scenario stays until another one is made primary.
     case primaryScenario = "primary_scenario"

@@ -95,6 +95,19 @@ extension CLITests {
                 "roles", "create", "--couple", couple, "--name", "viewer", "--description", "x",
             ])
             #expect(taken.status == 4 && taken.stderr.contains("is a role of the policy"), "\(taken.stderr)")
+            // Nor the other way round: a policy naming a role as the couple did is refused for what the database
+            // holds (exit 4), not as a bad document.
+            let policies = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-\(UUID().uuidString)")
+            try FileManager.default.copyItem(at: repositoryRoot.appendingPathComponent("policies"), to: policies)
+            defer { try? FileManager.default.removeItem(at: policies) }
+            let policy = policies.appendingPathComponent("policy.json")
+            try String(contentsOf: policy, encoding: .utf8).replacingOccurrences(
+                of: #""roles": {"#, with: #""roles": {"mom": {"rank": 5, "description": "Mum", "permissions": []},"#
+            ).write(to: policy, atomically: true, encoding: .utf8)
+            let clash = try await run(["policy", "apply", "--dir", policies.path])
+            #expect(
+                clash.status == 4 && clash.stderr.contains(#"role "mom" is the name of a role 1 couple(s) defined"#),
+                "\(clash.stderr)")
             // 501 Unicode scalars, as the table counts, though only 251 characters to Swift.
             let wordy = try await run([
                 "roles", "edit", "--couple", couple, "--name", "mom", "--description", accented(501),

@@ -158,10 +158,11 @@ SELECT is((SELECT count(*)::int FROM couple_roles WHERE couple_id = pg_temp.id('
 SELECT lives_ok($$SELECT delete_couple_role(pg_temp.id('Xena & Co'), 'last')$$, 'one goes');
 SELECT lives_ok($$SELECT create_couple_role(pg_temp.id('Xena & Co'), 'one_more', 'x', '{}')$$, 'and another fits');
 
--- The policy cannot take a couple's role name.
+-- The policy cannot take a couple's role name: a conflict with what the couples hold, not a bad document.
 SELECT throws_ok($$SELECT apply_policy(jsonb_set(pg_temp.policy_in_force(), '{roles,usher}',
                                                  '{"rank": 5, "description": "x", "permissions": []}'))$$,
-                 'RBPOL', NULL, 'a policy role named like a couple''s role is refused');
+                 'RBHLD', 'policy not applied: role "usher" is the name of a role 1 couple(s) defined',
+                 'a policy role named like a couple''s role is refused');
 
 -- What checks read of a couple's roles (couple_role_sets) is what the roles' rows say, however they change.
 CREATE FUNCTION pg_temp.sets_agree() RETURNS boolean LANGUAGE sql AS $$

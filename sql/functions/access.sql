@@ -9,7 +9,7 @@
 --   RBUSD invitation already used   RBEML invitation bound to another email address
 --   RBPOL invalid policy            RBQTA a budget row, role or couple limit reached
 --   RBRAT too many invitations in an hour
---   RBHLD a couple's own role still held (by members or pending invitations)
+--   RBHLD a role still held (by members or invitations), or a policy role named as a couple's own
 
 -- An instant as refusals show it to people (2026-12-11 03:30:45 UTC), whatever the session's time zone; programs
 -- get rbac.event_time's form (in a DETAIL, say).

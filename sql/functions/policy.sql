@@ -6,13 +6,15 @@
 --                        "permissions": ["couple.delete", ...], "grants": ["owner", "partner", ...]}, ...}}
 -- A role's permissions are its own plus those of every role it inherits, transitively. Idempotent, and it
 -- writes only what differs, so applying an unchanged policy changes nothing and notifies no cache. Raises
--- RBPOL naming every key it does not take, unknown permission or role, an inheritance cycle, a role but owner
--- holding couple.transfer, or a removed role still held. It reads memberships and invitations only for roles
--- it removes, so its cost does not grow with the couples.
+-- RBPOL naming every key it does not take, unknown permission or role, an inheritance cycle, or a role but owner
+-- holding couple.transfer; RBHLD for a sound policy that removes a role still held or names a role as a couple
+-- did. It reads memberships and invitations only for roles it removes, so its cost does not grow with the
+-- couples.
 CREATE OR REPLACE FUNCTION public.apply_policy(p_policy jsonb) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_problems text[];
+    v_conflicts text[];
     v_removed text[];
 BEGIN
     IF NOT rbac.is_operator() THEN
@@ -80,23 +82,30 @@ BEGIN
         FROM policy_references WHERE kind IN ('inherits', 'grants') AND reference NOT IN (SELECT name FROM policy_roles)
         UNION ALL
         SELECT 'the policy must define the "owner" role' WHERE NOT EXISTS (SELECT 1 FROM policy_roles WHERE name = 'owner')
-        UNION ALL
-        SELECT format('role "%s" is the name of a role %s couple(s) defined', name, count(*))
-        FROM couple_roles WHERE name IN (SELECT name FROM policy_roles) AND name NOT IN (SELECT name FROM roles)
-        GROUP BY name
     ) AS problems;
+    -- What the couples hold refuses a policy that is sound in itself, with another code (RBHLD): the document
+    -- is not wrong, the roles it would take from them or the names they took are in the way.
+    SELECT array_agg(format('role "%s" is the name of a role %s couple(s) defined', name, count) ORDER BY name)
+    INTO v_conflicts
+    FROM (SELECT name, count(*) FROM couple_roles
+          WHERE name IN (SELECT name FROM policy_roles) AND name NOT IN (SELECT name FROM roles)
+          GROUP BY name) AS clashes;
     SELECT array_agg(name) INTO v_removed FROM roles WHERE name NOT IN (SELECT name FROM policy_roles);
+    -- Not even planned otherwise: a query naming memberships waits for any lock on it.
     IF v_removed IS NOT NULL THEN
-        SELECT array_cat(v_problems, array_agg(problem ORDER BY problem)) INTO v_problems FROM (
-            SELECT format('role "%s" is held by %s membership(s) or invitation(s) but is not in the policy',
-                          role, count(*)) AS problem
-            FROM (SELECT role FROM memberships WHERE role = ANY (v_removed)
-                  UNION ALL SELECT role FROM invitations WHERE role = ANY (v_removed)) AS held
-            GROUP BY role
-        ) AS held_problems;
+        SELECT v_conflicts || array_agg(format('role "%s" is held by %s membership(s) or invitation(s) but is not '
+                                               'in the policy', role, count) ORDER BY role)
+        INTO v_conflicts
+        FROM (SELECT role, count(*)
+              FROM (SELECT role FROM memberships WHERE role = ANY (v_removed)
+                    UNION ALL SELECT role FROM invitations WHERE role = ANY (v_removed)) AS held
+              GROUP BY role) AS held_roles;
     END IF;
     IF v_problems IS NOT NULL THEN
-        RAISE EXCEPTION 'invalid policy: %', array_to_string(v_problems, '; ') USING ERRCODE = 'RBPOL';
+        RAISE EXCEPTION 'invalid policy: %', array_to_string(v_problems || v_conflicts, '; ') USING ERRCODE = 'RBPOL';
+    END IF;
+    IF v_conflicts IS NOT NULL THEN
+        RAISE EXCEPTION 'policy not applied: %', array_to_string(v_conflicts, '; ') USING ERRCODE = 'RBHLD';
     END IF;
 
     -- Effective permissions: each role's own plus its ancestors', following "inherits" transitively.
