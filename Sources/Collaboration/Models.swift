@@ -276,6 +276,7 @@ public struct CoupleRole: Sendable, Hashable, Codable {
         guard (1...500).contains(trimmed.storedLength), !containsControlCharacter(text) else {
             throw CollaborationError(.invalidInput, "a role's description must be 1 to 500 characters, on one line")
         }
+        do { try refuseBlank(trimmed, "a role's description") } catch { throw CollaborationError(error) }
         return trimmed
     }
 }

@@ -53,6 +53,7 @@ public actor ServiceKeyService {
             }
             do {
                 try refuseControlCharacters(name, "a key's name")
+                try refuseBlank(trimmed, "a key's name")
             } catch let invalid as InvalidText {
                 throw CollaborationError(invalid)
             }

@@ -20,7 +20,28 @@ public func validatedName(_ text: String, _ field: String) throws(InvalidText) -
         throw InvalidText("\(field) must be 1 to 200 characters")
     }
     try refuseControlCharacters(text, field)
+    try refuseBlank(trimmed, field)
     return trimmed
+}
+
+/// Refuses text a person gave that shows nothing (`isBlank`), such as a name of zero-width spaces: listed, it
+/// would look like no name at all.
+public func refuseBlank(_ text: String, _ field: String) throws(InvalidText) {
+    guard !isBlank(text) else {
+        throw InvalidText(
+            "\(field) must show something, not only spaces and invisible characters (zero-width spaces, joiners, "
+                + "fillers, ...)")
+    }
+}
+
+/// Whether `text` shows nothing: it holds only white space (Unicode's White_Space), characters drawn as nothing
+/// (Default_Ignorable_Code_Point: zero-width spaces and joiners, the byte-order mark, the soft hyphen, Hangul
+/// fillers, variation selectors, ...) and the blank Braille pattern, which is drawn as a space and passes for
+/// one. `rbac.is_blank` is the same rule.
+public func isBlank(_ text: some StringProtocol) -> Bool {
+    text.unicodeScalars.allSatisfy {
+        $0.properties.isWhitespace || $0.properties.isDefaultIgnorableCodePoint || $0 == "\u{2800}"
+    }
 }
 
 /// Refuses text a person gave that holds a control character (NUL, ESC, line breaks, tabs, DEL ...) or a

@@ -1105,6 +1105,9 @@ struct CLITests {
                 ["users", "add", "--email", "eve@example.com", "--name", "Eve\u{1B}[2J"]:
                     "the display name must not contain control characters",
                 ["keys", "create", "--name", "billing\u{1B}[2J"]: "a key's name must not contain control characters",
+                ["keys", "create", "--name", "\u{2060}"]: "a key's name must show something",
+                ["couples", "create", "--name", "\u{3164}", "--owner-email", "a@example.com"]:
+                    "a couple's name must show something, not only spaces and invisible characters",
                 // Lengths as the tables count them, in Unicode scalars: each of these is half its limit in characters.
                 ["keys", "create", "--name", accented(101)]: "a key's name must be 1 to 100 characters",
                 ["users", "add", "--email", "eve@example.com", "--name", accented(201)]:

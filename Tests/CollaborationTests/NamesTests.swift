@@ -256,4 +256,20 @@ struct PolicyDocumentTests {
             #expect(throws: InvalidText("name must be 1 to 200 characters")) { try validatedName(refused, "name") }
         }
     }
+
+    @Test("a name or description that shows nothing is refused: zero-width spaces, joiners, fillers, blank Braille")
+    func blankNames() throws {
+        let blank = InvalidText(
+            "name must show something, not only spaces and invisible characters (zero-width spaces, joiners, "
+                + "fillers, ...)")
+        for refused in [
+            "\u{200B}\u{200C}", " \u{FEFF} ", "\u{2060}\u{200D}", "\u{3164}", "\u{2800}", "\u{AD}\u{3000}\u{FE0F}",
+        ] {
+            #expect(throws: blank) { try validatedName(refused, "name") }
+            #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription(refused) }
+        }
+        for kept in ["\u{200C}Ann", "Ann\u{200D}Bo", "\u{2800}x"] {
+            #expect(try validatedName(kept, "name") == kept)
+        }
+    }
 }

@@ -29,6 +29,8 @@ SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helpe
                  NULL, 'a description is one line');
 SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', E'May \u202Eedit', '{}')$$,
                  'RBINV', NULL, 'and holds no bidirectional override');
+SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', E'\u2800', '{}')$$,
+                 'RBINV', NULL, 'and shows something');
 SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'helper', 'x', ARRAY['budget.view'])$$, 'RBDEN',
                  NULL, 'a planner (no roles.manage) cannot author roles');

@@ -43,17 +43,18 @@ SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', 'not 
                  'the identity provider gave no usable email address, which a new user needs: it holds a space');
 SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', '', 'x@example.com', true, NULL)$$, 'RBINV',
                  'an identity needs an issuer (at most 500 characters) and a subject (1 to 255)');
--- Names a provider gives: kept but for control characters and bidirectional overrides. Signed in by a
+-- Names a provider gives: kept but for control characters, bidirectional overrides and blank ones. Signed in by a
 -- statement of their own: a query's snapshot does not see the users its own subquery makes.
 CREATE TEMPORARY TABLE named AS
     SELECT subject, (sign_in('https://clerk.test', subject, subject || '@example.com', true, name)).user_id
-    FROM (VALUES ('ctl', E'Evil\x1b[2J'), ('bidi', E'Eve\u202E nimda'), ('rtl', E'\u05E9\u05E8\u05D4\u200F'))
+    FROM (VALUES ('ctl', E'Evil\x1b[2J'), ('bidi', E'Eve\u202E nimda'), ('rtl', E'\u05E9\u05E8\u05D4\u200F'),
+                 ('blank', E'\u200B\u3164'))
          AS t(subject, name);
 GRANT SELECT ON named TO PUBLIC;
 SELECT results_eq($$SELECT n.subject, u.display_name FROM named n JOIN users u ON u.id = n.user_id ORDER BY 1$$,
-                  $$VALUES ('bidi', NULL), ('ctl', NULL), ('rtl', E'\u05E9\u05E8\u05D4\u200F')$$,
-                  'a name with a control character or a bidirectional override is dropped; one written right to '
-                  'left, with its direction mark, is kept');
+                  $$VALUES ('bidi', NULL), ('blank', NULL), ('ctl', NULL), ('rtl', E'\u05E9\u05E8\u05D4\u200F')$$,
+                  'a name with a control character or a bidirectional override, or one that shows nothing, is '
+                  'dropped; one written right to left, with its direction mark, is kept');
 
 -- Development tokens (no issuer, a UUID subject) name the user by id.
 SELECT is((SELECT row(s.user_id, s.created)::text FROM sign_in('', pg_temp.id('olivia')::text, NULL, false, NULL) s),

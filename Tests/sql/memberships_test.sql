@@ -26,6 +26,13 @@ SELECT throws_ok(format('SELECT create_couple(%L, %L)', name, pg_temp.id('other'
 FROM (VALUES (E'Evil\x1b[2J', 'an escape'), (E'Ann\u202Eeel & Dan', 'a right-to-left override'),
              (E'Ann\u2066 & Dan', 'an isolate'), (E'A\u0085B', 'a next-line')) AS t(name, label);
 SELECT is((SELECT count(*)::int FROM couples WHERE name LIKE 'Ann%' OR name LIKE 'Evil%'), 0, 'and none is made');
+-- Nor one that shows nothing: listed, it would look like no name at all.
+SELECT throws_ok(format('SELECT create_couple(%L, %L)', name, pg_temp.id('other')), 'RBINV',
+                 'a couple''s name must show something, not only spaces and invisible characters (zero-width '
+                 'spaces, joiners, fillers, ...)', format('a couple''s name of %s is refused', label))
+FROM (VALUES (E'\u200B', 'a zero-width space'), (E' \uFEFF\u2060 ', 'a byte-order mark and a word joiner'),
+             (E'\u3164', 'a Hangul filler'), (E'\u3000', 'an ideographic space'),
+             (E'\u2800', 'the blank Braille pattern')) AS t(name, label);
 
 -- A partner may give partner, planner and viewer, but not owner; and may not touch an owner.
 SELECT pg_temp.act_as('paul');
@@ -83,6 +90,8 @@ SELECT is((rename_couple(pg_temp.id('Doomed'), '  Olivia & Paul II ')).name, 'Ol
           'a partner renames it, the name trimmed');
 SELECT throws_ok($$SELECT rename_couple(pg_temp.id('Doomed'), E'a\u202Eb')$$, 'RBINV', NULL,
                  'a name with a bidirectional override is refused');
+SELECT throws_ok($$SELECT rename_couple(pg_temp.id('Doomed'), E'\u200B\u200D')$$, 'RBINV', NULL,
+                 'as is one that shows nothing');
 SELECT throws_ok($$SELECT rename_couple(gen_random_uuid(), 'x')$$, 'RBNFD', NULL, 'an unknown couple is RBNFD');
 SELECT throws_ok($$SELECT delete_couple(pg_temp.id('Doomed'))$$, 'RBDEN', NULL, 'a partner cannot delete it');
 SELECT pg_temp.act_as('olivia');

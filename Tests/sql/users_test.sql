@@ -41,6 +41,9 @@ SELECT throws_ok(format($$SELECT edit_user(%L, NULL, %L)$$, pg_temp.id('pia'), r
                  'a name over 200 characters is refused');
 SELECT throws_ok(format($$SELECT edit_user(%L, NULL, E'Pia\u202eBerg')$$, pg_temp.id('pia')), 'RBINV', NULL,
                  'as is one with a control character');
+SELECT throws_ok(format($$SELECT edit_user(%L, NULL, E'\u200B\uFEFF')$$, pg_temp.id('pia')), 'RBINV',
+                 'a display name must show something, not only spaces and invisible characters (zero-width spaces, '
+                 'joiners, fillers, ...)', 'and one that shows nothing');
 SELECT results_eq(format($$SELECT email, display_name FROM edit_user(%L, NULL, ' Pia Berg ')$$, pg_temp.id('pia')),
                   $$VALUES ('pia@example.com', 'Pia Berg')$$, 'a user changes their own name, trimmed');
 SELECT create_invitation(pg_temp.id('Olivia & Paul'), pg_temp.hash('inv_from_pia'), 'viewer', 'friend@example.com');

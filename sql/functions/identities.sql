@@ -67,7 +67,8 @@ DECLARE
     v_created boolean;
     v_constraint text;
     v_email text := rbac.stored_email(btrim(p_email));
-    v_name text := CASE WHEN NOT rbac.has_control_character(p_name) AND length(btrim(p_name)) BETWEEN 1 AND 200
+    v_name text := CASE WHEN NOT rbac.has_control_character(p_name) AND NOT rbac.is_blank(p_name)
+                             AND length(btrim(p_name)) BETWEEN 1 AND 200
                         THEN btrim(p_name) END;
     v_development boolean := p_issuer = ''
         AND p_subject ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$';

@@ -246,7 +246,8 @@ BEGIN
     RETURN v_result;
 END $$;
 
--- A couple's name, as it is kept with its spaces at either end trimmed: 1 to 200 characters, no control ones.
+-- A couple's name, as it is kept with its spaces at either end trimmed: 1 to 200 characters, no control ones,
+-- not all of them blank.
 CREATE OR REPLACE FUNCTION rbac.require_couple_name(p_name text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
@@ -256,6 +257,10 @@ BEGIN
     IF rbac.has_control_character(p_name) THEN
         RAISE EXCEPTION 'a couple''s name must not contain control characters (NUL, escape, line breaks, tabs, '
             'bidirectional overrides, ...)' USING ERRCODE = 'RBINV';
+    END IF;
+    IF rbac.is_blank(p_name) THEN
+        RAISE EXCEPTION 'a couple''s name must show something, not only spaces and invisible characters '
+            '(zero-width spaces, joiners, fillers, ...)' USING ERRCODE = 'RBINV';
     END IF;
 END $$;
 

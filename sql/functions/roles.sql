@@ -154,6 +154,10 @@ BEGIN
        OR rbac.has_control_character(p_description) THEN
         RAISE EXCEPTION 'a role''s description must be 1 to 500 characters, on one line' USING ERRCODE = 'RBINV';
     END IF;
+    IF rbac.is_blank(p_description) THEN
+        RAISE EXCEPTION 'a role''s description must show something, not only spaces and invisible characters '
+            '(zero-width spaces, joiners, fillers, ...)' USING ERRCODE = 'RBINV';
+    END IF;
     RETURN btrim(p_description);
 END $$;
 

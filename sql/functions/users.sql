@@ -5,8 +5,8 @@
 -- name. The address is the operator's alone to change: sign_in links a provider's identity to the user who has
 -- the address the provider verified, so a user who could set theirs could take over whoever signs in with it
 -- next. The name is the operator's or the user's own. Refused: an address another user has (users_email_key's
--- unique_violation), an address rbac does not store (RBINV, saying why), a name longer than 200 characters or
--- holding control characters (RBINV). A change to what is there writes nothing.
+-- unique_violation), an address rbac does not store (RBINV, saying why), a name longer than 200 characters,
+-- holding control characters or showing nothing (RBINV). A change to what is there writes nothing.
 CREATE OR REPLACE FUNCTION public.edit_user(p_user_id uuid, p_email text, p_display_name text) RETURNS users
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -30,6 +30,10 @@ BEGIN
     IF length(v_name) > 200 OR rbac.has_control_character(v_name) THEN
         RAISE EXCEPTION 'a display name must be 1 to 200 characters, none of them control characters'
             USING ERRCODE = 'RBINV';
+    END IF;
+    IF rbac.is_blank(v_name) THEN
+        RAISE EXCEPTION 'a display name must show something, not only spaces and invisible characters '
+            '(zero-width spaces, joiners, fillers, ...)' USING ERRCODE = 'RBINV';
     END IF;
     SELECT * INTO v_user FROM users WHERE id = p_user_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
