@@ -20,7 +20,8 @@ struct RBAC: AsyncParsableCommand {
               3  not found
               4  conflict (last owner, token already used, duplicate, changed
                  migration, a database not migrated yet, a budget, role or
-                 couple limit reached, the primary scenario deleted)
+                 couple limit reached, a role still held, the primary
+                 scenario deleted, a message being sent)
               5  database unavailable
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
