@@ -17,7 +17,7 @@ public struct DeliveryKeyMismatch: CodedError, Equatable, CustomStringConvertibl
     public var message: String {
         "\(whose) is not the one this database's webhook secrets and invitation links are sealed under, so "
             + "nothing was sealed or sent (`rbac delivery-key check` tells; `rbac delivery-key rotate` changes "
-            + "the database's)"
+            + "the database's, and `reset` replaces one that is lost)"
     }
 
     public var description: String { message }
@@ -31,6 +31,22 @@ public struct DeliveryKeyRotation: Sendable, Hashable, Codable {
     public let invitationLinks: Int
     /// Boxes the old key did not open either: sealed under some third key, of no use to any worker.
     public let unopened: Int
+}
+
+/// What `PostgresOutbox.resetKey` did.
+public struct DeliveryKeyReset: Sendable, Hashable, Codable {
+    /// Every webhook endpoint, with its new secret (shown once): each is to be given to its receiver.
+    public let webhooks: [Webhook]
+    /// Invitation emails given up on, their links lost with the key: the invitations are to be made again.
+    public let invitationEmails: Int
+    /// Waiting webhooks that go without the invitation link they were to carry.
+    public let invitationLinks: Int
+
+    public struct Webhook: Sendable, Hashable, Codable {
+        public let id: UUID
+        public let url: String
+        public let secret: String
+    }
 }
 
 extension PostgresOutbox {
@@ -142,6 +158,60 @@ extension PostgresOutbox {
             return DeliveryKeyRotation(webhookSecrets: secrets, invitationLinks: messageIDs.count, unopened: unopened)
         }
     }
+
+    /// Makes `new` the database's key without the old one, which is lost, in one transaction. What the old key
+    /// sealed no one can open now, so nothing of it is kept: every webhook endpoint gets a new secret (returned,
+    /// for its receiver; the old ones sign nothing more), waiting invitation emails die (`resetError`), and
+    /// waiting webhooks go without the link they were to carry. A worker still holding the old key pauses.
+    /// Refused (`alreadyExists`), changing nothing, when `new` is the database's key already.
+    public func resetKey(to new: DeliveryKey) async throws -> DeliveryKeyReset {
+        try await transaction(opening: [Self.exclusiveKeyLock]) { connection in
+            let check = try await connection.query("SELECT check_box FROM delivery_key_check").first
+            if let check, Self.opens(new, try check.decode("check_box")) {
+                throw CollaborationError(
+                    .alreadyExists,
+                    "this delivery key is the database's already, so nothing was reset (to move to another key, "
+                        + "rbac delivery-key rotate keeps every secret and link)")
+            }
+            var (webhooks, boxes) = ([DeliveryKeyReset.Webhook](), [Data]())
+            for endpoint in try await connection.query(
+                "SELECT id, url FROM webhook_endpoints ORDER BY created_at, id FOR NO KEY UPDATE")
+            {
+                let id: UUID = try endpoint.decode("id")
+                let (secret, box) = Self.newSecret(for: id, key: new)
+                webhooks.append(.init(id: id, url: try endpoint.decode("url"), secret: secret))
+                boxes.append(box)
+            }
+            _ = try await connection.execute(
+                """
+                UPDATE webhook_endpoints e
+                SET secret_box = v.box, previous_secret_box = NULL, previous_secret_until = NULL
+                FROM unnest(\(webhooks.map(\.id))::uuid[], \(boxes)::bytea[]) AS v(id, box)
+                WHERE e.id = v.id
+                """)
+            let dropped = try await connection.query(
+                """
+                WITH emails AS (
+                    UPDATE outbox SET status = 'dead', token_box = NULL, last_error = \(Self.resetError)
+                    WHERE channel = 'email' AND status = 'pending' RETURNING 1),
+                links AS (
+                    UPDATE outbox SET token_box = NULL
+                    WHERE channel <> 'email' AND token_box IS NOT NULL RETURNING 1)
+                SELECT (SELECT count(*) FROM emails)::int8 AS emails, (SELECT count(*) FROM links)::int8 AS links
+                """)[0]
+            _ = try await connection.execute(
+                """
+                INSERT INTO delivery_key_check (check_box) VALUES (\(Data(Self.checkBox(new))))
+                ON CONFLICT (singleton) DO UPDATE SET check_box = excluded.check_box, changed_at = now()
+                """)
+            return DeliveryKeyReset(
+                webhooks: webhooks, invitationEmails: Int(try dropped.decode("emails", as: Int64.self)),
+                invitationLinks: Int(try dropped.decode("links", as: Int64.self)))
+        }
+    }
+
+    /// Why an invitation email died in a reset of the key.
+    static let resetError = "its link was sealed under a delivery key that was lost and reset: invite again"
 
     private static let checkContext = "delivery-key-check"
 

@@ -402,7 +402,7 @@ public struct PostgresOutbox: Sendable {
 
     /// A new secret for endpoint `id` (`whsec_` and 32 random bytes in base64, as Standard Webhooks writes
     /// secrets), and the box it is stored in, sealed under `key` and bound to the endpoint.
-    private static func newSecret(for id: UUID, key: DeliveryKey) -> (secret: String, box: Data) {
+    static func newSecret(for id: UUID, key: DeliveryKey) -> (secret: String, box: Data) {
         let secret = "whsec_" + Data(SecureRandom.bytes(count: 32)).base64EncodedString()
         return (secret, Data(key.seal(Array(secret.utf8), for: secretContext(id))))
     }

@@ -7,7 +7,8 @@ extension RBAC {
     struct DeliveryKeyCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "delivery-key",
-            abstract: "Check the delivery key against the database's, or move the database to a new one.",
+            abstract:
+                "Check the delivery key against the database's, move the database to a new one, or replace a lost one.",
             discussion: """
                 The database holds webhook secrets and invitation links sealed under one delivery key, which it \
                 never sees; a check sealed under it tells that key from any other. A worker (rbac serve, rbac \
@@ -16,7 +17,7 @@ extension RBAC {
 
                 Example: rbac delivery-key check --delivery-key-file /etc/rbac/delivery.key
                 """,
-            subcommands: [Check.self, Rotate.self])
+            subcommands: [Check.self, Rotate.self, Reset.self])
 
         struct Check: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -81,6 +82,49 @@ extension RBAC {
                     rotation,
                     "Re-sealed \(rotation.webhookSecrets) webhook secrets and \(rotation.invitationLinks) invitation "
                         + "links under the new key\(unopened). Restart workers with it.")
+            }
+        }
+
+        struct Reset: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Replace a delivery key that is lost: new webhook secrets, waiting links given up.",
+                discussion: """
+                    For when no one holds the database's key any more, so that rotate cannot open what it \
+                    sealed. The new key (--delivery-key-file, or RBAC_DELIVERY_KEY) becomes the database's, in \
+                    one transaction; what the old one sealed is gone for good: every webhook endpoint gets a new \
+                    secret, printed once, to be given to its receiver (deliveries are signed with it from now \
+                    on); invitation emails still waiting die, to be invited again; waiting webhooks go without \
+                    the invitation link they were to carry. There is no undo, so it takes --yes. A key that is \
+                    the database's already is refused (exit 4), changing nothing.
+
+                    Example: rbac delivery-key reset --delivery-key-file new.key --yes
+                    """)
+            @Flag(help: "Reset; there is no undo.") var yes = false
+            @OptionGroup var key: DeliveryKeyOptions
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                guard yes else {
+                    throw ValidationError(
+                        "a reset gives every webhook a new secret and gives up waiting invitation links; add --yes")
+                }
+            }
+
+            func run() async throws {
+                let new = try key.required()
+                let reset = try await options.run { context in
+                    try await PostgresOutbox(pool: context.pool).resetKey(to: new)
+                }
+                let secrets = reset.webhooks.map { "\(idText($0.id)) \($0.url)\n\($0.secret)" }
+                try options.output.print(
+                    reset,
+                    (["The new key is the database's. New webhook secrets, shown once: give each to its receiver."]
+                        + secrets
+                        + [
+                            "\(reset.invitationEmails) waiting invitation emails died (invite again); "
+                                + "\(reset.invitationLinks) waiting webhooks go without their invitation link. "
+                                + "Restart workers with the new key."
+                        ]).joined(separator: "\n"))
             }
         }
     }

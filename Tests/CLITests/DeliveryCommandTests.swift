@@ -137,6 +137,16 @@ struct DeliveryCommandTests {
                 #expect(renewed["delivered"] as? Int == 1, "left due for the new key: \(renewed)")
                 let wrongOld = try await run(["delivery-key", "rotate", "--old-key-file", keyFile.path] + keyed)
                 #expect(wrongOld.status == 4 && wrongOld.stderr.contains("the old delivery key is not"))
+                // The database's key lost: another takes over without it, each endpoint with a new secret.
+                let unconfirmed = try await run(["delivery-key", "reset"] + keyed)
+                #expect(unconfirmed.status == 2 && unconfirmed.stderr.contains("add --yes"), "\(unconfirmed.stderr)")
+                let current = try await run(["delivery-key", "reset", "--yes"] + other)
+                #expect(current.status == 4 && current.stderr.contains("is the database's already"))
+                let reset = try await run(["delivery-key", "reset", "--yes"] + keyed)
+                #expect(reset.status == 0 && reset.stdout.contains("\(id) \(url)\nwhsec_"), "\(reset.stdout)")
+                let renewedSecret = try #require(
+                    reset.stdout.split(separator: "\n").first { $0.hasPrefix("whsec_") }.map(String.init))
+                #expect(try await run(["delivery-key", "check"] + keyed).status == 0)
 
                 #expect(try await run(["webhooks", "remove", id]).status == 0)
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
@@ -144,7 +154,7 @@ struct DeliveryCommandTests {
                 #expect(log.stdout.contains("webhook.insert") && !log.stdout.contains("secret_box"))
                 let table = try await run(["audit", "--operator"]).stdout
                 #expect(table.contains(" webhook.insert ") && table.contains(" url=\(url)"), "where messages go")
-                #expect(table.contains(" webhook.delete ") && !table.contains(secret))
+                #expect(table.contains(" webhook.delete ") && !table.contains(secret) && !table.contains(renewedSecret))
             }
         }
     }

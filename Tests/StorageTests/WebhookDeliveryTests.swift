@@ -286,16 +286,24 @@ struct WebhookDeliveryTests {
         }
     }
 
+    /// A viewer's invitation to a new couple, made by the operator, its token sealed under `key`; bound to `email`
+    /// when given, which queues an email beside the webhook.
+    static func invitation(_ pool: PostgresConnectionPool, key: DeliveryKey, email: EmailAddress? = nil) async throws
+        -> IssuedInvitation
+    {
+        let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+        let owner = try await repository.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
+        let couple = try await repository.createCouple(name: "Ours", owner: owner.id, as: .operator(label: "t"))
+        return try await CollaborationInvitationService(
+            repository: repository, baseURL: URL(string: "http://localhost:8080")!
+        ).invite(to: couple.id, role: RoleName(rawValue: "viewer")!, email: email, as: .operator(label: "t"))
+    }
+
     @Test("a new delivery key takes over every secret and link at once: it sends them, the old one pauses")
     func keyRotation() async throws {
         try await Self.withReceiver(events: ["invitation.created"]) { pool, peer, worker, key, endpoint in
             let outbox = PostgresOutbox(pool: pool)
-            let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
-            let owner = try await repository.addUser(email: EmailAddress(rawValue: "o@example.com")!, displayName: nil)
-            let couple = try await repository.createCouple(name: "Ours", owner: owner.id, as: .operator(label: "t"))
-            let issued = try await CollaborationInvitationService(
-                repository: repository, baseURL: URL(string: "http://localhost:8080")!
-            ).invite(to: couple.id, role: RoleName(rawValue: "viewer")!, as: .operator(label: "t"))
+            let issued = try await Self.invitation(pool, key: key)
             // The receiver keeps the first secret, which now signs as the old one beside the current one.
             _ = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(3600))
             let new = try DeliveryKey(hex: DeliveryKey.generateHex())
@@ -335,6 +343,50 @@ struct WebhookDeliveryTests {
                 "SELECT count(*) FROM operator_audit_log WHERE action LIKE 'delivery_key.%' AND NOT after ? 'check_box'"
             )
             #expect(logged == 2, "the first key and the rotation are in the operator's log, never the check")
+        }
+    }
+
+    @Test("a lost delivery key is reset: new secrets sign, waiting emails die, links go; the database's key is refused")
+    func keyReset() async throws {
+        try await Self.withReceiver(events: ["invitation.created"]) { pool, peer, worker, key, endpoint in
+            let outbox = PostgresOutbox(pool: pool)
+            _ = try await Self.invitation(pool, key: key, email: EmailAddress(rawValue: "v@example.com"))
+            _ = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .seconds(3600))
+            let rows: PostgresQuery = """
+                SELECT (SELECT string_agg(e::text, '') FROM webhook_endpoints e)
+                       || (SELECT string_agg(o::text, '' ORDER BY o.id) FROM outbox o)
+                       || (SELECT check_box::text FROM delivery_key_check) AS state
+                """
+            let before: String = try await pool.query(rows)[0].decode("state")
+
+            await #expect(throws: CollaborationError.self) { try await outbox.resetKey(to: key) }
+            #expect(try await pool.query(rows)[0].decode("state") == before, "a refused reset changes nothing")
+
+            let new = try DeliveryKey(hex: DeliveryKey.generateHex())
+            let reset = try await outbox.resetKey(to: new)
+            #expect(reset.webhooks.map(\.id) == [endpoint.id] && reset.webhooks[0].url == endpoint.url)
+            #expect(reset.invitationEmails == 1 && reset.invitationLinks == 1, "\(reset)")
+            #expect(try await outbox.keyMatches(new) == true)
+            await #expect(throws: DeliveryKeyMismatch()) { try await worker.runOnce() }
+            let email = try await pool.query("SELECT status, last_error, token_box FROM outbox WHERE channel = 'email'")
+            #expect(try email[0].decode("status", as: String.self) == "dead")
+            #expect(try email[0].decode("last_error", as: String?.self)?.contains("invite again") == true)
+            #expect(try await pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
+            let endpoints = try await outbox.webhooks()
+            #expect(endpoints.map(\.previousSecretUntil) == [nil], "the old secrets sign nothing more")
+
+            // The receiver given the new secret verifies what the new key sends, which carries no link.
+            try Data(reset.webhooks[0].secret.utf8).write(to: peer.root.appendingPathComponent("secret"))
+            let renewed = OutboxWorker(outbox: outbox, http: OutboundHTTP(.init(caFile: peer.caFile)), key: new)
+            #expect(try await Self.drain(renewed) == [.delivered])
+            let received = try #require(try Self.received(peer).first)
+            #expect(received.verified && received.link == nil, "\(received)")
+            let logged = try await pool.count(
+                "SELECT count(*) FROM operator_audit_log WHERE action = 'delivery_key.update' AND NOT after ? 'check_box'"
+            )
+            #expect(logged == 1, "the reset is in the operator's log, never the check")
+            let dump = try await pool.dump()
+            #expect(!dump.contains(reset.webhooks[0].secret.dropFirst(6)), "no new secret in a dump")
         }
     }
 
