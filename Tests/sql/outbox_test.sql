@@ -92,5 +92,13 @@ SELECT throws_ok($$UPDATE webhook_endpoints SET previous_secret_box = '\x00' WHE
 SELECT throws_ok($$UPDATE webhook_endpoints SET previous_secret_until = now() WHERE url LIKE 'https://all.%'$$,
                  '23514', NULL, 'a time without an old secret is refused');
 
+-- The check of the database's delivery key stays once written: without it, any key would become the database's.
+INSERT INTO delivery_key_check (check_box) VALUES ('\x00');
+SELECT throws_ok('DELETE FROM delivery_key_check', 'RBDEN',
+                 'the one row of delivery_key_check stays: rbac delivery-key rotate changes the database''s key, '
+                 'and reset replaces one that is lost', 'the delivery key''s check is not deleted');
+SELECT throws_ok('TRUNCATE delivery_key_check', 'RBDEN', NULL, 'nor truncated');
+SELECT is((SELECT count(*)::int FROM delivery_key_check), 1, 'and is still there');
+
 SELECT * FROM finish();
 ROLLBACK;

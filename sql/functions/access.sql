@@ -356,18 +356,25 @@ END $$;
 
 -- The operator's settings (invitation_settings, couple_settings) are one row each, which UPDATE changes: without
 -- it, the limit it holds would hold no one (a NULL limit refuses nothing), and `rbac ... limit` would have
--- nothing to show. So the row is not deleted or truncated, by anyone.
+-- nothing to show. So the row is not deleted or truncated, by anyone. Nor is delivery_key_check's, once the first
+-- key to seal wrote it: without it, the next key to seal or send would become the database's, a wrong one
+-- included, and its workers would send every message to its death.
 CREATE OR REPLACE FUNCTION rbac.keep_setting() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'the one row of % stays: change its values with UPDATE', TG_TABLE_NAME USING ERRCODE = 'RBDEN';
+    RAISE EXCEPTION 'the one row of % stays: %', TG_TABLE_NAME,
+        CASE TG_TABLE_NAME
+            WHEN 'delivery_key_check' THEN 'rbac delivery-key rotate changes the database''s key, and reset '
+                                           'replaces one that is lost'
+            ELSE 'change its values with UPDATE'
+        END USING ERRCODE = 'RBDEN';
 END $$;
 
 DO $$
 DECLARE
     v_table text;
 BEGIN
-    FOREACH v_table IN ARRAY ARRAY['invitation_settings', 'couple_settings'] LOOP
+    FOREACH v_table IN ARRAY ARRAY['invitation_settings', 'couple_settings', 'delivery_key_check'] LOOP
         -- A table a later migration makes: the run that applies it applies this file again.
         CONTINUE WHEN to_regclass(format('public.%I', v_table)) IS NULL;
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_kept BEFORE DELETE ON %1$I '
