@@ -146,6 +146,64 @@ struct NamesTests {
     func notPunycode(encoded: String) {
         #expect(EmailAddress(rawValue: "ann@xn--\(encoded).example") == nil)
     }
+
+    @Test(
+        "names, labels and emails with a control character or a bidirectional override are refused",
+        arguments: [
+            "\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}",
+        ])
+    func controlCharacters(control: String) {
+        #expect(throws: InvalidText.self) { try validatedName("Main" + control + "plan", "name") }
+        // At either end too, where spaces are trimmed: a line break or a tab there is no space.
+        #expect(throws: InvalidText.self) { try validatedName(control + "Main", "name") }
+        #expect(throws: InvalidText.self) { try validatedName("Main" + control, "name") }
+        #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription("Helps" + control) }
+        #expect(throws: InvalidText.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
+        #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
+        #expect(!quoted("x" + control).unicodeScalars.contains(control.unicodeScalars.first!))
+    }
+
+    @Test("the marks that set a direction, and names written right to left, are kept")
+    func directionMarks() throws {
+        for name in ["\u{5E9}\u{5E8}\u{5D4} & Dan", "Dan\u{200F} & \u{5E9}\u{5E8}\u{5D4}", "\u{627}\u{61C}1"] {
+            #expect(try validatedName(name, "name") == name)
+        }
+        #expect(quoted("a\u{202E}b") == #""a\u{202E}b""#)
+    }
+
+    @Test("an echo of typed text shows its control characters escaped, and is cut at 100 characters")
+    func quotedEchoes() {
+        #expect(quoted("planner") == #""planner""#)
+        #expect(quoted("a\u{1B}[2Jb\0") == #""a\u{1B}[2Jb\u{0}""#)
+        #expect(quoted(String(repeating: "x", count: 150)) == "\"" + String(repeating: "x", count: 100) + "…\"")
+        #expect((try? validatedName("  Émile & Zoë  ", "name")) == "Émile & Zoë")
+    }
+
+    @Test("a name is 1 to 200 characters without the whitespace around it, and at most 200 as given")
+    func nameLengths() throws {
+        let longest = String(repeating: "é", count: 200)
+        #expect(try validatedName(longest, "name") == longest)
+        #expect(try validatedName(" " + String(longest.dropFirst()), "name") == String(longest.dropFirst()))
+        for refused in ["", " \n ", longest + "é", " " + longest, longest + "\n"] {
+            #expect(throws: InvalidText("name must be 1 to 200 characters")) { try validatedName(refused, "name") }
+        }
+    }
+
+    @Test("a name or description that shows nothing is refused: zero-width spaces, joiners, fillers, blank Braille")
+    func blankNames() throws {
+        let blank = InvalidText(
+            "name must show something, not only spaces and invisible characters (zero-width spaces, joiners, "
+                + "fillers, ...)")
+        for refused in [
+            "\u{200B}\u{200C}", " \u{FEFF} ", "\u{2060}\u{200D}", "\u{3164}", "\u{2800}", "\u{AD}\u{3000}\u{FE0F}",
+        ] {
+            #expect(throws: blank) { try validatedName(refused, "name") }
+            #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription(refused) }
+        }
+        for kept in ["\u{200C}Ann", "Ann\u{200D}Bo", "\u{2800}x"] {
+            #expect(try validatedName(kept, "name") == kept)
+        }
+    }
 }
 
 @Suite("The policy document")
@@ -213,63 +271,5 @@ struct PolicyDocumentTests {
         }
         let roles = try PolicyDocument.load(from: root.appendingPathComponent("policies/policy.json")).flattened()
         #expect(roles.map(\.name.rawValue) == ["owner", "partner", "planner", "viewer"])
-    }
-
-    @Test(
-        "names, labels and emails with a control character or a bidirectional override are refused",
-        arguments: [
-            "\0", "\u{1B}[2J", "\u{01}", "\n", "\t", "\u{7F}", "\u{85}", "\u{202A}", "\u{202E}", "\u{2066}", "\u{2069}",
-        ])
-    func controlCharacters(control: String) {
-        #expect(throws: InvalidText.self) { try validatedName("Main" + control + "plan", "name") }
-        // At either end too, where spaces are trimmed: a line break or a tab there is no space.
-        #expect(throws: InvalidText.self) { try validatedName(control + "Main", "name") }
-        #expect(throws: InvalidText.self) { try validatedName("Main" + control, "name") }
-        #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription("Helps" + control) }
-        #expect(throws: InvalidText.self) { try refuseControlCharacters("Bakery" + control, "vendor") }
-        #expect(EmailAddress(rawValue: "a" + control + "b@example.com") == nil)
-        #expect(!quoted("x" + control).unicodeScalars.contains(control.unicodeScalars.first!))
-    }
-
-    @Test("the marks that set a direction, and names written right to left, are kept")
-    func directionMarks() throws {
-        for name in ["\u{5E9}\u{5E8}\u{5D4} & Dan", "Dan\u{200F} & \u{5E9}\u{5E8}\u{5D4}", "\u{627}\u{61C}1"] {
-            #expect(try validatedName(name, "name") == name)
-        }
-        #expect(quoted("a\u{202E}b") == #""a\u{202E}b""#)
-    }
-
-    @Test("an echo of typed text shows its control characters escaped, and is cut at 100 characters")
-    func quotedEchoes() {
-        #expect(quoted("planner") == #""planner""#)
-        #expect(quoted("a\u{1B}[2Jb\0") == #""a\u{1B}[2Jb\u{0}""#)
-        #expect(quoted(String(repeating: "x", count: 150)) == "\"" + String(repeating: "x", count: 100) + "…\"")
-        #expect((try? validatedName("  Émile & Zoë  ", "name")) == "Émile & Zoë")
-    }
-
-    @Test("a name is 1 to 200 characters without the whitespace around it, and at most 200 as given")
-    func nameLengths() throws {
-        let longest = String(repeating: "é", count: 200)
-        #expect(try validatedName(longest, "name") == longest)
-        #expect(try validatedName(" " + String(longest.dropFirst()), "name") == String(longest.dropFirst()))
-        for refused in ["", " \n ", longest + "é", " " + longest, longest + "\n"] {
-            #expect(throws: InvalidText("name must be 1 to 200 characters")) { try validatedName(refused, "name") }
-        }
-    }
-
-    @Test("a name or description that shows nothing is refused: zero-width spaces, joiners, fillers, blank Braille")
-    func blankNames() throws {
-        let blank = InvalidText(
-            "name must show something, not only spaces and invisible characters (zero-width spaces, joiners, "
-                + "fillers, ...)")
-        for refused in [
-            "\u{200B}\u{200C}", " \u{FEFF} ", "\u{2060}\u{200D}", "\u{3164}", "\u{2800}", "\u{AD}\u{3000}\u{FE0F}",
-        ] {
-            #expect(throws: blank) { try validatedName(refused, "name") }
-            #expect(throws: CollaborationError.self) { try CoupleRole.validateDescription(refused) }
-        }
-        for kept in ["\u{200C}Ann", "Ann\u{200D}Bo", "\u{2800}x"] {
-            #expect(try validatedName(kept, "name") == kept)
-        }
     }
 }
