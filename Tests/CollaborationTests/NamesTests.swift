@@ -204,6 +204,19 @@ struct NamesTests {
             #expect(try validatedName(kept, "name") == kept)
         }
     }
+
+    @Test("a provider's name is kept as a typed one would be, trimmed; one that is none is dropped, not refused")
+    func providerNames() {
+        let named = { (name: String) in ExternalIdentity(issuer: "https://id.example", subject: "s", name: name).name }
+        #expect(named("  Ann Lee  ") == "Ann Lee")
+        #expect(named(String(repeating: "é", count: 200)) != nil)
+        for dropped in [
+            "", "  ", "Ann Lee\n", "\u{200B}\u{3164}", "Eve\u{1B}[2J", "Eve\u{202E}",
+            String(repeating: "é", count: 201),
+        ] {
+            #expect(named(dropped) == nil, "\(dropped.unicodeScalars.map(\.value))")
+        }
+    }
 }
 
 @Suite("The policy document")
