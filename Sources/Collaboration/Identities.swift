@@ -10,7 +10,7 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     public let email: EmailAddress?
     /// The provider verified `email` (`email_verified`, or an issuer trusted to verify every address).
     public let emailVerified: Bool
-    /// The name the token gives, as a display name is kept (`keptName`); nil for one that is none.
+    /// The name the token gives, as a typed display name is kept (`validatedName`); nil for one that is none.
     public let name: String?
 
     public init(
@@ -20,18 +20,9 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
         self.subject = subject
         self.email = email
         self.emailVerified = emailVerified
-        self.name = name.flatMap(Self.keptName)
-    }
-
-    /// A provider's name without the white space around it, when it is one a person could have typed: 1 to 200
-    /// characters, no control characters, not blank. Another is dropped rather than refused, as `sign_in` drops
-    /// it: the person signing in did not write it and cannot mend it.
-    static func keptName(_ name: String) -> String? {
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...200).contains(trimmed.storedLength), !containsControlCharacter(name), !isBlank(trimmed) else {
-            return nil
-        }
-        return trimmed
+        // Dropped rather than refused, as `sign_in` drops it: the person signing in did not write it and cannot
+        // mend it.
+        self.name = name.flatMap { try? validatedName($0, "a provider's name") }
     }
 
     /// Checks an identity an operator typed: a subject of 1 to 255 characters, an issuer of at most 500, neither
