@@ -173,6 +173,22 @@ extension PostgresOutbox {
                     "this delivery key is the database's already, so nothing was reset (to move to another key, "
                         + "rbac delivery-key rotate keeps every secret and link)")
             }
+            // A worker sending under the old key holds it, so it is not lost; killing what that worker sends
+            // would record an email as dead that arrives. Claims take the key lock shared: none starts from here.
+            let sending = try await connection.query(
+                "SELECT count(*)::int8 AS messages, max(next_attempt_at) AS until FROM outbox WHERE \(sql: Self.leased)"
+            )[0]
+            if let until = try sending.decode("until", as: Date?.self) {
+                let count = try sending.decode("messages", as: Int64.self)
+                let what = count == 1 ? "a message" : "\(count) messages"
+                throw CollaborationError(
+                    .inProgress,
+                    """
+                    a worker holding the database's delivery key is sending \(what), so the key is not lost: rotate \
+                    from it (rbac delivery-key rotate); if that worker is gone, reset after \
+                    \(until.shownInRefusals), when its lease ends
+                    """)
+            }
             var (webhooks, boxes) = ([DeliveryKeyReset.Webhook](), [Data]())
             for endpoint in try await connection.query(
                 "SELECT id, url FROM webhook_endpoints ORDER BY created_at, id FOR NO KEY UPDATE")

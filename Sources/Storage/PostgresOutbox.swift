@@ -161,8 +161,7 @@ public struct PostgresOutbox: Sendable {
             let message = try await connection.query(
                 """
                 SELECT channel = 'email' AND token_box IS NULL AS link_gone,
-                       CASE WHEN status = 'pending' AND claim IS NOT NULL AND next_attempt_at > now()
-                           THEN next_attempt_at END AS leased_until
+                       CASE WHEN \(sql: Self.leased) THEN next_attempt_at END AS leased_until
                 FROM outbox WHERE id = \(id) AND status <> 'sent' FOR UPDATE
                 """
             ).first
@@ -281,6 +280,10 @@ public struct PostgresOutbox: Sendable {
             }
         }
     }
+
+    /// A message a worker is sending: claimed, and its lease not over. A failed attempt ends its claim, so a
+    /// message waiting out a backoff is no worker's.
+    static let leased: StaticString = "status = 'pending' AND claim IS NOT NULL AND next_attempt_at > now()"
 
     /// Records a delivery. Like `failed`, only while `message`'s claim is the latest (the message waiting, under
     /// that claim's token): a worker answering after its lease ran out, when another may have taken the message

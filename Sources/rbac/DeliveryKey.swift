@@ -95,7 +95,9 @@ extension RBAC {
                     secret, printed once, to be given to its receiver (deliveries are signed with it from now \
                     on); invitation emails still waiting die, to be invited again; waiting webhooks go without \
                     the invitation link they were to carry. There is no undo, so it takes --yes. A key that is \
-                    the database's already is refused (exit 4), changing nothing.
+                    the database's already is refused (exit 4), changing nothing, and so is a reset while a \
+                    worker is sending under the database's key, which is then not lost (exit 4, until its lease \
+                    ends).
 
                     Example: rbac delivery-key reset --delivery-key-file new.key --yes
                     """)

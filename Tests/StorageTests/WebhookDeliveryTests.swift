@@ -362,7 +362,15 @@ struct WebhookDeliveryTests {
             await #expect(throws: CollaborationError.self) { try await outbox.resetKey(to: key) }
             #expect(try await pool.query(rows)[0].decode("state") == before, "a refused reset changes nothing")
 
+            // A worker sending under the key shows that it is not lost: the reset leaves what it sends alone.
             let new = try DeliveryKey(hex: DeliveryKey.generateHex())
+            let sending = try await outbox.claim(limit: 1, lease: .seconds(60), channels: ["email"], key: key)
+            let leased: String = try await pool.query(rows)[0].decode("state")
+            let busy = await #expect(throws: CollaborationError.self) { try await outbox.resetKey(to: new) }
+            #expect(busy?.code == .inProgress && busy?.message.contains("rotate") == true, "\(busy?.message ?? "")")
+            #expect(try await pool.query(rows)[0].decode("state") == leased, "a refused reset changes nothing")
+            try await outbox.failed(try #require(sending.first), error: "the server answered 421", retryIn: .zero)
+
             let reset = try await outbox.resetKey(to: new)
             #expect(reset.webhooks.map(\.id) == [endpoint.id] && reset.webhooks[0].url == endpoint.url)
             #expect(reset.invitationEmails == 1 && reset.invitationLinks == 1, "\(reset)")
