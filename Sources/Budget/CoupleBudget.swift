@@ -466,12 +466,15 @@ public actor CoupleBudget {
         }
     }
 
+    /// A label items and expenses are grouped and shown by (a category, an event, a vendor), trimmed as a name
+    /// is, so that "Food " groups with "Food"; one that shows nothing (`isBlank`) is no label, "", as if cleared.
     private static func label(_ text: String, _ field: String, limit: Int = 100) throws(BudgetError) -> String {
         guard text.storedLength <= limit else {
             throw BudgetError(.invalidInput, "\(field) must be at most \(limit) characters")
         }
         do { try refuseControlCharacters(text, field) } catch { throw BudgetError(error) }
-        return text
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return isBlank(trimmed) ? "" : trimmed
     }
 }
 

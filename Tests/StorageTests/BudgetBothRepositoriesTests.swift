@@ -275,6 +275,31 @@ struct BudgetBothRepositoriesTests {
         }
     }
 
+    @Test(
+        "a label is kept without the space around it, so items group as they read; one showing nothing is none",
+        arguments: Backend.allCases)
+    func labelsTrimmed(backend: Backend) async throws {
+        try await Self.withBudget(backend) { b in
+            let admin = Self.admin
+            let main = try await b.createScenario(named: "Main", primary: true, as: admin)
+            let cake = try await b.createItem(
+                named: "Cake", scenario: main.id, budgeted: 300, category: "Food ", event: " Reception", as: admin)
+            let wine = try await b.createItem(
+                named: "Wine", scenario: main.id, budgeted: 90, category: "\u{3000}Food", event: "\u{200B} ",
+                as: admin)
+            #expect([cake.category, cake.event, wine.category, wine.event] == ["Food", "Reception", "Food", ""])
+            #expect(try await b.editItem(cake.id, ItemEdit(event: "\u{2800}"), as: admin).event == "")
+            let deposit = try await b.createExpense(
+                named: "Deposit", amount: 90, vendor: " Bakery\u{A0}", category: "Food\u{2003}", as: admin)
+            #expect([deposit.vendor, deposit.category] == ["Bakery", "Food"])
+            #expect(try await b.items(scenario: main.id, as: admin).map(\.category) == ["Food", "Food"])
+            #expect(try await b.expenses(as: admin).map(\.vendor) == ["Bakery"], "stored as returned")
+            #expect(
+                try await b.eventCategories(scenario: main.id, as: admin)
+                    == EventCategories(events: [], categories: ["Food"]))
+        }
+    }
+
     @Test("a scenario and a folder are renamed, nothing else about them changes", arguments: Backend.allCases)
     func rename(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
