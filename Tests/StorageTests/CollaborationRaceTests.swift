@@ -234,6 +234,68 @@ struct CollaborationRaceTests {
         }
     }
 
+    /// A REPEATABLE READ or SERIALIZABLE transaction reads the snapshot it began with: a limit counted there, after
+    /// waiting for another transaction to commit, would miss what that one made (serializable snapshot isolation
+    /// sees only other SERIALIZABLE transactions). It fails to serialize instead (40001), for its client to run it
+    /// again, as those levels ask of clients; a READ COMMITTED one that waited reads afresh and is refused.
+    @Test(
+        "couples, invitations and roles made at once in transactions begun together: limits hold at every level",
+        arguments: [
+            [PostgresConnection.IsolationLevel.repeatableRead, .repeatableRead], [.readCommitted, .serializable],
+        ])
+    func limitsUnderSnapshots(levels: [PostgresConnection.IsolationLevel]) async throws {
+        try await everyRound(maxConnections: 6) { pool, round in
+            if round == 0 {
+                _ = try await pool.query("UPDATE couple_settings SET owned_per_user = 2")
+                _ = try await pool.query("UPDATE invitation_settings SET per_couple_per_hour = 1")
+            }
+            // Three owners, each of a couple of their own, so that each pair of calls waits only for itself.
+            let owners = [try await pool.newUser(), try await pool.newUser(), try await pool.newUser()]
+            var couples: [UUID] = []
+            for owner in owners { couples.append(try await pool.newCouple(members: [(owner, "owner")])) }
+            let (owner, inviting, defining) = (owners[0], couples[1], couples[2])
+            // Room for one more role; named r_aa, r_ab, ...: role names are letters and underscores.
+            try await pool.query(
+                """
+                INSERT INTO couple_roles (couple_id, name, description)
+                SELECT \(defining), 'r_' || chr(97 + (n / 26)::int) || chr(97 + (n % 26)::int), 'Helper'
+                FROM generate_series(0, \(CoupleRole.mostPerCouple - 2)) n
+                """)
+            let calls: [PostgresQuery] = [
+                "SELECT create_couple('Plan A', \(owner))", "SELECT create_couple('Plan B', \(owner))",
+                "SELECT create_invitation(\(inviting), \(Data(SecureRandom.bytes(count: 32))), 'viewer')",
+                "SELECT create_invitation(\(inviting), \(Data(SecureRandom.bytes(count: 32))), 'viewer')",
+                "SELECT create_couple_role(\(defining), 'mom', 'Mom', '{}')",
+                "SELECT create_couple_role(\(defining), 'dad', 'Dad', '{}')",
+            ]
+            let outcomes = try await race(calls.count) { index, go in
+                do {
+                    try await pool.acting(as: owners[index / 2], isolation: levels[index % 2]) { connection in
+                        _ = try await connection.query("SELECT 1")  // the snapshot, before any of the others commits
+                        await go()
+                        _ = try await connection.query(calls[index])
+                    }
+                    return "made"
+                } catch let error as PostgresError where error.sqlState?.rawValue == "40001" {
+                    return "to run again"
+                } catch let error as PostgresError where error.sqlState?.errorClass == "RB" {
+                    return "refused"
+                }
+            }
+            let losers: Set<String> = levels.contains(.readCommitted) ? ["to run again", "refused"] : ["to run again"]
+            #expect(
+                stride(from: 0, to: calls.count, by: 2).allSatisfy {
+                    let pair = outcomes[$0...($0 + 1)]
+                    return pair.count { $0 == "made" } == 1 && pair.allSatisfy { $0 == "made" || losers.contains($0) }
+                }, "round \(round): \(outcomes)")
+            let owned = try await pool.count(
+                "SELECT count(*) FROM memberships WHERE user_id = \(owner) AND role = 'owner'")
+            let invited = try await pool.count("SELECT count(*) FROM invitations WHERE couple_id = \(inviting)")
+            let roles = try await pool.count("SELECT count(*) FROM couple_roles WHERE couple_id = \(defining)")
+            #expect(owned == 2 && invited == 1 && roles == CoupleRole.mostPerCouple, "round \(round)")
+        }
+    }
+
     @Test("a couple's role written at once by raw SQL and by the functions: the set checks read is what it grants")
     func coupleRoleSetUnderRace() async throws {
         var finals = Set<String>()

@@ -23,8 +23,11 @@ extension PostgresConnectionPool {
 
     /// Runs `body` in a transaction acting for the end user `user`, as PostgREST does with a verified JWT.
     @discardableResult
-    func acting<T: Sendable>(as user: UUID, _ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await withTransaction(maxAttempts: 1) { connection in
+    func acting<T: Sendable>(
+        as user: UUID, isolation: PostgresConnection.IsolationLevel = .readCommitted,
+        _ body: (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try await withTransaction(isolation: isolation, maxAttempts: 1) { connection in
             let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])
             try await connection.runScript("SET LOCAL \"request.jwt.claims\" = \(literal: claims.text)")
             return try await body(connection)

@@ -120,7 +120,7 @@ BEGIN
 END $$;
 
 -- The transaction's advisory lock named p_name, shared or alone, for what no row stands for: a set that must not
--- grow, one person's joining, a role's permission set being written, a couple being made. The key is the name's
+-- grow, one person's joining, a role's permission set being written. The key is the name's
 -- 64-bit hash: names come per couple and per person, millions of them, and two that shared a 32-bit key would
 -- wait for each other, or deadlock where each is taken in an order of its own.
 CREATE OR REPLACE FUNCTION rbac.advisory_lock(p_name text, p_shared boolean) RETURNS void

@@ -100,7 +100,9 @@ END $$;
 -- the role. p_email, when set, binds the invitation to that address (as rbac.stored_email writes it).
 -- The limits on a new invitation (sql/0006_invitation_limits.sql): the couple's domains, when it has some (an
 -- invitation must then name an address there), and its invitations of the last hour (RBRAT past the setting).
--- Holds the couple's row until the transaction ends, so that concurrent invitations are counted one by one.
+-- Locks the couple's row until the transaction ends, so that concurrent invitations are counted one by one, and
+-- writes it (its revision, unchanged), so that a REPEATABLE READ or SERIALIZABLE caller whose snapshot misses
+-- another's invitation fails to serialize (40001) rather than count without it: a lock alone would not make it fail.
 CREATE OR REPLACE FUNCTION rbac.require_invitation_allowed(p_couple_id uuid, p_email text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -113,6 +115,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'couple % does not exist', p_couple_id USING ERRCODE = 'RBNFD';
     END IF;
+    UPDATE couples SET revision = revision WHERE id = p_couple_id;
     IF v_domains <> '{}' AND (p_email IS NULL OR rbac.ascii_domain(split_part(p_email, '@', 2)) <> ALL (v_domains))
     THEN
         RAISE EXCEPTION 'couple % invites only addresses at %; name one', p_couple_id,

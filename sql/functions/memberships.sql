@@ -281,7 +281,10 @@ BEGIN
     PERFORM rbac.require_user_exists(p_owner);
     PERFORM rbac.require_couple_name(p_name);
     IF NOT rbac.is_operator() THEN
-        PERFORM rbac.advisory_lock('create_couple ' || p_owner, false);
+        -- The owner's row written, not only locked, before counting: two creations for one owner count one
+        -- after the other, and a REPEATABLE READ or SERIALIZABLE one whose snapshot misses the other's couple
+        -- fails to serialize (40001) rather than count without it.
+        UPDATE users SET created_at = created_at WHERE id = p_owner;
         v_limit := (SELECT owned_per_user FROM couple_settings);
         v_owned := (SELECT count(*) FROM memberships m WHERE m.user_id = p_owner AND m.role = 'owner');
         IF v_owned >= v_limit THEN

@@ -23,7 +23,9 @@ CREATE OR REPLACE TRIGGER invitations_role_exists BEFORE INSERT OR UPDATE OF rol
 -- invitation) is not deleted, unless its couple is being deleted. A couple defines at most 100 roles
 -- (CoupleRole.mostPerCouple), so that one who may author them cannot grow the table, and every check's set of
 -- the couple's roles, without end. They are counted under the couple's row lock (create_couple_role holds it
--- already), so that two new roles cannot both take the last place.
+-- already), so that two new roles cannot both take the last place; the row is written too (its revision,
+-- unchanged), so that a REPEATABLE READ or SERIALIZABLE writer whose snapshot misses the other's role fails to
+-- serialize.
 CREATE OR REPLACE FUNCTION rbac.couple_roles_guard() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -51,6 +53,7 @@ BEGIN
     END IF;
     IF TG_OP = 'INSERT' OR NEW.couple_id IS DISTINCT FROM OLD.couple_id THEN
         PERFORM 1 FROM couples WHERE id = NEW.couple_id FOR UPDATE;
+        UPDATE couples SET revision = revision WHERE id = NEW.couple_id;
         IF (SELECT count(*) FROM couple_roles WHERE couple_id = NEW.couple_id) >= c_most THEN
             RAISE EXCEPTION 'couple % defines % roles, the most a couple may', NEW.couple_id, c_most
                 USING ERRCODE = 'RBQTA', HINT = 'delete a role it no longer needs first';
