@@ -745,6 +745,10 @@ struct CLITests {
             func budget(_ noun: String, _ verb: String, _ arguments: [String] = []) async throws -> Result {
                 try await run(["budget", noun, verb] + arguments + base)
             }
+            let unplanned = try await budget("items", "list")
+            #expect(
+                unplanned.status == 3 && unplanned.stderr.contains("no primary scenario: name one with --scenario"),
+                "without --scenario, the primary one; with none, not found: \(unplanned.stderr)")
             let scenario = try await budget("scenarios", "add", ["Main", "--primary", "--json"])
             #expect(scenario.status == 0, "\(scenario.stderr)")
             let scenarioID = try #require(try Self.json(scenario)["id"] as? String, "a write prints what it wrote")
@@ -895,17 +899,18 @@ struct CLITests {
                 ])
             #expect(filed.status == 0 && filed.stdout.contains(folderID), "\(filed.stderr)")
             #expect(try await budget("folders", "list", ["--scenario", scenarioID]).stdout.contains("Party"))
+            let loose = try await budget("folders", "add", ["Loose", "--json"])
+            #expect(try Self.json(loose)["scenario_id"] as? String == scenarioID, "the primary's: \(loose.stderr)")
             // Renames: the folder and the scenario; rename without --name is a usage error.
             let refiled = try await budget("folders", "rename", [folderID, "--name", "Party Time"])
             #expect(refiled.status == 0 && refiled.stdout.contains("Party Time"), "\(refiled.stderr)")
             let renamed = try await budget("scenarios", "rename", [scenarioID, "--name", "Dream", "--json"])
             #expect(try Self.json(renamed)["name"] as? String == "Dream", "\(renamed.stderr)")
             #expect(try await budget("scenarios", "rename", [scenarioID]).status == 2)
-            #expect(try await budget("folders", "add", ["Loose"]).status == 2, "needs --scenario")
             #expect(
                 try await budget("folders", "rename", [UUID().uuidString, "--name", "X"]).status == 3,
                 "an unknown folder is not found")
-            let grouping = try await budget("categories", "--scenario", [scenarioID])
+            let grouping = try await run(["budget", "categories"] + base)
             #expect(grouping.stdout == "KIND      NAME\nevent     Reception\ncategory  Food\n", "\(grouping.stdout)")
             let moved = try await budget("items", "edit", [items[1], "--folder", folderID, "--name", "Catering"])
             #expect(
@@ -916,7 +921,10 @@ struct CLITests {
             #expect(try Self.json(unfiled)["folder_id"] == nil)
             let resplit = try await budget("items", "set-budget", [items[0], "--budgeted", "1000", "--json"])
             #expect(resplit.status == 0, "\(resplit.stderr)")
-            #expect(try await budget("items", "list").stderr.contains("--scenario"), "a listing needs its scenario")
+            #expect(
+                try await budget("items", "list").stdout
+                    == (try await budget("items", "list", ["--scenario", scenarioID])).stdout,
+                "a listing without --scenario is the primary scenario's")
             // A clone is a new scenario; the primary one cannot be deleted, the clone can.
             let clone = try await budget("scenarios", "clone", [scenarioID, "--name", "Plan B", "--json"])
             let cloneID = try #require(try Self.json(clone)["id"] as? String, "\(clone.stderr)")
@@ -1506,10 +1514,12 @@ struct CLITests {
     @Test("an id found malformed once a command runs is refused in one line, before any SQL")
     func malformedIdAtRunTime() async throws {
         let result = try await Self.rbac(
-            ["budget", "overview", "--couple", "00000000-0000-0000-0000-000000000000", "--scenario", "not-a-uuid"],
-            database: "postgres://nobody@127.0.0.1:1/none")
+            [
+                "budget", "items", "set-budget", "not-a-uuid", "--couple", "00000000-0000-0000-0000-000000000000",
+                "--budgeted", "5",
+            ], database: "postgres://nobody@127.0.0.1:1/none")
         #expect(result.status == 2)
-        #expect(result.stderr == "rbac: \"not-a-uuid\" is not a scenario id (a UUID)\n")
+        #expect(result.stderr == "rbac: \"not-a-uuid\" is not an item id (a UUID)\n")
         let payment = try await Self.rbac(
             [
                 "budget", "payments", "add", "nope", "--couple", "00000000-0000-0000-0000-000000000000",

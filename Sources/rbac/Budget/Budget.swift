@@ -15,9 +15,10 @@ extension RBAC {
                 99.90); dates are YYYY-MM-DD. Every command acts as the operator, or with --actor as a member \
                 whose permissions apply (budget.view / budget.edit / expenses.view / expenses.edit / \
                 gifts.view / gifts.edit); limits are the operator's alone. A listing prints every row, or with \
-                --limit one page of it (--after the last id of the page before).
+                --limit one page of it (--after the last id of the page before). What a scenario holds is the \
+                primary scenario's unless --scenario names another.
 
-                Example: rbac budget items add Venue --couple C --scenario S --budgeted 5000
+                Example: rbac budget items add Venue --couple C --budgeted 5000
                 """,
             subcommands: [
                 Overview.self, Scenarios.self, Folders.self, Items.self, Categories.self, Expenses.self,
@@ -121,7 +122,8 @@ extension RBAC.BudgetCommand {
 
         func run() async throws {
             let rows = try await options.run { budget, actor in
-                try await page.read(id: \.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
+                let scope = try await scope.resolved(in: budget, as: actor)
+                return try await page.read(id: \.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
             }
             try options.output.print(rows, Noun.table(rows).rendered)
         }
@@ -132,6 +134,13 @@ extension RBAC.BudgetCommand {
 protocol ListingScope: ParsableArguments {
     /// Those options in an example, each after a space, as they follow `--couple C` (empty for none).
     static var example: String { get }
+    /// The scope with the defaults it takes from the couple's budget filled in: read once, so that every page of
+    /// a listing has the same.
+    func resolved(in budget: CoupleBudget, as actor: Actor) async throws -> Self
+}
+
+extension ListingScope {
+    func resolved(in budget: CoupleBudget, as actor: Actor) async throws -> Self { self }
 }
 
 /// The scope of a listing of the couple's rows: no option.
@@ -139,13 +148,31 @@ struct WholeCouple: ListingScope {
     static let example = ""
 }
 
-/// `--scenario`, for what a scenario holds.
+/// `--scenario`, for what a scenario holds; without it, the couple's primary scenario, the one a couple with a
+/// single plan has.
 struct InScenario: ListingScope {
-    static let example = " --scenario S"
-    @Option(help: "The scenario's id.") var scenario: String
+    static let example = ""
+    @Option(help: "The scenario's id (default: the couple's primary scenario).") var scenario: String?
 
-    func validate() throws { _ = try id() }
-    func id() throws -> UUID { try Parse.id(scenario, "scenario") }
+    func validate() throws { _ = try scenario.map { try Parse.id($0, "scenario") } }
+
+    /// The scenario given, or the couple's primary one.
+    func id(in budget: CoupleBudget, as actor: Actor) async throws -> UUID {
+        if let scenario { return try Parse.id(scenario, "scenario") }
+        guard let primary = try await budget.scenarios(as: actor).first(where: \.isPrimary) else {
+            throw BudgetError(
+                .notFound,
+                "the couple has no primary scenario: name one with --scenario, or make one primary "
+                    + "(rbac budget scenarios add NAME --primary, or make-primary S)")
+        }
+        return primary.id
+    }
+
+    func resolved(in budget: CoupleBudget, as actor: Actor) async throws -> InScenario {
+        var resolved = self
+        resolved.scenario = idText(try await id(in: budget, as: actor))
+        return resolved
+    }
 }
 
 /// An edit's value for a field that can also be cleared (`--no-...`): nil keeps the field, `.some(nil)` clears it.

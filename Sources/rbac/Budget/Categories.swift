@@ -7,13 +7,14 @@ extension RBAC.BudgetCommand {
     struct Categories: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "The events and categories a scenario's items are grouped by, each once.",
-            discussion: "Example: rbac budget categories --couple C --scenario S")
+            discussion: "Example: rbac budget categories --couple C")
         @OptionGroup var options: Options
-        @Option(help: "The scenario's id.") var scenario: String
+        @OptionGroup var scenario: InScenario
 
         func run() async throws {
-            let scenario = try Parse.id(scenario, "scenario")
-            let grouping = try await options.run { try await $0.eventCategories(scenario: scenario, as: $1) }
+            let grouping = try await options.run {
+                try await $0.eventCategories(scenario: try await scenario.id(in: $0, as: $1), as: $1)
+            }
             try options.output.print(
                 grouping,
                 Table(

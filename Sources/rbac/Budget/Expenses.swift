@@ -127,10 +127,10 @@ extension RBAC.BudgetCommand {
                 discussion: """
                     Without --amount, the whole expense is split in proportion to the items' budgets, to the cent.
 
-                    Example: rbac budget expenses allocate E --couple C --scenario S --item I1 --item I2
+                    Example: rbac budget expenses allocate E --couple C --item I1 --item I2
                     """)
             @Argument(help: "The expense's id.") var expense: String
-            @Option(help: "The scenario's id.") var scenario: String
+            @OptionGroup var scenario: InScenario
             @Option(help: "A budget item's id (repeat for several).") var item: [String] = []
             @Option(
                 parsing: .unconditionalSingleValue,
@@ -140,11 +140,12 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let expense = try Parse.id(expense, "expense")
-                let scenario = try Parse.id(scenario, "scenario")
                 let items = try item.map { try Parse.id($0, "item") }
                 let amounts = amount.isEmpty ? nil : try amount.map { try Money.parse($0, "--amount") }
                 let allocations = try await options.run {
-                    try await $0.allocate(expense: expense, scenario: scenario, items: items, amounts: amounts, as: $1)
+                    try await $0.allocate(
+                        expense: expense, scenario: try await scenario.id(in: $0, as: $1), items: items,
+                        amounts: amounts, as: $1)
                 }
                 try options.output.print(allocations, Expenses.allocationTable(allocations).rendered)
             }

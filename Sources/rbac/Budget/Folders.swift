@@ -8,7 +8,7 @@ extension RBAC.BudgetCommand {
         static let record = BudgetRecord.folder
         static let about = (
             abstract: "Folders of a scenario's items (file an item with rbac budget items add|edit --folder).",
-            example: "rbac budget folders add Reception --couple C --scenario S"
+            example: "rbac budget folders add Reception --couple C"
         )
         static let verbs: [any ParsableCommand.Type] = [Add.self, Rename.self]
 
@@ -16,7 +16,7 @@ extension RBAC.BudgetCommand {
         static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
             -> [Folder]
         {
-            try await budget.folders(scenario: try scope.id(), page: page, as: actor)
+            try await budget.folders(scenario: try await scope.id(in: budget, as: actor), page: page, as: actor)
         }
 
         static func table(_ folders: [Folder]) -> Table {
@@ -28,12 +28,11 @@ extension RBAC.BudgetCommand {
                 abstract: "Add a folder to a scenario.", discussion: "Example: \(Folders.about.example)")
             @Argument(help: "Its name.") var name: String
             @OptionGroup var options: Options
-            @Option(help: "The scenario's id.") var scenario: String
+            @OptionGroup var scenario: InScenario
 
             func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
                 try await options.write(Folders.table) {
-                    try await $0.createFolder(named: name, scenario: scenario, as: $1)
+                    try await $0.createFolder(named: name, scenario: try await scenario.id(in: $0, as: $1), as: $1)
                 }
             }
         }

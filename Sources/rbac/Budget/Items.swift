@@ -8,7 +8,7 @@ extension RBAC.BudgetCommand {
         static let record = BudgetRecord.item
         static let about = (
             abstract: "A scenario's budget items: what the couple plans to spend on.",
-            example: "rbac budget items add Venue --couple C --scenario S --budgeted 5000"
+            example: "rbac budget items add Venue --couple C --budgeted 5000"
         )
         static let verbs: [any ParsableCommand.Type] = [Add.self, SetBudget.self, Edit.self]
 
@@ -16,7 +16,7 @@ extension RBAC.BudgetCommand {
         static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
             -> [BudgetItem]
         {
-            try await budget.items(scenario: try scope.id(), page: page, as: actor)
+            try await budget.items(scenario: try await scope.id(in: budget, as: actor), page: page, as: actor)
         }
 
         static func table(_ items: [BudgetItem]) -> Table {
@@ -32,20 +32,19 @@ extension RBAC.BudgetCommand {
                 abstract: "Add an item to a scenario.", discussion: "Example: \(Items.about.example)")
             @Argument(help: "Its name.") var name: String
             @OptionGroup var options: Options
-            @Option(help: "The scenario's id.") var scenario: String
+            @OptionGroup var scenario: InScenario
             @Option(parsing: .unconditional, help: "The amount budgeted.") var budgeted: String
             @Option(help: "Its category.") var category = ""
             @Option(help: "Its event.") var event = ""
             @Option(help: "The folder (id) to file it in.") var folder: String?
 
             func run() async throws {
-                let scenario = try Parse.id(scenario, "scenario")
                 let amount = try Money.parse(budgeted, "--budgeted")
                 let folder = try folder.map { try Parse.id($0, "folder") }
                 try await options.write(Items.table) {
                     try await $0.createItem(
-                        named: name, scenario: scenario, budgeted: amount, folder: folder, category: category,
-                        event: event, as: $1)
+                        named: name, scenario: try await scenario.id(in: $0, as: $1), budgeted: amount, folder: folder,
+                        category: category, event: event, as: $1)
                 }
             }
         }

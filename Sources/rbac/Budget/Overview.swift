@@ -7,13 +7,14 @@ extension RBAC.BudgetCommand {
     struct Overview: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Per budget item: budgeted, spent, gifts, effective spend; and totals.",
-            discussion: "Example: rbac budget overview --couple C --scenario S --json")
+            discussion: "Example: rbac budget overview --couple C --json")
         @OptionGroup var options: Options
-        @Option(help: "The scenario's id.") var scenario: String
+        @OptionGroup var scenario: InScenario
 
         func run() async throws {
-            let scenario = try Parse.id(scenario, "scenario")
-            let overview = try await options.run { try await $0.overview(scenario: scenario, as: $1) }
+            let overview = try await options.run {
+                try await $0.overview(scenario: try await scenario.id(in: $0, as: $1), as: $1)
+            }
             let rows = overview.items.map {
                 [
                     $0.item.name, Money.text($0.item.budgeted), Money.text($0.spent), Money.text($0.gifts),
