@@ -1,22 +1,36 @@
 import Collaboration
+import Foundation
 import Storage
+import TestSupport
 import Testing
 
 /// The URLs `rbac webhooks add` takes: one the table's check or a delivery would fail on is refused first, with a
 /// reason.
 @Suite("Webhook URLs")
 struct WebhookURLTests {
+    static let acceptedURLs = [
+        ("https://hooks.example.com/rbac", "https://hooks.example.com/rbac"),
+        ("HTTPS://Hooks.Example.com/rbac?Team=A", "https://Hooks.Example.com/rbac?Team=A"),
+        ("Https://hooks.example.com:8443/a%20b", "https://hooks.example.com:8443/a%20b"),
+        ("https://[::1]/hooks", "https://[::1]/hooks"),
+        ("https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/"),
+        ("https://hooks.example.com/users/@me?to=a@b", "https://hooks.example.com/users/@me?to=a@b"),
+    ]
+
     @Test(
         "an https URL of printable ASCII is stored with its scheme in lower case, the rest as typed",
-        arguments: [
-            ("https://hooks.example.com/rbac", "https://hooks.example.com/rbac"),
-            ("HTTPS://Hooks.Example.com/rbac?Team=A", "https://Hooks.Example.com/rbac?Team=A"),
-            ("Https://hooks.example.com:8443/a%20b", "https://hooks.example.com:8443/a%20b"),
-            ("https://[::1]/hooks", "https://[::1]/hooks"),
-            ("https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/"),
-        ])
+        arguments: acceptedURLs)
     func accepted(typed: String, stored: String) throws {
         #expect(try PostgresOutbox.webhookURL(typed) == stored)
+    }
+
+    @Test("what is accepted, the table takes as stored: its check is the same rule, for raw SQL too")
+    func storable() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            for (_, url) in Self.acceptedURLs {
+                try await pool.query("INSERT INTO webhook_endpoints (url, secret_box) VALUES (\(url), '\\x00')")
+            }
+        }
     }
 
     @Test(

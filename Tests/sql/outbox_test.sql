@@ -100,5 +100,21 @@ SELECT throws_ok('DELETE FROM delivery_key_check', 'RBDEN',
 SELECT throws_ok('TRUNCATE delivery_key_check', 'RBDEN', NULL, 'nor truncated');
 SELECT is((SELECT count(*)::int FROM delivery_key_check), 1, 'and is still there');
 
+-- The URL as `rbac webhooks add` admits it, whoever writes it: no password to list and audit, nothing a request
+-- could not send.
+SELECT throws_ok(format('INSERT INTO webhook_endpoints (url, secret_box) VALUES (%L, ''\x00'')', url), '23514', NULL,
+                 'refused: ' || why)
+FROM (VALUES ('https://hooks:pa55word@example.com/', 'a user and password'),
+             ('https://hooks@example.com/', 'a user'),
+             ('https://hooks.example.com/#top', 'a fragment'),
+             ('https://bücher.example/', 'text beyond ASCII'),
+             ('https://hooks.example.com/a' || chr(160) || 'b', 'a no-break space'),
+             ('https:///hooks', 'no host'),
+             ('https://:8443/hooks', 'a port without a host'),
+             ('HTTPS://hooks.example.com/', 'the scheme not in lower case')) AS refused (url, why);
+SELECT lives_ok(format('INSERT INTO webhook_endpoints (url, secret_box) VALUES (%L, ''\x00'')', url), 'kept: ' || url)
+FROM (VALUES ('https://[::1]:8443/hooks?team=a'), ('https://hooks.example.com/users/@me'),
+             ('https://xn--bcher-kva.example/a%20b')) AS kept (url);
+
 SELECT * FROM finish();
 ROLLBACK;
