@@ -358,6 +358,34 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("an invitee who joined and the member who invited them, deleted at once: no deadlock, both go")
+    func deleteInviterAndInvitee() async throws {
+        try await everyRound(maxConnections: 3) { pool, round in
+            let (owner, inviter) = (try await pool.newUser(), try await pool.newUser())
+            let invitee = try await pool.newUser()
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (inviter, "partner")])
+            let hash = Data(SecretToken.generate(.invitation).hash)
+            try await pool.acting(as: inviter) {
+                try await $0.query(
+                    """
+                    SELECT create_invitation(\(couple), \(hash), 'viewer', (SELECT email FROM users WHERE id = \(invitee)))
+                    """)
+            }
+            try await pool.acting(as: invitee) { try await $0.query("SELECT * FROM accept_invitation(\(hash))") }
+            // Each deletion releases the invitation that names both: the invitee's erases its address too.
+            let outcomes = try await pool.race([
+                ("SELECT delete_user(\(invitee))", invitee), ("SELECT delete_user(\(inviter))", inviter),
+            ])
+            #expect(outcomes == [.success, .success], "round \(round): \(outcomes)")
+            let named = try await pool.count(
+                """
+                SELECT count(*) FROM invitations
+                WHERE couple_id = \(couple) AND (invited_by IS NOT NULL OR accepted_by IS NOT NULL OR email IS NOT NULL)
+                """)
+            #expect(named == 0, "round \(round)")
+        }
+    }
+
     @Test("a user deleted as they join a couple being deleted: no deadlock, neither remains")
     func deleteUserWhileJoiningDeletedCouple() async throws {
         try await raceRounds(maxConnections: 4, "the acceptance should land on both sides of the deletions") {

@@ -97,16 +97,27 @@ BEGIN
     PERFORM FROM invitations WHERE invited_by = p_user_id OR accepted_by = p_user_id
         ORDER BY couple_id, created_at, id FOR UPDATE;
     PERFORM FROM memberships WHERE user_id = p_user_id ORDER BY couple_id FOR UPDATE;
-    WITH erased AS (
-        UPDATE invitations SET email = NULL WHERE accepted_by = p_user_id AND email IS NOT NULL RETURNING id::text)
-    SELECT array_agg(id) INTO v_erased FROM erased;
+    -- Before the invitations let go of the user, so that rbac.memberships_guard still sees them as the inviter
+    -- of what they made.
+    DELETE FROM memberships WHERE user_id = p_user_id;
+    -- Their invitations let go of them here, each in one update, rather than by the foreign keys' SET NULL once
+    -- the user is deleted: a second update of a row this transaction wrote checks every foreign key of it again,
+    -- the other person's too, and waiting for that person's row, which their own deletion holds while it waits
+    -- for this invitation, deadlocked the two. An invitation they accepted forgets its address as well.
+    WITH released AS (
+        UPDATE invitations i
+        SET invited_by = nullif(i.invited_by, p_user_id), accepted_by = nullif(i.accepted_by, p_user_id),
+            email = CASE WHEN i.accepted_by = p_user_id THEN NULL ELSE i.email END
+        FROM (SELECT id, accepted_by = p_user_id AND email IS NOT NULL AS erasing FROM invitations
+              WHERE invited_by = p_user_id OR accepted_by = p_user_id) o
+        WHERE i.id = o.id
+        RETURNING i.id::text, o.erasing)
+    SELECT array_agg(id) FILTER (WHERE erasing) INTO v_erased FROM released;
     -- Found through outbox_invitation_messages (sql/0023), and only when there is an address to erase.
     IF v_erased IS NOT NULL THEN
         UPDATE outbox SET payload = payload || '{"email": null}'
         WHERE payload ->> 'invitation_id' = ANY (v_erased) AND payload ->> 'email' IS NOT NULL;
     END IF;
-    -- Before the user, so that rbac.memberships_guard still sees them as the inviter of what they made.
-    DELETE FROM memberships WHERE user_id = p_user_id;
     DELETE FROM users WHERE id = p_user_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
