@@ -362,24 +362,26 @@ END $$;
 CREATE OR REPLACE FUNCTION rbac.keep_setting() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    RAISE EXCEPTION 'the one row of % stays: %', TG_TABLE_NAME,
-        CASE TG_TABLE_NAME
-            WHEN 'delivery_key_check' THEN 'rbac delivery-key rotate changes the database''s key, and reset '
-                                           'replaces one that is lost'
-            ELSE 'change its values with UPDATE'
-        END USING ERRCODE = 'RBDEN';
+    -- The trigger's argument says what to do instead.
+    RAISE EXCEPTION 'the one row of % stays: %', TG_TABLE_NAME, TG_ARGV[0] USING ERRCODE = 'RBDEN';
 END $$;
 
 DO $$
 DECLARE
     v_table text;
+    v_instead text;
 BEGIN
-    FOREACH v_table IN ARRAY ARRAY['invitation_settings', 'couple_settings', 'delivery_key_check'] LOOP
+    FOR v_table, v_instead IN
+        VALUES ('invitation_settings', 'change its values with UPDATE'),
+               ('couple_settings', 'change its values with UPDATE'),
+               ('delivery_key_check', 'rbac delivery-key rotate changes the database''s key, and reset replaces '
+                                      'one that is lost')
+    LOOP
         -- A table a later migration makes: the run that applies it applies this file again.
         CONTINUE WHEN to_regclass(format('public.%I', v_table)) IS NULL;
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_kept BEFORE DELETE ON %1$I '
-                       'FOR EACH ROW EXECUTE FUNCTION rbac.keep_setting()', v_table);
+                       'FOR EACH ROW EXECUTE FUNCTION rbac.keep_setting(%2$L)', v_table, v_instead);
         EXECUTE format('CREATE OR REPLACE TRIGGER %1$s_not_truncated BEFORE TRUNCATE ON %1$I '
-                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.keep_setting()', v_table);
+                       'FOR EACH STATEMENT EXECUTE FUNCTION rbac.keep_setting(%2$L)', v_table, v_instead);
     END LOOP;
 END $$;
