@@ -73,6 +73,15 @@ public actor CoupleBudget {
 
     // MARK: Development
 
+    /// The primary scenario, where a command acts when it names none; nil when the couple has none. For those
+    /// who see the budget or edit it: a member whose role edits the budget without seeing it adds items to it too.
+    public func primaryScenario(as actor: Actor) async throws -> Scenario? {
+        try await metrics.measure("budget.primary_scenario") {
+            try await require(.budgetView, or: .budgetEdit, actor)
+            return try await repository.scenarios(couple: couple, page: nil).first(where: \.isPrimary)
+        }
+    }
+
     /// The scenarios, oldest first. Like every listing here, with `page` one page of them, in id order.
     public func scenarios(page: PageRequest? = nil, as actor: Actor) async throws -> [Scenario] {
         try await metrics.measure("budget.scenarios") {
@@ -326,11 +335,11 @@ public actor CoupleBudget {
 
     // MARK: Allocation
 
-    /// Allocates `expense` in `scenario` to `items`, replacing its allocations there. With amounts, those are
-    /// the shares, which may not add up to more than the expense; without (`nil`), the expense's whole amount
-    /// is split in proportion to the items' budgets.
+    /// Allocates `expense` in `scenario` to `items`, replacing its allocations there; without a scenario (`nil`),
+    /// in the one the items are in. With amounts, those are the shares, which may not add up to more than the
+    /// expense; without (`nil`), the expense's whole amount is split in proportion to the items' budgets.
     public func allocate(
-        expense: UUID, scenario: UUID, items: [UUID], amounts: [Decimal]? = nil, as actor: Actor
+        expense: UUID, scenario: UUID?, items: [UUID], amounts: [Decimal]? = nil, as actor: Actor
     ) async throws -> [Allocation] {
         try await metrics.measure("budget.allocate") {
             try await require(.expensesEdit, actor)
@@ -347,8 +356,15 @@ public actor CoupleBudget {
                 guard let found = try await transaction.expense(expense) else { throw BudgetRecord.expense.notFound }
                 let budgetItems = try await transaction.items(items)
                 let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-                guard items.allSatisfy({ byID[$0]?.scenarioID == scenario }) else {
-                    throw BudgetError(.notFound, "every budget item must belong to the scenario")
+                let named = scenario
+                guard let scenario = named ?? byID[items[0]]?.scenarioID,
+                    items.allSatisfy({ byID[$0]?.scenarioID == scenario })
+                else {
+                    throw BudgetError(
+                        .notFound,
+                        named == nil
+                            ? "every budget item must exist, all in one scenario"
+                            : "every budget item must belong to the scenario")
                 }
                 let shares =
                     amounts
@@ -453,17 +469,21 @@ public actor CoupleBudget {
 
     // MARK: Rules
 
-    private func require(_ permission: BudgetPermission, _ actor: Actor) async throws {
+    /// Refuses `actor` unless they hold `permission`, or `other` when one is given.
+    private func require(_ permission: BudgetPermission, or other: BudgetPermission? = nil, _ actor: Actor)
+        async throws
+    {
         guard case .user(let user) = actor else { return }  // the operator may do everything
-        let allowed: Bool
+        let needed = [permission] + (other.map { [$0] } ?? [])
         do {
-            allowed = try await checker.allows(permission.rawValue, user: user, couple: couple)
+            for permission in needed where try await checker.allows(permission.rawValue, user: user, couple: couple) {
+                return
+            }
         } catch let error as any CodedError {
             throw BudgetError(error)
         }
-        guard allowed else {
-            throw BudgetError(.permissionDenied, "permission denied: this needs \(permission.rawValue) in the couple")
-        }
+        let names = needed.map(\.rawValue).joined(separator: " or ")
+        throw BudgetError(.permissionDenied, "permission denied: this needs \(names) in the couple")
     }
 
     /// A label items and expenses are grouped and shown by (a category, an event, a vendor), trimmed as a name

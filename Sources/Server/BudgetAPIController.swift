@@ -182,7 +182,8 @@ struct BudgetAPIController {
         }
         budget.post("expenses/:expense/allocations") { request, context in
             struct Body: Decodable {
-                let scenarioId: UUID
+                /// Without it, the scenario the items are in.
+                let scenarioId: UUID?
                 let items: [UUID]
                 let amounts: [Decimal]?
             }

@@ -83,6 +83,29 @@ struct CoupleBudgetTests {
         #expect(world.budgets.snapshot.allocations == before)
     }
 
+    @Test("without a scenario: an allocation goes to its items' scenario, refused across two; the primary is found")
+    func unnamedScenario() async throws {
+        let world = try await World()
+        let b = world.budget
+        #expect(try await b.primaryScenario(as: world.viewer) == nil)
+        let main = try await b.createScenario(named: "Main", primary: true, as: world.owner)
+        let other = try await b.createScenario(named: "Plan B", as: world.owner)
+        #expect(try await b.primaryScenario(as: world.viewer) == main)
+        await #expect(throws: BudgetError.self) { try await b.primaryScenario(as: world.stranger) }
+        let hall = try await b.createItem(named: "Hall", scenario: main.id, budgeted: 500, as: world.owner)
+        let barn = try await b.createItem(named: "Barn", scenario: other.id, budgeted: 500, as: world.owner)
+        let expense = try await b.createExpense(named: "Deposit", amount: 100, as: world.owner)
+        let split = try await b.allocate(expense: expense.id, scenario: nil, items: [barn.id], as: world.owner)
+        #expect(split.map(\.scenarioID) == [other.id])
+        let before = world.budgets.snapshot.allocations
+        for items in [[barn.id, hall.id], [UUID()]] {
+            await #expect(throws: BudgetError.self) {
+                try await b.allocate(expense: expense.id, scenario: nil, items: items, as: world.owner)
+            }
+        }
+        #expect(world.budgets.snapshot.allocations == before)
+    }
+
     @Test("the overview sums allocations and received gifts per item, and is recomputed after a change")
     func overview() async throws {
         let world = try await World()

@@ -933,6 +933,54 @@ struct CLITests {
         }
     }
 
+    @Test("without --scenario: a role that edits the budget unseen adds to the primary; allocate, in the items'")
+    func budgetWithoutScenario() async throws {
+        try await Self.withDatabase { run, _ in
+            let couple = try await Self.createCouple(run)
+            let base = ["--couple", couple]
+            func budget(_ noun: String, _ verb: String, _ arguments: [String]) async throws -> Result {
+                try await run(["budget", noun, verb] + arguments + base)
+            }
+            func id(_ result: Result) throws -> String {
+                try #require(try Self.json(result)["id"] as? String, "\(result.stderr)")
+            }
+            let main = try id(try await budget("scenarios", "add", ["Main", "--primary", "--json"]))
+            let planB = try id(try await budget("scenarios", "add", ["Plan B", "--json"]))
+            for (email, role, permissions) in [
+                ("clerk@example.com", "clerk", ["budget.edit", "expenses.edit"]),
+                ("aunt@example.com", "aunt", ["gifts.edit"]),
+            ] {
+                let created = try await run(
+                    ["roles", "create", "--name", role, "--description", role] + base
+                        + permissions.flatMap { ["--permission", $0] })
+                #expect(created.status == 0, "\(created.stderr)")
+                #expect(try await run(["users", "add", "--email", email]).status == 0)
+                #expect(try await run(["grant", "--user", email, "--role", role] + base).status == 0)
+            }
+            let clerk = ["--actor", "clerk@example.com"]
+            let added = try await budget("items", "add", ["Venue", "--budgeted", "500", "--json"] + clerk)
+            #expect(try Self.json(added)["scenario_id"] as? String == main, "\(added.stderr)")
+            let refused = try await budget("items", "add", ["Cake", "--budgeted", "5", "--actor", "aunt@example.com"])
+            #expect(refused.status == 1, "\(refused.stderr)")
+            #expect(refused.stderr == "rbac: permission denied: this needs budget.view or budget.edit in the couple\n")
+
+            let other = try id(
+                try await budget("items", "add", ["Barn", "--scenario", planB, "--budgeted", "50", "--json"]))
+            let expense = try id(try await budget("expenses", "add", ["Deposit", "--amount", "100", "--json"]))
+            let allocated = try await budget("expenses", "allocate", [expense, "--item", other, "--json"] + clerk)
+            #expect(allocated.status == 0, "\(allocated.stderr)")
+            #expect(try Self.jsonArray(allocated).map { $0["scenario_id"] as? String } == [planB])
+            let split = try await budget("expenses", "allocate", [expense, "--item", other, "--item", try id(added)])
+            #expect(split.status == 3, "\(split.stderr)")
+            #expect(split.stderr == "rbac: every budget item must exist, all in one scenario\n")
+            let elsewhere = try await budget("expenses", "allocate", [expense, "--item", other, "--scenario", main])
+            #expect(elsewhere.status == 3 && elsewhere.stderr.contains("must belong to the scenario"))
+            let overview = try Self.json(try await run(["budget", "overview", "--scenario", planB, "--json"] + base))
+            let spent = (overview["items"] as? [[String: Any]])?.map { $0["spent"] as? Int }
+            #expect(spent == [100], "the refusals left the allocation as it was: \(overview)")
+        }
+    }
+
     @Test("invite, redeem (the link as an argument or on stdin): a member with the role; malformed exits 2, again 4")
     func inviteAndRedeem() async throws {
         try await Self.withDatabase { run, configuration in

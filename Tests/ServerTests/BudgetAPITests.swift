@@ -47,6 +47,16 @@ struct BudgetAPITests {
                 "/expenses/\(expenseID)/allocations",
                 #"{"scenario_id":"\#(scenarioID)","items":["\#(items[0])","\#(items[1])"]}"#, owner)
             #expect(allocated == .ok)
+            // Without a scenario, the items' own; it replaces what the expense had there.
+            try await client.execute(
+                uri: base + "/expenses/\(expenseID)/allocations", method: .post, headers: owner,
+                body: ByteBuffer(string: #"{"items":["\#(items[1])","\#(items[0])"]}"#)
+            ) {
+                #expect($0.status == .ok)
+                let rows = try #require(
+                    try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [[String: Any]])
+                #expect(rows.map { $0["scenario_id"] as? String } == [scenarioID, scenarioID])
+            }
 
             try await client.execute(uri: base + "/scenarios/\(scenarioID)/overview", method: .get, headers: asViewer) {
                 #expect($0.status == .ok)

@@ -159,7 +159,7 @@ struct InScenario: ListingScope {
     /// The scenario given, or the couple's primary one.
     func id(in budget: CoupleBudget, as actor: Actor) async throws -> UUID {
         if let scenario { return try Parse.id(scenario, "scenario") }
-        guard let primary = try await budget.scenarios(as: actor).first(where: \.isPrimary) else {
+        guard let primary = try await budget.primaryScenario(as: actor) else {
             throw BudgetError(
                 .notFound,
                 "the couple has no primary scenario: name one with --scenario, or make one primary "

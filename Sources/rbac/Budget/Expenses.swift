@@ -130,7 +130,7 @@ extension RBAC.BudgetCommand {
                     Example: rbac budget expenses allocate E --couple C --item I1 --item I2
                     """)
             @Argument(help: "The expense's id.") var expense: String
-            @OptionGroup var scenario: InScenario
+            @Option(help: "The items' scenario (default: the one they are in).") var scenario: String?
             @Option(help: "A budget item's id (repeat for several).") var item: [String] = []
             @Option(
                 parsing: .unconditionalSingleValue,
@@ -140,12 +140,12 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let expense = try Parse.id(expense, "expense")
+                let scenario = try scenario.map { try Parse.id($0, "scenario") }
                 let items = try item.map { try Parse.id($0, "item") }
                 let amounts = amount.isEmpty ? nil : try amount.map { try Money.parse($0, "--amount") }
                 let allocations = try await options.run {
                     try await $0.allocate(
-                        expense: expense, scenario: try await scenario.id(in: $0, as: $1), items: items,
-                        amounts: amounts, as: $1)
+                        expense: expense, scenario: scenario, items: items, amounts: amounts, as: $1)
                 }
                 try options.output.print(allocations, Expenses.allocationTable(allocations).rendered)
             }
