@@ -12,6 +12,8 @@ struct WebhookURLTests {
         ("https://hooks.example.com/rbac", "https://hooks.example.com/rbac"),
         ("HTTPS://Hooks.Example.com/rbac?Team=A", "https://Hooks.Example.com/rbac?Team=A"),
         ("Https://hooks.example.com:8443/a%20b", "https://hooks.example.com:8443/a%20b"),
+        ("https://hooks.example.com:065535/", "https://hooks.example.com:065535/"),
+        ("https://hooks.example.com:/", "https://hooks.example.com:/"),
         ("https://[::1]/hooks", "https://[::1]/hooks"),
         ("https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/"),
         ("https://hooks.example.com/users/@me?to=a@b", "https://hooks.example.com/users/@me?to=a@b"),
@@ -46,6 +48,11 @@ struct WebhookURLTests {
             ("https://[pa55word/", "this text is not a URL"),
             ("https://hooks.example.com:99999/", "must name a port from 1 to 65535, not 99999"),
             ("https://hooks.example.com:0/", "must name a port from 1 to 65535, not 0"),
+            ("https://hooks.example.com:00000/", "must name a port from 1 to 65535, not 00000"),
+            (
+                "https://hooks.example.com:99999999999999999999/",
+                "must name a port from 1 to 65535, not 99999999999999999999"
+            ),
             ("https://bücher.example/", "character 10 is not: percent-encode it, or give an international domain"),
             ("https://hooks.example.com/\u{7F}", "character 27 is not"),
             ("https://hooks.example.com/a\u{A0}b", "character 28 is not"),

@@ -111,9 +111,15 @@ FROM (VALUES ('https://hooks:pa55word@example.com/', 'a user and password'),
              ('https://hooks.example.com/a' || chr(160) || 'b', 'a no-break space'),
              ('https:///hooks', 'no host'),
              ('https://:8443/hooks', 'a port without a host'),
+             ('https://hooks.example.com:0/', 'port 0'),
+             ('https://hooks.example.com:65536/', 'a port past 65535'),
+             ('https://hooks.example.com:99999999999999999999/', 'a port past any integer'),
+             ('https://[::1]:80a/', 'a port that is no number'),
+             ('https://hooks.example.com:1:2/', 'two ports'),
              ('HTTPS://hooks.example.com/', 'the scheme not in lower case')) AS refused (url, why);
 SELECT lives_ok(format('INSERT INTO webhook_endpoints (url, secret_box) VALUES (%L, ''\x00'')', url), 'kept: ' || url)
 FROM (VALUES ('https://[::1]:8443/hooks?team=a'), ('https://hooks.example.com/users/@me'),
+             ('https://hooks.example.com:065535?a=b:c'), ('https://hooks.example.com:/'), ('https://[::1]/hooks'),
              ('https://xn--bcher-kva.example/a%20b')) AS kept (url);
 
 SELECT * FROM finish();
