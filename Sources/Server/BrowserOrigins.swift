@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Tenancy
 
 /// The origins of an app's own pages (`rbac serve --cors-origin`), whose scripts may call the routes a person's
 /// browser calls (`InvitationController.browserRoutes`) across origins: CORS. Only these origins, exactly; no
@@ -21,7 +22,7 @@ public struct BrowserOrigins: Sendable {
                     ["http", "https"].contains(scheme),
                     let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
                     ["", "/"].contains(url.path),
-                    url.query == nil, url.fragment == nil
+                    url.query == nil, url.fragment == nil, url.unusablePort == nil
                 else { throw BrowserOriginError(text, expected: nil) }
                 let port = url.port.flatMap {
                     ($0 == 80 && scheme == "http") || ($0 == 443 && scheme == "https") ? nil : $0

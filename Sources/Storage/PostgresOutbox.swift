@@ -441,10 +441,8 @@ public struct PostgresOutbox: Sendable {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(text))")
         }
-        // The port's text, not `port`: that is nil for digits past an Int, as for no port at all.
-        if let range = parsed.rangeOfPort, !(1...65535).contains(Int(text[range]) ?? 0) {
-            throw CollaborationError(
-                .invalidInput, "a webhook URL must name a port from 1 to 65535, not \(text[range])")
+        if let port = parsed.unusablePort {
+            throw CollaborationError(.invalidInput, "a webhook URL must name a port from 1 to 65535, not \(port)")
         }
         // An https URL with a host begins with its scheme and "//", whatever their case.
         return "https://" + text.dropFirst("https://".count)

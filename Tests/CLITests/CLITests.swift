@@ -1284,6 +1284,33 @@ struct CLITests {
         }
     }
 
+    @Test("serve refuses a URL whose port no connection can use (0, past 65535, past any integer) with exit 2")
+    func serveURLPorts() async throws {
+        try await Self.withDatabase { run, configuration in
+            let sending = ["--mail-from", "rbac@example.com"]
+            let signingIn = ["--oidc-issuer", "https://id.example", "--oidc-client-id", "rbac"]
+            for port in ["0", "65536", "99999999999999999999"] {
+                for (option, url, others) in [
+                    ("--public-url", "https://rbac.example:\(port)", []),
+                    ("--smtp-url", "smtp://mail.example:\(port)", sending),
+                    ("--cors-origin", "https://app.example:\(port)", []),
+                    ("--jwks-url", "https://id.example:\(port)/jwks", []),
+                    ("--oidc-issuer", "https://id.example:\(port)", ["--oidc-client-id", "rbac"]),
+                    ("--app-url", "https://app.example:\(port)/", signingIn),
+                ] {
+                    let serve = try await run(["serve", "--port", "1", option, url] + others)
+                    #expect(serve.status == 2, "\(option) \(url): \(serve.stderr)")
+                    #expect(serve.stderr.contains(option) && serve.stderr.contains(port), "\(serve.stderr)")
+                }
+            }
+            let invite = try await Self.rbac(
+                ["invite", "--couple", try await Self.createCouple(run), "--role", "viewer"],
+                database: configuration.connectionString, environment: ["RBAC_PUBLIC_URL": "https://rbac.example:65536"]
+            )
+            #expect(invite.status == 2 && invite.stderr.contains("RBAC_PUBLIC_URL must name a port from 1 to 65535"))
+        }
+    }
+
     @Test("serve refuses a forwarding header it does not know, or one without a trusted proxy, with exit 2")
     func serveForwardedHeader() async throws {
         try await Self.withDatabase { run, _ in

@@ -167,19 +167,22 @@ struct CommandContext {
     }
 
     /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything
-    /// but an absolute http(s) URL without credentials, query or fragment is a usage error: a link made from it
-    /// would not open, or would hand the credentials to every invitee.
+    /// but an absolute http(s) URL without credentials, query or fragment, its port if any from 1 to 65535, is a
+    /// usage error: a link made from it would not open, or would hand the credentials to every invitee.
     static func publicBaseURL(_ option: String? = nil, fallback: String = "http://localhost:8080") throws -> URL {
         let configured = ProcessInfo.processInfo.environment["RBAC_PUBLIC_URL"].flatMap { $0.isEmpty ? nil : $0 }
         let text = option ?? configured ?? fallback
+        let source = option != nil ? "--public-url" : configured != nil ? "RBAC_PUBLIC_URL" : "the public URL"
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme?.lowercased()),
             url.host?.isEmpty == false, url.user == nil, url.password == nil, url.query == nil, url.fragment == nil
         else {
-            let source = option != nil ? "--public-url" : configured != nil ? "RBAC_PUBLIC_URL" : "the public URL"
             // Text with an @ may hold a password: it is not repeated.
             let shown = text.contains("@") ? "" : ", not \(quoted(text))"
             throw CommandFailure(
                 .usage, "\(source) must be an absolute http(s) URL such as https://rbac.example.com\(shown)")
+        }
+        if let port = URLComponents(string: text)?.unusablePort {
+            throw CommandFailure(.usage, "\(source) must name a port from 1 to 65535, not \(port)")
         }
         return url
     }
@@ -212,6 +215,18 @@ enum Parse {
     }
 
     static func couple(_ text: String) throws -> UUID { try validated { try parseCoupleID(text) } }
+
+    /// The value of `option` as an https URL (or http too, with `orHTTP`), its port if any from 1 to 65535. Not
+    /// for text that may hold a password: a refusal quotes it.
+    static func url(_ text: String, _ option: String, orHTTP: Bool = false) throws {
+        let schemes = orHTTP ? ["http", "https"] : ["https"]
+        guard let url = URL(string: text), schemes.contains(url.scheme?.lowercased() ?? "") else {
+            throw ValidationError("\(option) must be an \(orHTTP ? "http(s)" : "https") URL, not \(quoted(text))")
+        }
+        if let port = URLComponents(string: text)?.unusablePort {
+            throw ValidationError("\(option) must name a port from 1 to 65535, not \(port)")
+        }
+    }
 
     static func email(_ text: String) throws { _ = try validated { try EmailAddress(validating: text) } }
 

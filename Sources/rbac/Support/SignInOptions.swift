@@ -36,12 +36,8 @@ struct SignInOptions: ParsableArguments {
         if oidcIssuer == nil, oidcClientSecretFile != nil || cookieKeyFile != nil {
             throw ValidationError("--oidc-client-secret-file and --cookie-key-file need --oidc-issuer")
         }
-        if let issuer = oidcIssuer, URL(string: issuer)?.scheme?.lowercased() != "https" {
-            throw ValidationError("--oidc-issuer must be an https URL, not \(quoted(issuer))")
-        }
-        if let appURL, URL(string: appURL)?.scheme.map({ ["http", "https"].contains($0.lowercased()) }) != true {
-            throw ValidationError("--app-url must be an http(s) URL, not \(quoted(appURL))")
-        }
+        if let oidcIssuer { try Parse.url(oidcIssuer, "--oidc-issuer") }
+        if let appURL { try Parse.url(appURL, "--app-url", orHTTP: true) }
     }
 
     /// The sign-in, its provider discovered and its keys loaded; nil when not configured.

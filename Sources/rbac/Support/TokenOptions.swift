@@ -53,9 +53,7 @@ struct TokenOptions: ParsableArguments {
                 throw ValidationError("an issuer or URL must be one non-empty line, not \(quoted(url))")
             }
         }
-        if let jwksURL, URL(string: jwksURL)?.scheme?.lowercased() != "https" {
-            throw ValidationError("--jwks-url must be an https URL, not \(quoted(jwksURL))")
-        }
+        if let jwksURL { try Parse.url(jwksURL, "--jwks-url") }
     }
 
     /// The client for the identity provider's endpoints.
