@@ -356,13 +356,11 @@ public actor CoupleBudget {
                 guard let found = try await transaction.expense(expense) else { throw BudgetRecord.expense.notFound }
                 let budgetItems = try await transaction.items(items)
                 let byID = Dictionary(budgetItems.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-                let named = scenario
-                guard let scenario = named ?? byID[items[0]]?.scenarioID,
-                    items.allSatisfy({ byID[$0]?.scenarioID == scenario })
-                else {
+                let target = scenario ?? byID[items[0]]?.scenarioID
+                guard let target, items.allSatisfy({ byID[$0]?.scenarioID == target }) else {
                     throw BudgetError(
                         .notFound,
-                        named == nil
+                        scenario == nil
                             ? "every budget item must exist, all in one scenario"
                             : "every budget item must belong to the scenario")
                 }
@@ -375,9 +373,9 @@ public actor CoupleBudget {
                         .invalidInput, "the allocations add up to \(total), more than the expense's \(found.amount)")
                 }
                 let allocations = zip(items, shares).map {
-                    Allocation(scenarioID: scenario, expenseID: expense, budgetItemID: $0, amount: $1)
+                    Allocation(scenarioID: target, expenseID: expense, budgetItemID: $0, amount: $1)
                 }
-                try await transaction.replaceAllocations(scenario: scenario, expenses: [expense], with: allocations)
+                try await transaction.replaceAllocations(scenario: target, expenses: [expense], with: allocations)
                 return allocations
             }
         }
