@@ -49,6 +49,17 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
         try container.encode(description)
     }
 
+    /// Its distance in days from 1970-01-01 in the proleptic Gregorian calendar, PostgreSQL's. Foundation's
+    /// Gregorian calendar turns Julian before 15 October 1582, which puts 0001-01-01 two days from where the
+    /// database has it. Counted from 1 March, so that a leap day ends its year.
+    public var daysSince1970: Int {
+        let marchYear = month > 2 ? year : year - 1
+        let yearOfEra = marchYear % 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return marchYear / 400 * 146_097 + dayOfEra - 719_468
+    }
+
     private static func days(inMonth month: Int, year: Int) -> Int {
         switch month {
         case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28

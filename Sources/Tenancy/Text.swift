@@ -136,21 +136,19 @@ extension StringProtocol {
 }
 
 /// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
-/// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC). Nil for anything else, and for
-/// a date or time that does not exist (`2026-02-30`, `24:00`), which the formatter would roll over.
+/// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC), in PostgreSQL's calendar
+/// (`CalendarDay.daysSince1970`). Nil for anything else, and for a date or time that does not exist
+/// (`2026-02-30`, `24:00`).
 public func instant(parsing text: String) -> Date? {
     guard
         let match = text.wholeMatch(
             of:
-                /(\d{4}-\d{2}-\d{2})(?:T((?:[01]\d|2[0-3]):[0-5]\d)(:[0-5]\d)?(?:\.\d{1,9})?(Z|[+-](?:[01]\d|2[0-3]):[0-5]\d))?/
+                /(\d{4}-\d{2}-\d{2})(?:T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?:\.\d{1,9})?(?:Z|([+-])([01]\d|2[0-3]):([0-5]\d)))?/
         ),
-        CalendarDay(String(match.1)) != nil
+        let day = CalendarDay(String(match.1))
     else { return nil }
-    let normalized: String
-    if let time = match.2, let zone = match.4 {
-        normalized = "\(match.1)T\(time)\(match.3 ?? ":00")\(zone)"
-    } else {
-        normalized = "\(match.1)T00:00:00Z"
-    }
-    return ISO8601DateFormatter().date(from: normalized)
+    func number(_ digits: Substring?) -> Int { digits.flatMap { Int($0) } ?? 0 }
+    let offset = (match.5 == "-" ? -1 : 1) * (number(match.6) * 3600 + number(match.7) * 60)
+    let time = number(match.2) * 3600 + number(match.3) * 60 + number(match.4)
+    return Date(timeIntervalSince1970: TimeInterval(day.daysSince1970 * 86_400 + time - offset))
 }

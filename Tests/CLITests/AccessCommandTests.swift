@@ -28,6 +28,9 @@ extension CLITests {
             let past = try await run(["grant"] + pia + ["--role", "viewer", "--until", "2001-01-01"])
             #expect(past.status == 2)
             #expect(past.stderr.contains("the expiry 2001-01-01 00:00:00 UTC is not in the future"), "\(past.stderr)")
+            // Before 1582 Foundation's calendar is Julian; the instant is read in the database's, days apart.
+            let ancient = try await run(["grant"] + pia + ["--role", "viewer", "--until", "1000-03-01T12:00Z"])
+            #expect(ancient.stderr.contains("the expiry 1000-03-01 12:00:00 UTC is not"), "\(ancient.stderr)")
             let zero = try await run(["grant"] + pia + ["--role", "viewer", "--expires", "0d"])
             #expect(zero.status == 2 && zero.stderr.contains("--expires must be at least 1m, not 0d"), "\(zero.stderr)")
             // A value that starts with a dash is still the option's value, refused as itself.

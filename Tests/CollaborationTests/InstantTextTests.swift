@@ -9,7 +9,10 @@ struct InstantTextTests {
         let cases: [(String, TimeInterval)] = [
             ("2030-01-01", 1_893_456_000), ("2030-01-01T00:00Z", 1_893_456_000),
             ("2030-01-01T00:00:00.123Z", 1_893_456_000), ("2030-01-01T01:30:00+01:30", 1_893_456_000),
-            ("2028-02-29T23:59:59-00:00", 1_835_481_599),
+            ("2028-02-29T23:59:59-00:00", 1_835_481_599), ("1969-12-31T23:59:59Z", -1),
+            // PostgreSQL's calendar is Gregorian back to year 1, where Foundation's turns Julian before 1582-10-15.
+            ("1582-10-04T00:00Z", -12_220_243_200), ("0001-01-01", -62_135_596_800),
+            ("9999-12-31T23:59:59Z", 253_402_300_799),
         ]
         for (text, seconds) in cases {
             #expect(instant(parsing: text)?.timeIntervalSince1970 == seconds, "\(text)")
@@ -35,6 +38,21 @@ struct InstantTextTests {
         #expect(CalendarDay("2024-02-29") != nil)
         for text in ["0000-01-01", "0000-02-29", "2026-02-29", "1900-02-29", "10000-01-01", "2026-1-01", "+026-01-01"] {
             #expect(CalendarDay(text) == nil, "\(text)")
+        }
+    }
+
+    @Test("a day's distance from 1970 agrees with Foundation's calendar wherever that one is Gregorian")
+    func daysSince1970() throws {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
+        for year in 1583...2500 {
+            for month in 1...12 {
+                for day in [1, 28] {
+                    let text = String(format: "%04d-%02d-%02d", year, month, day)
+                    let date = try #require(calendar.date(from: DateComponents(year: year, month: month, day: day)))
+                    #expect(CalendarDay(text)?.daysSince1970 == Int(date.timeIntervalSince1970) / 86_400, "\(text)")
+                }
+            }
         }
     }
 }
