@@ -56,11 +56,11 @@ struct RBAC: AsyncParsableCommand {
             fail(failure)
         } catch let error as any CodedError {
             // Refused before any database work (an amount that is not one, say): mapped as CommandContext maps it.
-            fail(CommandFailure(error))
+            fail(CommandFailure(error), usage: type(of: command))
         } catch let error as ValidationError {
-            // An argument found malformed once the command runs: one line, like every other failure of a command
-            // (ArgumentParser would add the usage of `rbac` itself, not of the command).
-            fail(CommandFailure(.usage, error.message))
+            // An argument found malformed once the command runs. Not ArgumentParser's report, which would give
+            // the usage of `rbac` itself, not of the command.
+            fail(CommandFailure(.usage, error.message), usage: type(of: command))
         } catch {
             exit(reporting: error)
         }
@@ -95,13 +95,33 @@ struct RBAC: AsyncParsableCommand {
 
     /// Writes the failure as one line: libpq's messages span lines, and one that quotes what was typed or stored
     /// (a refusal from SQL, say) may hold control characters, shown escaped, or escaped as JSON escapes them.
-    private static func fail(_ failure: CommandFailure) -> Never {
+    /// A usage error that `command` found in its arguments as it ran is followed, without --json, by the
+    /// command's usage and where its help is, as ArgumentParser follows one it finds while parsing.
+    private static func fail(_ failure: CommandFailure, usage command: (any ParsableCommand.Type)? = nil) -> Never {
         let line = failure.message.split(whereSeparator: { $0.isNewline || $0 == "\t" }).joined(separator: " ")
         let message = redactingSecrets(in: line)
-        let written =
-            errorsAsJSON ? try? JSONEncoder.rbac().encode(ErrorBody(code: failure.code, message: message)) : nil
-        printError(written.map { String(decoding: $0, as: UTF8.self) } ?? "rbac: \(visible(message))")
+        if errorsAsJSON, let json = try? JSONEncoder.rbac().encode(ErrorBody(code: failure.code, message: message)) {
+            printError(String(decoding: json, as: UTF8.self))
+        } else {
+            printError("rbac: \(visible(message))")
+            if failure.status == .usage, let command, let names = names(down: command) {
+                printError(
+                    "Usage: \(usageString(for: command).replacingOccurrences(of: "\n", with: "\n       "))\n"
+                        + "  See '\(names.joined(separator: " ")) --help' for more information.")
+            }
+        }
         Foundation.exit(failure.status.rawValue)
+    }
+
+    /// The command names from `from` down to `command`, as its help gives them; nil if it is not below `from`.
+    private static func names(down command: any ParsableCommand.Type, from: any ParsableCommand.Type = RBAC.self)
+        -> [String]?
+    {
+        if ObjectIdentifier(from) == ObjectIdentifier(command) { return [from._commandName] }
+        for subcommand in from.configuration.subcommands {
+            if let below = names(down: command, from: subcommand) { return [from._commandName] + below }
+        }
+        return nil
     }
 }
 

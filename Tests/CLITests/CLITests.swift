@@ -1586,22 +1586,27 @@ struct CLITests {
         #expect(!result.stderr.isEmpty)
     }
 
-    @Test("an id found malformed once a command runs is refused in one line, before any SQL")
+    @Test("an id found malformed once a command runs is refused with the command's usage, before any SQL")
     func malformedIdAtRunTime() async throws {
-        let result = try await Self.rbac(
-            [
-                "budget", "items", "set-budget", "not-a-uuid", "--couple", "00000000-0000-0000-0000-000000000000",
-                "--budgeted", "5",
-            ], database: "postgres://nobody@127.0.0.1:1/none")
+        /// `rbac budget` with these arguments, for a couple, against a database nothing listens for.
+        func budget(_ arguments: [String]) async throws -> Result {
+            try await Self.rbac(
+                ["budget"] + arguments + ["--couple", "00000000-0000-0000-0000-000000000000"],
+                database: "postgres://nobody@127.0.0.1:1/none")
+        }
+        let result = try await budget(["items", "set-budget", "not-a-uuid", "--budgeted", "5"])
         #expect(result.status == 2)
-        #expect(result.stderr == "rbac: \"not-a-uuid\" is not an item id (a UUID)\n")
-        let payment = try await Self.rbac(
-            [
-                "budget", "payments", "add", "nope", "--couple", "00000000-0000-0000-0000-000000000000",
-                "--amount", "5",
-            ], database: "postgres://nobody@127.0.0.1:1/none")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 3, "\(result.stderr)")
+        #expect(lines.first == "rbac: \"not-a-uuid\" is not an item id (a UUID)")
+        #expect(lines.dropFirst().first?.hasPrefix("Usage: rbac budget items set-budget <item> ") == true)
+        #expect(lines.last == "  See 'rbac budget items set-budget --help' for more information.")
+        let payment = try await budget(["payments", "add", "nope", "--amount", "5"])
         #expect(payment.status == 2)
-        #expect(payment.stderr == "rbac: \"nope\" is not an expense id (a UUID)\n")
+        #expect(
+            payment.stderr.hasPrefix("rbac: \"nope\" is not an expense id (a UUID)\nUsage: rbac budget payments add "))
+        let json = try await budget(["payments", "add", "nope", "--amount", "5", "--json"])
+        #expect(json.status == 2 && json.stderr.split(separator: "\n").count == 1, "with --json, one line")
     }
 
     @Test("an unreachable database exits 5 with one clear line")
