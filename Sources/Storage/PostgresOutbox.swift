@@ -441,9 +441,7 @@ public struct PostgresOutbox: Sendable {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(text))")
         }
-        if let port = parsed.unusablePort {
-            throw CollaborationError(.invalidInput, "a webhook URL must name a port from 1 to 65535, not \(port)")
-        }
+        if let refusal = parsed.portRefusal("a webhook URL") { throw CollaborationError(.invalidInput, refusal) }
         // An https URL with a host begins with its scheme and "//", whatever their case.
         return "https://" + text.dropFirst("https://".count)
     }

@@ -7,4 +7,9 @@ extension URLComponents {
         guard let range = rangeOfPort, let text = string?[range] else { return nil }
         return (1...65535).contains(Int(text) ?? 0) ? nil : text
     }
+
+    /// Why `subject` (an option, "a webhook URL") is refused for its port; nil when `unusablePort` is.
+    public func portRefusal(_ subject: String) -> String? {
+        unusablePort.map { "\(subject) must name a port from 1 to 65535, not \($0)" }
+    }
 }

@@ -181,9 +181,7 @@ struct CommandContext {
             throw CommandFailure(
                 .usage, "\(source) must be an absolute http(s) URL such as https://rbac.example.com\(shown)")
         }
-        if let port = URLComponents(string: text)?.unusablePort {
-            throw CommandFailure(.usage, "\(source) must name a port from 1 to 65535, not \(port)")
-        }
+        if let refusal = URLComponents(string: text)?.portRefusal(source) { throw CommandFailure(.usage, refusal) }
         return url
     }
 
@@ -223,9 +221,7 @@ enum Parse {
         guard let url = URL(string: text), schemes.contains(url.scheme?.lowercased() ?? "") else {
             throw ValidationError("\(option) must be an \(orHTTP ? "http(s)" : "https") URL, not \(quoted(text))")
         }
-        if let port = URLComponents(string: text)?.unusablePort {
-            throw ValidationError("\(option) must name a port from 1 to 65535, not \(port)")
-        }
+        if let refusal = URLComponents(string: text)?.portRefusal(option) { throw ValidationError(refusal) }
     }
 
     static func email(_ text: String) throws { _ = try validated { try EmailAddress(validating: text) } }

@@ -51,9 +51,8 @@ struct MailOptions: ParsableArguments {
         guard let url = URL(string: text) else {
             throw OutboundMail.Failure(code: nil, description: "--smtp-url is not a URL such as smtp://user@host:587")
         }
-        if let port = URLComponents(string: text)?.unusablePort {
-            throw OutboundMail.Failure(
-                code: nil, description: "--smtp-url must name a port from 1 to 65535, not \(port)")
+        if let refusal = URLComponents(string: text)?.portRefusal("--smtp-url") {
+            throw OutboundMail.Failure(code: nil, description: refusal)
         }
         guard url.password == nil else {
             throw OutboundMail.Failure(
