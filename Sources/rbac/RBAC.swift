@@ -67,13 +67,20 @@ struct RBAC: AsyncParsableCommand {
     }
 
     /// ArgumentParser's report of a parsing error (with the command's usage), help, or an exit it was asked for.
+    /// Its first line says what failed as `fail` does ("rbac: ..."), and shows the characters an argument echoed
+    /// in it holds escaped: ArgumentParser writes them as typed, and an escape sequence would reach the terminal.
     private static func exit(reporting error: any Error) -> Never {
         let code = exitCode(for: error)
-        let message = redactingSecrets(in: fullMessage(for: error))
+        var message = fullMessage(for: error)
         if code == .success {
-            if !message.isEmpty { print(message) }
+            if !message.isEmpty { print(redactingSecrets(in: message)) }
             Foundation.exit(0)
         }
+        let failed = Self._errorPrefix + Self.message(for: error)
+        if message.hasPrefix(failed) {
+            message = "rbac: \(visible(Self.message(for: error)))" + message.dropFirst(failed.count)
+        }
+        message = redactingSecrets(in: message)
         if errorsAsJSON, code == .validationFailure {
             // The option's help says what it takes where the error only says what it does not: kept, in one line.
             let help = message.split(separator: "\n").first { $0.hasPrefix("Help:") }

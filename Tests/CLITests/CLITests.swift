@@ -1609,6 +1609,16 @@ struct CLITests {
         #expect(json.status == 2 && json.stderr.split(separator: "\n").count == 1, "with --json, one line")
     }
 
+    @Test("an argument ArgumentParser refuses is echoed with its control characters escaped, as rbac's own line")
+    func parsingErrorEscaped() async throws {
+        let result = try await Self.rbac(["bo\u{1B}[2J\ngus"], database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(result.status == 2)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.first == #"rbac: Unexpected argument 'bo\u{1B}[2J\u{A}gus'"#, "\(result.stderr)")
+        #expect(lines.dropFirst().first == "Usage: rbac <subcommand>")
+        #expect(!result.stderr.contains("\u{1B}"))
+    }
+
     @Test("an unreachable database exits 5 with one clear line")
     func databaseUnavailable() async throws {
         let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")

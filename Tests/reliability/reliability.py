@@ -586,6 +586,7 @@ def bad_input(key, a, b):
         ["couples", "list", "--database-url", f"postgres://bob:{password}@[::1"],
         ["couples", "list", "--database-url", f"host=/nonexistent password={password}"],
         ["couples", "list", "--databse-url", f"postgres://bob:{password}@h/x"],
+        ["couples", "list\u001b[2J"],
     ]
     crashes, echoed, succeeded = 0, 0, 0
     for arguments in cli:
