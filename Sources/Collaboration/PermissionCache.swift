@@ -244,7 +244,9 @@ private final class Shard: Sendable {
                 entry.policyRevision = state.policyRevision
                 state.couples[couple]?.users[user] = entry
             }
-            state.marked[tracked.slot] = true
+            // Written only when it changes: a write takes the line from the other core's cache, and both cores
+            // look up couples whose marks share a line.
+            if !state.marked[tracked.slot] { state.marked[tracked.slot] = true }
             return PermissionSet(
                 permissions: entry.permissions, revision: entry.revision, role: entry.role,
                 policyRevision: entry.policyRevision, expiresAt: entry.expiresAt)
