@@ -72,7 +72,7 @@ public final class PermissionCache: Sendable {
 
     /// The cached set, if there is one at `minRevision` or later whose membership has not expired.
     public func lookup(couple: UUID, user: UUID, minRevision: Int64? = nil) -> PermissionSet? {
-        shard(couple).lookup(couple: couple, user: user, minRevision: minRevision, now: now())
+        shard(couple).lookup(couple: couple, user: user, minRevision: minRevision, now: now)
     }
 
     /// Makes lookups find nothing until the matching `release`: a change feed holds the cache from before it
@@ -224,14 +224,15 @@ private final class Shard: Sendable {
         self.metrics = metrics
     }
 
-    func lookup(couple: UUID, user: UUID, minRevision: Int64?, now: Date) -> PermissionSet? {
+    /// The clock is read only for a set that expires: most never do, and reading it is much of a lookup's cost.
+    func lookup(couple: UUID, user: UUID, minRevision: Int64?, now: () -> Date) -> PermissionSet? {
         state.withLock { state in
             guard state.holds == 0, let tracked = state.couples[couple], var entry = tracked.users[user],
                 entry.revision >= (minRevision ?? .min)
             else {
                 return nil
             }
-            if let expiresAt = entry.expiresAt, expiresAt <= now {
+            if let expiresAt = entry.expiresAt, expiresAt <= now() {
                 state.couples[couple]?.users[user] = nil
                 return nil
             }
