@@ -116,7 +116,7 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["Collaboration", "Postgres", "Storage", "ChildProcess", "Secrets"],
             path: "Tests/TestSupport"),
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres", "TestSupport", "ChildProcess"]),
+        .testTarget(name: "PostgresTests", dependencies: ["CLibPQ", "Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(
             name: "IdentityTests", dependencies: ["Identity", "OutboundHTTP", "Secrets", "TestSupport", "ChildProcess"]),

@@ -142,6 +142,16 @@ public struct PostgresConfiguration: Sendable {
         }
     }
 
+    /// How a TCP connection notices a server gone without a word (its host vanished, or the network drops all
+    /// it sends): data or keepalive probes unanswered for 15 s end it, and the statement waiting on it fails, where
+    /// the kernel's defaults take a quarter of an hour, with every connection of the pool held so and the service
+    /// answering 503 long after the server is back. A connection string that sets one of them keeps its own;
+    /// libpq ignores them on a Unix socket.
+    static let deadServerDefaults = [
+        ("keepalives_idle", "10"), ("keepalives_interval", "5"), ("keepalives_count", "3"),
+        ("tcp_user_timeout", "15000"),
+    ]
+
     /// Calls `body` with the NULL-terminated keyword and value arrays `PQconnectdbParams` takes.
     func withConnectParameters<T>(
         _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> T
@@ -155,6 +165,8 @@ public struct PostgresConfiguration: Sendable {
             // First, so that with expand_dbname its fields are expanded and the ones below override them.
             parameters.insert(("dbname", connectionString), at: 0)
         }
+        let stated = Self.fields(of: connectionString)
+        parameters += Self.deadServerDefaults.filter { stated[$0.0] == nil }
         if !settings.isEmpty {
             // After the options the URL or PGOPTIONS give, which this parameter replaces, so that they still apply.
             let given = resolvedFields["options"].map { [$0] } ?? []

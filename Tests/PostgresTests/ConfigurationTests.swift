@@ -1,3 +1,4 @@
+import CLibPQ
 import ChildProcess
 import Foundation
 import TestSupport
@@ -96,5 +97,33 @@ struct ReachingTests {
         let server = try TestDatabase.server()
         #expect(try await !connects("host=127.0.0.1 port=\(port) dbname=postgres"))
         #expect(try await connects(server.reaching(host: "127.0.0.1", port: port).connectionString))
+    }
+}
+
+@Suite("A server gone quiet")
+struct DeadServerTests {
+    /// What libpq set on the socket of a TCP connection opened with `connectionString` to the disposable server.
+    static func socketOptions(_ connectionString: String) throws -> (userTimeout: Int32, idle: Int32, keepalive: Int32)
+    {
+        let configuration = PostgresConfiguration(connectionString: connectionString)
+        let connection = try #require(configuration.withConnectParameters { PQconnectdbParams($0, $1, 1) })
+        defer { PQfinish(connection) }
+        try #require(PQstatus(connection) == CONNECTION_OK, "\(String(cString: PQerrorMessage(connection)))")
+        func option(_ level: Int32, _ name: Int32) -> Int32 {
+            var (value, size) = (Int32(-1), socklen_t(MemoryLayout<Int32>.size))
+            return getsockopt(PQsocket(connection), level, name, &value, &size) == 0 ? value : -1
+        }
+        let tcp = Int32(IPPROTO_TCP)
+        return (option(tcp, TCP_USER_TIMEOUT), option(tcp, TCP_KEEPIDLE), option(SOL_SOCKET, SO_KEEPALIVE))
+    }
+
+    @Test("a TCP connection gives up on a server that stops answering after 15 s, unless its string says otherwise")
+    func timeouts() throws {
+        let port = try #require(ProcessInfo.processInfo.environment["PGPORT"].flatMap { Int($0) })
+        let server = try TestDatabase.server().reaching(host: "127.0.0.1", port: port).connectionString
+        let defaults = try Self.socketOptions(server)
+        #expect(defaults.userTimeout == 15_000 && defaults.idle == 10 && defaults.keepalive == 1)
+        let own = try Self.socketOptions(server + " tcp_user_timeout=2500 keepalives_idle=30")
+        #expect(own.userTimeout == 2_500 && own.idle == 30 && own.keepalive == 1)
     }
 }
