@@ -16,6 +16,10 @@ figures; the process exits 1 when any failed.
    functions on one couple (deletions, invitations, joinings, removals, transfers, its own roles, invitations
    made and then used, ...), straight to SQL and never run again: the functions take shared rows in one order
    (docs/architecture.md), so none should deadlock.
+7. a black-holed database: instance C reaches PostgreSQL over TCP through a port whose packets iptables drops
+   for HOLE seconds, as when the database's host vanishes. 4 clients check throughout: how long a check waited
+   inside the hole for its answer (503), and how long after the hole checks were answered again, and from the
+   cache again. Needs root and iptables; skipped, and said so, without them.
 """
 
 import base64
@@ -25,6 +29,8 @@ import http.client
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import socket
 import statistics
@@ -41,11 +47,12 @@ SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 DB = "rbac_reliability"
 BOUND = 0.050  # the --max-staleness instance A runs with, in seconds
 ROUNDS = 200
+HOLE = 60  # seconds the black-holed database drops every packet
 SECRET = base64.b64encode(os.urandom(32)).decode()
 CLUSTER = os.environ["RBAC_TEST_CLUSTER"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENV = dict(os.environ, DATABASE_URL=f"dbname={DB}", RBAC_JWT_SECRET=SECRET, RBAC_PUBLIC_URL="http://rbac.test")
-failures = []
+failures, skipped = [], []
 reported = [0]
 
 
@@ -54,6 +61,11 @@ def report(name, passed, figures):
     reported[0] += 1
     if not passed:
         failures.append(name)
+
+
+def skip(name, why):
+    print(f"SKIP  {name:<44} {why}", flush=True)
+    skipped.append(name)
 
 
 def now():
@@ -93,12 +105,12 @@ def jwt(user):
 class Server:
     """One `rbac serve` process on a free port."""
 
-    def __init__(self, name, *arguments):
+    def __init__(self, name, *arguments, env=ENV):
         self.port = free_port()
         self.log = open(os.path.join(CLUSTER, f"reliability-{name}.log"), "w")
         self.process = subprocess.Popen(
             [RBAC, "serve", "--port", str(self.port), "--log-level", "warning", *arguments],
-            env=ENV, stdout=self.log, stderr=subprocess.STDOUT)
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = now() + 30
         while now() < deadline:
             if Client(self.port).call("GET", "/ready")[0] == 200:
@@ -114,8 +126,8 @@ class Server:
 class Client:
     """A keep-alive HTTP connection; a failed call reconnects on the next one."""
 
-    def __init__(self, port, key=None, acting=None):
-        self.port, self.connection = port, None
+    def __init__(self, port, key=None, acting=None, timeout=10):
+        self.port, self.connection, self.timeout = port, None, timeout
         self.headers = {"Content-Type": "application/json"}
         if key:
             self.headers["Authorization"] = f"Bearer {key}"
@@ -125,7 +137,7 @@ class Client:
     def call(self, method, path, body=None, headers=None):
         try:
             if self.connection is None:
-                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                self.connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
             data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
             self.connection.request(method, path, body=data, headers={**self.headers, **(headers or {})})
             response = self.connection.getresponse()
@@ -604,6 +616,102 @@ def bad_input(key, a, b):
            f"data {'unchanged' if unchanged else 'CHANGED'}")
 
 
+class Forwarder:
+    """A TCP port that passes each connection on to PostgreSQL's: the network between instance C and it."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            server = socket.create_connection(("127.0.0.1", int(os.environ["PGPORT"])))
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self.pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def pipe(source, sink):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for end in (source, sink):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def black_hole(key, a, b):
+    name = "a black-holed database"
+    if os.getuid() != 0 or not shutil.which("iptables") or subprocess.run(["iptables", "-L", "-n"],
+                                                                         capture_output=True).returncode != 0:
+        return skip(name, "needs root and a working iptables to drop packets")
+    forwarder = Forwarder()
+    # Packets to and from the forwarder's port, on loopback: the connections of instance C, and nothing else.
+    rules = [["INPUT", "-i", "lo", "-p", "tcp", f"--{end}", str(forwarder.port), "-j", "DROP"]
+             for end in ("dport", "sport")]
+    server = Server("black-hole", env=dict(ENV, DATABASE_URL=f"host=127.0.0.1 port={forwarder.port} dbname={DB}"))
+    (couple, _, planner), = seed(1)
+    samples, lock, stop = [], threading.Lock(), threading.Event()
+
+    def client():
+        c = Client(server.port, key, timeout=3 * HOLE)
+        while not stop.is_set():
+            sent = now()
+            status, _ = c.check(couple, planner)
+            with lock:
+                samples.append((sent, now(), status))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)
+    holed, inserted = now(), []
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-I", *rule], check=True)
+            inserted.append(rule)
+        time.sleep(HOLE)
+    finally:
+        for rule in inserted:
+            subprocess.run(["iptables", "-D", *rule], check=True)
+    restored = now()
+    while now() < restored + 2 * HOLE and not any(sent >= restored and status == 200 for sent, _, status in samples):
+        time.sleep(0.1)
+    # The change feed's connection was idle in the hole, which keepalives end: the cache answers again once the
+    # feed has listened anew and heard its heartbeat.
+    metrics = Client(server.port)
+    line = re.compile(rb'^rbac_operations_total\{[^}]*outcome="cached"[^}]*\} (\S+)', re.M)
+
+    def cached_checks():
+        return sum(float(count) for count in line.findall(metrics.call("GET", "/metrics")[1] or b""))
+
+    before = cached_checks()
+    while now() < restored + 2 * HOLE and cached_checks() == before:
+        time.sleep(0.1)
+    feed_back = now() - restored if cached_checks() > before else float("inf")
+    stop.set()
+    for thread in threads:
+        thread.join()
+    server.stop()
+    # How long each check answered after the hole began had waited inside it.
+    waits = [answered - max(sent, holed) for sent, answered, _ in samples if answered > holed and sent < restored]
+    again = [answered for sent, answered, status in samples if sent >= restored and status == 200]
+    recovered = min(again) - restored if again else float("inf")
+    errors = sum(status is None or status >= 500 and status != 503 for _, _, status in samples)
+    longest = max(waits, default=float("inf"))
+    # A check that fails before the router is tried again by its route: two attempts, each at the most 5 s waiting
+    # for a connection, then 15 s on one gone quiet (tcp_user_timeout) or 10 s opening one (connect_timeout).
+    # Without those settings a check waits out the hole, and beyond.
+    report(name, longest <= 45 and recovered <= 10 and feed_back <= 15 and errors == 0,
+           f"{HOLE} s dropped, {len(waits)} checks answered in it, the longest after {longest:.1f} s; "
+           f"answered again {recovered:.1f} s after, from the cache {feed_back:.1f} s after; errors but 503: {errors}")
+
+
 def main():
     subprocess.run(["createdb", DB], check=True)
     subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
@@ -613,12 +721,13 @@ def main():
     print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
     # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
     only = os.environ.get("ONLY", "")
-    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks):
+    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks, black_hole):
         if only in scenario.__name__:
             scenario(key, a, b)
     a.stop()
     b.stop()
-    print(f"reliability: {reported[0] - len(failures)} passed, {len(failures)} failed", flush=True)
+    print(f"reliability: {reported[0] - len(failures)} passed, {len(failures)} failed"
+          + (f", {len(skipped)} skipped" if skipped else ""), flush=True)
     sys.exit(1 if failures else 0)
 
 
