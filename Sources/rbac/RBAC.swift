@@ -76,16 +76,15 @@ struct RBAC: AsyncParsableCommand {
             if !message.isEmpty { print(redactingSecrets(in: message)) }
             Foundation.exit(0)
         }
-        let failed = Self._errorPrefix + Self.message(for: error)
-        if message.hasPrefix(failed) {
-            message = "rbac: \(visible(Self.message(for: error)))" + message.dropFirst(failed.count)
-        }
+        let said = Self.message(for: error)
+        let failed = Self._errorPrefix + said
+        if message.hasPrefix(failed) { message = "rbac: \(visible(said))" + message.dropFirst(failed.count) }
         message = redactingSecrets(in: message)
         if errorsAsJSON, code == .validationFailure {
             // The option's help says what it takes where the error only says what it does not: kept, in one line.
             let help = message.split(separator: "\n").first { $0.hasPrefix("Help:") }
                 .map { ". " + $0.split(separator: " ").joined(separator: " ") }
-            fail(CommandFailure(.usage, Self.message(for: error) + (help ?? "")))
+            fail(CommandFailure(.usage, said + (help ?? "")))
         }
         if !message.isEmpty { printError(message) }
         Foundation.exit(code == .validationFailure ? ExitStatus.usage.rawValue : code.rawValue)
