@@ -9,9 +9,9 @@ public protocol CollaborationRepository: Sendable {
     /// Adds a user, with an identity at a provider when given (before their first sign-in).
     func addUser(email: EmailAddress, displayName: String?, identity: UserIdentity?) async throws -> User
     func user(_ reference: UserReference) async throws -> User
-    /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after the user `after`, which
-    /// must exist; with `search`, only those whose address or display name contains it, whatever its case.
-    func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User]
+    /// A page of users by email, whatever its case: at most `limit` (1 to 1000) after `after` (`User.cursor`);
+    /// with `search`, only those whose address or display name contains it, whatever its case.
+    func users(matching search: String?, limit: Int, after: PageCursor<String>?) async throws -> [User]
     /// Changes a user's address (the operator) or display name (the operator, or the user themself); a change to
     /// what is there writes nothing.
     func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User
@@ -31,8 +31,8 @@ public protocol CollaborationRepository: Sendable {
     func renameCouple(_ couple: UUID, to name: String, as actor: Actor) async throws -> Couple
     /// Deletes a couple and everything of it (couple.delete); its audit log stays and records the deletion.
     func deleteCouple(_ couple: UUID, as actor: Actor) async throws
-    /// A page of couples, oldest first: at most `limit` (1 to 1000) after the couple `after`, which must exist.
-    func couples(limit: Int, after: UUID?) async throws -> [Couple]
+    /// A page of couples, oldest first: at most `limit` (1 to 1000) after `after` (`Couple.cursor`).
+    func couples(limit: Int, after: PageCursor<Date>?) async throws -> [Couple]
 
     /// The couples `user` belongs to, by couple id: a page of at most `limit` after the couple id `after`.
     func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple]

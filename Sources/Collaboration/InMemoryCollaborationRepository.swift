@@ -147,11 +147,13 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return SignedIn(user: user.id, identity: identity, created: existing == nil)
     }
 
-    public func users(matching search: String?, limit: Int, after: UUID?) throws -> [User] {
+    public func users(matching search: String?, limit: Int, after: PageCursor<String>?) throws -> [User] {
         try requirePageSize(limit)
         try User.validateSearch(search)
         let users = usersByID.values.sorted { $0.email.lowercased() < $1.email.lowercased() }
-        let following = try Self.orderedPage(users, id: \.id, after: after, limit: users.count, noun: "user")
+        let following = try Self.orderedPage(
+            users, id: \.id, key: \.email, after: after, limit: users.count, noun: "user"
+        ) { user, email, _ in user.email.lowercased() > email.lowercased() }
         return Array(following.filter { user in search.map(user.matches) ?? true }.prefix(limit))
     }
 
@@ -204,12 +206,14 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         return couple
     }
 
-    public func couples(limit: Int, after: UUID?) throws -> [Couple] {
+    public func couples(limit: Int, after: PageCursor<Date>?) throws -> [Couple] {
         try requirePageSize(limit)
         let couples = couplesByID.values.sorted {
             ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString)
         }
-        return try Self.orderedPage(couples, id: \.id, after: after, limit: limit, noun: "couple")
+        return try Self.orderedPage(couples, id: \.id, key: \.createdAt, after: after, limit: limit, noun: "couple") {
+            couple, createdAt, id in (couple.createdAt, couple.id.uuidString) > (createdAt, id.uuidString)
+        }
     }
 
     public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [UserCouple] {
@@ -750,15 +754,17 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
     }
 
-    /// A keyset page of items in the order given: those after the one with id `after`, which must exist.
-    private static func orderedPage<Item>(
-        _ items: [Item], id: (Item) -> UUID, after: UUID?, limit: Int, noun: String
+    /// A keyset page of items in the order given: those that `follows` the place `after` names, at its key, else
+    /// at the key of the item with its id, which must exist.
+    private static func orderedPage<Item, Key>(
+        _ items: [Item], id: (Item) -> UUID, key: (Item) -> Key, after: PageCursor<Key>?, limit: Int, noun: String,
+        follows: (Item, Key, UUID) -> Bool
     ) throws -> [Item] {
         guard let after else { return Array(items.prefix(limit)) }
-        guard let position = items.firstIndex(where: { id($0) == after }) else {
-            throw CollaborationError(.notFound, "\(noun) \(after.uuidString.lowercased()) does not exist")
+        guard let place = after.key ?? items.first(where: { id($0) == after.id }).map(key) else {
+            throw CollaborationError(.notFound, "\(noun) \(after.id.uuidString.lowercased()) does not exist")
         }
-        return Array(items[(position + 1)...].prefix(limit))
+        return Array(items.filter { follows($0, place, after.id) }.prefix(limit))
     }
 
     /// A user's name, else their address, as others are shown them; nil for no user, or one gone.

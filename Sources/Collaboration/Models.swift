@@ -19,6 +19,9 @@ public struct Couple: Sendable, Hashable, Codable {
         self.revision = revision
     }
 
+    /// The page of couples after this one, as listed.
+    public var cursor: PageCursor<Date> { PageCursor(id: id, key: createdAt) }
+
     /// Checks a couple name a person typed.
     public static func validateName(_ name: String) throws(CollaborationError) -> String {
         do { return try validatedName(name, "a couple's name") } catch { throw CollaborationError(error) }
@@ -38,6 +41,9 @@ public struct User: Sendable, Hashable, Codable {
         self.displayName = displayName
         self.identities = identities
     }
+
+    /// The page of users after this one, as listed.
+    public var cursor: PageCursor<String> { PageCursor(id: id, key: email) }
 
     /// Checks a display name a person typed.
     public static func validateDisplayName(_ name: String) throws(CollaborationError) -> String {

@@ -87,7 +87,7 @@ struct PermissionAPIController {
     @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
         let (limit, after) = try Self.page(request)
         let users = try await repository.users(
-            matching: try request.queryParameter("search"), limit: limit, after: after)
+            matching: try request.queryParameter("search"), limit: limit, after: after.map { PageCursor(id: $0) })
         return try Self.json(Page("users", users, limit: limit) { $0.id })
     }
 

@@ -85,7 +85,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         return try Self.user(row)
     }
 
-    public func users(matching search: String?, limit: Int, after: UUID?) async throws -> [User] {
+    public func users(matching search: String?, limit: Int, after: PageCursor<String>?) async throws -> [User] {
         try requirePageSize(limit)
         try User.validateSearch(search)
         // A LIKE pattern: anywhere, which the trigram indexes (sql/0020) answer when few users match, or for one or
@@ -99,17 +99,17 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             let rows = try await connection.query(
                 """
                 SELECT \(sql: Self.userColumns) FROM users
-                WHERE (\(after)::uuid IS NULL
-                       OR lower(email) > (SELECT lower(email) FROM users WHERE id = \(after)))
+                WHERE (\(after?.id)::uuid IS NULL
+                       OR lower(email) > lower(coalesce(\(after?.key), (SELECT email FROM users WHERE id = \(after?.id)))))
                   AND (\(pattern)::text IS NULL OR lower(email) LIKE lower(\(pattern))
                        OR lower(display_name) LIKE lower(\(pattern)))
                 ORDER BY lower(email) LIMIT \(limit)
                 """)
             // An empty page after an unknown user is a mistake to report, not the end of the listing.
-            if rows.isEmpty, let after {
-                let known = try await connection.query("SELECT 1 FROM users WHERE id = \(after)")
+            if rows.isEmpty, let after, after.key == nil {
+                let known = try await connection.query("SELECT 1 FROM users WHERE id = \(after.id)")
                 guard !known.isEmpty else {
-                    throw CollaborationError(.notFound, "user \(after.uuidString.lowercased()) does not exist")
+                    throw CollaborationError(.notFound, "user \(after.id.uuidString.lowercased()) does not exist")
                 }
             }
             return try rows.map(Self.user)
@@ -174,20 +174,21 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func couples(limit: Int, after: UUID?) async throws -> [Couple] {
+    public func couples(limit: Int, after: PageCursor<Date>?) async throws -> [Couple] {
         try requirePageSize(limit)
         return try await run(as: nil) { connection in
             let rows = try await connection.query(
                 """
                 SELECT id, name, created_at, revision FROM couples
-                WHERE \(after)::uuid IS NULL
-                   OR (created_at, id) > (SELECT created_at, id FROM couples WHERE id = \(after))
+                WHERE \(after?.id)::uuid IS NULL
+                   OR (created_at, id) > (
+                       coalesce(\(after?.key), (SELECT created_at FROM couples WHERE id = \(after?.id))), \(after?.id))
                 ORDER BY created_at, id LIMIT \(limit)
                 """)
-            if rows.isEmpty, let after {
-                let known = try await connection.query("SELECT 1 FROM couples WHERE id = \(after)")
+            if rows.isEmpty, let after, after.key == nil {
+                let known = try await connection.query("SELECT 1 FROM couples WHERE id = \(after.id)")
                 guard !known.isEmpty else {
-                    throw CollaborationError(.notFound, "couple \(after.uuidString.lowercased()) does not exist")
+                    throw CollaborationError(.notFound, "couple \(after.id.uuidString.lowercased()) does not exist")
                 }
             }
             return try rows.map(Self.couple)

@@ -36,6 +36,20 @@ public struct PageRequest: Sendable, Hashable {
     }
 }
 
+/// Where a page of a listing in an order people see (not the id's) begins: after the row `id`, at `key`, that
+/// row's place in the order as a page read it. The place holds once the row is deleted or has moved, so a walk
+/// over every page neither fails nor skips nor repeats a row for what changed meanwhile. Without `key` (an id a
+/// client sent), the row's place now is read, and the row must exist.
+public struct PageCursor<Key: Sendable & Hashable>: Sendable, Hashable {
+    public let id: UUID
+    public let key: Key?
+
+    public init(id: UUID, key: Key? = nil) {
+        self.id = id
+        self.key = key
+    }
+}
+
 /// A refusal with a stable code for programs (`permission_denied`, ...), which the metrics count by.
 public protocol CodedError: Error {
     var codeName: String { get }

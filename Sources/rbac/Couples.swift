@@ -183,7 +183,9 @@ extension RBAC {
                     let columns = Columns<Couple>(headers: ["ID", "NAME", "CREATED", "REVISION"]) {
                         [idText($0.id), $0.name, $0.createdAt.iso8601, String($0.revision)]
                     }
-                    try await page.print(output, columns, id: \.id, pages: context.repository.couples(limit:after:))
+                    try await page.print(
+                        output, columns, id: \.id, cursor: \.cursor, named: { PageCursor(id: $0) },
+                        pages: context.repository.couples(limit:after:))
                 }
             }
         }

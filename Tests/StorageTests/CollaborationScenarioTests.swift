@@ -658,10 +658,13 @@ struct CollaborationScenarioTests {
                     email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: nil)
                 _ = try await world.repository.createCouple(name: name, owner: user.id, as: world.admin)
             }
-            func walk<Item>(_ read: (Int, UUID?) async throws -> [Item], id: (Item) -> UUID) async throws -> [Item] {
+            // By id alone, as a client's `after` names a row.
+            func walk<Item, Key>(_ read: (Int, PageCursor<Key>?) async throws -> [Item], id: (Item) -> UUID)
+                async throws -> [Item]
+            {
                 var items: [Item] = []
                 while true {
-                    let page = try await read(2, items.last.map(id))
+                    let page = try await read(2, items.last.map { PageCursor(id: id($0)) })
                     items += page
                     if page.count < 2 { return items }
                 }
@@ -696,17 +699,71 @@ struct CollaborationScenarioTests {
             #expect(couples.map(\.name) == ["vera", "Paul", "ana", "Sam", "olivia"])
 
             await expectRefusal(.notFound) {
-                _ = try await world.repository.users(matching: nil, limit: 2, after: UUID())
+                _ = try await world.repository.users(matching: nil, limit: 2, after: PageCursor(id: UUID()))
             }
             await expectRefusal(.invalidInput) {
                 _ = try await world.repository.users(matching: "", limit: 2, after: nil)
             }
-            await expectRefusal(.notFound) { _ = try await world.repository.couples(limit: 2, after: UUID()) }
+            await expectRefusal(.notFound) {
+                _ = try await world.repository.couples(limit: 2, after: PageCursor(id: UUID()))
+            }
             for limit in [0, 1001] {
                 await expectRefusal(.invalidInput) {
                     _ = try await world.repository.users(matching: nil, limit: limit, after: nil)
                 }
                 await expectRefusal(.invalidInput) { _ = try await world.repository.couples(limit: limit, after: nil) }
+            }
+        }
+    }
+
+    @Test(
+        "a walk over every page lists each row once when the last row of a page is deleted or moves before the next",
+        arguments: Backend.allCases)
+    func walkWhileRowsChange(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            var users: [User] = []
+            for name in ["a", "b", "c", "d", "e", "f", "g"] {
+                users.append(
+                    try await world.repository.addUser(
+                        email: EmailAddress(rawValue: "\(name)@example.com")!, displayName: nil))
+                _ = try await world.repository.createCouple(name: name, owner: users[0].id, as: world.admin)
+            }
+            // Pages of two, as `forEachPage` reads them, each but the last followed by `change` to its last row.
+            func walk<Item, Key>(
+                _ read: (Int, PageCursor<Key>?) async throws -> [Item], cursor: (Item) -> PageCursor<Key>,
+                change: (Item) async throws -> Void
+            ) async throws -> [Item] {
+                var items: [Item] = []
+                while true {
+                    let page = try await read(2, items.last.map(cursor))
+                    items += page
+                    guard page.count == 2 else { return items }
+                    try await change(page[1])
+                }
+            }
+            // b is deleted, d moves to the front of the listing, f is deleted.
+            let listed = try await walk(
+                { try await world.repository.users(matching: nil, limit: $0, after: $1) }, cursor: \.cursor
+            ) { user in
+                if user.email.hasPrefix("d") {
+                    let front = EmailAddress(rawValue: "0@example.com")!
+                    _ = try await world.repository.editUser(user.id, UserEdit(email: front), as: world.admin)
+                } else {
+                    try await world.repository.deleteUser(user.id, as: world.admin)
+                }
+            }
+            #expect(listed == users, "each as it was read")
+
+            let couples = try await walk(world.repository.couples(limit:after:), cursor: \.cursor) {
+                try await world.repository.deleteCouple($0.id, as: world.admin)
+            }
+            #expect(couples.map(\.name) == ["a", "b", "c", "d", "e", "f", "g"])
+            // A client's `after` names a row by its id alone: one gone has no place to page after.
+            await expectRefusal(.notFound) {
+                _ = try await world.repository.couples(limit: 2, after: PageCursor(id: couples[1].id))
+            }
+            await expectRefusal(.notFound) {
+                _ = try await world.repository.users(matching: nil, limit: 2, after: PageCursor(id: users[1].id))
             }
         }
     }

@@ -106,11 +106,20 @@ struct PageOptions: ParsableArguments {
         _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID,
         pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
     ) async throws {
+        try await print(output, columns, id: id, cursor: id, named: { $0 }, pages: page)
+    }
+
+    /// `print` for a listing in an order other than the id's: pages after `cursor` of the last entry read, or
+    /// after `named` of the id --after gives.
+    func print<Item: Encodable, Cursor>(
+        _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID, cursor: (Item) -> Cursor,
+        named: (UUID) -> Cursor, pages page: (_ limit: Int, _ after: Cursor?) async throws -> [Item]
+    ) async throws {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
-            try printer.print(try await read(id: id) { try await page(limit, $0?.after) })
+            try printer.print(try await read(id: id) { try await page(limit, $0?.after.map(named)) })
         } else {
-            try await forEachPage(id: id, page) { try printer.print($0) }
+            try await forEachPage(id: cursor, page) { try printer.print($0) }
         }
         try printer.finish()
     }
