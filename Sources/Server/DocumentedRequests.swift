@@ -117,8 +117,8 @@ enum DocumentedRequests {
     }
 
     /// A 400 for `X-Acting-User` sent to a route that does not take it, or naming the first query parameter (by
-    /// name) that the route does not take; names are compared percent-decoded, as `Request.queryParameter` reads
-    /// them. Nothing for a route the document does not know.
+    /// name) that the route does not take; names are compared decoded, as `Request.queryParameter` reads them.
+    /// Nothing for a route the document does not know.
     static func refuseUndocumented(_ request: Request, route: String?) throws(APIError) {
         if request.headers[.actingUser] != nil, operation(request.method, route)?.actsForUser == false {
             throw APIError.badRequest(
@@ -126,7 +126,7 @@ enum DocumentedRequests {
         }
         guard request.uri.query?.isEmpty == false else { return }  // most requests: nothing to look up
         guard let taken = operation(request.method, route)?.query else { return }
-        let names = request.uri.queryParameters.map { String($0.key.removingPercentEncoding ?? String($0.key)) }
+        let names = try request.queryItems().map(\.name)
         guard let unknown = names.filter({ !taken.contains($0) }).sorted().first else { return }
         throw APIError.badRequest(
             "the query names \(quoted(unknown)), which this request does not take; it takes "

@@ -33,14 +33,37 @@ extension HTTPFields {
 }
 
 extension Request {
-    /// Query parameter `name`, percent-decoded, or nil when absent. One given twice is a 400, never one of its
+    /// The query's names and values, decoded as the WHATWG URL standard reads a query
+    /// (application/x-www-form-urlencoded): `+` is a space and `%2B` a plus, then each `%XX` is a byte of UTF-8.
+    /// Python's urlencode, Go's url.Values, Node's URLSearchParams and Java's URLEncoder send a space as `+`, and
+    /// so do OAuth 2.0 redirects (RFC 6749, 4.1.2); read as RFC 3986 alone, as Hummingbird reads it, a search for
+    /// "Sam Alvarez" from any of them looked for "Sam+Alvarez". A `%` without two hex digits after it, or bytes
+    /// that are not UTF-8, are a 400 that names the parameter, never its value (a sign-in's code is one).
+    func queryItems() throws(APIError) -> [(name: String, value: String)] {
+        guard let query = uri.query else { return [] }
+        return try query.split(separator: "&").map { (item) throws(APIError) in
+            let equals = item.firstIndex(of: "=")
+            guard let name = Self.formDecoded(item[..<(equals ?? item.endIndex)]) else {
+                throw APIError.badRequest("a query parameter's name is not percent-encoded UTF-8")
+            }
+            guard let value = Self.formDecoded(equals.map { item[item.index(after: $0)...] } ?? "") else {
+                throw APIError.badRequest("query parameter \(quoted(name)) is not percent-encoded UTF-8")
+            }
+            return (name, value)
+        }
+    }
+
+    private static func formDecoded(_ text: Substring) -> String? {
+        text.replacing("+", with: " ").removingPercentEncoding
+    }
+
+    /// Query parameter `name` (`queryItems`), or nil when absent. One given twice is a 400, never one of its
     /// values: a proxy or cache ahead of this service may have read the other (as with a JSON key named twice).
-    /// Names are compared percent-decoded too (Hummingbird decodes only values), so `%6Cimit` is `limit`.
+    /// Names are compared decoded, so `%6Cimit` is `limit`.
     func queryParameter(_ name: Substring) throws -> String? {
-        let values = uri.queryParameters.filter { $0.key == name || $0.key.removingPercentEncoding?[...] == name }
-            .map(\.value)
+        let values = try queryItems().filter { $0.name == name }.map(\.value)
         guard values.count < 2 else { throw APIError.badRequest("\(name) is given more than once in the query") }
-        return values.first.map(String.init)
+        return values.first
     }
 
     /// Query parameter `name` as a whole number in `range` (digits only: no sign, no exponent), or nil when

@@ -204,6 +204,11 @@ struct ManagementAPITests {
             }
             let (_, refusal) = try await send(.get, path + "/audit?since=yesterday", as: partner)
             #expect(refusal.contains("(2026-09-30T18:00Z) or a date (midnight UTC)"), "what is taken: \(refusal)")
+            #expect(!refusal.contains("%2B"))
+            let (_, zone) = try await send(.get, path + "/audit?since=2000-01-01T01:00+01:00", as: partner)
+            #expect(zone.contains("a + in a query is a space: write %2B"), "\(zone)")
+            let (_, encoded) = try await send(.get, path + "/audit?since=2000-01-01T01:00%2B01:00", as: partner)
+            #expect(encoded == whole, "the same instant as 2000-01-01T00:00Z")
             let (_, day) = try await send(.get, path + "/audit?since=2000-01-01", as: partner)
             #expect(day == whole, "a date is its midnight UTC")
             #expect(try await send(.get, path + "/audit?before=999999999", as: partner).0 == .notFound)

@@ -623,6 +623,20 @@ struct RouterTests {
             #expect(emails(all) == ["olivia@example.com", "paul@example.com", "pia@example.com"])
             let (_, found) = try await users("?search=ALVAREZ", fixture.keyHeader)
             #expect(emails(found) == ["pia@example.com"], "by name, whatever its case")
+            // A query is read as forms write it: `+` is a space, `%2B` a plus.
+            for (query, expected) in [
+                ("pia+alvarez", ["pia@example.com"]), ("pia%20alv", ["pia@example.com"]),
+                ("pia%2Balvarez", []),
+            ] {
+                #expect(emails(try await users("?search=\(query)", fixture.keyHeader).1) == expected, "\(query)")
+            }
+            for malformed in ["?search=100%", "?search=%zz", "?search=%C0%AF", "?%FF=1"] {
+                let (status, body) = try await users(malformed, fixture.keyHeader)
+                #expect(status == .badRequest, "\(malformed)")
+                let message = (body["error"] as? [String: Any])?["message"] as? String ?? ""
+                #expect(message.contains("not percent-encoded UTF-8"), "\(malformed): \(message)")
+                #expect(!message.contains("%"), "names the parameter, never its value: \(message)")
+            }
             let (_, first) = try await users("?limit=2", fixture.keyHeader)
             #expect(emails(first) == ["olivia@example.com", "paul@example.com"])
             let next = try #require(first["next_after"] as? String)
