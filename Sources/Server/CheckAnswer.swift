@@ -1,4 +1,5 @@
 import Collaboration
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -8,6 +9,11 @@ import NIOCore
 /// and metrics. A differential test holds the two paths to the same bytes.
 enum CheckAnswer {
     static let route = "/v1/check"
+
+    /// Set by the fast path alone (it takes the field off every request it hands on) on a check it handed on
+    /// because the database did not answer it: the route answers 503 without asking again, which would double
+    /// the client's wait for a database that is down or unreachable.
+    static let unavailable = HTTPField.Name("Rbac-Database-Unavailable")!
 
     /// `{"allowed":true,"revision":7}`, as `PermissionAPIController.json` would write it without JSONEncoder's
     /// cost, leaving the revision out when it is nil as the encoder does.

@@ -16,8 +16,9 @@ import NIOHTTPTypes
 /// costs about 40% less server time, warm or not (docs/performance.md).
 ///
 /// Everything else goes on to Hummingbird unchanged, in order, and its `/v1/check` route gives the same answers
-/// and every error. A check the repository fails to answer goes on too, to be asked again there. A check is
-/// answered here only when
+/// and every error. A check the repository fails to answer goes on too: one the route would answer 503 (the
+/// database down or not answering) marked `CheckAnswer.unavailable`, so that the route answers it without asking
+/// again; any other, to be asked again there for the route's error. A check is answered here only when
 /// - no request handed on earlier is still unanswered, so answers never overtake one another;
 /// - it does not ask to close the connection (Hummingbird closes it after the answer; `StrictHTTP1Channel` has
 ///   made every such request say `Connection: close`), has no trailers, and its body is at most `maxBody`
@@ -138,9 +139,12 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
                 return writeAnswer(answer, since: held.since, context: context)
             }
             answerFromRepository(check, held, context: context)
-        case (_, let part):
+        case (_, .head(var head)):
             // Nothing is held: the decoder ends each request before it begins the next.
-            if case .head = part { unanswered += 1 }
+            unanswered += 1
+            head.headerFields[CheckAnswer.unavailable] = nil
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        case (_, let part):
             context.fireChannelRead(wrapInboundOut(part))
         }
     }
@@ -180,8 +184,8 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         switch result {
         case .success(let answer):
             writeAnswer(answer, since: held.since, context: context)
-        case .failure:
-            passOn(held, context: context)
+        case .failure(let error):
+            passOn(held, unavailable: APIError.from(error).status == .serviceUnavailable, context: context)
             context.fireChannelRead(wrapInboundOut(.end(nil)))
         }
         while !answering, let part = waiting.popFirst() { read(part, context: context) }
@@ -267,11 +271,14 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         return try? PermissionAPIController.parse(request)
     }
 
-    /// Hands a held request to Hummingbird: its head, and its body so far. The rest follows as it comes.
-    private func passOn(_ held: Held, context: ChannelHandlerContext) {
+    /// Hands a held request to Hummingbird: its head, marked `CheckAnswer.unavailable` when the database did not
+    /// answer it, and its body so far. The rest follows as it comes.
+    private func passOn(_ held: Held, unavailable: Bool = false, context: ChannelHandlerContext) {
         unanswered += 1
         self.held = nil
-        context.fireChannelRead(wrapInboundOut(.head(held.head)))
+        var head = held.head
+        head.headerFields[CheckAnswer.unavailable] = unavailable ? "1" : nil
+        context.fireChannelRead(wrapInboundOut(.head(head)))
         if let body = held.body { context.fireChannelRead(wrapInboundOut(.body(body))) }
     }
 

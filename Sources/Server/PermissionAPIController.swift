@@ -43,6 +43,7 @@ struct PermissionAPIController {
     @Sendable func check(_ request: Request, context: AppRequestContext) async throws -> Response {
         var request = request
         let body = try await request.collectBody(upTo: context.maxUploadSize)
+        guard request.headers[CheckAnswer.unavailable] == nil else { throw APIError.unavailable }
         let check =
             if let scanned = CheckRequest(scanning: body) {
                 scanned

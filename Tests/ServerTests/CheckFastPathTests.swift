@@ -314,6 +314,27 @@ struct CheckFastPathTests {
         }
     }
 
+    @Test(
+        "the mark of a check the database failed is this handler's: taken off what a client sends",
+        arguments: ["a GET", "a check with Connection: close", "a check whose body is outside the scanned subset"])
+    func marksItsOwn(_ what: String) async throws {
+        let warm = try await Warm()
+        var head = warm.head()
+        var body = warm.body()
+        switch what {
+        case "a GET": head.method = .get
+        case "a check with Connection: close": head.headerFields[.connection] = "close"
+        default: body = ByteBuffer(string: #"{"couple_id":"\u0041"}"#)
+        }
+        var marked = head
+        marked.headerFields[CheckAnswer.unavailable] = "1"
+        try await warm.withConnection { connection in
+            try await connection.read([.head(marked), .body(body), .end(nil)])
+            #expect(await connection.next(3) == Self.handedOn([.head(head), .body(body), .end(nil)]))
+            #expect(try await connection.nothingMore())
+        }
+    }
+
     @Test("a check that comes in several reads is answered once whole")
     func severalReads() async throws {
         let warm = try await Warm()

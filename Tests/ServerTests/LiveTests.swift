@@ -342,9 +342,9 @@ struct LiveTests {
                 let exchange = Task {
                     try await CheckAnswerDifferentialTests.exchange(port: port, request, responses: count)
                 }
-                while try await fixture.pool.query(
-                    "SELECT count(*) AS n FROM pg_locks WHERE NOT granted AND relation = 'memberships'::regclass"
-                )[0].decode("n", as: Int.self) == 0 {
+                while try await fixture.pool.query("SELECT count(*) AS n FROM \(sql: Self.waitingForMemberships)")[0]
+                    .decode("n", as: Int.self) == 0
+                {
                     try await Task.sleep(for: .milliseconds(5))
                 }
                 try await whileHeld()
@@ -353,6 +353,13 @@ struct LiveTests {
             return try await exchange.value
         }
     }
+
+    /// The locks waited for on this database's memberships (pg_locks shows every database's, and databases made
+    /// from one template share their tables' OIDs).
+    static let waitingForMemberships: StaticString = """
+        pg_locks WHERE NOT granted AND relation = 'memberships'::regclass
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        """
 
     @Test("a request that does not parse, pipelined behind a check waiting for the database, is answered 400 after it")
     func brokenRequestBehindDatabaseCheck() async throws {
@@ -378,6 +385,27 @@ struct LiveTests {
             #expect(answers.map(\.statusLine) == ["HTTP/1.1 200 OK"])
             #expect(
                 answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains(#""allowed":true"#) == true)
+        }
+    }
+
+    @Test("a check the database fails to answer the fast path is answered 503 by the route, not asked again")
+    func failedCheckNotAskedAgain() async throws {
+        try await Self.withOwnedCouple { fixture in
+            let answers = try await Self.exchangeHeld(fixture, responses: 1) { check in
+                check(fixture.owner)
+            } whileHeld: {
+                // Its statement ends as a server going away ends it; asked again, the check would wait for the lock
+                // and, once it goes, be allowed.
+                let waiting = try await fixture.pool.query("SELECT pid FROM \(sql: Self.waitingForMemberships)")
+                let pid: Int32 = try waiting[0].decode("pid")
+                _ = try await fixture.pool.query("SELECT pg_terminate_backend(\(pid))")
+                while try await !fixture.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)").isEmpty {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            #expect(answers.map(\.statusLine) == ["HTTP/1.1 503 Service Unavailable"])
+            #expect(answers.first?.headers.contains("Retry-After: 1") == true, "\(answers)")
+            #expect(answers.first.map { String(decoding: $0.body, as: UTF8.self) }?.contains("allowed") == false)
         }
     }
 
