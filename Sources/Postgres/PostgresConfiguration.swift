@@ -208,8 +208,18 @@ extension String {
         return text
     }
 
-    /// libpq's multi-line messages (a reason, then a tab-indented hint) as one line.
+    /// libpq's multi-line messages as one line. A line that begins a sentence (a hint: "Is the server running
+    /// ...?") follows a full stop; one that goes on with the sentence before it ("before or while processing the
+    /// request."), a space.
     var asOneLine: String {
-        split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: " ")
+        split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            .reduce(into: "") { line, next in
+                if line.isEmpty {
+                    line = next
+                } else {
+                    let ended = line.last.map { ".?!:".contains($0) } ?? true
+                    line += (next.first?.isUppercase == true && !ended ? ". " : " ") + next
+                }
+            }
     }
 }

@@ -83,6 +83,27 @@ struct ReachingTests {
         #expect(worker.applicationName == "app")
     }
 
+    @Test(
+        "libpq's messages of several lines read as one: a hint after a full stop, a sentence's rest after a space",
+        arguments: [
+            (
+                "connection to server at \"db\" (10.0.0.5), port 5432 failed: Connection refused\n\tIs the server "
+                    + "running on that host and accepting TCP/IP connections?\n",
+                "connection to server at \"db\" (10.0.0.5), port 5432 failed: Connection refused. Is the server "
+                    + "running on that host and accepting TCP/IP connections?"
+            ),
+            (
+                "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n"
+                    + "\tbefore or while processing the request.\n",
+                "server closed the connection unexpectedly. This probably means the server terminated abnormally "
+                    + "before or while processing the request."
+            ),
+            ("FATAL:  database \"x\" does not exist\n", "FATAL:  database \"x\" does not exist"),
+        ])
+    func oneLine(message: String, expected: String) {
+        #expect(message.asOneLine == expected)
+    }
+
     @Test("PGHOSTADDR does not send it elsewhere")
     func hostAddressVariable() async throws {
         // psql, with libpq's own resolution of the variables: the disposable server listens on 127.0.0.1 only,
