@@ -51,16 +51,22 @@ extension RBAC {
                 abstract: "Check policy.json without a database: names, unknown permissions or roles, cycles.",
                 discussion: "Example: rbac policy validate --dir policies")
             @OptionGroup var location: Location
+            @OptionGroup var output: OutputOptions
 
             func run() throws {
+                struct Valid: Encodable {
+                    let valid = true
+                    let roles: [String]
+                }
+                let roles: [String]
                 do {
-                    let roles = try location.roles()
-                    print(
-                        "The policy is valid: \(roles.count) roles (\(roles.map(\.name.rawValue).joined(separator: ", ")))."
-                    )
+                    roles = try location.roles().map(\.name.rawValue)
                 } catch {
                     throw CommandFailure(error)
                 }
+                try output.print(
+                    Valid(roles: roles),
+                    "The policy is valid: \(roles.count) roles (\(roles.joined(separator: ", "))).")
             }
         }
 

@@ -1630,6 +1630,8 @@ struct CLITests {
     func policyCommands() async throws {
         let offline = "postgres://nobody@127.0.0.1:1/none"
         #expect(try await Self.rbac(["policy", "validate"], database: offline).status == 0)
+        let valid = try await Self.rbac(["policy", "validate", "--json"], database: offline)
+        #expect(valid.stdout.contains(#""roles" : ["#) && valid.stdout.contains(#""valid" : true"#), "\(valid.stdout)")
         let shipped = try await Self.rbac(["policy", "test"], database: offline)
         #expect(shipped.status == 0)
         #expect(shipped.stdout.contains("ok - a planner may not invite an owner"))
