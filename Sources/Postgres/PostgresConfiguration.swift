@@ -8,19 +8,22 @@ import Foundation
 public struct PostgresConfiguration: Sendable {
     public var connectionString: String
     public var applicationName: String
-    /// Seconds to wait for a connection to open.
+    /// Seconds to wait for a connection to open; 0, for ever (as libpq reads it).
     public var connectTimeout: Int
     /// Settings every connection opens with, by name, as `SET` would make them: `statement_timeout` (in
     /// milliseconds without a unit), `rbac.actor_label`, ...
     public var settings: [String: String]
 
+    /// Without `connectTimeout`, what the connection string's `connect_timeout` or `PGCONNECT_TIMEOUT` says, else
+    /// 10 seconds rather than libpq's for ever.
     public init(
-        connectionString: String = "", applicationName: String = "rbac", connectTimeout: Int = 10,
+        connectionString: String = "", applicationName: String = "rbac", connectTimeout: Int? = nil,
         settings: [String: String] = [:]
     ) {
         self.connectionString = connectionString
         self.applicationName = applicationName
-        self.connectTimeout = connectTimeout
+        self.connectTimeout =
+            connectTimeout ?? Self.resolvedFields(of: connectionString)["connect_timeout"].flatMap { Int($0) } ?? 10
         self.settings = settings
     }
 
@@ -101,7 +104,7 @@ public struct PostgresConfiguration: Sendable {
 
     /// Host, port, database and user as libpq will resolve them; never the password.
     public var redactedDescription: String {
-        let fields = resolvedFields
+        let fields = Self.resolvedFields(of: connectionString)
         let host = fields["host"] ?? fields["hostaddr"] ?? "localhost"
         let port = fields["port"] ?? "5432"
         let user = fields["user"].map { "\($0)@" } ?? ""
@@ -111,7 +114,7 @@ public struct PostgresConfiguration: Sendable {
     }
 
     /// The connection string's fields over libpq's defaults (the `PG*` variables among them).
-    private var resolvedFields: [String: String] {
+    private static func resolvedFields(of connectionString: String) -> [String: String] {
         var fields: [String: String] = [:]
         if let defaults = PQconndefaults() {
             Self.collect(defaults, into: &fields)
@@ -169,7 +172,7 @@ public struct PostgresConfiguration: Sendable {
         parameters += Self.deadServerDefaults.filter { stated[$0.0] == nil }
         if !settings.isEmpty {
             // After the options the URL or PGOPTIONS give, which this parameter replaces, so that they still apply.
-            let given = resolvedFields["options"].map { [$0] } ?? []
+            let given = Self.resolvedFields(of: connectionString)["options"].map { [$0] } ?? []
             parameters.append(("options", (given + [Self.options(settings)]).joined(separator: " ")))
         }
         let keys = parameters.map { strdup($0.0) }

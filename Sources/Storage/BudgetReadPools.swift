@@ -111,7 +111,7 @@ public final class BudgetReadPools: Sendable {
                 return pool
             }
             var configuration = coordinator.configuration.reaching(host: node.host, port: node.port)
-            configuration.connectTimeout = min(configuration.connectTimeout, Self.workerConnectTimeout)
+            configuration.connectTimeout = Self.workerConnectTimeout
             let pool = PostgresConnectionPool(
                 configuration: configuration, maxConnections: maxConnectionsPerWorker,
                 acquireTimeout: coordinator.acquireTimeout)

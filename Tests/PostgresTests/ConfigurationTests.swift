@@ -104,6 +104,16 @@ struct ReachingTests {
         #expect(message.asOneLine == expected)
     }
 
+    @Test("a connection string's connect_timeout is kept, else PGCONNECT_TIMEOUT's, else 10 s; one set in code wins")
+    func connectTimeout() {
+        let unstated = ProcessInfo.processInfo.environment["PGCONNECT_TIMEOUT"].flatMap { Int($0) } ?? 10
+        #expect(PostgresConfiguration(connectionString: "host=db").connectTimeout == unstated)
+        #expect(PostgresConfiguration(connectionString: "host=db connect_timeout=3").connectTimeout == 3)
+        #expect(PostgresConfiguration(connectionString: "postgres://db/x?connect_timeout=0").connectTimeout == 0)
+        #expect(
+            PostgresConfiguration(connectionString: "host=db connect_timeout=3", connectTimeout: 2).connectTimeout == 2)
+    }
+
     @Test("PGHOSTADDR does not send it elsewhere")
     func hostAddressVariable() async throws {
         // psql, with libpq's own resolution of the variables: the disposable server listens on 127.0.0.1 only,
