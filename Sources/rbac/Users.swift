@@ -181,8 +181,8 @@ extension RBAC {
                             $0.identities.map { "\($0.issuer) \($0.subject)" }.joined(separator: ", "),
                         ]
                     }
-                    try await page.print(output, columns, id: \.id, cursor: \.cursor, named: { PageCursor(id: $0) }) {
-                        limit, after in try await context.repository.users(matching: search, limit: limit, after: after)
+                    try await page.print(output, columns, cursor: \.cursor) { limit, after in
+                        try await context.repository.users(matching: search, limit: limit, after: after)
                     }
                 }
             }

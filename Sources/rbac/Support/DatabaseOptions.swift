@@ -106,18 +106,21 @@ struct PageOptions: ParsableArguments {
         _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID,
         pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
     ) async throws {
-        try await print(output, columns, id: id, cursor: id, named: { $0 }, pages: page)
+        // In id order, the id is the place: a cursor without a key.
+        try await print(
+            output, columns, cursor: { PageCursor<Never>(id: id($0)) }, pages: { try await page($0, $1?.id) })
     }
 
-    /// `print` for a listing in an order other than the id's: pages after `cursor` of the last entry read, or
-    /// after `named` of the id --after gives.
-    func print<Item: Encodable, Cursor>(
-        _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID, cursor: (Item) -> Cursor,
-        named: (UUID) -> Cursor, pages page: (_ limit: Int, _ after: Cursor?) async throws -> [Item]
+    /// `print` for a listing in an order other than the id's: each page after `cursor` of the last entry read,
+    /// or after the id --after gives.
+    func print<Item: Encodable, Key>(
+        _ output: OutputOptions, _ columns: Columns<Item>, cursor: (Item) -> PageCursor<Key>,
+        pages page: (_ limit: Int, _ after: PageCursor<Key>?) async throws -> [Item]
     ) async throws {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
-            try printer.print(try await read(id: id) { try await page(limit, $0?.after.map(named)) })
+            try printer.print(
+                try await read(id: { cursor($0).id }) { try await page(limit, $0?.after.map { PageCursor(id: $0) }) })
         } else {
             try await forEachPage(id: cursor, page) { try printer.print($0) }
         }
