@@ -34,8 +34,7 @@ public actor CoupleBudget {
     /// When it moved, the reads run once more; if it moves again, they run one after another from one
     /// snapshot, which writes cannot disturb.
     public func overview(scenario: UUID, as actor: Actor) async throws -> BudgetOverview {
-        try await metrics.measure("budget.overview") {
-            try await require(.budgetView, actor)
+        try await authorized("budget.overview", .budgetView, actor) {
             var (revision, exists) = try await repository.revision(couple: couple, scenario: scenario)
             for _ in 0..<Self.parallelAttempts {
                 guard exists else { throw BudgetRecord.scenario.notFound }
@@ -76,71 +75,62 @@ public actor CoupleBudget {
     /// The primary scenario, where a command acts when it names none; nil when the couple has none. For those
     /// who see the budget or edit it: a member whose role edits the budget without seeing it adds items to it too.
     public func primaryScenario(as actor: Actor) async throws -> Scenario? {
-        try await metrics.measure("budget.primary_scenario") {
-            try await require(.budgetView, or: .budgetEdit, actor)
-            return try await repository.scenarios(couple: couple, page: nil).first(where: \.isPrimary)
+        try await authorized("budget.primary_scenario", .budgetView, or: .budgetEdit, actor) {
+            try await repository.scenarios(couple: couple, page: nil).first(where: \.isPrimary)
         }
     }
 
-    /// The scenarios, oldest first. Like every listing here, with `page` one page of them, in id order.
+    /// The scenarios, oldest first. Like every listing here, with `page` one page of the same listing.
     public func scenarios(page: PageRequest? = nil, as actor: Actor) async throws -> [Scenario] {
-        try await metrics.measure("budget.scenarios") {
-            try await require(.budgetView, actor)
-            return try await repository.scenarios(couple: couple, page: page)
+        try await authorized("budget.scenarios", .budgetView, actor) {
+            try await repository.scenarios(couple: couple, page: page)
         }
     }
 
     public func createScenario(named name: String, primary: Bool = false, as actor: Actor) async throws -> Scenario {
-        try await metrics.measure("budget.create_scenario") {
-            try await require(.budgetEdit, actor)
-            return try await repository.createScenario(
+        try await authorized("budget.create_scenario", .budgetEdit, actor) {
+            try await repository.createScenario(
                 couple: couple, name: try budgetName(name, "name"), primary: primary, as: actor)
         }
     }
 
     /// Copies `source` with its folders, items and allocations, in one transaction.
     public func cloneScenario(_ source: UUID, named name: String, as actor: Actor) async throws -> Scenario {
-        try await metrics.measure("budget.clone_scenario") {
-            try await require(.budgetEdit, actor)
-            return try await repository.cloneScenario(
+        try await authorized("budget.clone_scenario", .budgetEdit, actor) {
+            try await repository.cloneScenario(
                 couple: couple, source: source, name: try budgetName(name, "name"), as: actor)
         }
     }
 
     public func setPrimaryScenario(_ scenario: UUID, as actor: Actor) async throws -> Scenario {
-        try await metrics.measure("budget.set_primary") {
-            try await require(.budgetEdit, actor)
-            return try await repository.setPrimaryScenario(couple: couple, scenario: scenario, as: actor)
+        try await authorized("budget.set_primary", .budgetEdit, actor) {
+            try await repository.setPrimaryScenario(couple: couple, scenario: scenario, as: actor)
         }
     }
 
     public func renameScenario(_ scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario {
-        try await metrics.measure("budget.rename_scenario") {
-            try await require(.budgetEdit, actor)
-            return try await repository.renameScenario(
+        try await authorized("budget.rename_scenario", .budgetEdit, actor) {
+            try await repository.renameScenario(
                 couple: couple, scenario: scenario, to: try budgetName(name, "name"), as: actor)
         }
     }
 
     public func folders(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [Folder] {
-        try await metrics.measure("budget.folders") {
-            try await require(.budgetView, actor)
-            return try await repository.folders(couple: couple, scenario: scenario, page: page)
+        try await authorized("budget.folders", .budgetView, actor) {
+            try await repository.folders(couple: couple, scenario: scenario, page: page)
         }
     }
 
     public func createFolder(named name: String, scenario: UUID, as actor: Actor) async throws -> Folder {
-        try await metrics.measure("budget.create_folder") {
-            try await require(.budgetEdit, actor)
-            return try await repository.createFolder(
+        try await authorized("budget.create_folder", .budgetEdit, actor) {
+            try await repository.createFolder(
                 couple: couple, scenario: scenario, name: try budgetName(name, "name"), as: actor)
         }
     }
 
     public func items(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [BudgetItem] {
-        try await metrics.measure("budget.items") {
-            try await require(.budgetView, actor)
-            return try await repository.items(couple: couple, scenario: scenario, page: page)
+        try await authorized("budget.items", .budgetView, actor) {
+            try await repository.items(couple: couple, scenario: scenario, page: page)
         }
     }
 
@@ -153,9 +143,8 @@ public actor CoupleBudget {
     }
 
     public func renameFolder(_ folder: UUID, to name: String, as actor: Actor) async throws -> Folder {
-        try await metrics.measure("budget.rename_folder") {
-            try await require(.budgetEdit, actor)
-            return try await repository.renameFolder(
+        try await authorized("budget.rename_folder", .budgetEdit, actor) {
+            try await repository.renameFolder(
                 couple: couple, folder: folder, to: try budgetName(name, "name"), as: actor)
         }
     }
@@ -164,8 +153,7 @@ public actor CoupleBudget {
         named name: String, scenario: UUID, budgeted: Decimal, folder: UUID? = nil, category: String = "",
         event: String = "", as actor: Actor
     ) async throws -> BudgetItem {
-        try await metrics.measure("budget.create_item") {
-            try await require(.budgetEdit, actor)
+        try await authorized("budget.create_item", .budgetEdit, actor) {
             let item = BudgetItem(
                 id: UUID(), scenarioID: scenario, folderID: folder, name: try budgetName(name, "name"),
                 category: try Self.label(category, "category"), event: try Self.label(event, "event"),
@@ -177,8 +165,7 @@ public actor CoupleBudget {
     /// Changes an item's name, category, event or folder (one of its own scenario), under the couple's budget
     /// lock. Refuses an edit that changes nothing.
     public func editItem(_ id: UUID, _ edit: ItemEdit, as actor: Actor) async throws -> BudgetItem {
-        try await metrics.measure("budget.edit_item") {
-            try await require(.budgetEdit, actor)
+        try await authorized("budget.edit_item", .budgetEdit, actor) {
             guard !edit.isEmpty else {
                 throw BudgetError(.invalidInput, "nothing to change: give a name, category, event or folder")
             }
@@ -200,9 +187,8 @@ public actor CoupleBudget {
     // MARK: Expenses, payments, gifts
 
     public func expenses(page: PageRequest? = nil, as actor: Actor) async throws -> [Expense] {
-        try await metrics.measure("budget.expenses") {
-            try await require(.expensesView, actor)
-            return try await repository.expenses(couple: couple, page: page)
+        try await authorized("budget.expenses", .expensesView, actor) {
+            try await repository.expenses(couple: couple, page: page)
         }
     }
 
@@ -210,8 +196,7 @@ public actor CoupleBudget {
         named name: String, amount: Decimal, vendor: String = "", dueDate: CalendarDay? = nil, category: String = "",
         as actor: Actor
     ) async throws -> Expense {
-        try await metrics.measure("budget.create_expense") {
-            try await require(.expensesEdit, actor)
+        try await authorized("budget.create_expense", .expensesEdit, actor) {
             let expense = Expense(
                 id: UUID(), name: try budgetName(name, "name"), vendor: try Self.label(vendor, "vendor", limit: 200),
                 amount: try Money.validated(amount, "amount"), dueDate: dueDate,
@@ -223,8 +208,7 @@ public actor CoupleBudget {
     public func recordPayment(expense: UUID, amount: Decimal, paidAt: CalendarDay? = nil, as actor: Actor)
         async throws -> ExpensePayment
     {
-        try await metrics.measure("budget.record_payment") {
-            try await require(.expensesEdit, actor)
+        try await authorized("budget.record_payment", .expensesEdit, actor) {
             guard try Money.validated(amount, "amount") > 0 else {
                 throw BudgetError(.invalidInput, "a payment's amount must be more than 0")
             }
@@ -238,8 +222,7 @@ public actor CoupleBudget {
     /// Changes an expense's name, vendor, category or due date, under the couple's budget lock (so that two edits
     /// of different fields both land). Refuses an edit that changes nothing.
     public func editExpense(_ id: UUID, _ edit: ExpenseEdit, as actor: Actor) async throws -> Expense {
-        try await metrics.measure("budget.edit_expense") {
-            try await require(.expensesEdit, actor)
+        try await authorized("budget.edit_expense", .expensesEdit, actor) {
             guard !edit.isEmpty else {
                 throw BudgetError(.invalidInput, "nothing to change: give a name, vendor, category or due date")
             }
@@ -260,8 +243,7 @@ public actor CoupleBudget {
 
     /// The payments recorded against `expense`, oldest first.
     public func payments(expense: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [ExpensePayment] {
-        try await metrics.measure("budget.payments") {
-            try await require(.expensesView, actor)
+        try await authorized("budget.payments", .expensesView, actor) {
             guard let payments = try await repository.payments(couple: couple, expense: expense, page: page) else {
                 throw BudgetRecord.expense.notFound
             }
@@ -274,8 +256,7 @@ public actor CoupleBudget {
     public func paymentStatuses(
         today: CalendarDay = CalendarDay.today(), page: PageRequest? = nil, as actor: Actor
     ) async throws -> [PaymentStatus] {
-        try await metrics.measure("budget.payment_statuses") {
-            try await require(.expensesView, actor)
+        try await authorized("budget.payment_statuses", .expensesView, actor) {
             let expenses: [Expense]
             let payments: [ExpensePayment]
             if page == nil {
@@ -292,18 +273,16 @@ public actor CoupleBudget {
     }
 
     public func gifts(page: PageRequest? = nil, as actor: Actor) async throws -> [Gift] {
-        try await metrics.measure("budget.gifts") {
-            try await require(.giftsView, actor)
-            return try await repository.gifts(couple: couple, page: page)
+        try await authorized("budget.gifts", .giftsView, actor) {
+            try await repository.gifts(couple: couple, page: page)
         }
     }
 
     public func recordGift(
         from: String, amount: Decimal, received: Bool, budgetItem: UUID? = nil, as actor: Actor
     ) async throws -> Gift {
-        try await metrics.measure("budget.record_gift") {
-            try await require(.giftsEdit, actor)
-            return try await repository.createGift(
+        try await authorized("budget.record_gift", .giftsEdit, actor) {
+            try await repository.createGift(
                 couple: couple,
                 Gift(
                     id: UUID(), from: try budgetName(from, "from"), amount: try Money.validated(amount, "amount"),
@@ -314,8 +293,7 @@ public actor CoupleBudget {
     /// Changes a gift: who it is from, its amount, whether it has come in, the budget item it goes towards.
     /// Refuses an edit that changes nothing.
     public func editGift(_ id: UUID, _ edit: GiftEdit, as actor: Actor) async throws -> Gift {
-        try await metrics.measure("budget.edit_gift") {
-            try await require(.giftsEdit, actor)
+        try await authorized("budget.edit_gift", .giftsEdit, actor) {
             guard !edit.isEmpty else {
                 throw BudgetError(
                     .invalidInput, "nothing to change: give who it is from, an amount, received or a budget item")
@@ -341,8 +319,7 @@ public actor CoupleBudget {
     public func allocate(
         expense: UUID, scenario: UUID?, items: [UUID], amounts: [Decimal]? = nil, as actor: Actor
     ) async throws -> [Allocation] {
-        try await metrics.measure("budget.allocate") {
-            try await require(.expensesEdit, actor)
+        try await authorized("budget.allocate", .expensesEdit, actor) {
             guard !items.isEmpty, Set(items).count == items.count else {
                 throw BudgetError(.invalidInput, "name each budget item once, and at least one")
             }
@@ -384,8 +361,7 @@ public actor CoupleBudget {
     /// Changes a budget item's budget and re-splits, in its scenario, every expense allocated to it across that
     /// expense's items in proportion to their budgets, to the cent.
     public func setBudgeted(item: UUID, to amount: Decimal, as actor: Actor) async throws -> [Allocation] {
-        try await metrics.measure("budget.set_budgeted") {
-            try await require(.budgetEdit, actor)
+        try await authorized("budget.set_budgeted", .budgetEdit, actor) {
             let amount = try Money.validated(amount, "budgeted")
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard let found = try await transaction.item(item) else { throw BudgetRecord.item.notFound }
@@ -423,8 +399,7 @@ public actor CoupleBudget {
     public func setAmount(expense: UUID, to amount: Decimal, scenario: UUID? = nil, as actor: Actor) async throws
         -> [Allocation]
     {
-        try await metrics.measure("budget.set_amount") {
-            try await require(.expensesEdit, actor)
+        try await authorized("budget.set_amount", .expensesEdit, actor) {
             let amount = try Money.validated(amount, "amount")
             return try await repository.withBudgetLock(couple: couple, as: actor) { transaction in
                 guard try await transaction.expense(expense) != nil else { throw BudgetRecord.expense.notFound }
@@ -452,20 +427,30 @@ public actor CoupleBudget {
     /// under the couple's budget lock, so that no recalculation runs while it goes. Needs the permission that
     /// edits records of that kind.
     public func delete(_ record: BudgetRecord, id: UUID, as actor: Actor) async throws -> Deletion {
-        try await metrics.measure("budget.delete") {
-            let permission: BudgetPermission =
-                switch record {
-                case .scenario, .folder, .item: .budgetEdit
-                case .expense, .payment: .expensesEdit
-                case .gift: .giftsEdit
-                }
-            try await require(permission, actor)
+        let permission: BudgetPermission =
+            switch record {
+            case .scenario, .folder, .item: .budgetEdit
+            case .expense, .payment: .expensesEdit
+            case .gift: .giftsEdit
+            }
+        return try await authorized("budget.delete", permission, actor) {
             try await repository.withBudgetLock(couple: couple, as: actor) { try await $0.delete(record, id: id) }
             return Deletion(deleted: record, id: id)
         }
     }
 
     // MARK: Rules
+
+    /// Runs the operation `name`, timed in the metrics, once `actor` holds `permission` (or `other`).
+    private func authorized<Value>(
+        _ name: String, _ permission: BudgetPermission, or other: BudgetPermission? = nil, _ actor: Actor,
+        _ body: () async throws -> Value
+    ) async throws -> Value {
+        try await metrics.measure(name) {
+            try await require(permission, or: other, actor)
+            return try await body()
+        }
+    }
 
     /// Refuses `actor` unless they hold `permission`, or `other` when one is given.
     private func require(_ permission: BudgetPermission, or other: BudgetPermission? = nil, _ actor: Actor)

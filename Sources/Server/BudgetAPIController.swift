@@ -275,7 +275,7 @@ struct BudgetAPIController {
     }
 
     /// Runs a listing on the couple's actor: every row, as a JSON array; or, when the request names `limit` or
-    /// `after`, one page of them in id order, `{"<name>": [...], "next_after": id}`, as the other listings page.
+    /// `after`, one page of the same listing, `{"<name>": [...], "next_after": id}`, as the other listings page.
     private func list<Row: Encodable & Sendable>(
         _ name: String, _ request: Request, _ context: AppRequestContext, id: (Row) -> UUID,
         _ body: @Sendable (CoupleBudget, Actor, PageRequest?) async throws -> [Row]
