@@ -8,68 +8,38 @@
 -- InitPlan (and the comparison an index condition) rather than a call for every row; the cast keeps ANY from
 -- taking the sub-select for a set of rows.
 
-ALTER TABLE couples ENABLE ROW LEVEL SECURITY;
-ALTER TABLE couples FORCE ROW LEVEL SECURITY;
-DROP POLICY IF EXISTS members_read ON couples;
-CREATE POLICY members_read ON couples FOR SELECT TO rbac_app
-    USING (id = ANY ((SELECT rbac.readable_couples())::uuid[]));
-
--- Who belongs, and the couple's own roles (as the policy's roles are for everyone): for its members.
+-- Who may read each table: its policy, the column that holds the couple (or the user), and the function that
+-- lists what the acting user may read. A table distributed on Citus keeps row-level security but gets no
+-- policy: one could not read the coordinator's memberships from a worker, and sql/citus/distribute.sql refuses
+-- rbac_app the table instead.
 DO $$
 DECLARE
     v_table text;
+    v_policy text;
+    v_column text;
+    v_readable text;
 BEGIN
-    FOREACH v_table IN ARRAY ARRAY['memberships', 'couple_roles', 'couple_role_permissions'] LOOP
-        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
-        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
-        EXECUTE format('DROP POLICY IF EXISTS members_read ON %I', v_table);
-        EXECUTE format('CREATE POLICY members_read ON %I FOR SELECT TO rbac_app '
-                       'USING (couple_id = ANY ((SELECT rbac.readable_couples())::uuid[]))', v_table);
-    END LOOP;
-END $$;
-
-ALTER TABLE invitations ENABLE ROW LEVEL SECURITY;
-ALTER TABLE invitations FORCE ROW LEVEL SECURITY;
-DROP POLICY IF EXISTS inviters_read ON invitations;
-CREATE POLICY inviters_read ON invitations FOR SELECT TO rbac_app
-    USING (couple_id = ANY ((SELECT rbac.readable_couples('collaborators.invite'))::uuid[]));
-
--- The couple's log, like the budget, is distributed on Citus and then refused to rbac_app.
-ALTER TABLE audit_log ENABLE ROW LEVEL SECURITY;
-ALTER TABLE audit_log FORCE ROW LEVEL SECURITY;
-DO $$
-BEGIN
-    IF NOT rbac.distributed('audit_log') THEN
-        DROP POLICY IF EXISTS auditors_read ON audit_log;
-        CREATE POLICY auditors_read ON audit_log FOR SELECT TO rbac_app
-            USING (couple_id = ANY ((SELECT rbac.readable_couples('audit.view'))::uuid[]));
-    END IF;
-END $$;
-
-ALTER TABLE users ENABLE ROW LEVEL SECURITY;
-ALTER TABLE users FORCE ROW LEVEL SECURITY;
-DROP POLICY IF EXISTS collaborators_read ON users;
-CREATE POLICY collaborators_read ON users FOR SELECT TO rbac_app
-    USING (id = ANY ((SELECT rbac.visible_users())::uuid[]));
-
--- The budget: members read what their view permissions cover; writes go through the services. On Citus,
--- where these tables are distributed, a policy could not read the coordinator's memberships from a worker:
--- sql/citus/distribute.sql refuses rbac_app these tables instead.
-DO $$
-DECLARE
-    v_table text;
-    v_permission text;
-BEGIN
-    FOR v_table, v_permission IN
-        SELECT table_name, view_permission FROM rbac.budget_tables()
-        UNION ALL VALUES ('budget_revisions', 'budget.view')
+    FOR v_table, v_policy, v_column, v_readable IN
+        VALUES ('couples', 'members_read', 'id', 'rbac.readable_couples()'),
+               -- Who belongs, and the couple's own roles (as the policy's roles are for everyone): for its members.
+               ('memberships', 'members_read', 'couple_id', 'rbac.readable_couples()'),
+               ('couple_roles', 'members_read', 'couple_id', 'rbac.readable_couples()'),
+               ('couple_role_permissions', 'members_read', 'couple_id', 'rbac.readable_couples()'),
+               ('invitations', 'inviters_read', 'couple_id', 'rbac.readable_couples(''collaborators.invite'')'),
+               ('audit_log', 'auditors_read', 'couple_id', 'rbac.readable_couples(''audit.view'')'),
+               ('users', 'collaborators_read', 'id', 'rbac.visible_users()')
+        -- The budget: members read what their view permissions cover; writes go through the services.
+        UNION ALL
+        SELECT table_name, 'viewers_read', 'couple_id', format('rbac.readable_couples(%L)', view_permission)
+        FROM (SELECT table_name, view_permission FROM rbac.budget_tables()
+              UNION ALL VALUES ('budget_revisions', 'budget.view')) budget
     LOOP
-        CONTINUE WHEN rbac.distributed(v_table);
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', v_table);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', v_table);
-        EXECUTE format('DROP POLICY IF EXISTS viewers_read ON %I', v_table);
-        EXECUTE format('CREATE POLICY viewers_read ON %I FOR SELECT TO rbac_app '
-                       'USING (couple_id = ANY ((SELECT rbac.readable_couples(%L))::uuid[]))', v_table, v_permission);
+        CONTINUE WHEN rbac.distributed(v_table);
+        EXECUTE format('DROP POLICY IF EXISTS %I ON %I', v_policy, v_table);
+        EXECUTE format('CREATE POLICY %I ON %I FOR SELECT TO rbac_app USING (%I = ANY ((SELECT %s)::uuid[]))',
+                       v_policy, v_table, v_column, v_readable);
     END LOOP;
 END $$;
 
