@@ -11,13 +11,14 @@ public final class PostgresConnection: @unchecked Sendable {
     // Safety: libpq allows one thread at a time per PGconn. `handle`, `preparedStatements` and `isClosed` are
     // touched only by blocks running on `queue`, a serial queue this connection owns (or in deinit, when no
     // other reference exists). `cancelHandle` is a PGcancel, which libpq documents as usable from any thread.
-    // `reusable` and `verifyOnNextUse` are atomic.
+    // `reusable`, `lost` and `verifyOnNextUse` are atomic.
     private let handle: OpaquePointer
     private let cancelHandle: OpaquePointer?
     private let queue: DispatchQueue
     private var preparedStatements: [String: String] = [:]
     private var isClosed = false
     private let reusable = Atomic<Bool>(true)
+    private let lost = Atomic<Bool>(false)
     private let verifyOnNextUse = Atomic<Bool>(false)
     /// Counts the statements sent, for the pool that opened this connection.
     private let counter: StatementCounter?
@@ -221,6 +222,10 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Whether the last statement left the connection open and outside a transaction (no I/O; for the pool).
     var isReusable: Bool { reusable.load(ordering: .acquiring) }
+
+    /// Whether the link to the server broke in the last statement: the server ended the connection, or it went
+    /// quiet past tcp_user_timeout (no I/O; for the pool).
+    var isLost: Bool { lost.load(ordering: .acquiring) }
 
     public func close() async {
         await withCheckedContinuation { continuation in
@@ -442,8 +447,9 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Once a round trip's results are read: notes whether the connection may go back to the pool, and throws
     /// `failure`, as a `CancellationError` when it is the cancellation the task asked for. Runs on `queue`.
     private func settle(_ failure: PostgresError?, cancellation: CancellationState?) throws {
-        reusable.store(
-            PQstatus(handle) == CONNECTION_OK && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
+        let connected = PQstatus(handle) == CONNECTION_OK
+        lost.store(!connected, ordering: .releasing)
+        reusable.store(connected && PQtransactionStatus(handle) == PQTRANS_IDLE, ordering: .releasing)
         if let failure {
             if cancellation?.isCancelled == true, failure.sqlState == .queryCanceled { throw CancellationError() }
             throw failure
@@ -472,6 +478,7 @@ public final class PostgresConnection: @unchecked Sendable {
 
     private func connectionError() -> PostgresError {
         reusable.store(false, ordering: .releasing)
+        lost.store(true, ordering: .releasing)
         let message = String(cString: PQerrorMessage(handle)).asOneLine
         return PostgresError(.connection, message: message.isEmpty ? "the connection to the server was lost" : message)
     }

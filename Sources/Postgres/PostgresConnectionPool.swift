@@ -67,6 +67,11 @@ public final class PostgresConnectionPool: Sendable {
                 await release(connection)
             } catch {
                 await release(connection)
+                // The idle connections reach the server the way this one did, and each handed out while the server
+                // or the path to it is gone would cost its statement the same wait (tcp_user_timeout) before it
+                // failed too; closed, they leave the next statement to open a connection, which finds the server
+                // back or fails within connect_timeout.
+                if connection.isLost { await closeIdle() }
                 throw error
             }
         }
@@ -91,18 +96,23 @@ public final class PostgresConnectionPool: Sendable {
 
     /// Closes idle connections and refuses new leases; leased connections close when they come back.
     public func close() async {
-        let (idle, waiters) = state.withLock { state in
+        let waiters = state.withLock { state in
             state.isClosed = true
-            defer {
-                state.idle = []
-                state.waiters = []
-            }
-            state.open -= state.idle.count
-            return (state.idle, state.waiters)
+            defer { state.waiters = [] }
+            return state.waiters
         }
         for waiter in waiters {
             waiter.timer.cancel()
             waiter.continuation.resume(throwing: Self.closedError)
+        }
+        await closeIdle()
+    }
+
+    private func closeIdle() async {
+        let idle = state.withLock { state in
+            defer { state.idle = [] }
+            state.open -= state.idle.count
+            return state.idle
         }
         for connection in idle { await connection.close() }
     }

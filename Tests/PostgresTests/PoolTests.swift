@@ -80,6 +80,40 @@ struct PoolTests {
         }
     }
 
+    @Test("a connection lost mid-statement takes the idle ones with it, and the next statement opens its own")
+    func lostConnectionClosesIdle() async throws {
+        try await TestDatabase.withFresh { configuration in
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 3)
+            // Three connections open at once, then idle.
+            let together = Barrier(count: 3)
+            let opened = try await withThrowingTaskGroup(of: Int32.self) { group in
+                for _ in 0..<3 {
+                    group.addTask {
+                        try await pool.withConnection { connection in
+                            await together.arrive()
+                            return connection.backendPID
+                        }
+                    }
+                }
+                return try await group.reduce(into: Set<Int32>()) { $0.insert($1) }
+            }
+            #expect(opened.count == 3)
+            // A statement the server refuses leaves its connection, and the others, as they were.
+            let refused = await #expect(throws: PostgresError.self) { try await pool.query("SELECT 1 / 0") }
+            #expect(refused?.kind == .server)
+            #expect(pool.usage == (open: 3, idle: 3, waiting: 0))
+            let ended = await #expect(throws: PostgresError.self) {
+                try await pool.query("SELECT pg_terminate_backend(pg_backend_pid())")
+            }
+            #expect(ended?.sqlState == .adminShutdown)
+            #expect(pool.usage == (open: 0, idle: 0, waiting: 0))
+            // Handed one of the idle ones, it would be one of those opened before.
+            let next = try await pool.withConnection { $0.backendPID }
+            #expect(!opened.contains(next))
+            await pool.close()
+        }
+    }
+
     @Test("the pool recovers after the server restarts, and prepared statements are prepared again")
     func serverRestart() async throws {
         // A cluster of this test's own, so the restart disturbs no other test.
