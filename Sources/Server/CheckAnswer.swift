@@ -11,8 +11,8 @@ enum CheckAnswer {
     static let route = "/v1/check"
 
     /// Set by the fast path alone (it takes the field off every request it hands on) on a check it handed on
-    /// because the database did not answer it: the route answers 503 without asking again, which would double
-    /// the client's wait for a database that is down or unreachable.
+    /// because the database did not answer it: the router answers 503 without asking again, for the key or the
+    /// check, which would double the client's wait for a database that is down or unreachable.
     static let unavailable = HTTPField.Name("Rbac-Database-Unavailable")!
 
     /// `{"allowed":true,"revision":7}`, as `PermissionAPIController.json` would write it without JSONEncoder's

@@ -414,6 +414,13 @@ struct RouterTests {
                 #expect(response.status == .ok)
                 #expect(text(response) == #"{"allowed":true,"revision":1}"#)
             }
+            // A check the fast path found the database unable to answer: 503 before the key is looked up again.
+            for key in ["Bearer \(fixture.apiKey)", "Bearer rbk_wrong"] {
+                let marked: HTTPFields = [.authorization: key, CheckAnswer.unavailable: "1"]
+                try await client.execute(uri: "/v1/check", method: .post, headers: marked, body: body) {
+                    #expect($0.status == .serviceUnavailable, "\(key)")
+                }
+            }
             // The scheme's name in any case, then one space or more (RFC 6750, 2.1); anything else before the key
             // is no bearer credential.
             for (scheme, status) in [

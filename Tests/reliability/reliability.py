@@ -704,9 +704,10 @@ def black_hole(key, a, b):
     recovered = min(again) - restored if again else float("inf")
     errors = sum(status is None or status >= 500 and status != 503 for _, _, status in samples)
     longest = max(waits, default=float("inf"))
-    # A check is asked once, before the router or by its route, never by both: it waits at the most for the batch
-    # ahead of it on a connection gone quiet (15 s, tcp_user_timeout), then for its own opening one (10 s,
-    # connect_timeout). Without those settings a check waits out the hole, and beyond.
+    # A check is asked once, before the router or by its route, never by both (nor is its key looked up again), and
+    # a connection gone quiet takes the pool's idle ones with it: a check waits at the most for the batch ahead of
+    # it on that connection (15 s, tcp_user_timeout), then for its own opening one (10 s, connect_timeout).
+    # Without those settings a check waits out the hole, and beyond.
     report(name, longest <= 30 and recovered <= 10 and feed_back <= 15 and errors == 0,
            f"{HOLE} s dropped, {len(waits)} checks answered in it, the longest after {longest:.1f} s; "
            f"answered again {recovered:.1f} s after, from the cache {feed_back:.1f} s after; errors but 503: {errors}")
