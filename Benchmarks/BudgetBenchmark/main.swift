@@ -156,8 +156,8 @@ func naiveOverview(_ couple: UUID, _ scenario: UUID) async throws -> BudgetOverv
 }
 
 /// The time of `body` in milliseconds.
-func milliseconds(_ body: () async throws -> Void) async throws -> Double {
-    let elapsed = try await ContinuousClock().measure(body)
+func milliseconds<Value>(_ body: () async throws -> Value) async throws -> Double {
+    let elapsed = try await ContinuousClock().measure { _ = try await body() }
     return Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15
 }
 
