@@ -138,8 +138,21 @@ public actor CoupleBudget {
     public func eventCategories(scenario: UUID, as actor: Actor) async throws -> EventCategories {
         let items = try await items(scenario: scenario, as: actor)
         return EventCategories(
-            events: Set(items.map(\.event)).subtracting([""]).sorted(),
-            categories: Set(items.map(\.category)).subtracting([""]).sorted())
+            events: Self.distinct(items.map(\.event)), categories: Self.distinct(items.map(\.category)))
+    }
+
+    /// Labels as a list to pick from: "Flowers" and "flowers" read as one, so they are listed once, as most
+    /// items spell it (of spellings used as often, the first in code-point order), and the list is sorted
+    /// regardless of case, as budget listings are, so that "apple" is not listed after "Zebra". No label ("")
+    /// is not listed.
+    static func distinct(_ labels: [String]) -> [String] {
+        var spellings: [String: [String: Int]] = [:]
+        for label in labels where !label.isEmpty {
+            spellings[label.lowercased(), default: [:]][label, default: 0] += 1
+        }
+        return spellings.sorted { $0.key < $1.key }.compactMap { _, counts in
+            counts.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key
+        }
     }
 
     public func renameFolder(_ folder: UUID, to name: String, as actor: Actor) async throws -> Folder {

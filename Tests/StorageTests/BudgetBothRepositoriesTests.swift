@@ -276,9 +276,9 @@ struct BudgetBothRepositoriesTests {
     }
 
     @Test(
-        "a label is kept without the space around it, so items group as they read; one showing nothing is none",
+        "a label is kept without the space around it and listed once whatever its case, so items group as they read",
         arguments: Backend.allCases)
-    func labelsTrimmed(backend: Backend) async throws {
+    func labelsGroupAsTheyRead(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
             let admin = Self.admin
             let main = try await b.createScenario(named: "Main", primary: true, as: admin)
@@ -297,6 +297,22 @@ struct BudgetBothRepositoriesTests {
             #expect(
                 try await b.eventCategories(scenario: main.id, as: admin)
                     == EventCategories(events: [], categories: ["Food"]))
+
+            // Labels that differ only in case are listed once, as most items spell them, and sorted regardless
+            // of case; each item keeps its own spelling.
+            for (name, category, event) in [
+                ("Roses", "flowers", "Ceremony"), ("Tulips", "Flowers", "ceremony"), ("Lilies", "Flowers", ""),
+                ("Beer", "FOOD", "reception"), ("Juice", "apéritif", "Reception"), ("Tonic", "APÉRITIF", ""),
+            ] {
+                _ = try await b.createItem(
+                    named: name, scenario: main.id, budgeted: 10, category: category, event: event, as: admin)
+            }
+            #expect(
+                try await b.eventCategories(scenario: main.id, as: admin)
+                    == EventCategories(events: ["Ceremony", "Reception"], categories: ["APÉRITIF", "Flowers", "Food"]))
+            #expect(
+                try await b.items(scenario: main.id, as: admin).map(\.category).sorted()
+                    == ["APÉRITIF", "FOOD", "Flowers", "Flowers", "Food", "Food", "apéritif", "flowers"])
         }
     }
 
