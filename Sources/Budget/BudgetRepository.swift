@@ -10,7 +10,8 @@ public protocol BudgetRepository: Sendable {
     /// The couple's budget revision (0 before its first budget write), and whether `scenario` is one of its
     /// scenarios.
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
-    /// The items of `scenario`, by name; with `page`, that page of them.
+    /// The items of `scenario`, by name regardless of letter case ("apple" before "Banana"), then as written;
+    /// with `page`, that page of them.
     func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem]
     /// The allocations of `scenario`, as the overview adds them up: in whole cents, in parts that the overview
     /// tallies in parallel. Each part is ordered by budget item and then by expense, and holds all of its items'
@@ -35,7 +36,7 @@ public protocol BudgetRepository: Sendable {
     func setPrimaryScenario(couple: UUID, scenario: UUID, as actor: Actor) async throws -> Scenario
     /// Renames a scenario; throws `BudgetRecord.scenario.notFound` when the couple has no such scenario.
     func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario
-    /// The folders of `scenario`, by name; with `page`, that page of them.
+    /// The folders of `scenario`, by name as items are; with `page`, that page of them.
     func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder]
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder
     /// Renames a folder; throws `BudgetRecord.folder.notFound` when the couple has no such folder.
@@ -44,7 +45,7 @@ public protocol BudgetRepository: Sendable {
 
     // MARK: Expenses, payments, gifts
 
-    /// The expenses, by due date (those without one last) and name; with `page`, that page of them.
+    /// The expenses, by due date (those without one last) and name as items are; with `page`, that page of them.
     func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense]
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense
     /// The payments of `expenses`, or (nil) of every expense, oldest first.
@@ -53,7 +54,7 @@ public protocol BudgetRepository: Sendable {
     /// such expense.
     func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]?
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment
-    /// The gifts and money owed, by whom from; with `page`, that page of them.
+    /// The gifts and money owed, by whom from, as items are by name; with `page`, that page of them.
     func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift]
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift
 

@@ -45,7 +45,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
         try read {
             try Self.listed(
-                .item, Self.items(of: scenario, in: $0), page, id: \.id, by: { ($0.name, $0.id) < ($1.name, $1.id) })
+                .item, Self.items(of: scenario, in: $0), page, id: \.id, by: Self.byName(\.name, \.id))
         }
     }
 
@@ -162,7 +162,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         try read {
             try Self.listed(
                 .folder, $0.folders.filter { $0.scenarioID == scenario }, page, id: \.id,
-                by: { ($0.name, $0.id) < ($1.name, $1.id) })
+                by: Self.byName(\.name, \.id))
         }
     }
 
@@ -207,7 +207,8 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             try Self.listed(
                 .expense, $0.expenses, page, id: \.id,
                 by: {
-                    ($0.dueDate?.description ?? "~", $0.name, $0.id) < ($1.dueDate?.description ?? "~", $1.name, $1.id)
+                    let (due, otherDue) = ($0.dueDate?.description ?? "~", $1.dueDate?.description ?? "~")
+                    return due == otherDue ? Self.byName(\Expense.name, \.id)($0, $1) : due < otherDue
                 })
         }
     }
@@ -244,7 +245,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
-        try read { try Self.listed(.gift, $0.gifts, page, id: \.id, by: { ($0.from, $0.id) < ($1.from, $1.id) }) }
+        try read { try Self.listed(.gift, $0.gifts, page, id: \.id, by: Self.byName(\.from, \.id)) }
     }
 
     public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] { [] }
@@ -253,6 +254,13 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         guard let first = limits.first else { return }
         throw BudgetError(
             .invalidInput, "\(quoted(first.table)) is not a budget table here: no table has limits")
+    }
+
+    /// Rows by name as PostgresBudgetRepository lists them: regardless of letter case, then as written, then by id.
+    private static func byName<Row>(_ name: @escaping (Row) -> String, _ id: @escaping (Row) -> UUID)
+        -> (Row, Row) -> Bool
+    {
+        { (name($0).lowercased(), name($0), id($0)) < (name($1).lowercased(), name($1), id($1)) }
     }
 
     /// `rows` in the listing's order (`areInOrder`; nil: as stored), all of them or with `page` the page after the row

@@ -90,9 +90,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """
                 SELECT \(sql: itemColumns) FROM budget_items
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                  AND (\(page?.after)::uuid IS NULL
-                       OR (name, id) > (SELECT name, id FROM budget_items WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY name, id LIMIT \(page?.limit)
+                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byName), id) > (
+                       SELECT \(sql: Self.byName), id FROM budget_items WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY \(sql: Self.byName), id LIMIT \(page?.limit)
                 """
             ).prepared(as: "budget_items")
         ).map(item)
@@ -258,9 +258,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """
                 SELECT \(sql: Self.folderColumns) FROM budget_folders
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                  AND (\(page?.after)::uuid IS NULL OR (name, id) > (
-                       SELECT name, id FROM budget_folders WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY name, id LIMIT \(page?.limit)
+                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byName), id) > (
+                       SELECT \(sql: Self.byName), id FROM budget_folders WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY \(sql: Self.byName), id LIMIT \(page?.limit)
                 """, couple: couple
             ).map(Self.folder)
         }
@@ -306,10 +306,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """
                 SELECT \(sql: Self.expenseColumns) FROM expenses
                 WHERE couple_id = \(couple)
-                  AND (\(page?.after)::uuid IS NULL OR (coalesce(due_date, 'infinity'), name, id) > (
-                       SELECT coalesce(due_date, 'infinity'), name, id FROM expenses
+                  AND (\(page?.after)::uuid IS NULL OR (coalesce(due_date, 'infinity'), \(sql: Self.byName), id) > (
+                       SELECT coalesce(due_date, 'infinity'), \(sql: Self.byName), id FROM expenses
                        WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY coalesce(due_date, 'infinity'), name, id LIMIT \(page?.limit)
+                ORDER BY coalesce(due_date, 'infinity'), \(sql: Self.byName), id LIMIT \(page?.limit)
                 """, couple: couple
             ).map(Self.expense)
         }
@@ -370,9 +370,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
                 """
                 SELECT \(sql: Self.giftColumns) FROM gifts_and_owed
                 WHERE couple_id = \(couple)
-                  AND (\(page?.after)::uuid IS NULL OR (from_name, id) > (
-                       SELECT from_name, id FROM gifts_and_owed WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY from_name, id LIMIT \(page?.limit)
+                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byFromName), id) > (
+                       SELECT \(sql: Self.byFromName), id FROM gifts_and_owed
+                       WHERE couple_id = \(couple) AND id = \(page?.after)))
+                ORDER BY \(sql: Self.byFromName), id LIMIT \(page?.limit)
                 """, couple: couple
             ).map(Self.gift)
         }
@@ -586,6 +587,12 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     // MARK: Rows
+
+    /// Names in the order people read them: regardless of letter case, then as written, in code points
+    /// whatever the database's collation (as InMemoryBudgetRepository sorts them), which lets PostgreSQL sort by
+    /// comparing bytes. Listings and their pages' keysets use the same expression, so that pages are slices.
+    static let byName: StaticString = #"lower(name) COLLATE "C", name COLLATE "C""#
+    static let byFromName: StaticString = #"lower(from_name) COLLATE "C", from_name COLLATE "C""#
 
     // One column list per table, which its decoder below reads.
     static let scenarioColumns: StaticString = "id, name, is_primary"

@@ -363,16 +363,24 @@ struct BudgetBothRepositoriesTests {
             let admin = Self.admin
             let main = try await b.createScenario(named: "Main", primary: true, as: admin)
             let deposit = try await b.createExpense(named: "Deposit", amount: 100, as: admin)
+            // Odd names in small letters: listed by name regardless of case, they alternate with the others.
+            func name(_ letter: String, _ n: Int) -> String {
+                n % 2 == 1 ? "\(letter.lowercased())\(n)" : "\(letter)\(n)"
+            }
             for n in 1...4 {
                 _ = try await b.createScenario(named: "S\(n)", as: admin)
-                _ = try await b.createExpense(named: "E\(n)", amount: 10, as: admin)
+                _ = try await b.createExpense(named: name("E", n), amount: 10, as: admin)
             }
             for n in 1...5 {
-                _ = try await b.createFolder(named: "F\(n)", scenario: main.id, as: admin)
-                _ = try await b.createItem(named: "I\(n)", scenario: main.id, budgeted: 10, as: admin)
+                _ = try await b.createFolder(named: name("F", n), scenario: main.id, as: admin)
+                _ = try await b.createItem(named: name("I", n), scenario: main.id, budgeted: 10, as: admin)
                 _ = try await b.recordPayment(expense: deposit.id, amount: 1, as: admin)
-                _ = try await b.recordGift(from: "G\(n)", amount: 1, received: false, as: admin)
+                _ = try await b.recordGift(from: name("G", n), amount: 1, received: false, as: admin)
             }
+            #expect(try await b.items(scenario: main.id, as: admin).map(\.name) == ["i1", "I2", "i3", "I4", "i5"])
+            #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["f1", "F2", "f3", "F4", "f5"])
+            #expect(try await b.expenses(as: admin).map(\.name) == ["Deposit", "e1", "E2", "e3", "E4"])
+            #expect(try await b.gifts(as: admin).map(\.from) == ["g1", "G2", "g3", "G4", "g5"])
             let today = CalendarDay.today()
 
             /// Pages of 2 of a listing, each after the last id of the one before, until one is short; and the
