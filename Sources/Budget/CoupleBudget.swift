@@ -145,7 +145,7 @@ public actor CoupleBudget {
     /// items spell it (of spellings used as often, the first in code-point order), and the list is sorted
     /// regardless of case, as budget listings are, so that "apple" is not listed after "Zebra". No label ("")
     /// is not listed.
-    static func distinct(_ labels: [String]) -> [String] {
+    private static func distinct(_ labels: [String]) -> [String] {
         var spellings: [String: [String: Int]] = [:]
         for label in labels where !label.isEmpty {
             spellings[label.lowercased(), default: [:]][label, default: 0] += 1
