@@ -85,7 +85,29 @@ extension BudgetNoun {
     }
 }
 
+/// A kind of budget record with a name of its own to change (scenarios, folders).
+protocol RenamableNoun: BudgetNoun {
+    static func rename(_ budget: CoupleBudget, _ id: UUID, to name: String, as actor: Actor) async throws -> Row
+}
+
 extension RBAC.BudgetCommand {
+    /// `rbac budget <noun> rename ID --name NAME`, the same for every noun that has one.
+    struct Rename<Noun: RenamableNoun>: AsyncParsableCommand {
+        static var configuration: CommandConfiguration {
+            CommandConfiguration(
+                commandName: "rename", abstract: "Rename a \(Noun.record.rawValue).",
+                discussion: "Example: \(Noun.commandPath) rename ID --couple C --name \"New name\"")
+        }
+        @Argument(help: "Its id.") var id: String
+        @Option(help: "The new name.") var name: String
+        @OptionGroup var options: Options
+
+        func run() async throws {
+            let id = try Parse.id(id, Noun.record.rawValue)
+            try await options.write(Noun.table) { try await Noun.rename($0, id, to: name, as: $1) }
+        }
+    }
+
     /// `rbac budget <noun> delete ID`, the same for every noun.
     struct Delete<Noun: BudgetNoun>: AsyncParsableCommand {
         static var configuration: CommandConfiguration {

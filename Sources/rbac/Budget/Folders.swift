@@ -4,19 +4,24 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Folders: BudgetNoun {
+    struct Folders: RenamableNoun {
         static let record = BudgetRecord.folder
         static let about = (
             abstract: "Folders of a scenario's items (file an item with rbac budget items add|edit --folder).",
             example: "rbac budget folders add Reception --couple C"
         )
-        static let verbs: [any ParsableCommand.Type] = [Add.self, Rename.self]
+        static let verbs: [any ParsableCommand.Type] = [Add.self, RBAC.BudgetCommand.Rename<Self>.self]
 
         static let listAbstract = "List a scenario's folders."
         static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
             -> [Folder]
         {
             try await budget.folders(scenario: try await scope.id(in: budget, as: actor), page: page, as: actor)
+        }
+
+        static func rename(_ budget: CoupleBudget, _ id: UUID, to name: String, as actor: Actor) async throws -> Folder
+        {
+            try await budget.renameFolder(id, to: name, as: actor)
         }
 
         static func table(_ folders: [Folder]) -> Table {
@@ -34,20 +39,6 @@ extension RBAC.BudgetCommand {
                 try await options.write(Folders.table) {
                     try await $0.createFolder(named: name, scenario: try await scenario.id(in: $0, as: $1), as: $1)
                 }
-            }
-        }
-
-        struct Rename: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(
-                abstract: "Rename a folder.",
-                discussion: "Example: rbac budget folders rename F --couple C --name Party")
-            @Argument(help: "The folder's id.") var folder: String
-            @Option(help: "The new name.") var name: String
-            @OptionGroup var options: Options
-
-            func run() async throws {
-                let id = try Parse.id(folder, "folder")
-                try await options.write(Folders.table) { try await $0.renameFolder(id, to: name, as: $1) }
             }
         }
     }

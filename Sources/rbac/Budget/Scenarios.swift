@@ -4,19 +4,27 @@ import Collaboration
 import Foundation
 
 extension RBAC.BudgetCommand {
-    struct Scenarios: BudgetNoun {
+    struct Scenarios: RenamableNoun {
         static let record = BudgetRecord.scenario
         static let about = (
             abstract: "What-if versions of the budget, one of them primary.",
             example: "rbac budget scenarios add Main --couple C --primary"
         )
-        static let verbs: [any ParsableCommand.Type] = [Add.self, Rename.self, MakePrimary.self, Clone.self]
+        static let verbs: [any ParsableCommand.Type] = [
+            Add.self, RBAC.BudgetCommand.Rename<Self>.self, MakePrimary.self, Clone.self,
+        ]
 
         static let listAbstract = "List the couple's scenarios."
         static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
             -> [Scenario]
         {
             try await budget.scenarios(page: page, as: actor)
+        }
+
+        static func rename(_ budget: CoupleBudget, _ id: UUID, to name: String, as actor: Actor) async throws
+            -> Scenario
+        {
+            try await budget.renameScenario(id, to: name, as: actor)
         }
 
         static func table(_ scenarios: [Scenario]) -> Table {
@@ -36,20 +44,6 @@ extension RBAC.BudgetCommand {
                 try await options.write(Scenarios.table) {
                     try await $0.createScenario(named: name, primary: primary, as: $1)
                 }
-            }
-        }
-
-        struct Rename: AsyncParsableCommand {
-            static let configuration = CommandConfiguration(
-                abstract: "Rename a scenario.",
-                discussion: "Example: rbac budget scenarios rename S --couple C --name Frugal")
-            @Argument(help: "The scenario's id.") var scenario: String
-            @Option(help: "The new name.") var name: String
-            @OptionGroup var options: Options
-
-            func run() async throws {
-                let id = try Parse.id(scenario, "scenario")
-                try await options.write(Scenarios.table) { try await $0.renameScenario(id, to: name, as: $1) }
             }
         }
 
