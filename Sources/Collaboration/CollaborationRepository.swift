@@ -34,8 +34,9 @@ public protocol CollaborationRepository: Sendable {
     /// A page of couples, oldest first: at most `limit` (1 to 1000) after `after` (`Couple.cursor`).
     func couples(limit: Int, after: PageCursor<Date>?) async throws -> [Couple]
 
-    /// The couples `user` belongs to, by couple id: a page of at most `limit` after the couple id `after`.
-    func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple]
+    /// The couples `user` belongs to, in the order they joined them: a page of at most `limit` (1 to 1000) after
+    /// `after` (`UserCouple.cursor`).
+    func userCouples(_ user: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) async throws -> [UserCouple]
 
     /// Everything `user` may do in `couple`, read together with the couple's revision (for trusted backends;
     /// no acting user).
@@ -56,8 +57,9 @@ public protocol CollaborationRepository: Sendable {
     /// Deletes a role the couple defined; one still held needs `reassign`, the role its holders move to.
     func deleteRole(couple: UUID, name: RoleName, reassign: RoleName?, as actor: Actor) async throws
 
-    /// A page of the couple's members in user id order, those after `after`; `limit` is 1 to 1000.
-    func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member]
+    /// A page of the couple's members in the order they joined: at most `limit` (1 to 1000) after `after`
+    /// (`Member.cursor`).
+    func members(couple: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) async throws -> [Member]
     /// Adds `user` with `role`, or changes the role they hold, until `expiresAt` (nil: for good).
     func grant(couple: UUID, user: UUID, role: RoleName, expiresAt: Date?, as actor: Actor) async throws -> Membership
     func suspend(couple: UUID, user: UUID, as actor: Actor) async throws -> Membership

@@ -152,8 +152,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         try User.validateSearch(search)
         let users = usersByID.values.sorted { $0.email.lowercased() < $1.email.lowercased() }
         let following = try Self.orderedPage(
-            users, id: \.id, key: \.email, after: after, limit: users.count, noun: "user"
-        ) { user, email, _ in user.email.lowercased() > email.lowercased() }
+            users, id: \.id, key: \.email, after: after, limit: users.count,
+            follows: { user, email, _ in user.email.lowercased() > email.lowercased() },
+            missing: { "user \($0.uuidString.lowercased()) does not exist" })
         return Array(following.filter { user in search.map(user.matches) ?? true }.prefix(limit))
     }
 
@@ -208,26 +209,27 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     public func couples(limit: Int, after: PageCursor<Date>?) throws -> [Couple] {
         try requirePageSize(limit)
-        let couples = couplesByID.values.sorted {
-            ($0.createdAt, $0.id.uuidString) < ($1.createdAt, $1.id.uuidString)
-        }
-        return try Self.orderedPage(couples, id: \.id, key: \.createdAt, after: after, limit: limit, noun: "couple") {
-            couple, createdAt, id in (couple.createdAt, couple.id.uuidString) > (createdAt, id.uuidString)
+        return try Self.oldestFirst(Array(couplesByID.values), id: \.id, at: \.createdAt, after: after, limit: limit) {
+            "couple \($0.uuidString.lowercased()) does not exist"
         }
     }
 
-    public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [UserCouple] {
+    public func userCouples(_ user: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) throws
+        -> [UserCouple]
+    {
         if case .user(let id) = actor, id != user {
             throw CollaborationError(.permissionDenied, "permission denied: users can list only their own couples")
         }
         try requirePageSize(limit)
         let couples = memberships.compactMap { couple, members -> UserCouple? in
-            guard let member = members[user]?.membership, let name = couplesByID[couple]?.name else { return nil }
+            guard let entry = members[user], let name = couplesByID[couple]?.name else { return nil }
             return UserCouple(
-                coupleID: couple, coupleName: name, role: member.role, status: listedStatus(member),
-                expiresAt: member.expiresAt)
+                coupleID: couple, coupleName: name, role: entry.membership.role, status: listedStatus(entry.membership),
+                joinedAt: entry.joinedAt, expiresAt: entry.membership.expiresAt)
         }
-        return PageRequest(limit: limit, after: after).of(couples, id: \.coupleID)
+        return try Self.oldestFirst(couples, id: \.coupleID, at: \.joinedAt, after: after, limit: limit) {
+            "user \(user.uuidString.lowercased()) is no member of couple \($0.uuidString.lowercased()) to page after"
+        }
     }
 
     // MARK: Permissions
@@ -365,18 +367,20 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     // MARK: Memberships
 
-    public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) throws -> [Member] {
+    public func members(couple: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) throws -> [Member] {
         _ = try requirePermission(couple, "collaborators.view", actor)
         try requirePageSize(limit)
-        return PageRequest(limit: limit, after: after).of(members(of: couple), id: \.user.id)
+        return try Self.oldestFirst(members(of: couple), id: \.user.id, at: \.joinedAt, after: after, limit: limit) {
+            "user \($0.uuidString.lowercased()) is no member of couple \(couple.uuidString.lowercased()) to page after"
+        }
     }
 
     /// The domains a couple may invite are not kept here: none, which is any.
-    public func coupleDetail(_ couple: UUID, as actor: Actor) throws -> CoupleDetail {
+    public func coupleDetail(_ couple: UUID, as actor: Actor) async throws -> CoupleDetail {
         _ = try requirePermission(couple, "collaborators.view", actor)
         return CoupleDetail(
             couple: try self.couple(couple), inviteDomains: [],
-            members: members(of: couple).sorted { $0.user.id < $1.user.id })
+            members: try await everyPage(id: \.cursor) { try members(couple: couple, limit: $0, after: $1, as: actor) })
     }
 
     private func members(of couple: UUID) -> [Member] {
@@ -755,16 +759,27 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     /// A keyset page of items in the order given: those that `follows` the place `after` names, at its key, else
-    /// at the key of the item with its id, which must exist.
+    /// at the key of the item with its id, which must exist (else the refusal `missing` words for that id).
     private static func orderedPage<Item, Key>(
-        _ items: [Item], id: (Item) -> UUID, key: (Item) -> Key, after: PageCursor<Key>?, limit: Int, noun: String,
-        follows: (Item, Key, UUID) -> Bool
+        _ items: [Item], id: (Item) -> UUID, key: (Item) -> Key, after: PageCursor<Key>?, limit: Int,
+        follows: (Item, Key, UUID) -> Bool, missing: (UUID) -> String
     ) throws -> [Item] {
         guard let after else { return Array(items.prefix(limit)) }
         guard let place = after.key ?? items.first(where: { id($0) == after.id }).map(key) else {
-            throw CollaborationError(.notFound, "\(noun) \(after.id.uuidString.lowercased()) does not exist")
+            throw CollaborationError(.notFound, missing(after.id))
         }
         return Array(items.filter { follows($0, place, after.id) }.prefix(limit))
+    }
+
+    /// `orderedPage` of items oldest first, at `at`, then by id (uuids in PostgreSQL's byte order).
+    private static func oldestFirst<Item>(
+        _ items: [Item], id: KeyPath<Item, UUID>, at: KeyPath<Item, Date>, after: PageCursor<Date>?, limit: Int,
+        missing: (UUID) -> String
+    ) throws -> [Item] {
+        func place(_ item: Item) -> (Date, String) { (item[keyPath: at], item[keyPath: id].uuidString) }
+        return try orderedPage(
+            items.sorted { place($0) < place($1) }, id: { $0[keyPath: id] }, key: { $0[keyPath: at] }, after: after,
+            limit: limit, follows: { item, time, last in place(item) > (time, last.uuidString) }, missing: missing)
     }
 
     /// A user's name, else their address, as others are shown them; nil for no user, or one gone.

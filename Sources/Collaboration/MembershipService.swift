@@ -58,17 +58,19 @@ public actor MembershipService {
         }
     }
 
-    /// Every member, in user id order.
+    /// Every member, in the order they joined.
     public func members(of couple: UUID, as actor: Actor) async throws -> [Member] {
         try await metrics.measure("membership.members") {
-            try await everyPage(id: \.user.id) { limit, after in
+            try await everyPage(id: \.cursor) { limit, after in
                 try await repository.members(couple: couple, limit: limit, after: after, as: actor)
             }
         }
     }
 
-    /// A page of members in user id order, those after `after`; `limit` is 1 to 1000.
-    public func members(of couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
+    /// A page of members in the order they joined, those after `after` (`Member.cursor`); `limit` is 1 to 1000.
+    public func members(of couple: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) async throws
+        -> [Member]
+    {
         try await metrics.measure("membership.members") {
             try await repository.members(couple: couple, limit: limit, after: after, as: actor)
         }

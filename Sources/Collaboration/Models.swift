@@ -166,6 +166,9 @@ public struct Member: Sendable, Hashable, Codable {
         self.joinedAt = joinedAt
         self.expiresAt = expiresAt
     }
+
+    /// The page of members after this one, as listed.
+    public var cursor: PageCursor<Date> { PageCursor(id: user.id, key: joinedAt) }
 }
 
 public enum InvitationStatus: String, Sendable, Codable, CaseIterable {
@@ -342,13 +345,21 @@ public struct UserCouple: Sendable, Hashable, Codable {
     public let coupleName: String
     public let role: RoleName
     public let status: MembershipStatus
+    public let joinedAt: Date
     public let expiresAt: Date?
 
-    public init(coupleID: UUID, coupleName: String, role: RoleName, status: MembershipStatus, expiresAt: Date? = nil) {
+    public init(
+        coupleID: UUID, coupleName: String, role: RoleName, status: MembershipStatus, joinedAt: Date,
+        expiresAt: Date? = nil
+    ) {
         self.coupleID = coupleID
         self.coupleName = coupleName
         self.role = role
         self.status = status
+        self.joinedAt = joinedAt
         self.expiresAt = expiresAt
     }
+
+    /// The page of the user's couples after this one, as listed.
+    public var cursor: PageCursor<Date> { PageCursor(id: coupleID, key: joinedAt) }
 }

@@ -94,14 +94,16 @@ struct PermissionAPIController {
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try APIError.uuid(context.parameters.get("user"), "user id")
         let (limit, after) = try Self.page(request)
-        let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
+        let couples = try await repository.userCouples(
+            user, limit: limit, after: after.map { PageCursor(id: $0) }, as: actor(context))
         return try Self.json(Page("couples", couples, limit: limit) { $0.coupleID })
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
         let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
         let (limit, after) = try Self.page(request)
-        let members = try await memberships.members(of: couple, limit: limit, after: after, as: actor(context))
+        let members = try await memberships.members(
+            of: couple, limit: limit, after: after.map { PageCursor(id: $0) }, as: actor(context))
         return try Self.json(Page("members", members, limit: limit) { $0.user.id })
     }
 

@@ -168,7 +168,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
             guard let row = rows.first else {
                 throw CollaborationError(.notFound, "couple \(id.uuidString.lowercased()) does not exist")
             }
-            let members = try await everyPage(id: \.user.id) { try await Self.members(id, $0, $1, on: connection) }
+            let members = try await everyPage(id: \.cursor) { try await Self.members(id, $0, $1, on: connection) }
             return CoupleDetail(
                 couple: try Self.couple(row), inviteDomains: try row.decode("invite_domains"), members: members)
         }
@@ -195,18 +195,20 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func userCouples(_ user: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [UserCouple] {
+    public func userCouples(_ user: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) async throws
+        -> [UserCouple]
+    {
         try await run(as: actor) { connection in
             try await connection.query(
                 """
-                SELECT couple_id, couple_name, role, status, expires_at
-                FROM user_couples(\(user), \(Int32(clamping: limit)), \(after))
+                SELECT couple_id, couple_name, role, status, joined_at, expires_at
+                FROM user_couples(\(user), \(Int32(clamping: limit)), \(after?.id), \(after?.key))
                 """
             ).map { row in
                 UserCouple(
                     coupleID: try row.decode("couple_id"), coupleName: try row.decode("couple_name"),
                     role: try Self.roleName(row.decode("role")), status: try Self.status(row.decode("status")),
-                    expiresAt: try row.decode("expires_at"))
+                    joinedAt: try row.decode("joined_at"), expiresAt: try row.decode("expires_at"))
             }
         }
     }
@@ -315,17 +317,19 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Memberships
 
-    public func members(couple: UUID, limit: Int, after: UUID?, as actor: Actor) async throws -> [Member] {
+    public func members(couple: UUID, limit: Int, after: PageCursor<Date>?, as actor: Actor) async throws
+        -> [Member]
+    {
         try await run(as: actor) { try await Self.members(couple, limit, after, on: $0) }
     }
 
-    private static func members(_ couple: UUID, _ limit: Int, _ after: UUID?, on connection: PostgresConnection)
-        async throws -> [Member]
-    {
+    private static func members(
+        _ couple: UUID, _ limit: Int, _ after: PageCursor<Date>?, on connection: PostgresConnection
+    ) async throws -> [Member] {
         try await connection.query(
             """
             SELECT user_id, email, display_name, role, status, joined_at, expires_at
-            FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after))
+            FROM couple_members(\(couple), \(Int32(clamping: limit)), \(after?.id), \(after?.key))
             """
         ).map { row in
             Member(

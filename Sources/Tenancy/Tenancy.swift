@@ -19,7 +19,7 @@ public enum Actor: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// One page of a listing: at most `limit` rows, those that follow the row `after` names in the listing's order
-/// (the last one of the page before; nil for the first page). The collaboration listings are in id order.
+/// (the last one of the page before; nil for the first page).
 public struct PageRequest: Sendable, Hashable {
     public let limit: Int
     public let after: UUID?

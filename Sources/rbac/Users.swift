@@ -59,7 +59,7 @@ extension RBAC {
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let found = try await context.user(user)
-                    let couples = try await everyPage(id: \.coupleID) { limit, after in
+                    let couples = try await everyPage(id: \.cursor) { limit, after in
                         try await context.repository.userCouples(
                             found.id, limit: limit, after: after, as: .operator(label: CommandContext.osUser()))
                     }

@@ -72,7 +72,11 @@ SELECT ok(user_has_permission(pg_temp.id('Olivia & Paul'), pg_temp.id('pia'), 'b
 RESET ROLE;
 SELECT pg_temp.act_as_operator();
 
--- Pagination: pages of two, by member id, cover every member exactly once.
+-- Pagination: members in the order they joined (then by id), pages of two covering every member exactly once.
+SELECT results_eq(
+    $$SELECT user_id FROM couple_members(pg_temp.id('Olivia & Paul'))$$,
+    $$SELECT user_id FROM memberships WHERE couple_id = pg_temp.id('Olivia & Paul') ORDER BY created_at, user_id$$,
+    'members are listed in the order they joined');
 SELECT is(
     (SELECT count(*)::int FROM couple_members(pg_temp.id('Olivia & Paul'), 2)), 2, 'a page holds at most the page size');
 CREATE FUNCTION pg_temp.all_member_pages(p_couple uuid, p_size integer) RETURNS SETOF uuid LANGUAGE plpgsql AS $$
@@ -81,7 +85,9 @@ DECLARE
     v_page uuid[];
 BEGIN
     LOOP
-        SELECT array_agg(user_id ORDER BY user_id) INTO v_page FROM couple_members(p_couple, p_size, v_after);
+        SELECT array_agg(m.user_id ORDER BY m.n) INTO v_page
+        FROM couple_members(p_couple, p_size, v_after) WITH ORDINALITY AS m(user_id, email, display_name, role,
+                                                                             status, joined_at, expires_at, n);
         EXIT WHEN v_page IS NULL;
         RETURN QUERY SELECT unnest(v_page);
         v_after := v_page[cardinality(v_page)];
@@ -92,6 +98,13 @@ SELECT bag_eq(
     $$SELECT user_id FROM memberships WHERE couple_id = pg_temp.id('Olivia & Paul')$$,
     'following p_after through pages of two lists every member exactly once');
 SELECT throws_ok($$SELECT * FROM couple_members(pg_temp.id('Olivia & Paul'), 0)$$, 'RBINV', NULL, 'a page size of 0 is refused');
+SELECT throws_ok($$SELECT * FROM couple_members(pg_temp.id('Olivia & Paul'), 2, pg_temp.id('xena'))$$, 'RBNFD', NULL,
+                 'a page after someone who is no member, without their place, is refused');
+SELECT is((SELECT count(*)::int FROM couple_members(pg_temp.id('Olivia & Paul'), 50, pg_temp.id('xena'), '-infinity')),
+          (SELECT count(*)::int FROM memberships WHERE couple_id = pg_temp.id('Olivia & Paul')),
+          'with the place the page before read, a page follows it whoever has left');
+SELECT throws_ok($$SELECT * FROM user_couples(pg_temp.id('xena'), 2, pg_temp.id('Olivia & Paul'))$$, 'RBNFD', NULL,
+                 'a page of a user''s couples after one they are not in, without its place, is refused');
 
 -- user_roles: one row per (couple, user) pair, in the order asked, from one snapshot, with the policy revision.
 SELECT results_eq(

@@ -84,13 +84,31 @@ LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_expires_at <= now() THEN 'expired' ELSE p_status END
 $$;
 
--- The couples p_user_id belongs to, by couple id; pass the last couple_id of a page as p_after for the next.
--- Dropped first: its columns changed once, which CREATE OR REPLACE cannot do. privileges.sql grants it again.
+-- When p_user_id joined couple p_couple_id: the place of the membership that a page of the couple's members, or
+-- of the user's couples, follows when the caller knows no other. RBNFD when they are no member (any more).
+CREATE OR REPLACE FUNCTION rbac.joined_at(p_couple_id uuid, p_user_id uuid) RETURNS timestamptz
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_joined timestamptz := (SELECT created_at FROM memberships WHERE couple_id = p_couple_id AND user_id = p_user_id);
+BEGIN
+    IF v_joined IS NULL THEN
+        RAISE EXCEPTION 'user % is no member of couple % to page after', p_user_id, p_couple_id USING ERRCODE = 'RBNFD';
+    END IF;
+    RETURN v_joined;
+END $$;
+
+-- The couples p_user_id belongs to, in the order they joined them (then by couple id). A page follows couple
+-- p_after at p_after_joined, when the user joined it as the page before read (a place that holds once they have
+-- left it); without p_after_joined, at rbac.joined_at.
+-- Dropped first: its parameters changed once, which CREATE OR REPLACE cannot do. privileges.sql grants it again.
 DROP FUNCTION IF EXISTS public.user_couples(uuid, integer, uuid);
-CREATE OR REPLACE FUNCTION public.user_couples(p_user_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
-RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz,
-               expires_at timestamptz)
+CREATE OR REPLACE FUNCTION public.user_couples(
+    p_user_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL, p_after_joined timestamptz DEFAULT NULL
+) RETURNS TABLE (couple_id uuid, couple_name text, role text, status text, joined_at timestamptz,
+                 expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_after_joined timestamptz;
 BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
         RAISE EXCEPTION 'permission denied: users can list only their own couples' USING ERRCODE = 'RBDEN';
@@ -98,32 +116,40 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
+    v_after_joined := coalesce(p_after_joined,
+                               CASE WHEN p_after IS NOT NULL THEN rbac.joined_at(p_after, p_user_id) END);
     RETURN QUERY
         SELECT m.couple_id, c.name, m.role, rbac.membership_status(m.status, m.expires_at), m.created_at,
                m.expires_at
         FROM memberships m JOIN couples c ON c.id = m.couple_id
-        WHERE m.user_id = p_user_id AND (p_after IS NULL OR m.couple_id > p_after)
-        ORDER BY m.couple_id
+        WHERE m.user_id = p_user_id AND (p_after IS NULL OR (m.created_at, m.couple_id) > (v_after_joined, p_after))
+        ORDER BY m.created_at, m.couple_id
         LIMIT p_limit;
 END $$;
 
--- The members of a couple, by user id; needs collaborators.view. Paginated like user_couples.
+-- The members of a couple, in the order they joined it (then by user id); needs collaborators.view. Paged as
+-- user_couples is: after member p_after, at p_after_joined or else at rbac.joined_at.
 DROP FUNCTION IF EXISTS public.couple_members(uuid, integer, uuid);
-CREATE OR REPLACE FUNCTION public.couple_members(p_couple_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL)
-RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz,
-               expires_at timestamptz)
+CREATE OR REPLACE FUNCTION public.couple_members(
+    p_couple_id uuid, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL, p_after_joined timestamptz DEFAULT NULL
+) RETURNS TABLE (user_id uuid, email text, display_name text, role text, status text, joined_at timestamptz,
+                 expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_after_joined timestamptz;
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
+    v_after_joined := coalesce(p_after_joined,
+                               CASE WHEN p_after IS NOT NULL THEN rbac.joined_at(p_couple_id, p_after) END);
     RETURN QUERY
         SELECT m.user_id, u.email, u.display_name, m.role, rbac.membership_status(m.status, m.expires_at),
                m.created_at, m.expires_at
         FROM memberships m JOIN users u ON u.id = m.user_id
-        WHERE m.couple_id = p_couple_id AND (p_after IS NULL OR m.user_id > p_after)
-        ORDER BY m.user_id
+        WHERE m.couple_id = p_couple_id AND (p_after IS NULL OR (m.created_at, m.user_id) > (v_after_joined, p_after))
+        ORDER BY m.created_at, m.user_id
         LIMIT p_limit;
 END $$;
 
