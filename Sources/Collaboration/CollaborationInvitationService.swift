@@ -99,20 +99,20 @@ public actor CollaborationInvitationService {
         }
     }
 
-    /// Every invitation (of `status` only, when given), in id order.
+    /// Every invitation (of `status` only, when given), oldest first.
     public func invitations(of couple: UUID, status: InvitationStatus? = nil, as actor: Actor) async throws
         -> [Invitation]
     {
         try await metrics.measure("invitation.invitations") {
-            try await everyPage(id: \.id) { limit, after in
+            try await everyPage(id: \.cursor) { limit, after in
                 try await repository.invitations(couple: couple, status: status, limit: limit, after: after, as: actor)
             }
         }
     }
 
-    /// A page of invitations in id order, those after `after`; `limit` is 1 to 1000.
+    /// A page of invitations, oldest first, those after `after` (`Invitation.cursor`); `limit` is 1 to 1000.
     public func invitations(
-        of couple: UUID, status: InvitationStatus? = nil, limit: Int, after: UUID?, as actor: Actor
+        of couple: UUID, status: InvitationStatus? = nil, limit: Int, after: PageCursor<Date>?, as actor: Actor
     ) async throws -> [Invitation] {
         try await metrics.measure("invitation.invitations") {
             try await repository.invitations(couple: couple, status: status, limit: limit, after: after, as: actor)

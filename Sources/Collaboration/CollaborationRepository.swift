@@ -87,9 +87,9 @@ public protocol CollaborationRepository: Sendable {
     func resendInvitation(
         couple: UUID, invitation: UUID, token: SecretToken, expiresIn: Duration, as actor: Actor
     ) async throws -> Invitation
-    /// A page of the couple's invitations (of `status` only, when given) in id order, those after `after`;
-    /// `limit` is 1 to 1000.
-    func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
+    /// A page of the couple's invitations (of `status` only, when given), oldest first: at most `limit` (1 to
+    /// 1000) after `after` (`Invitation.cursor`).
+    func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: PageCursor<Date>?, as actor: Actor)
         async throws -> [Invitation]
 
     /// The couple's audit log, oldest first: the entries at or after `since` and, when given, older than entry

@@ -662,9 +662,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor) throws
-        -> [Invitation]
-    {
+    public func invitations(
+        couple: UUID, status: InvitationStatus?, limit: Int, after: PageCursor<Date>?, as actor: Actor
+    ) throws -> [Invitation] {
         _ = try requirePermission(couple, "collaborators.invite", actor)
         try requirePageSize(limit)
         let at = now()
@@ -677,8 +677,14 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                     status: stored.status(at: at), acceptedBy: invitation.acceptedBy,
                     membershipExpiresAt: invitation.membershipExpiresAt)
             }
-            .filter { status == nil || $0.status == status }
-        return PageRequest(limit: limit, after: after).of(invitations, id: \.id)
+        // The place of the invitation `after` names is looked up among all of them, whatever their status.
+        let place = after.map { after in
+            PageCursor(id: after.id, key: after.key ?? invitations.first { $0.id == after.id }?.createdAt)
+        }
+        return try Self.oldestFirst(
+            invitations.filter { status == nil || $0.status == status }, id: \.id, at: \.createdAt, after: place,
+            limit: limit
+        ) { "no invitation \($0.uuidString.lowercased()) of couple \(couple.uuidString.lowercased()) to page after" }
     }
 
     public func audit(couple: UUID, since: Date?, before: Int64?, last: Int?, as actor: Actor) throws

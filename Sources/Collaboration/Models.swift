@@ -207,6 +207,9 @@ public struct Invitation: Sendable, Hashable, Codable {
         self.status = status
         self.acceptedBy = acceptedBy
     }
+
+    /// The page of invitations after this one, as listed.
+    public var cursor: PageCursor<Date> { PageCursor(id: id, key: createdAt) }
 }
 
 /// What an invitation link's page shows before anyone accepts.

@@ -173,7 +173,8 @@ struct ManagementAPIController {
         }
         let (limit, after) = try PermissionAPIController.page(request)
         let listed = try await invitations.invitations(
-            of: try couple(context), status: status, limit: limit, after: after, as: try request.actingUser())
+            of: try couple(context), status: status, limit: limit, after: after.map { PageCursor(id: $0) },
+            as: try request.actingUser())
         return try PermissionAPIController.json(
             PermissionAPIController.Page("invitations", listed, limit: limit) { $0.id })
     }

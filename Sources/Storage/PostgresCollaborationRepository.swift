@@ -543,13 +543,14 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
-    public func invitations(couple: UUID, status: InvitationStatus?, limit: Int, after: UUID?, as actor: Actor)
-        async throws -> [Invitation]
-    {
+    public func invitations(
+        couple: UUID, status: InvitationStatus?, limit: Int, after: PageCursor<Date>?, as actor: Actor
+    ) async throws -> [Invitation] {
         try await run(as: actor) { connection in
             try await connection.query(
                 """
-                SELECT * FROM couple_invitations(\(couple), \(status?.rawValue), \(Int32(clamping: limit)), \(after))
+                SELECT * FROM couple_invitations(
+                    \(couple), \(status?.rawValue), \(Int32(clamping: limit)), \(after?.id), \(after?.key))
                 """
             ).map { try Self.invitation($0, of: couple) }
         }

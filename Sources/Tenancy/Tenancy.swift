@@ -29,11 +29,6 @@ public struct PageRequest: Sendable, Hashable {
         self.limit = limit
         self.after = after
     }
-
-    /// This page of `rows` in id order, whatever order they come in.
-    public func of<Row>(_ rows: [Row], id: (Row) -> UUID) -> [Row] {
-        Array(rows.filter { row in after.map { id(row) > $0 } ?? true }.sorted { id($0) < id($1) }.prefix(limit))
-    }
 }
 
 /// Where a page of a listing in an order people see (not the id's) begins: after the row `id`, at `key`, that

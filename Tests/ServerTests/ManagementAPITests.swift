@@ -244,18 +244,28 @@ struct ManagementAPITests {
         }
     }
 
-    @Test("couples, members and invitations are listed a page at a time, each after the last id of the one before")
+    @Test("a user's couples, members and invitations are listed by time a page at a time, each after the last id")
     func paging() async throws {
         let fixture = try await Fixture()
+        // Each made a second after the one before, so that the listings' order is theirs, not the ids'.
+        var (couples, members, invited) = ([fixture.couple], [fixture.owner], [UUID]())
         for index in 1...2 {
-            _ = try await fixture.repository.createCouple(
-                name: "Also \(index)", owner: fixture.owner, as: .operator(label: "t"))
+            fixture.clock.now += 1
+            couples.append(
+                try await fixture.repository.createCouple(
+                    name: "Also \(index)", owner: fixture.owner, as: .operator(label: "t")
+                ).id)
         }
         for index in 1...4 {
-            try await fixture.member("guest\(index)", "viewer", as: .user(fixture.owner))
-            _ = try await fixture.invitations.invite(
-                to: fixture.couple, role: RoleName(rawValue: "viewer")!, email: nil, as: .user(fixture.owner))
+            fixture.clock.now += 1
+            members.append(try await fixture.member("guest\(index)", "viewer", as: .user(fixture.owner)).userID)
+            invited.append(
+                try await fixture.invitations.invite(
+                    to: fixture.couple, role: RoleName(rawValue: "viewer")!, email: nil, as: .user(fixture.owner)
+                ).invitation.id)
         }
+        func texts(_ ids: [UUID]) -> [String] { ids.map { $0.uuidString.lowercased() } }
+        let expected = (couples: texts(couples), members: texts(members), invitations: texts(invited))
         // Invitations are listed for the acting owner; members and a user's couples for the service key alone.
         @Sendable func headers(_ path: String) -> HTTPFields {
             path.hasSuffix("/invitations") ? fixture.keyHeader(actingAs: fixture.owner) : fixture.keyHeader
@@ -284,19 +294,23 @@ struct ManagementAPITests {
                 } while after != nil && pages < 10
                 return (ids, pages)
             }
-            let members = try await walk("/v1/couples/\(fixture.couple)/members", "members")
-            #expect(members.ids.count == 5 && Set(members.ids).count == 5, "the owner and four viewers, once each")
-            #expect(members.ids == members.ids.sorted())
-            #expect(members.pages == 3)
-            let couples = try await walk("/v1/users/\(fixture.owner)/couples", "couples")
-            #expect(couples.ids.count == 3 && Set(couples.ids).count == 3, "the fixture's couple and two more")
-            #expect(couples.ids == couples.ids.sorted())
-            #expect(couples.pages == 2)
-            let invitations = try await walk("/v1/couples/\(fixture.couple)/invitations", "invitations")
-            #expect(invitations.ids.count == 4 && Set(invitations.ids).count == 4)
-            #expect(invitations.ids == invitations.ids.sorted())
+            let walkedMembers = try await walk("/v1/couples/\(fixture.couple)/members", "members")
+            #expect(walkedMembers.ids == expected.members, "the owner and four viewers, once each, as they joined")
+            #expect(walkedMembers.pages == 3)
+            let walkedCouples = try await walk("/v1/users/\(fixture.owner)/couples", "couples")
+            #expect(
+                walkedCouples.ids == expected.couples, "the fixture's couple and two more, as the owner joined them")
+            #expect(walkedCouples.pages == 2)
+            let walkedInvitations = try await walk("/v1/couples/\(fixture.couple)/invitations", "invitations")
+            #expect(walkedInvitations.ids == expected.invitations, "oldest first")
             // Four in pages of two: the second page is full, so it names a third, which is empty.
-            #expect(invitations.pages == 3)
+            #expect(walkedInvitations.pages == 3)
+            // A page after a row the listing does not have is a 404, not an empty page.
+            for path in ["/v1/couples/\(fixture.couple)/members", "/v1/users/\(fixture.owner)/couples"] {
+                try await client.execute(uri: "\(path)?after=\(UUID())", method: .get, headers: headers(path)) {
+                    #expect($0.status == .notFound, "\(path): \(text($0))")
+                }
+            }
             // A sign or a parameter given twice is refused, not read one way here and another by a proxy; a name
             // is read percent-decoded, as a proxy would read it.
             let queries = ["limit=0", "limit=1001", "limit=two", "after=nope", "limit=+5", "limit=2&limit=3"]

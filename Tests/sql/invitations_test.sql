@@ -116,6 +116,17 @@ SELECT set_eq(
     'the list shows each invitation''s status');
 SELECT is((SELECT count(*)::int FROM couple_invitations(pg_temp.id('Olivia & Paul'), 'pending')), 1, 'filtering by status');
 SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'), 'lost')$$, 'RBINV', NULL, 'an unknown status is refused');
+SELECT results_eq(
+    $$SELECT invitation_id FROM couple_invitations(pg_temp.id('Olivia & Paul'))$$,
+    $$SELECT id FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul') ORDER BY created_at, id$$,
+    'invitations are listed oldest first');
+SELECT results_eq(
+    $$SELECT invitation_id FROM couple_invitations(pg_temp.id('Olivia & Paul'), NULL, 50,
+        (SELECT id FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul') ORDER BY created_at, id LIMIT 1))$$,
+    $$SELECT id FROM invitations WHERE couple_id = pg_temp.id('Olivia & Paul') ORDER BY created_at, id OFFSET 1$$,
+    'a page after one follows it in that order');
+SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'), NULL, 50, gen_random_uuid())$$, 'RBNFD',
+                 NULL, 'a page after an invitation the couple does not have, without its place, is refused');
 SELECT pg_temp.act_as('vera');
 SELECT throws_ok($$SELECT * FROM couple_invitations(pg_temp.id('Olivia & Paul'))$$, 'RBDEN', NULL, 'a viewer cannot list invitations');
 

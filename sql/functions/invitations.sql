@@ -355,14 +355,20 @@ BEGIN
     END IF;
 END $$;
 
--- A couple's invitations in id order (stable pages), optionally of one status; needs collaborators.invite.
--- Dropped first (as couple_invitation below): their columns changed once, which CREATE OR REPLACE cannot do.
+-- A couple's invitations, oldest first (then by id), optionally of one status; needs collaborators.invite. A
+-- page follows invitation p_after at p_after_created, when it was made as the page before read; without that,
+-- at when p_after was made, which must be one of the couple's (RBNFD).
+-- Dropped first (as couple_invitation below): their parameters and columns changed, which CREATE OR REPLACE
+-- cannot do.
 DROP FUNCTION IF EXISTS public.couple_invitations(uuid, text, integer, uuid);
 CREATE OR REPLACE FUNCTION public.couple_invitations(
-    p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL
+    p_couple_id uuid, p_status text DEFAULT NULL, p_limit integer DEFAULT 50, p_after uuid DEFAULT NULL,
+    p_after_created timestamptz DEFAULT NULL
 ) RETURNS TABLE (invitation_id uuid, role text, email text, inviter text, created_at timestamptz,
                  expires_at timestamptz, status text, accepted_by uuid, membership_expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_after_created timestamptz := p_after_created;
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.invite');
     IF p_status IS NOT NULL AND p_status NOT IN ('pending', 'accepted', 'revoked', 'expired') THEN
@@ -372,13 +378,19 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
+    IF p_after IS NOT NULL AND v_after_created IS NULL THEN
+        SELECT i.created_at INTO v_after_created FROM invitations i WHERE i.couple_id = p_couple_id AND i.id = p_after;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'no invitation % of couple % to page after', p_after, p_couple_id USING ERRCODE = 'RBNFD';
+        END IF;
+    END IF;
     RETURN QUERY
         SELECT i.id, i.role, i.email, coalesce(u.display_name, u.email, i.inviter_label), i.created_at,
                i.expires_at, rbac.invitation_status(i), i.accepted_by, i.membership_expires_at
         FROM invitations i LEFT JOIN users u ON u.id = i.invited_by
-        WHERE i.couple_id = p_couple_id AND (p_after IS NULL OR i.id > p_after)
+        WHERE i.couple_id = p_couple_id AND (p_after IS NULL OR (i.created_at, i.id) > (v_after_created, p_after))
           AND (p_status IS NULL OR rbac.invitation_status(i) = p_status)
-        ORDER BY i.id
+        ORDER BY i.created_at, i.id
         LIMIT p_limit;
 END $$;
 

@@ -109,7 +109,7 @@ GRANT EXECUTE ON FUNCTION
     public.invitation_preview(bytea),
     public.accept_invitation(bytea, uuid),
     public.revoke_invitation(uuid, uuid),
-    public.couple_invitations(uuid, text, integer, uuid),
+    public.couple_invitations(uuid, text, integer, uuid, timestamptz),
     public.couple_invitation(uuid, uuid),
     public.couple_roles(uuid),
     public.create_couple_role(uuid, text, text, text[]),

@@ -100,19 +100,8 @@ struct PageOptions: ParsableArguments {
         return items
     }
 
-    /// Prints every entry, each page as it is read (`ListingPrinter`), or with --limit one page of them (`page`
-    /// takes the limit and the id to read after).
-    func print<Item: Encodable>(
-        _ output: OutputOptions, _ columns: Columns<Item>, id: (Item) -> UUID,
-        pages page: (_ limit: Int, _ after: UUID?) async throws -> [Item]
-    ) async throws {
-        // In id order, the id is the place: a cursor without a key.
-        try await print(
-            output, columns, cursor: { PageCursor<Never>(id: id($0)) }, pages: { try await page($0, $1?.id) })
-    }
-
-    /// `print` for a listing in an order other than the id's: each page after `cursor` of the last entry read,
-    /// or after the id --after gives.
+    /// Prints every entry, each page as it is read (`ListingPrinter`) after `cursor` of the last entry read, or
+    /// with --limit one page of them, after the id --after gives.
     func print<Item: Encodable, Key>(
         _ output: OutputOptions, _ columns: Columns<Item>, cursor: (Item) -> PageCursor<Key>,
         pages page: (_ limit: Int, _ after: PageCursor<Key>?) async throws -> [Item]
