@@ -145,6 +145,15 @@ BEGIN
     END IF;
 END $$;
 
+-- A listing's page holds 1 to 1000 rows (as the Swift repositories' requirePageSize says).
+CREATE OR REPLACE FUNCTION rbac.require_page_size(p_limit integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
+    END IF;
+END $$;
+
 CREATE OR REPLACE FUNCTION rbac.require_user_exists(p_user_id uuid) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN

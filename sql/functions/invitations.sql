@@ -375,9 +375,7 @@ BEGIN
         RAISE EXCEPTION 'unknown invitation status "%"; valid: pending, accepted, revoked, expired', p_status
             USING ERRCODE = 'RBINV';
     END IF;
-    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
-    END IF;
+    PERFORM rbac.require_page_size(p_limit);
     IF p_after IS NOT NULL AND v_after_created IS NULL THEN
         SELECT i.created_at INTO v_after_created FROM invitations i WHERE i.couple_id = p_couple_id AND i.id = p_after;
         IF NOT FOUND THEN

@@ -113,9 +113,7 @@ BEGIN
     IF NOT rbac.is_operator() AND rbac.require_user() IS DISTINCT FROM p_user_id THEN
         RAISE EXCEPTION 'permission denied: users can list only their own couples' USING ERRCODE = 'RBDEN';
     END IF;
-    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
-    END IF;
+    PERFORM rbac.require_page_size(p_limit);
     v_after_joined := coalesce(p_after_joined,
                                CASE WHEN p_after IS NOT NULL THEN rbac.joined_at(p_after, p_user_id) END);
     RETURN QUERY
@@ -139,9 +137,7 @@ DECLARE
     v_after_joined timestamptz;
 BEGIN
     PERFORM rbac.require_permission(p_couple_id, 'collaborators.view');
-    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
-        RAISE EXCEPTION 'page size must be between 1 and 1000, not %', p_limit USING ERRCODE = 'RBINV';
-    END IF;
+    PERFORM rbac.require_page_size(p_limit);
     v_after_joined := coalesce(p_after_joined,
                                CASE WHEN p_after IS NOT NULL THEN rbac.joined_at(p_couple_id, p_after) END);
     RETURN QUERY
