@@ -280,12 +280,12 @@ struct BudgetAPIController {
         _ name: String, _ request: Request, _ context: AppRequestContext, id: (Row) -> UUID,
         _ body: @Sendable (CoupleBudget, Actor, PageRequest?) async throws -> [Row]
     ) async throws -> Response {
-        guard let (limit, after) = try PermissionAPIController.pageAsked(request) else {
+        guard let page = try PermissionAPIController.pageAsked(request) else {
             return try await run(request, context) { try await body($0, $1, nil) }
         }
-        let page = PageRequest(limit: limit, after: after)
         let rows = try await perform(request, context) { try await body($0, $1, page) }
-        return try PermissionAPIController.json(PermissionAPIController.Page(name, rows, limit: limit, id: id))
+        return try PermissionAPIController.json(
+            PermissionAPIController.Page(name, rows, limit: page.limit) { id($0).uuidString.lowercased() })
     }
 
     /// Runs `body` on the couple's actor, acting for `X-Acting-User`.

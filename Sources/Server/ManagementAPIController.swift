@@ -171,12 +171,11 @@ struct ManagementAPIController {
             }
             return status
         }
-        let (limit, after) = try PermissionAPIController.page(request)
+        let (limit, after) = try PermissionAPIController.page(request, keyedBy: Date.self)
         let listed = try await invitations.invitations(
-            of: try couple(context), status: status, limit: limit, after: after.map { PageCursor(id: $0) },
-            as: try request.actingUser())
+            of: try couple(context), status: status, limit: limit, after: after, as: try request.actingUser())
         return try PermissionAPIController.json(
-            PermissionAPIController.Page("invitations", listed, limit: limit) { $0.id })
+            PermissionAPIController.Page("invitations", listed, limit: limit) { $0.cursor.text })
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {

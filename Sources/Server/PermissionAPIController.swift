@@ -85,26 +85,24 @@ struct PermissionAPIController {
     /// begins with it: `User.matches`), whatever its case: for a backend that looks for someone it has heard of
     /// by name, as `rbac users list`.
     @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let (limit, after) = try Self.page(request)
+        let (limit, after) = try Self.page(request, keyedBy: String.self)
         let users = try await repository.users(
-            matching: try request.queryParameter("search"), limit: limit, after: after.map { PageCursor(id: $0) })
-        return try Self.json(Page("users", users, limit: limit) { $0.id })
+            matching: try request.queryParameter("search"), limit: limit, after: after)
+        return try Self.json(Page("users", users, limit: limit) { $0.cursor.text })
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try APIError.uuid(context.parameters.get("user"), "user id")
-        let (limit, after) = try Self.page(request)
-        let couples = try await repository.userCouples(
-            user, limit: limit, after: after.map { PageCursor(id: $0) }, as: actor(context))
-        return try Self.json(Page("couples", couples, limit: limit) { $0.coupleID })
+        let (limit, after) = try Self.page(request, keyedBy: Date.self)
+        let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
+        return try Self.json(Page("couples", couples, limit: limit) { $0.cursor.text })
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
         let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
-        let (limit, after) = try Self.page(request)
-        let members = try await memberships.members(
-            of: couple, limit: limit, after: after.map { PageCursor(id: $0) }, as: actor(context))
-        return try Self.json(Page("members", members, limit: limit) { $0.user.id })
+        let (limit, after) = try Self.page(request, keyedBy: Date.self)
+        let members = try await memberships.members(of: couple, limit: limit, after: after, as: actor(context))
+        return try Self.json(Page("members", members, limit: limit) { $0.cursor.text })
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -152,31 +150,35 @@ struct PermissionAPIController {
         .operator(label: "key:\(context.serviceKey?.name ?? "unknown")")
     }
 
-    /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`).
-    static func page(_ request: Request) throws -> (limit: Int, after: UUID?) {
-        try pageAsked(request) ?? (100, nil)
+    /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`, or an id).
+    static func page<Key: PlaceKey>(_ request: Request, keyedBy: Key.Type) throws -> (Int, PageCursor<Key>?) {
+        (try limit(request) ?? 100, try request.queryParameter("after").map(PageCursor.init(after:)))
     }
 
-    /// `page(_:)`, or nil when the request names neither `limit` nor `after`: for a listing that is whole
-    /// unless a page is asked for.
-    static func pageAsked(_ request: Request) throws -> (limit: Int, after: UUID?)? {
-        let limit = try request.queryNumber("limit", in: 1...1000, "a number from 1 to 1000")
+    /// For a listing that is whole unless a page is asked for: nil when the request names neither `limit` nor
+    /// `after`, which is the id of the row to page after (the page before's `next_after`).
+    static func pageAsked(_ request: Request) throws -> PageRequest? {
+        let limit = try limit(request)
         let after = try request.queryParameter("after").map { try APIError.uuid($0, "after") }
         guard limit != nil || after != nil else { return nil }
-        return (limit ?? 100, after)
+        return PageRequest(limit: limit ?? 100, after: after)
     }
 
-    /// One page of a listing, `{"<name>": [...], "next_after": id}`: `next_after`, the id of the last item, only
-    /// when the page is full (there may be more); a client passes it back as `after`.
+    private static func limit(_ request: Request) throws -> Int? {
+        try request.queryNumber("limit", in: 1...1000, "a number from 1 to 1000")
+    }
+
+    /// One page of a listing, `{"<name>": [...], "next_after": ...}`: `next_after`, where the last item is
+    /// (`after(item)`), only when the page is full (there may be more); a client passes it back as `after`.
     struct Page<Item: Encodable>: Encodable {
         let name: String
         let items: [Item]
-        let nextAfter: UUID?
+        let nextAfter: String?
 
-        init(_ name: String, _ items: [Item], limit: Int, id: (Item) -> UUID) {
+        init(_ name: String, _ items: [Item], limit: Int, after: (Item) -> String) {
             self.name = name
             self.items = items
-            nextAfter = items.count == limit ? items.last.map(id) : nil
+            nextAfter = items.count == limit ? items.last.map(after) : nil
         }
 
         private struct Key: CodingKey {

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Secrets
 import Testing
 
 @testable import Server
@@ -244,7 +245,7 @@ struct ManagementAPITests {
         }
     }
 
-    @Test("a user's couples, members and invitations are listed by time a page at a time, each after the last id")
+    @Test("a user's couples, members and invitations are listed by time a page at a time, each after the last")
     func paging() async throws {
         let fixture = try await Fixture()
         // Each made a second after the one before, so that the listings' order is theirs, not the ids'.
@@ -266,13 +267,16 @@ struct ManagementAPITests {
         }
         func texts(_ ids: [UUID]) -> [String] { ids.map { $0.uuidString.lowercased() } }
         let expected = (couples: texts(couples), members: texts(members), invitations: texts(invited))
+        let (leaving, deleted) = (members[1], couples[1])
         // Invitations are listed for the acting owner; members and a user's couples for the service key alone.
         @Sendable func headers(_ path: String) -> HTTPFields {
             path.hasSuffix("/invitations") ? fixture.keyHeader(actingAs: fixture.owner) : fixture.keyHeader
         }
         try await fixture.application().test(.router) { client in
-            // Every listing, walked two at a time: (ids in order, pages taken).
-            func walk(_ path: String, _ key: String) async throws -> (ids: [String], pages: Int) {
+            // Every listing, walked two at a time, `meanwhile` run after the first page: (ids in order, pages taken).
+            func walk(_ path: String, _ key: String, meanwhile: () async throws -> Void = {}) async throws
+                -> (ids: [String], pages: Int)
+            {
                 var ids: [String] = []
                 var after: String?
                 var pages = 0
@@ -291,13 +295,19 @@ struct ManagementAPITests {
                     }
                     after = page?["next_after"] as? String
                     pages += 1
+                    if pages == 1 { try await meanwhile() }
                 } while after != nil && pages < 10
                 return (ids, pages)
             }
-            let walkedMembers = try await walk("/v1/couples/\(fixture.couple)/members", "members")
+            // The rows a page ended at go before the next is read: next_after keeps their place.
+            let walkedMembers = try await walk("/v1/couples/\(fixture.couple)/members", "members") {
+                _ = try await fixture.repository.leave(couple: fixture.couple, user: leaving, as: .user(leaving))
+            }
             #expect(walkedMembers.ids == expected.members, "the owner and four viewers, once each, as they joined")
             #expect(walkedMembers.pages == 3)
-            let walkedCouples = try await walk("/v1/users/\(fixture.owner)/couples", "couples")
+            let walkedCouples = try await walk("/v1/users/\(fixture.owner)/couples", "couples") {
+                try await fixture.repository.deleteCouple(deleted, as: .operator(label: "t"))
+            }
             #expect(
                 walkedCouples.ids == expected.couples, "the fixture's couple and two more, as the owner joined them")
             #expect(walkedCouples.pages == 2)
@@ -305,7 +315,7 @@ struct ManagementAPITests {
             #expect(walkedInvitations.ids == expected.invitations, "oldest first")
             // Four in pages of two: the second page is full, so it names a third, which is empty.
             #expect(walkedInvitations.pages == 3)
-            // A page after a row the listing does not have is a 404, not an empty page.
+            // A page after an id alone, of a row the listing does not have, is a 404, not an empty page.
             for path in ["/v1/couples/\(fixture.couple)/members", "/v1/users/\(fixture.owner)/couples"] {
                 try await client.execute(uri: "\(path)?after=\(UUID())", method: .get, headers: headers(path)) {
                     #expect($0.status == .notFound, "\(path): \(text($0))")
@@ -313,7 +323,16 @@ struct ManagementAPITests {
             }
             // A sign or a parameter given twice is refused, not read one way here and another by a proxy; a name
             // is read percent-decoded, as a proxy would read it.
-            let queries = ["limit=0", "limit=1001", "limit=two", "after=nope", "limit=+5", "limit=2&limit=3"]
+            // So is an after that is neither an id nor a next_after the listing gave: a place of another kind, a
+            // time beyond the year 9999, a place that is no base64url.
+            let id = fixture.owner.uuidString
+            let places = [
+                "", "x", "WzFd=", Base64URL.encode(Array("[\"a\"]".utf8)),
+                Base64URL.encode(Array("[1e300]".utf8)), Base64URL.encode(Array("[1,2]".utf8)),
+            ]
+            let queries =
+                ["limit=0", "limit=1001", "limit=two", "after=nope", "limit=+5", "limit=2&limit=3"]
+                + places.map { "after=\(id).\($0)" }
             for query in queries + ["%6Cimit=0", "limit=2&%6cimit=3"] {
                 for path in ["members", "invitations"] {
                     try await client.execute(

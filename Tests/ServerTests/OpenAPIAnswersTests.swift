@@ -59,7 +59,18 @@ struct OpenAPIAnswersTests {
                 .post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(invitee)","role":"planner"}"#)
             try await routes.call(
                 .post, "/v1/couples/{couple}/members", member, body: #"{"user_id":"\#(owner)","role":"x"}"#)
-            try await routes.call(.get, "/v1/couples/{couple}/members", member, query: "?limit=1")
+            let firstPage = try await routes.call(.get, "/v1/couples/{couple}/members", member, query: "?limit=1")
+            let nextPage = try await routes.call(
+                .get, "/v1/couples/{couple}/members", member,
+                query: "?limit=1&after=\(try id(firstPage, "next_after"))")
+            func members(_ page: JSONValue) -> [String] {
+                guard case .array(let rows)? = page["members"] else { return [] }
+                return rows.compactMap { $0["user"]?["id"]?.string }
+            }
+            // Each member once: the next page begins after the first's place, not at it (in memory the two joined
+            // at the same instant, and are then in the order of their ids).
+            #expect(
+                (members(firstPage) + members(nextPage)).sorted() == [owner, invitee].map { $0.lowercased() }.sorted())
             try await routes.call(.get, "/v1/couples/{couple}/users/{user}/permissions", member)
             try await routes.call(
                 .get, "/v1/couples/{couple}/users/{user}/permissions", ["couple": couple, "user": other])
