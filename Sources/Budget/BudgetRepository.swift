@@ -12,7 +12,7 @@ public protocol BudgetRepository: Sendable {
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool)
     /// The items of `scenario`, by name regardless of letter case ("apple" before "Banana"), then as written;
     /// with `page`, that page of them.
-    func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem]
+    func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem]
     /// The allocations of `scenario`, as the overview adds them up: in whole cents, in parts that the overview
     /// tallies in parallel. Each part is ordered by budget item and then by expense, and holds all of its items'
     /// allocations, so that each item's allocations come together (the overview's links keep this order).
@@ -28,7 +28,7 @@ public protocol BudgetRepository: Sendable {
     // MARK: Scenarios, folders, items
 
     /// The scenarios, oldest first; with `page`, that page of them.
-    func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario]
+    func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario]
     /// Creates a scenario; a primary one takes over from the couple's previous primary.
     func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario
     /// Copies `source` with its folders, items and allocations, atomically.
@@ -37,7 +37,7 @@ public protocol BudgetRepository: Sendable {
     /// Renames a scenario; throws `BudgetRecord.scenario.notFound` when the couple has no such scenario.
     func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario
     /// The folders of `scenario`, by name as items are; with `page`, that page of them.
-    func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder]
+    func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder]
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder
     /// Renames a folder; throws `BudgetRecord.folder.notFound` when the couple has no such folder.
     func renameFolder(couple: UUID, folder: UUID, to name: String, as actor: Actor) async throws -> Folder
@@ -46,16 +46,16 @@ public protocol BudgetRepository: Sendable {
     // MARK: Expenses, payments, gifts
 
     /// The expenses, by due date (those without one last) and name as items are; with `page`, that page of them.
-    func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense]
+    func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense]
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense
     /// The payments of `expenses`, or (nil) of every expense, oldest first.
     func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment]
     /// The payments of one expense, oldest first, or with `page` that page of them; nil when the couple has no
     /// such expense.
-    func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]?
+    func payments(couple: UUID, expense: UUID, page: PageRequest<CalendarDay>?) async throws -> [ExpensePayment]?
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment
     /// The gifts and money owed, by whom from, as items are by name; with `page`, that page of them.
-    func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift]
+    func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift]
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift
 
     // MARK: Allocation

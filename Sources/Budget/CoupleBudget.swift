@@ -81,7 +81,7 @@ public actor CoupleBudget {
     }
 
     /// The scenarios, oldest first. Like every listing here, with `page` one page of the same listing.
-    public func scenarios(page: PageRequest? = nil, as actor: Actor) async throws -> [Scenario] {
+    public func scenarios(page: PageRequest<Date>? = nil, as actor: Actor) async throws -> [Scenario] {
         try await authorized("budget.scenarios", .budgetView, actor) {
             try await repository.scenarios(couple: couple, page: page)
         }
@@ -115,7 +115,7 @@ public actor CoupleBudget {
         }
     }
 
-    public func folders(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [Folder] {
+    public func folders(scenario: UUID, page: PageRequest<String>? = nil, as actor: Actor) async throws -> [Folder] {
         try await authorized("budget.folders", .budgetView, actor) {
             try await repository.folders(couple: couple, scenario: scenario, page: page)
         }
@@ -128,7 +128,7 @@ public actor CoupleBudget {
         }
     }
 
-    public func items(scenario: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [BudgetItem] {
+    public func items(scenario: UUID, page: PageRequest<String>? = nil, as actor: Actor) async throws -> [BudgetItem] {
         try await authorized("budget.items", .budgetView, actor) {
             try await repository.items(couple: couple, scenario: scenario, page: page)
         }
@@ -199,7 +199,7 @@ public actor CoupleBudget {
 
     // MARK: Expenses, payments, gifts
 
-    public func expenses(page: PageRequest? = nil, as actor: Actor) async throws -> [Expense] {
+    public func expenses(page: PageRequest<DueAndName>? = nil, as actor: Actor) async throws -> [Expense] {
         try await authorized("budget.expenses", .expensesView, actor) {
             try await repository.expenses(couple: couple, page: page)
         }
@@ -255,7 +255,9 @@ public actor CoupleBudget {
     }
 
     /// The payments recorded against `expense`, oldest first.
-    public func payments(expense: UUID, page: PageRequest? = nil, as actor: Actor) async throws -> [ExpensePayment] {
+    public func payments(expense: UUID, page: PageRequest<CalendarDay>? = nil, as actor: Actor) async throws
+        -> [ExpensePayment]
+    {
         try await authorized("budget.payments", .expensesView, actor) {
             guard let payments = try await repository.payments(couple: couple, expense: expense, page: page) else {
                 throw BudgetRecord.expense.notFound
@@ -267,7 +269,7 @@ public actor CoupleBudget {
     /// Every expense's payment position on `today` (with `page`, a page of expenses'), from two statements
     /// however many payments there are.
     public func paymentStatuses(
-        today: CalendarDay = CalendarDay.today(), page: PageRequest? = nil, as actor: Actor
+        today: CalendarDay = CalendarDay.today(), page: PageRequest<DueAndName>? = nil, as actor: Actor
     ) async throws -> [PaymentStatus] {
         try await authorized("budget.payment_statuses", .expensesView, actor) {
             let expenses: [Expense]
@@ -285,7 +287,7 @@ public actor CoupleBudget {
         }
     }
 
-    public func gifts(page: PageRequest? = nil, as actor: Actor) async throws -> [Gift] {
+    public func gifts(page: PageRequest<String>? = nil, as actor: Actor) async throws -> [Gift] {
         try await authorized("budget.gifts", .giftsView, actor) {
             try await repository.gifts(couple: couple, page: page)
         }

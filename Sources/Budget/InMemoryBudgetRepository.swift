@@ -42,10 +42,9 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { ($0.revision, Self.scenarioExists(scenario, in: $0)) }
     }
 
-    public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
+    public func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem] {
         try read {
-            try Self.listed(
-                .item, Self.items(of: scenario, in: $0), page, id: \.id, by: Self.byName(\.name, \.id))
+            try Self.listed(.item, Self.items(of: scenario, in: $0), page, key: \.name, by: Self.byName)
         }
     }
 
@@ -94,14 +93,18 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         return data.gifts.filter { $0.budgetItemID.map(items.contains) == true }
     }
 
-    public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
-        try read { try Self.listed(.scenario, $0.scenarios, page, id: \.id, by: nil) }
+    public func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario] {
+        try read { try Self.listed(.scenario, $0.scenarios, page, key: \.createdAt, by: Self.inOrder) }
     }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
         write { data in
-            let scenario = Scenario(id: UUID(), name: name, isPrimary: primary)
-            if primary { data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: false) } }
+            let scenario = Scenario(id: UUID(), name: name, isPrimary: primary, createdAt: Date())
+            if primary {
+                data.scenarios = data.scenarios.map {
+                    Scenario(id: $0.id, name: $0.name, isPrimary: false, createdAt: $0.createdAt)
+                }
+            }
             data.scenarios.append(scenario)
             return scenario
         }
@@ -110,7 +113,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func cloneScenario(couple: UUID, source: UUID, name: String, as actor: Actor) async throws -> Scenario {
         try write { data in
             guard data.scenarios.contains(where: { $0.id == source }) else { throw BudgetRecord.scenario.notFound }
-            let copy = Scenario(id: UUID(), name: name, isPrimary: false)
+            let copy = Scenario(id: UUID(), name: name, isPrimary: false, createdAt: Date())
             var newIDs: [UUID: UUID] = [:]
             func mapped(_ id: UUID) -> UUID {
                 if let known = newIDs[id] { return known }
@@ -140,8 +143,10 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             guard let found = data.scenarios.first(where: { $0.id == scenario }) else {
                 throw BudgetRecord.scenario.notFound
             }
-            data.scenarios = data.scenarios.map { Scenario(id: $0.id, name: $0.name, isPrimary: $0.id == scenario) }
-            return Scenario(id: found.id, name: found.name, isPrimary: true)
+            data.scenarios = data.scenarios.map {
+                Scenario(id: $0.id, name: $0.name, isPrimary: $0.id == scenario, createdAt: $0.createdAt)
+            }
+            return Scenario(id: found.id, name: found.name, isPrimary: true, createdAt: found.createdAt)
         }
     }
 
@@ -152,17 +157,17 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             guard let index = data.scenarios.firstIndex(where: { $0.id == scenario }) else {
                 throw BudgetRecord.scenario.notFound
             }
-            let renamed = Scenario(id: scenario, name: name, isPrimary: data.scenarios[index].isPrimary)
+            let found = data.scenarios[index]
+            let renamed = Scenario(id: scenario, name: name, isPrimary: found.isPrimary, createdAt: found.createdAt)
             data.scenarios[index] = renamed
             return renamed
         }
     }
 
-    public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
+    public func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder] {
         try read {
             try Self.listed(
-                .folder, $0.folders.filter { $0.scenarioID == scenario }, page, id: \.id,
-                by: Self.byName(\.name, \.id))
+                .folder, $0.folders.filter { $0.scenarioID == scenario }, page, key: \.name, by: Self.byName)
         }
     }
 
@@ -202,13 +207,13 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
+    public func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense] {
         try read {
             try Self.listed(
-                .expense, $0.expenses, page, id: \.id,
+                .expense, $0.expenses, page, key: \.cursor.key!,
                 by: {
-                    let (due, otherDue) = ($0.dueDate?.description ?? "~", $1.dueDate?.description ?? "~")
-                    return due == otherDue ? Self.byName(\Expense.name, \.id)($0, $1) : due < otherDue
+                    let (due, otherDue) = ($0.key.dueDate?.description ?? "~", $1.key.dueDate?.description ?? "~")
+                    return due == otherDue ? Self.byName(($0.key.name, $0.id), ($1.key.name, $1.id)) : due < otherDue
                 })
         }
     }
@@ -224,13 +229,12 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         read { data in expenses.map { ids in data.payments.filter { ids.contains($0.expenseID) } } ?? data.payments }
     }
 
-    public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
+    public func payments(couple: UUID, expense: UUID, page: PageRequest<CalendarDay>?) async throws -> [ExpensePayment]?
+    {
         try read { data in
             guard data.expenses.contains(where: { $0.id == expense }) else { return nil }
             let payments = data.payments.filter { $0.expenseID == expense }
-            return try Self.listed(
-                .payment, payments, page, id: \.id,
-                by: { ($0.paidAt.description, $0.id) < ($1.paidAt.description, $1.id) })
+            return try Self.listed(.payment, payments, page, key: \.paidAt, by: Self.inOrder)
         }
     }
 
@@ -244,8 +248,8 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         }
     }
 
-    public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
-        try read { try Self.listed(.gift, $0.gifts, page, id: \.id, by: Self.byName(\.from, \.id)) }
+    public func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift] {
+        try read { try Self.listed(.gift, $0.gifts, page, key: \.from, by: Self.byName) }
     }
 
     public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] { [] }
@@ -256,26 +260,32 @@ public final class InMemoryBudgetRepository: BudgetRepository {
             .invalidInput, "\(quoted(first.table)) is not a budget table here: no table has limits")
     }
 
-    /// Rows by name as PostgresBudgetRepository lists them: regardless of letter case, then as written, then by id.
-    private static func byName<Row>(_ name: @escaping (Row) -> String, _ id: @escaping (Row) -> UUID)
-        -> (Row, Row) -> Bool
-    {
-        { (name($0).lowercased(), name($0), id($0)) < (name($1).lowercased(), name($1), id($1)) }
+    /// A row's place in a listing: its key in the listing's order, then its id.
+    private typealias Place<Key> = (key: Key, id: UUID)
+
+    /// Names as PostgresBudgetRepository orders them: regardless of letter case, then as written.
+    private static func byName(_ one: Place<String>, _ other: Place<String>) -> Bool {
+        (one.key.lowercased(), one.key, one.id) < (other.key.lowercased(), other.key, other.id)
     }
 
-    /// `rows` in the listing's order (`areInOrder`; nil: as stored), all of them or with `page` the page after the row
-    /// it names, as PostgresBudgetRepository lists them.
-    private static func listed<Row>(
-        _ record: BudgetRecord, _ rows: [Row], _ page: PageRequest?, id: (Row) -> UUID,
-        by areInOrder: ((Row, Row) -> Bool)?
+    private static func inOrder<Key: Comparable>(_ one: Place<Key>, _ other: Place<Key>) -> Bool {
+        (one.key, one.id) < (other.key, other.id)
+    }
+
+    /// `rows` in the listing's order (`precedes`), all of them or with `page` those after its place, as
+    /// PostgresBudgetRepository lists them: the place the page carries, else that of the row its id names,
+    /// which must exist.
+    private static func listed<Row: Identifiable<UUID>, Key>(
+        _ record: BudgetRecord, _ rows: [Row], _ page: PageRequest<Key>?, key: (Row) -> Key,
+        by precedes: (Place<Key>, Place<Key>) -> Bool
     ) throws -> [Row] {
-        let ordered = areInOrder.map { rows.sorted(by: $0) } ?? rows
+        let ordered = rows.sorted { precedes((key($0), $0.id), (key($1), $1.id)) }
         guard let page else { return ordered }
         guard let after = page.after else { return Array(ordered.prefix(page.limit)) }
-        guard let index = ordered.firstIndex(where: { id($0) == after }) else {
-            throw BudgetError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+        guard let start = after.key ?? rows.first(where: { $0.id == after.id }).map(key) else {
+            throw BudgetError(.notFound, "no \(record.rawValue) \(after.id.uuidString.lowercased()) to page after")
         }
-        return Array(ordered[(index + 1)...].prefix(page.limit))
+        return Array(ordered.filter { precedes((start, after.id), (key($0), $0.id)) }.prefix(page.limit))
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {

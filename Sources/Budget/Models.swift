@@ -6,12 +6,17 @@ public struct Scenario: Sendable, Hashable, Codable, Identifiable {
     public let id: UUID
     public let name: String
     public let isPrimary: Bool
+    public let createdAt: Date
 
-    public init(id: UUID, name: String, isPrimary: Bool) {
+    public init(id: UUID, name: String, isPrimary: Bool, createdAt: Date) {
         self.id = id
         self.name = name
         self.isPrimary = isPrimary
+        self.createdAt = createdAt
     }
+
+    /// Where it stands among the scenarios, oldest first.
+    public var cursor: PageCursor<Date> { PageCursor(id: id, key: createdAt) }
 }
 
 /// A group of budget items within a scenario.
@@ -25,6 +30,9 @@ public struct Folder: Sendable, Hashable, Codable, Identifiable {
         self.scenarioID = scenarioID
         self.name = name
     }
+
+    /// Where it stands among its scenario's folders, by name.
+    public var cursor: PageCursor<String> { PageCursor(id: id, key: name) }
 }
 
 /// One line of a scenario's budget.
@@ -49,6 +57,9 @@ public struct BudgetItem: Sendable, Hashable, Codable, Identifiable {
         self.event = event
         self.budgeted = budgeted
     }
+
+    /// Where it stands among its scenario's items, by name.
+    public var cursor: PageCursor<String> { PageCursor(id: id, key: name) }
 }
 
 /// Something the couple pays for; shared by every scenario, which allocate it to their own items.
@@ -70,6 +81,20 @@ public struct Expense: Sendable, Hashable, Codable, Identifiable {
         self.dueDate = dueDate
         self.category = category
     }
+
+    /// Where it stands among the expenses.
+    public var cursor: PageCursor<DueAndName> { PageCursor(id: id, key: DueAndName(dueDate: dueDate, name: name)) }
+}
+
+/// The expenses' order: by due date, those without one last, then by name.
+public struct DueAndName: Sendable, Hashable, Codable {
+    public let dueDate: CalendarDay?
+    public let name: String
+
+    public init(dueDate: CalendarDay?, name: String) {
+        self.dueDate = dueDate
+        self.name = name
+    }
 }
 
 public struct ExpensePayment: Sendable, Hashable, Codable, Identifiable {
@@ -84,6 +109,9 @@ public struct ExpensePayment: Sendable, Hashable, Codable, Identifiable {
         self.amount = amount
         self.paidAt = paidAt
     }
+
+    /// Where it stands among its expense's payments, oldest first.
+    public var cursor: PageCursor<CalendarDay> { PageCursor(id: id, key: paidAt) }
 }
 
 /// How much of an expense one budget item of a scenario carries.
@@ -116,6 +144,9 @@ public struct Gift: Sendable, Hashable, Codable, Identifiable {
         self.received = received
         self.budgetItemID = budgetItemID
     }
+
+    /// Where it stands among the gifts, by whom from.
+    public var cursor: PageCursor<String> { PageCursor(id: id, key: from) }
 }
 
 /// Changes to an expense's details; nil leaves a field as it is. Its amount changes through

@@ -145,6 +145,11 @@ public struct PaymentStatus: Sendable, Hashable, Codable {
     /// Unpaid or partly paid after its due date.
     public let isOverdue: Bool
     public let payments: Int
+
+    /// Where its expense stands among the expenses.
+    public var cursor: PageCursor<DueAndName> {
+        PageCursor(id: expenseID, key: DueAndName(dueDate: dueDate, name: name))
+    }
 }
 
 public struct BudgetOverview: Sendable, Hashable, Codable {

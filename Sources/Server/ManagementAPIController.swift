@@ -171,11 +171,12 @@ struct ManagementAPIController {
             }
             return status
         }
-        let (limit, after) = try PermissionAPIController.page(request, keyedBy: Date.self)
+        let page = try PermissionAPIController.page(request, keyedBy: Date.self)
         let listed = try await invitations.invitations(
-            of: try couple(context), status: status, limit: limit, after: after, as: try request.actingUser())
+            of: try couple(context), status: status, limit: page.limit, after: page.after,
+            as: try request.actingUser())
         return try PermissionAPIController.json(
-            PermissionAPIController.Page("invitations", listed, limit: limit) { $0.cursor.text })
+            PermissionAPIController.Page("invitations", listed, limit: page.limit) { $0.cursor.text })
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {

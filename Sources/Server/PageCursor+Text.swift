@@ -1,3 +1,4 @@
+import Budget
 import Collaboration
 import Foundation
 import Secrets
@@ -19,6 +20,15 @@ extension String: PlaceKey {
     var isComparable: Bool { !unicodeScalars.contains("\0") }
 }
 
+extension CalendarDay: PlaceKey {
+    /// Decoded, it is a day of the years 1 to 9999.
+    var isComparable: Bool { true }
+}
+
+extension DueAndName: PlaceKey {
+    var isComparable: Bool { name.isComparable }
+}
+
 /// The text of a listing's `next_after`: the last row's id, a dot, and the row's place in the listing's order
 /// (its key as a JSON array of one, in base64url). The place is what lets the next page begin where that row
 /// was, even once the row is gone (a member who left, a user deleted): with the id alone, its place would have
@@ -27,7 +37,7 @@ extension PageCursor where Key: PlaceKey {
     var text: String {
         let id = id.uuidString.lowercased()
         guard let key else { return id }
-        // A finite Date and a String always encode.
+        // Every key here (a time of the years 1 to 9999, a text, a day) encodes.
         return id + "." + Base64URL.encode(try! JSONEncoder().encode([key]))
     }
 

@@ -85,24 +85,26 @@ struct PermissionAPIController {
     /// begins with it: `User.matches`), whatever its case: for a backend that looks for someone it has heard of
     /// by name, as `rbac users list`.
     @Sendable func users(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let (limit, after) = try Self.page(request, keyedBy: String.self)
+        let page = try Self.page(request, keyedBy: String.self)
         let users = try await repository.users(
-            matching: try request.queryParameter("search"), limit: limit, after: after)
-        return try Self.json(Page("users", users, limit: limit) { $0.cursor.text })
+            matching: try request.queryParameter("search"), limit: page.limit, after: page.after)
+        return try Self.json(Page("users", users, limit: page.limit) { $0.cursor.text })
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
         let user = try APIError.uuid(context.parameters.get("user"), "user id")
-        let (limit, after) = try Self.page(request, keyedBy: Date.self)
-        let couples = try await repository.userCouples(user, limit: limit, after: after, as: actor(context))
-        return try Self.json(Page("couples", couples, limit: limit) { $0.cursor.text })
+        let page = try Self.page(request, keyedBy: Date.self)
+        let couples = try await repository.userCouples(
+            user, limit: page.limit, after: page.after, as: actor(context))
+        return try Self.json(Page("couples", couples, limit: page.limit) { $0.cursor.text })
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
         let couple = try APIError.uuid(context.parameters.get("couple"), "couple id")
-        let (limit, after) = try Self.page(request, keyedBy: Date.self)
-        let members = try await memberships.members(of: couple, limit: limit, after: after, as: actor(context))
-        return try Self.json(Page("members", members, limit: limit) { $0.cursor.text })
+        let page = try Self.page(request, keyedBy: Date.self)
+        let members = try await memberships.members(
+            of: couple, limit: page.limit, after: page.after, as: actor(context))
+        return try Self.json(Page("members", members, limit: page.limit) { $0.cursor.text })
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -150,16 +152,17 @@ struct PermissionAPIController {
         .operator(label: "key:\(context.serviceKey?.name ?? "unknown")")
     }
 
-    /// A listing's `limit` (1 to 1000, 100 when absent) and `after` (the previous page's `next_after`, or an id).
-    static func page<Key: PlaceKey>(_ request: Request, keyedBy: Key.Type) throws -> (Int, PageCursor<Key>?) {
-        (try limit(request) ?? 100, try request.queryParameter("after").map(PageCursor.init(after:)))
+    /// A listing's page: `limit` (1 to 1000, 100 when absent) rows after `after` (the previous page's
+    /// `next_after`, or an id).
+    static func page<Key: PlaceKey>(_ request: Request, keyedBy key: Key.Type) throws -> PageRequest<Key> {
+        try pageAsked(request, keyedBy: key) ?? PageRequest(limit: 100, after: nil)
     }
 
-    /// For a listing that is whole unless a page is asked for: nil when the request names neither `limit` nor
-    /// `after`, which is the id of the row to page after (the page before's `next_after`).
-    static func pageAsked(_ request: Request) throws -> PageRequest? {
+    /// `page`, or nil when the request names neither `limit` nor `after`: for a listing that is whole unless a
+    /// page is asked for.
+    static func pageAsked<Key: PlaceKey>(_ request: Request, keyedBy: Key.Type) throws -> PageRequest<Key>? {
         let limit = try limit(request)
-        let after = try request.queryParameter("after").map { try APIError.uuid($0, "after") }
+        let after = try request.queryParameter("after").map(PageCursor<Key>.init(after:))
         guard limit != nil || after != nil else { return nil }
         return PageRequest(limit: limit ?? 100, after: after)
     }

@@ -23,10 +23,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
         try await Self.revision(couple, scenario, on: reader(couple))
     }
 
-    public func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
-        try await listing(.item, couple: couple, after: page?.after) {
-            try await Self.items(couple, scenario, page: page, on: reader(couple))
-        }
+    public func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem] {
+        let start = try await start(page, .item, couple: couple, Self.itemColumns, Self.item, \.cursor)
+        return try await Self.items(couple, scenario, limit: page?.limit, after: start, on: reader(couple))
     }
 
     /// The two halves of the items' id space, read on two connections at once: PostgreSQL produces the halves
@@ -52,7 +51,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
             try await pool.withTransaction(isolation: .repeatableRead) { connection in
                 let run: Statement = { try await connection.query($0) }
                 let (revision, exists) = try await Self.revision(couple, scenario, on: run)
-                let items = try await Self.items(couple, scenario, page: nil, on: run)
+                let items = try await Self.items(couple, scenario, limit: nil, after: nil, on: run)
                 let allocations = [
                     try await Self.allocationCents(couple, scenario, items: Self.lowerItems, on: run),
                     try await Self.allocationCents(couple, scenario, items: Self.upperItems, on: run),
@@ -81,18 +80,18 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return (try row.decode("revision"), try row.decode("found"))
     }
 
-    /// A scenario's items by name, all or a page (see `listing`).
-    private static func items(_ couple: UUID, _ scenario: UUID, page: PageRequest?, on run: Statement) async throws
-        -> [BudgetItem]
-    {
+    /// A scenario's items by name: all, or `limit` of them after `start` (see `start`).
+    private static func items(
+        _ couple: UUID, _ scenario: UUID, limit: Int?, after start: PageCursor<String>?, on run: Statement
+    ) async throws -> [BudgetItem] {
         try await run(
             PostgresQuery(
                 """
                 SELECT \(sql: itemColumns) FROM budget_items
                 WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byName), id) > (
-                       SELECT \(sql: Self.byName), id FROM budget_items WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY \(sql: Self.byName), id LIMIT \(page?.limit)
+                  AND (\(start?.id)::uuid IS NULL OR (\(sql: Self.byName), id) > (
+                       SELECT \(sql: Self.byName), \(start?.id) FROM (SELECT \(start?.key)::text AS name) place))
+                ORDER BY \(sql: Self.byName), id LIMIT \(limit)
                 """
             ).prepared(as: "budget_items")
         ).map(item)
@@ -159,36 +158,36 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     // MARK: Scenarios, folders, items
 
-    /// A listing runs `read`: every row, in the order people see, or one page of that same order, the rows
-    /// after the one `after` names, so that a page is a slice of the listing. A page after a row the couple
-    /// does not have (deleted since, say) is refused, not empty.
-    private func listing<Row>(_ record: BudgetRecord, couple: UUID, after: UUID?, _ read: () async throws -> [Row])
-        async throws -> [Row]
-    {
-        let rows = try await read()
-        guard let after, rows.isEmpty else { return rows }
-        let found = try await run(
-            "SELECT EXISTS (SELECT 1 FROM \(identifier: Transaction.table(record)) WHERE couple_id = \(couple) AND id = \(after)) AS found",
-            couple: couple
-        )
-        guard try found[0].decode("found", as: Bool.self) else {
-            throw BudgetError(.notFound, "no \(record.rawValue) \(after.uuidString.lowercased()) to page after")
+    /// Where a page of a listing begins: after the place the page carries, else (an id alone) after the place
+    /// of the row its id names, which the couple must still have: a page after a row deleted since is refused,
+    /// not empty. Nil for every row, or the first page. A listing's rows and its pages are in one order (what
+    /// people see, then the id), so that a page is a slice of the listing.
+    private func start<Row, Key>(
+        _ page: PageRequest<Key>?, _ record: BudgetRecord, couple: UUID, _ columns: StaticString,
+        _ decode: (PostgresRow) throws -> Row, _ cursor: (Row) -> PageCursor<Key>
+    ) async throws -> PageCursor<Key>? {
+        guard let after = page?.after else { return nil }
+        guard after.key == nil else { return after }
+        let rows = try await run(
+            """
+            SELECT \(sql: columns) FROM \(identifier: Transaction.table(record))
+            WHERE couple_id = \(couple) AND id = \(after.id)
+            """, couple: couple)
+        guard let row = rows.first else {
+            throw BudgetError(.notFound, "no \(record.rawValue) \(after.id.uuidString.lowercased()) to page after")
         }
-        return rows
+        return cursor(try decode(row))
     }
 
-    public func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
-        try await listing(.scenario, couple: couple, after: page?.after) {
-            try await run(
-                """
-                SELECT \(sql: Self.scenarioColumns) FROM budget_scenarios
-                WHERE couple_id = \(couple)
-                  AND (\(page?.after)::uuid IS NULL OR (created_at, id) > (
-                       SELECT created_at, id FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY created_at, id LIMIT \(page?.limit)
-                """, couple: couple
-            ).map(Self.scenario)
-        }
+    public func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario] {
+        let start = try await start(page, .scenario, couple: couple, Self.scenarioColumns, Self.scenario, \.cursor)
+        return try await run(
+            """
+            SELECT \(sql: Self.scenarioColumns) FROM budget_scenarios
+            WHERE couple_id = \(couple) AND (\(start?.id)::uuid IS NULL OR (created_at, id) > (\(start?.key), \(start?.id)))
+            ORDER BY created_at, id LIMIT \(page?.limit)
+            """, couple: couple
+        ).map(Self.scenario)
     }
 
     /// A primary scenario is made under the couple's budget lock, as `setPrimaryScenario` does: unserialised, two
@@ -216,7 +215,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
             try await Self.lockBudget(couple, connection)
             let id: UUID = try await connection.query(
                 "SELECT clone_budget_scenario(\(couple), \(source), \(name)) AS id")[0].decode("id")
-            return Scenario(id: id, name: name, isPrimary: false)
+            return try Self.scenario(
+                try await connection.query(
+                    "SELECT \(sql: Self.scenarioColumns) FROM budget_scenarios WHERE couple_id = \(couple) AND id = \(id)"
+                )[0])
         }
     }
 
@@ -252,18 +254,17 @@ public struct PostgresBudgetRepository: BudgetRepository {
         }
     }
 
-    public func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
-        try await listing(.folder, couple: couple, after: page?.after) {
-            try await run(
-                """
-                SELECT \(sql: Self.folderColumns) FROM budget_folders
-                WHERE couple_id = \(couple) AND scenario_id = \(scenario)
-                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byName), id) > (
-                       SELECT \(sql: Self.byName), id FROM budget_folders WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY \(sql: Self.byName), id LIMIT \(page?.limit)
-                """, couple: couple
-            ).map(Self.folder)
-        }
+    public func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder] {
+        let start = try await start(page, .folder, couple: couple, Self.folderColumns, Self.folder, \.cursor)
+        return try await run(
+            """
+            SELECT \(sql: Self.folderColumns) FROM budget_folders
+            WHERE couple_id = \(couple) AND scenario_id = \(scenario)
+              AND (\(start?.id)::uuid IS NULL OR (\(sql: Self.byName), id) > (
+                   SELECT \(sql: Self.byName), \(start?.id) FROM (SELECT \(start?.key)::text AS name) place))
+            ORDER BY \(sql: Self.byName), id LIMIT \(page?.limit)
+            """, couple: couple
+        ).map(Self.folder)
     }
 
     public func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -300,19 +301,19 @@ public struct PostgresBudgetRepository: BudgetRepository {
     // MARK: Expenses, payments, gifts
 
     /// By due date (those without one last), then name.
-    public func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
-        try await listing(.expense, couple: couple, after: page?.after) {
-            try await run(
-                """
-                SELECT \(sql: Self.expenseColumns) FROM expenses
-                WHERE couple_id = \(couple)
-                  AND (\(page?.after)::uuid IS NULL OR (coalesce(due_date, 'infinity'), \(sql: Self.byName), id) > (
-                       SELECT coalesce(due_date, 'infinity'), \(sql: Self.byName), id FROM expenses
-                       WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY coalesce(due_date, 'infinity'), \(sql: Self.byName), id LIMIT \(page?.limit)
-                """, couple: couple
-            ).map(Self.expense)
-        }
+    public func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense] {
+        let start = try await start(page, .expense, couple: couple, Self.expenseColumns, Self.expense, \.cursor)
+        return try await run(
+            """
+            SELECT \(sql: Self.expenseColumns) FROM expenses
+            WHERE couple_id = \(couple)
+              AND (\(start?.id)::uuid IS NULL OR (coalesce(due_date, 'infinity'), \(sql: Self.byName), id) > (
+                   SELECT coalesce(due_date, 'infinity'), \(sql: Self.byName), \(start?.id) FROM (
+                       SELECT \(start?.key?.dueDate?.description)::date AS due_date, \(start?.key?.name)::text AS name
+                   ) place))
+            ORDER BY coalesce(due_date, 'infinity'), \(sql: Self.byName), id LIMIT \(page?.limit)
+            """, couple: couple
+        ).map(Self.expense)
     }
 
     public func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
@@ -325,24 +326,25 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return expense
     }
 
-    /// One statement: the expense's row, joined to its payments by date (or to a page of them, see `listing`)
+    /// One statement: the expense's row, joined to its payments by date (or to a page of them, see `start`)
     /// if it has any. Nil when the couple has no such expense.
-    public func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
+    public func payments(couple: UUID, expense: UUID, page: PageRequest<CalendarDay>?) async throws
+        -> [ExpensePayment]?
+    {
+        let start = try await start(page, .payment, couple: couple, Self.paymentColumns, Self.payment, \.cursor)
         let rows = try await run(
             """
             SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
             FROM expenses e LEFT JOIN LATERAL (
                 SELECT * FROM expense_payments p
                 WHERE p.couple_id = e.couple_id AND p.expense_id = e.id
-                  AND (\(page?.after)::uuid IS NULL OR (p.paid_at, p.id) > (
-                       SELECT paid_at, id FROM expense_payments WHERE couple_id = \(couple) AND id = \(page?.after)))
+                  AND (\(start?.id)::uuid IS NULL OR (p.paid_at, p.id) > (\(start?.key?.description)::date, \(start?.id)))
                 ORDER BY p.paid_at, p.id LIMIT \(page?.limit)
             ) p ON true
             WHERE e.couple_id = \(couple) AND e.id = \(expense) ORDER BY p.paid_at, p.id
             """, couple: couple)
         guard !rows.isEmpty else { return nil }
-        let payments = try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
-        return try await listing(.payment, couple: couple, after: page?.after) { payments }
+        return try rows.filter { try $0.decode("id", as: UUID?.self) != nil }.map(Self.payment)
     }
 
     public func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
@@ -364,19 +366,17 @@ public struct PostgresBudgetRepository: BudgetRepository {
         return payment
     }
 
-    public func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
-        try await listing(.gift, couple: couple, after: page?.after) {
-            try await run(
-                """
-                SELECT \(sql: Self.giftColumns) FROM gifts_and_owed
-                WHERE couple_id = \(couple)
-                  AND (\(page?.after)::uuid IS NULL OR (\(sql: Self.byFromName), id) > (
-                       SELECT \(sql: Self.byFromName), id FROM gifts_and_owed
-                       WHERE couple_id = \(couple) AND id = \(page?.after)))
-                ORDER BY \(sql: Self.byFromName), id LIMIT \(page?.limit)
-                """, couple: couple
-            ).map(Self.gift)
-        }
+    public func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift] {
+        let start = try await start(page, .gift, couple: couple, Self.giftColumns, Self.gift, \.cursor)
+        return try await run(
+            """
+            SELECT \(sql: Self.giftColumns) FROM gifts_and_owed
+            WHERE couple_id = \(couple)
+              AND (\(start?.id)::uuid IS NULL OR (\(sql: Self.byFromName), id) > (
+                   SELECT \(sql: Self.byFromName), \(start?.id) FROM (SELECT \(start?.key)::text AS from_name) place))
+            ORDER BY \(sql: Self.byFromName), id LIMIT \(page?.limit)
+            """, couple: couple
+        ).map(Self.gift)
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {
@@ -595,7 +595,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     static let byFromName: StaticString = #"lower(from_name) COLLATE "C", from_name COLLATE "C""#
 
     // One column list per table, which its decoder below reads.
-    static let scenarioColumns: StaticString = "id, name, is_primary"
+    static let scenarioColumns: StaticString = "id, name, is_primary, created_at"
     static let folderColumns: StaticString = "id, scenario_id, name"
     static let itemColumns: StaticString = "id, scenario_id, folder_id, name, category, event, budgeted"
     static let expenseColumns: StaticString =
@@ -605,7 +605,9 @@ public struct PostgresBudgetRepository: BudgetRepository {
     static let giftColumns: StaticString = "id, from_name, amount, received, budget_item_id"
 
     private static func scenario(_ row: PostgresRow) throws -> Scenario {
-        Scenario(id: try row.decode("id"), name: try row.decode("name"), isPrimary: try row.decode("is_primary"))
+        Scenario(
+            id: try row.decode("id"), name: try row.decode("name"), isPrimary: try row.decode("is_primary"),
+            createdAt: try row.decode("created_at"))
     }
 
     private static func folder(_ row: PostgresRow) throws -> Folder {

@@ -18,13 +18,13 @@ public enum Actor: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// One page of a listing: at most `limit` rows, those that follow the row `after` names in the listing's order
-/// (the last one of the page before; nil for the first page).
-public struct PageRequest: Sendable, Hashable {
+/// One page of a listing: at most `limit` rows, those that follow the place `after` names in the listing's order
+/// (the last row of the page before; nil for the first page).
+public struct PageRequest<Key: Sendable & Hashable>: Sendable, Hashable {
     public let limit: Int
-    public let after: UUID?
+    public let after: PageCursor<Key>?
 
-    public init(limit: Int, after: UUID?) {
+    public init(limit: Int, after: PageCursor<Key>?) {
         precondition(limit > 0, "a page holds at least one row")
         self.limit = limit
         self.after = after

@@ -186,7 +186,7 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func revision(couple: UUID, scenario: UUID) async throws -> (revision: Int64, scenarioExists: Bool) {
         try await inner.revision(couple: couple, scenario: scenario)
     }
-    func items(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [BudgetItem] {
+    func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem] {
         try await inner.items(couple: couple, scenario: scenario, page: page)
     }
     func allocationCents(couple: UUID, scenario: UUID) async throws -> [[AllocationCents]] {
@@ -202,7 +202,7 @@ private final class ChurningBudgetRepository: BudgetRepository {
         snapshotReads.withLock { $0 += 1 }
         return try await inner.overviewSnapshot(couple: couple, scenario: scenario)
     }
-    func scenarios(couple: UUID, page: PageRequest?) async throws -> [Scenario] {
+    func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario] {
         try await inner.scenarios(couple: couple, page: page)
     }
     func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
@@ -217,7 +217,7 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func renameScenario(couple: UUID, scenario: UUID, to name: String, as actor: Actor) async throws -> Scenario {
         try await inner.renameScenario(couple: couple, scenario: scenario, to: name, as: actor)
     }
-    func folders(couple: UUID, scenario: UUID, page: PageRequest?) async throws -> [Folder] {
+    func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder] {
         try await inner.folders(couple: couple, scenario: scenario, page: page)
     }
     func createFolder(couple: UUID, scenario: UUID, name: String, as actor: Actor) async throws -> Folder {
@@ -229,7 +229,7 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func createItem(couple: UUID, _ item: BudgetItem, as actor: Actor) async throws -> BudgetItem {
         try await inner.createItem(couple: couple, item, as: actor)
     }
-    func expenses(couple: UUID, page: PageRequest?) async throws -> [Expense] {
+    func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense] {
         try await inner.expenses(couple: couple, page: page)
     }
     func createExpense(couple: UUID, _ expense: Expense, as actor: Actor) async throws -> Expense {
@@ -238,13 +238,13 @@ private final class ChurningBudgetRepository: BudgetRepository {
     func payments(couple: UUID, expenses: [UUID]?) async throws -> [ExpensePayment] {
         try await inner.payments(couple: couple, expenses: expenses)
     }
-    func payments(couple: UUID, expense: UUID, page: PageRequest?) async throws -> [ExpensePayment]? {
+    func payments(couple: UUID, expense: UUID, page: PageRequest<CalendarDay>?) async throws -> [ExpensePayment]? {
         try await inner.payments(couple: couple, expense: expense, page: page)
     }
     func addPayment(couple: UUID, _ payment: ExpensePayment, as actor: Actor) async throws -> ExpensePayment {
         try await inner.addPayment(couple: couple, payment, as: actor)
     }
-    func gifts(couple: UUID, page: PageRequest?) async throws -> [Gift] {
+    func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift] {
         try await inner.gifts(couple: couple, page: page)
     }
     func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {

@@ -3,6 +3,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import Secrets
 import Synchronization
 import Testing
 
@@ -255,14 +256,25 @@ struct BudgetAPITests {
             #expect(status == .ok && (every as? [Any])?.count == 3, "without limit or after: every row, as before")
             let first = try #require(try await get("?limit=2").1 as? [String: Any])
             #expect((first["expenses"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == Array(ids[0..<2]))
-            #expect(first["next_after"] as? String == ids[1])
+            let next = try #require(first["next_after"] as? String)
+            #expect(next.hasPrefix(ids[1] + "."), "the last row's id, then its place: \(next)")
             let last = try #require(try await get("?limit=2&after=\(ids[1])").1 as? [String: Any])
             #expect((last["expenses"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[2]])
             #expect(last["next_after"] == nil, "a short page is the last")
             let gone = try await get("?limit=2&after=\(UUID())")
-            #expect(gone.0 == .notFound, "a page after a row the couple does not have is refused")
+            #expect(gone.0 == .notFound, "a page after the id of a row the couple does not have is refused")
+            try await client.execute(uri: "\(expenses)/\(ids[1])", method: .delete, headers: owner) {
+                #expect($0.status == .ok)
+            }
+            let afterDeleted = try #require(try await get("?limit=2&after=\(next)").1 as? [String: Any])
+            #expect(
+                (afterDeleted["expenses"] as? [[String: Any]])?.compactMap { $0["id"] as? String } == [ids[2]],
+                "next_after holds the place of the row the page ended at, deleted since")
+            let nul = Base64URL.encode(Array(#"[{"name":"a\u0000"}]"#.utf8))
             for bad in [
                 "?limit=0", "?limit=1001", "?limit=two", "?after=nope", "?limit=+2", "?after=\(ids[0])&after=\(ids[1])",
+                "?after=\(ids[0]).x", "?after=\(ids[0]).\(nul)",
+                "?after=\(ids[0]).\(Base64URL.encode(Array("[1]".utf8)))",
             ] {
                 #expect(try await get(bad).0 == .badRequest, "\(bad)")
             }

@@ -327,11 +327,11 @@ struct BudgetBothRepositoriesTests {
 
             #expect(
                 try await b.renameScenario(main.id, to: "Dream", as: admin)
-                    == Scenario(id: main.id, name: "Dream", isPrimary: true))
+                    == Scenario(id: main.id, name: "Dream", isPrimary: true, createdAt: main.createdAt))
             #expect(
                 try await b.renameFolder(party.id, to: "Reception", as: admin)
                     == Folder(id: party.id, scenarioID: main.id, name: "Reception"))
-            #expect(try await b.scenarios(as: admin) == [Scenario(id: main.id, name: "Dream", isPrimary: true)])
+            #expect(try await b.scenarios(as: admin).map(\.name) == ["Dream"])
             #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["Reception"])
             #expect(try await b.items(scenario: main.id, as: admin) == [cake], "its items stay where they were")
 
@@ -356,7 +356,7 @@ struct BudgetBothRepositoriesTests {
     }
 
     @Test(
-        "every listing pages as it lists: pages of 2 hold each row once, in the listing's order; the last is short",
+        "every listing pages as it lists: pages of 2 hold each row once, in the listing's order; the last is short; a page follows the place of a row deleted since",
         arguments: Backend.allCases)
     func paging(backend: Backend) async throws {
         try await Self.withBudget(backend) { b in
@@ -369,7 +369,10 @@ struct BudgetBothRepositoriesTests {
             }
             for n in 1...4 {
                 _ = try await b.createScenario(named: "S\(n)", as: admin)
-                _ = try await b.createExpense(named: name("E", n), amount: 10, as: admin)
+                // The even ones due, in the order of their numbers: listed first, and a page begins after one.
+                _ = try await b.createExpense(
+                    named: name("E", n), amount: 10, dueDate: n % 2 == 0 ? CalendarDay("2027-0\(n)-01") : nil,
+                    as: admin)
             }
             for n in 1...5 {
                 _ = try await b.createFolder(named: name("F", n), scenario: main.id, as: admin)
@@ -379,48 +382,75 @@ struct BudgetBothRepositoriesTests {
             }
             #expect(try await b.items(scenario: main.id, as: admin).map(\.name) == ["i1", "I2", "i3", "I4", "i5"])
             #expect(try await b.folders(scenario: main.id, as: admin).map(\.name) == ["f1", "F2", "f3", "F4", "f5"])
-            #expect(try await b.expenses(as: admin).map(\.name) == ["Deposit", "e1", "E2", "e3", "E4"])
+            #expect(try await b.expenses(as: admin).map(\.name) == ["E2", "E4", "Deposit", "e1", "e3"])
             #expect(try await b.gifts(as: admin).map(\.from) == ["g1", "G2", "g3", "G4", "g5"])
             let today = CalendarDay.today()
 
-            /// Pages of 2 of a listing, each after the last id of the one before, until one is short; and the
-            /// rows they hold should be every row of the unpaged listing, once each, in its order.
-            func expectPages<Row: Hashable>(
-                _ name: String, id: (Row) -> UUID, every: [Row], _ read: (PageRequest) async throws -> [Row]
+            /// Pages of 2 of a listing, each after the place of the last row of the one before (its cursor, then
+            /// its id alone), until one is short; and the rows they hold should be every row of the unpaged
+            /// listing, once each, in its order.
+            func expectPages<Row: Hashable, Key>(
+                _ name: String, _ cursor: (Row) -> PageCursor<Key>, every: [Row],
+                _ read: (PageRequest<Key>) async throws -> [Row]
             ) async throws {
-                var pages: [[Row]] = []
-                var after: UUID?
-                repeat {
-                    let page = try await read(PageRequest(limit: 2, after: after))
-                    pages.append(page)
-                    after = page.last.map(id)
-                } while pages.last?.count == 2 && pages.count < 10
-                #expect(pages.map(\.count) == [2, 2, 1], "\(name)")
-                #expect(Array(pages.joined()) == every, "\(name)")
+                for idAlone in [false, true] {
+                    var pages: [[Row]] = []
+                    var after: PageCursor<Key>?
+                    repeat {
+                        let page = try await read(PageRequest(limit: 2, after: after))
+                        pages.append(page)
+                        after = page.last.map(cursor).map { idAlone ? PageCursor(id: $0.id) : $0 }
+                    } while pages.last?.count == 2 && pages.count < 10
+                    #expect(pages.map(\.count) == [2, 2, 1], "\(name)")
+                    #expect(Array(pages.joined()) == every, "\(name)")
+                }
             }
-            try await expectPages("scenarios", id: \.id, every: try await b.scenarios(as: admin)) {
+            try await expectPages("scenarios", \.cursor, every: try await b.scenarios(as: admin)) {
                 try await b.scenarios(page: $0, as: admin)
             }
-            try await expectPages("folders", id: \.id, every: try await b.folders(scenario: main.id, as: admin)) {
+            try await expectPages("folders", \.cursor, every: try await b.folders(scenario: main.id, as: admin)) {
                 try await b.folders(scenario: main.id, page: $0, as: admin)
             }
-            try await expectPages("items", id: \.id, every: try await b.items(scenario: main.id, as: admin)) {
+            try await expectPages("items", \.cursor, every: try await b.items(scenario: main.id, as: admin)) {
                 try await b.items(scenario: main.id, page: $0, as: admin)
             }
-            try await expectPages("expenses", id: \.id, every: try await b.expenses(as: admin)) {
+            try await expectPages("expenses", \.cursor, every: try await b.expenses(as: admin)) {
                 try await b.expenses(page: $0, as: admin)
             }
-            try await expectPages("payments", id: \.id, every: try await b.payments(expense: deposit.id, as: admin)) {
+            try await expectPages("payments", \.cursor, every: try await b.payments(expense: deposit.id, as: admin)) {
                 try await b.payments(expense: deposit.id, page: $0, as: admin)
             }
             try await expectPages(
-                "payment statuses", id: \.expenseID, every: try await b.paymentStatuses(today: today, as: admin)
+                "payment statuses", \.cursor, every: try await b.paymentStatuses(today: today, as: admin)
             ) { try await b.paymentStatuses(today: today, page: $0, as: admin) }
-            try await expectPages("gifts", id: \.id, every: try await b.gifts(as: admin)) {
+            try await expectPages("gifts", \.cursor, every: try await b.gifts(as: admin)) {
                 try await b.gifts(page: $0, as: admin)
             }
             let paid = try await b.paymentStatuses(today: today, page: PageRequest(limit: 1000, after: nil), as: admin)
             #expect(paid.first { $0.expenseID == deposit.id }?.paid == 5, "a page's statuses count their payments")
+
+            /// The row the first page of 2 ended at is deleted before the next page is read: that page still
+            /// begins after its place (the third and fourth rows), while its id alone is refused.
+            func expectPlaceKept<Row: Hashable & Identifiable<UUID>, Key>(
+                _ record: BudgetRecord, _ cursor: (Row) -> PageCursor<Key>,
+                _ read: (PageRequest<Key>) async throws -> [Row]
+            ) async throws {
+                let every = try await read(PageRequest(limit: 1000, after: nil))
+                let last = try #require(try await read(PageRequest(limit: 2, after: nil)).last)
+                _ = try await b.delete(record, id: last.id, as: admin)
+                #expect(try await read(PageRequest(limit: 2, after: cursor(last))) == Array(every[2..<4]), "\(record)")
+                await expectBudgetRefusal(.notFound) {
+                    _ = try await read(PageRequest(limit: 2, after: PageCursor(id: last.id)))
+                }
+            }
+            try await expectPlaceKept(.scenario, \.cursor) { try await b.scenarios(page: $0, as: admin) }
+            try await expectPlaceKept(.folder, \.cursor) { try await b.folders(scenario: main.id, page: $0, as: admin) }
+            try await expectPlaceKept(.item, \.cursor) { try await b.items(scenario: main.id, page: $0, as: admin) }
+            try await expectPlaceKept(.payment, \.cursor) {
+                try await b.payments(expense: deposit.id, page: $0, as: admin)
+            }
+            try await expectPlaceKept(.expense, \.cursor) { try await b.expenses(page: $0, as: admin) }
+            try await expectPlaceKept(.gift, \.cursor) { try await b.gifts(page: $0, as: admin) }
         }
     }
 

@@ -62,6 +62,8 @@ extension RBAC {
 /// A kind of budget record as a command: `rbac budget <noun> list`, its own verbs, then `delete`.
 protocol BudgetNoun: AsyncParsableCommand {
     associatedtype Row: Encodable & Identifiable<UUID>
+    /// What the listing is ordered by (a name, a date), which a page begins after.
+    associatedtype Key: Sendable & Hashable
     /// What narrows the listing (a scenario, an expense), as options.
     associatedtype Scope: ListingScope
     static var record: BudgetRecord { get }
@@ -70,7 +72,8 @@ protocol BudgetNoun: AsyncParsableCommand {
     /// The verbs between `list` and `delete`.
     static var verbs: [any ParsableCommand.Type] { get }
     static var listAbstract: String { get }
-    static func list(_ budget: CoupleBudget, _ scope: Scope, page: PageRequest?, as actor: Actor) async throws -> [Row]
+    static func list(_ budget: CoupleBudget, _ scope: Scope, page: PageRequest<Key>?, as actor: Actor) async throws
+        -> [Row]
     static func table(_ rows: [Row]) -> Table
 }
 

@@ -13,7 +13,8 @@ extension RBAC.BudgetCommand {
         static let verbs: [any ParsableCommand.Type] = [Add.self, SetAmount.self, Edit.self, Allocate.self]
 
         static let listAbstract = "List the couple's expenses."
-        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest<DueAndName>?, as actor: Actor)
+            async throws
             -> [Expense]
         {
             try await budget.expenses(page: page, as: actor)

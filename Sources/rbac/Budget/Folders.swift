@@ -13,7 +13,8 @@ extension RBAC.BudgetCommand {
         static let verbs: [any ParsableCommand.Type] = [Add.self, RBAC.BudgetCommand.Rename<Self>.self]
 
         static let listAbstract = "List a scenario's folders."
-        static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest?, as actor: Actor) async throws
+        static func list(_ budget: CoupleBudget, _ scope: InScenario, page: PageRequest<String>?, as actor: Actor)
+            async throws
             -> [Folder]
         {
             try await budget.folders(scenario: try await scope.id(in: budget, as: actor), page: page, as: actor)

@@ -13,7 +13,8 @@ extension RBAC.BudgetCommand {
         static let verbs: [any ParsableCommand.Type] = [Add.self, Edit.self, Receive.self]
 
         static let listAbstract = "List gifts and money owed."
-        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest<String>?, as actor: Actor)
+            async throws
             -> [Gift]
         {
             try await budget.gifts(page: page, as: actor)

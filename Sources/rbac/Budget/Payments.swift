@@ -13,7 +13,7 @@ extension RBAC.BudgetCommand {
         static let verbs: [any ParsableCommand.Type] = [Status.self, Add.self]
 
         static let listAbstract = "List one expense's payments."
-        static func list(_ budget: CoupleBudget, _ scope: OfExpense, page: PageRequest?, as actor: Actor)
+        static func list(_ budget: CoupleBudget, _ scope: OfExpense, page: PageRequest<CalendarDay>?, as actor: Actor)
             async throws -> [ExpensePayment]
         {
             try await budget.payments(expense: try Parse.id(scope.expense, "expense"), page: page, as: actor)

@@ -15,7 +15,8 @@ extension RBAC.BudgetCommand {
         ]
 
         static let listAbstract = "List the couple's scenarios."
-        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest?, as actor: Actor) async throws
+        static func list(_ budget: CoupleBudget, _ scope: WholeCouple, page: PageRequest<Date>?, as actor: Actor)
+            async throws
             -> [Scenario]
         {
             try await budget.scenarios(page: page, as: actor)

@@ -92,8 +92,11 @@ struct PageOptions: ParsableArguments {
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
     /// page says on stderr how to ask for the next one.
-    func read<Item>(id: (Item) -> UUID, _ body: (PageRequest?) async throws -> [Item]) async throws -> [Item] {
-        let items = try await body(limit.map { PageRequest(limit: $0, after: after.flatMap { UUID(parsing: $0) }) })
+    func read<Item, Key>(id: (Item) -> UUID, _ body: (PageRequest<Key>?) async throws -> [Item]) async throws
+        -> [Item]
+    {
+        let after = after.flatMap { UUID(parsing: $0) }.map { PageCursor<Key>(id: $0) }
+        let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
         if let limit, items.count == limit, let last = items.last {
             printError("rbac: more may follow: --after \(idText(id(last)))")
         }
@@ -109,7 +112,7 @@ struct PageOptions: ParsableArguments {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
             try printer.print(
-                try await read(id: { cursor($0).id }) { try await page(limit, $0?.after.map { PageCursor(id: $0) }) })
+                try await read(id: { cursor($0).id }) { try await page(limit, $0?.after) })
         } else {
             try await forEachPage(id: cursor, page) { try printer.print($0) }
         }
