@@ -282,10 +282,13 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         let ordered = rows.sorted { precedes((key($0), $0.id), (key($1), $1.id)) }
         guard let page else { return ordered }
         guard let after = page.after else { return Array(ordered.prefix(page.limit)) }
-        guard let start = after.key ?? rows.first(where: { $0.id == after.id }).map(key) else {
+        guard
+            let following = after.following(
+                in: ordered, id: \.id, key: key, follows: { precedes(($1, $2), (key($0), $0.id)) })
+        else {
             throw BudgetError(.notFound, "no \(record.rawValue) \(after.id.uuidString.lowercased()) to page after")
         }
-        return Array(ordered.filter { precedes((start, after.id), (key($0), $0.id)) }.prefix(page.limit))
+        return Array(following.prefix(page.limit))
     }
 
     public func createGift(couple: UUID, _ gift: Gift, as actor: Actor) async throws -> Gift {

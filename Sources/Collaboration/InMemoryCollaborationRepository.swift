@@ -771,10 +771,10 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         follows: (Item, Key, UUID) -> Bool, missing: (UUID) -> String
     ) throws -> [Item] {
         guard let after else { return Array(items.prefix(limit)) }
-        guard let place = after.key ?? items.first(where: { id($0) == after.id }).map(key) else {
+        guard let following = after.following(in: items, id: id, key: key, follows: follows) else {
             throw CollaborationError(.notFound, missing(after.id))
         }
-        return Array(items.filter { follows($0, place, after.id) }.prefix(limit))
+        return Array(following.prefix(limit))
     }
 
     /// `orderedPage` of items oldest first, at `at`, then by id (uuids in PostgreSQL's byte order).
