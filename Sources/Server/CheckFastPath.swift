@@ -18,8 +18,9 @@ import NIOHTTPTypes
 /// Everything else goes on to Hummingbird unchanged, in order, and its `/v1/check` route gives the same answers
 /// and every error. A check the repository fails to answer goes on too: one the route would answer 503 (the
 /// database down or not answering) marked `CheckAnswer.unavailable`, so that the router answers it without
-/// asking again for its key or the check; any other, to be asked again there for the route's error. A check is
-/// answered here only when
+/// asking again for its key or the check; any other, to be asked again there for the route's error.
+///
+/// A check is answered here only when
 /// - no request handed on earlier is still unanswered, so answers never overtake one another;
 /// - it does not ask to close the connection (Hummingbird closes it after the answer; `StrictHTTP1Channel` has
 ///   made every such request say `Connection: close`), has no trailers, and its body is at most `maxBody`
