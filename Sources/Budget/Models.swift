@@ -2,7 +2,7 @@ import Foundation
 import Tenancy
 
 /// A "what-if" version of the budget; a couple has at most one primary scenario.
-public struct Scenario: Sendable, Hashable, Codable, Identifiable {
+public struct Scenario: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public let name: String
     public let isPrimary: Bool
@@ -20,7 +20,7 @@ public struct Scenario: Sendable, Hashable, Codable, Identifiable {
 }
 
 /// A group of budget items within a scenario.
-public struct Folder: Sendable, Hashable, Codable, Identifiable {
+public struct Folder: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public let scenarioID: UUID
     public let name: String
@@ -36,7 +36,7 @@ public struct Folder: Sendable, Hashable, Codable, Identifiable {
 }
 
 /// One line of a scenario's budget.
-public struct BudgetItem: Sendable, Hashable, Codable, Identifiable {
+public struct BudgetItem: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public let scenarioID: UUID
     public var folderID: UUID?
@@ -63,7 +63,7 @@ public struct BudgetItem: Sendable, Hashable, Codable, Identifiable {
 }
 
 /// Something the couple pays for; shared by every scenario, which allocate it to their own items.
-public struct Expense: Sendable, Hashable, Codable, Identifiable {
+public struct Expense: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public var name: String
     public var vendor: String
@@ -97,7 +97,7 @@ public struct DueAndName: Sendable, Hashable, Codable {
     }
 }
 
-public struct ExpensePayment: Sendable, Hashable, Codable, Identifiable {
+public struct ExpensePayment: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public let expenseID: UUID
     public let amount: Decimal
@@ -130,7 +130,7 @@ public struct Allocation: Sendable, Hashable, Codable {
 }
 
 /// A gift, or money owed to the couple (not yet received), optionally set against a budget item.
-public struct Gift: Sendable, Hashable, Codable, Identifiable {
+public struct Gift: Sendable, Hashable, Codable, Identifiable, ListedRow {
     public let id: UUID
     public let from: String
     public let amount: Decimal

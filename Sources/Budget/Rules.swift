@@ -127,7 +127,7 @@ public enum BudgetRules {
     }
 }
 
-public struct PaymentStatus: Sendable, Hashable, Codable {
+public struct PaymentStatus: Sendable, Hashable, Codable, ListedRow {
     public enum State: String, Sendable, Codable {
         case unpaid, partial, paid, overpaid
     }

@@ -12,7 +12,7 @@ struct BudgetAPIController {
     func addRoutes(to group: RouterGroup<AppRequestContext>) {
         let budget = group.group("couples/:couple/budget")
         budget.get("scenarios") { request, context in
-            try await list("scenarios", request, context, cursor: \.cursor) { try await $0.scenarios(page: $2, as: $1) }
+            try await list("scenarios", request, context) { try await $0.scenarios(page: $2, as: $1) }
         }
         budget.post("scenarios") { request, context in
             struct Body: Decodable {
@@ -61,13 +61,13 @@ struct BudgetAPIController {
         }
         budget.get("scenarios/:scenario/items") { request, context in
             let scenario = try id(context, "scenario")
-            return try await list("items", request, context, cursor: \.cursor) {
+            return try await list("items", request, context) {
                 try await $0.items(scenario: scenario, page: $2, as: $1)
             }
         }
         budget.get("scenarios/:scenario/folders") { request, context in
             let scenario = try id(context, "scenario")
-            return try await list("folders", request, context, cursor: \.cursor) {
+            return try await list("folders", request, context) {
                 try await $0.folders(scenario: scenario, page: $2, as: $1)
             }
         }
@@ -130,7 +130,7 @@ struct BudgetAPIController {
             }
         }
         budget.get("expenses") { request, context in
-            try await list("expenses", request, context, cursor: \.cursor) { try await $0.expenses(page: $2, as: $1) }
+            try await list("expenses", request, context) { try await $0.expenses(page: $2, as: $1) }
         }
         budget.post("expenses") { request, context in
             struct Body: Decodable {
@@ -207,17 +207,17 @@ struct BudgetAPIController {
         }
         budget.get("expenses/:expense/payments") { request, context in
             let expense = try id(context, "expense")
-            return try await list("payments", request, context, cursor: \.cursor) {
+            return try await list("payments", request, context) {
                 try await $0.payments(expense: expense, page: $2, as: $1)
             }
         }
         budget.get("payments") { request, context in
-            try await list("payments", request, context, cursor: \.cursor) {
+            try await list("payments", request, context) {
                 try await $0.paymentStatuses(page: $2, as: $1)
             }
         }
         budget.get("gifts") { request, context in
-            try await list("gifts", request, context, cursor: \.cursor) { try await $0.gifts(page: $2, as: $1) }
+            try await list("gifts", request, context) { try await $0.gifts(page: $2, as: $1) }
         }
         budget.post("gifts") { request, context in
             struct Body: Decodable {
@@ -276,16 +276,16 @@ struct BudgetAPIController {
 
     /// Runs a listing on the couple's actor: every row, as a JSON array; or, when the request names `limit` or
     /// `after`, one page of the same listing, `{"<name>": [...], "next_after": ...}`, as the other listings page.
-    private func list<Row: Encodable & Sendable, Key: PlaceKey>(
-        _ name: String, _ request: Request, _ context: AppRequestContext, cursor: (Row) -> PageCursor<Key>,
-        _ body: @Sendable (CoupleBudget, Actor, PageRequest<Key>?) async throws -> [Row]
-    ) async throws -> Response {
-        guard let page = try PermissionAPIController.pageAsked(request, keyedBy: Key.self) else {
+    private func list<Row: Encodable & Sendable & ListedRow>(
+        _ name: String, _ request: Request, _ context: AppRequestContext,
+        _ body: @Sendable (CoupleBudget, Actor, PageRequest<Row.OrderKey>?) async throws -> [Row]
+    ) async throws -> Response where Row.OrderKey: PlaceKey {
+        guard let page = try PermissionAPIController.pageAsked(request, keyedBy: Row.OrderKey.self) else {
             return try await run(request, context) { try await body($0, $1, nil) }
         }
         let rows = try await perform(request, context) { try await body($0, $1, page) }
         return try PermissionAPIController.json(
-            PermissionAPIController.Page(name, rows, limit: page.limit) { cursor($0).text })
+            PermissionAPIController.Page(name, rows, limit: page.limit) { $0.cursor.text })
     }
 
     /// Runs `body` on the couple's actor, acting for `X-Acting-User`.

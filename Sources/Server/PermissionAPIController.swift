@@ -162,7 +162,12 @@ struct PermissionAPIController {
     /// page is asked for.
     static func pageAsked<Key: PlaceKey>(_ request: Request, keyedBy: Key.Type) throws -> PageRequest<Key>? {
         let limit = try limit(request)
-        let after = try request.queryParameter("after").map(PageCursor<Key>.init(after:))
+        let after = try request.queryParameter("after").map {
+            guard let cursor = PageCursor<Key>(text: $0) else {
+                throw APIError.badRequest("after must be the next_after of the page before, or an id")
+            }
+            return cursor
+        }
         guard limit != nil || after != nil else { return nil }
         return PageRequest(limit: limit ?? 100, after: after)
     }

@@ -56,6 +56,12 @@ public struct PageCursor<Key: Sendable & Hashable>: Sendable, Hashable {
     }
 }
 
+/// A row of a listing paged by place: where it stands in the listing's order, which the next page follows.
+public protocol ListedRow {
+    associatedtype OrderKey: Sendable & Hashable
+    var cursor: PageCursor<OrderKey> { get }
+}
+
 /// A refusal with a stable code for programs (`permission_denied`, ...), which the metrics count by.
 public protocol CodedError: Error {
     var codeName: String { get }

@@ -123,6 +123,15 @@ struct CLITests {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
     }
 
+    /// How a full page's hint on stderr begins, before the place the next page follows.
+    static let moreMayFollow = "rbac: more may follow: --after "
+
+    /// The place a full page's hint names.
+    static func place(_ page: Result) throws -> String {
+        try #require(page.stderr.hasPrefix(moreMayFollow) && page.stderr.hasSuffix("\n"), "\(page.stderr)")
+        return String(page.stderr.dropFirst(moreMayFollow.count).dropLast())
+    }
+
     static func createCouple(_ run: ([String]) async throws -> Result) async throws -> String {
         let created = try await run([
             "couples", "create", "--name", "Olivia & Paul", "--owner-email", "olivia@example.com", "--json",
@@ -368,7 +377,7 @@ struct CLITests {
     }
 
     @Test(
-        "members, invitations, users and couples list one page at a time with --limit and --after; bad page options exit 2"
+        "members, invitations, users and couples list one page at a time with --limit and --after, past deleted rows; bad page options exit 2"
     )
     func pages() async throws {
         try await Self.withDatabase { run, _ in
@@ -412,12 +421,27 @@ struct CLITests {
                         #expect(page.stderr.isEmpty, "a page that is not full says nothing more may follow")
                         break
                     }
-                    #expect(page.stderr == "rbac: more may follow: --after \(pageIDs[1])\n")
-                    after = ["--after", pageIDs[1]]
+                    #expect(page.stderr.hasPrefix(Self.moreMayFollow + pageIDs[1] + "."), "\(page.stderr)")
+                    after = ["--after", try Self.place(page)]
                 }
                 #expect(walked == every, "the pages of \(listing) hold every entry once, in order")
                 #expect(pages == every.count / 2 + 1, "full pages of two, then the rest (perhaps none)")
             }
+            // The place a hint names holds once its entry is gone; the entry's id alone then names nothing.
+            let members = ["members", "--couple", couple, "--limit", "2", "--json"]
+            func memberIDs(_ result: Result) throws -> [String] {
+                try Self.jsonArray(result).map { try #require(($0["user"] as? [String: Any])?["id"] as? String) }
+            }
+            let firstPage = try await run(members)
+            let gone = try #require(try memberIDs(firstPage).last)
+            let revoked = try await run(["revoke", "--couple", couple, "--user", gone])
+            #expect(revoked.status == 0, "\(revoked.stderr)")
+            let left = try memberIDs(try await run(["members", "--couple", couple, "--json"]))
+            let nextPage = try await run(members + ["--after", try Self.place(firstPage)])
+            #expect(nextPage.status == 0, "\(nextPage.stderr)")
+            #expect(try memberIDs(nextPage) == Array(left[1..<3]), "the two who joined after the member who left")
+            let byID = try await run(members + ["--after", gone])
+            #expect(byID.status == 3 && byID.stderr.contains("no member"), "\(byID.stderr)")
             // Users by email whatever its case, couples oldest first.
             let emails = try Self.jsonArray(try await run(["users", "list", "--json"])).compactMap {
                 $0["email"] as? String
@@ -446,7 +470,8 @@ struct CLITests {
                 (["--limit", "1001"], "--limit must be from 1 to 1000, not 1001"),
                 (["--limit", "-3"], "--limit must be from 1 to 1000, not -3"),
                 (["--after", "00000000-0000-0000-0000-000000000000"], "--after needs --limit: it picks a page"),
-                (["--limit", "2", "--after", "1; DROP TABLE users"], "--after \"1; DROP TABLE users\" is not an id"),
+                (["--limit", "2", "--after", "1; DROP TABLE users"], "\"1; DROP TABLE users\" is neither an id"),
+                (["--limit", "2", "--after", "\(couple).WyJ4Il0"], "--after \"\(couple).WyJ4Il0\" is neither an id"),
             ] {
                 let refused = try await run(["members", "--couple", couple] + options)
                 #expect(refused.status == 2)
@@ -766,10 +791,15 @@ struct CLITests {
             let firstPage = try await budget("items", "list", ["--scenario", scenarioID, "--limit", "2", "--json"])
             let firstIDs = try Self.jsonArray(firstPage).compactMap { $0["id"] as? String }
             #expect(firstIDs == [items[1], items[2]], "Food and Music, before Venue")
-            #expect(firstPage.stderr == "rbac: more may follow: --after \(firstIDs[1])\n")
-            let lastPage = try await budget(
-                "items", "list", ["--scenario", scenarioID, "--limit", "2", "--after", firstIDs[1], "--json"])
-            #expect(try Self.jsonArray(lastPage).count == 1 && lastPage.stderr.isEmpty)
+            #expect(firstPage.stderr.hasPrefix(Self.moreMayFollow + firstIDs[1] + "."), "\(firstPage.stderr)")
+            for after in [try Self.place(firstPage), firstIDs[1]] {
+                let lastPage = try await budget(
+                    "items", "list", ["--scenario", scenarioID, "--limit", "2", "--after", after, "--json"])
+                #expect(
+                    try Self.jsonArray(lastPage).compactMap { $0["id"] as? String } == [items[0]]
+                        && lastPage.stderr.isEmpty,
+                    "Venue, after the place the hint names or the id alone: \(lastPage.stderr)")
+            }
             let pagedWrite = try await budget(
                 "items", "add", ["Cake", "--scenario", scenarioID, "--budgeted", "1", "--limit", "2"])
             #expect(pagedWrite.status == 2, "a write takes no paging options")

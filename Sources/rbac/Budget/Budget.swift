@@ -2,6 +2,7 @@ import ArgumentParser
 import Budget
 import Collaboration
 import Foundation
+import Server
 import Storage
 
 extension RBAC {
@@ -61,9 +62,9 @@ extension RBAC {
 
 /// A kind of budget record as a command: `rbac budget <noun> list`, its own verbs, then `delete`.
 protocol BudgetNoun: AsyncParsableCommand {
-    associatedtype Row: Encodable & Identifiable<UUID>
+    associatedtype Row: Encodable & ListedRow where Row.OrderKey == Key
     /// What the listing is ordered by (a name, a date), which a page begins after.
-    associatedtype Key: Sendable & Hashable
+    associatedtype Key: PlaceKey
     /// What narrows the listing (a scenario, an expense), as options.
     associatedtype Scope: ListingScope
     static var record: BudgetRecord { get }
@@ -148,7 +149,7 @@ extension RBAC.BudgetCommand {
         func run() async throws {
             let rows = try await options.run { budget, actor in
                 let scope = try await scope.resolved(in: budget, as: actor)
-                return try await page.read(id: \.id) { try await Noun.list(budget, scope, page: $0, as: actor) }
+                return try await page.read(cursor: \.cursor) { try await Noun.list(budget, scope, page: $0, as: actor) }
             }
             try options.output.print(rows, Noun.table(rows).rendered)
         }

@@ -3,6 +3,7 @@ import Budget
 import Collaboration
 import Foundation
 import Postgres
+import Server
 
 /// Where the database is: `--database-url`, else `DATABASE_URL`, else the standard `PG*` variables, else the
 /// local cluster rbac manages itself.
@@ -75,44 +76,47 @@ struct PageOptions: ParsableArguments {
     var limit: Int?
     @Option(
         help: ArgumentHelp(
-            "With --limit: the page after this id, the last one the page before listed.", valueName: "id"))
+            "With --limit: the page after this place, as the page before's hint names it (or its last id).",
+            valueName: "place"))
     var after: String?
 
     func validate() throws {
         if let limit, !(1...1000).contains(limit) {
             throw ValidationError("--limit must be from 1 to 1000, not \(limit)")
         }
-        if let after {
-            guard limit != nil else { throw ValidationError("--after needs --limit: it picks a page") }
-            guard UUID(parsing: after) != nil else {
-                throw ValidationError("--after \(quoted(after)) is not an id (a UUID)")
-            }
-        }
+        if after != nil, limit == nil { throw ValidationError("--after needs --limit: it picks a page") }
     }
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
-    /// page says on stderr how to ask for the next one.
-    func read<Item, Key>(id: (Item) -> UUID, _ body: (PageRequest<Key>?) async throws -> [Item]) async throws
-        -> [Item]
-    {
-        let after = after.flatMap { UUID(parsing: $0) }.map { PageCursor<Key>(id: $0) }
+    /// page says on stderr how to ask for the next one: after the last entry's place (`cursor`), which holds
+    /// once that entry is gone, as the API's `next_after` does.
+    func read<Item, Key: PlaceKey>(
+        cursor: (Item) -> PageCursor<Key>, _ body: (PageRequest<Key>?) async throws -> [Item]
+    ) async throws -> [Item] {
+        let after = try after.map {
+            guard let cursor = PageCursor<Key>(text: $0) else {
+                throw CommandFailure(
+                    .usage, "--after \(quoted($0)) is neither an id nor the place a \"more may follow\" named")
+            }
+            return cursor
+        }
         let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
         if let limit, items.count == limit, let last = items.last {
-            printError("rbac: more may follow: --after \(idText(id(last)))")
+            printError("rbac: more may follow: --after \(cursor(last).text)")
         }
         return items
     }
 
     /// Prints every entry, each page as it is read (`ListingPrinter`) after `cursor` of the last entry read, or
-    /// with --limit one page of them, after the id --after gives.
-    func print<Item: Encodable, Key>(
+    /// with --limit one page of them, after the place --after gives.
+    func print<Item: Encodable, Key: PlaceKey>(
         _ output: OutputOptions, _ columns: Columns<Item>, cursor: (Item) -> PageCursor<Key>,
         pages page: (_ limit: Int, _ after: PageCursor<Key>?) async throws -> [Item]
     ) async throws {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
             try printer.print(
-                try await read(id: { cursor($0).id }) { try await page(limit, $0?.after) })
+                try await read(cursor: cursor) { try await page(limit, $0?.after) })
         } else {
             try await forEachPage(id: cursor, page) { try printer.print($0) }
         }
