@@ -1,7 +1,7 @@
 import Foundation
 
 /// The tenant: two people planning a wedding, and everyone they invite.
-public struct Couple: Sendable, Hashable, Codable {
+public struct Couple: Sendable, Hashable, Codable, ListedRow {
     public let id: UUID
     public var name: String
     public let createdAt: Date
@@ -28,7 +28,7 @@ public struct Couple: Sendable, Hashable, Codable {
     }
 }
 
-public struct User: Sendable, Hashable, Codable {
+public struct User: Sendable, Hashable, Codable, ListedRow {
     public let id: UUID
     public let email: String
     public let displayName: String?
@@ -152,7 +152,7 @@ public struct CoupleDetail: Sendable, Hashable, Encodable {
 }
 
 /// A member as listed: the membership with who the user is.
-public struct Member: Sendable, Hashable, Codable {
+public struct Member: Sendable, Hashable, Codable, ListedRow {
     public let user: User
     public let role: RoleName
     public let status: MembershipStatus
@@ -175,7 +175,7 @@ public enum InvitationStatus: String, Sendable, Codable, CaseIterable {
     case pending, accepted, revoked, expired
 }
 
-public struct Invitation: Sendable, Hashable, Codable {
+public struct Invitation: Sendable, Hashable, Codable, ListedRow {
     public let id: UUID
     public let coupleID: UUID
     public var role: RoleName
@@ -343,7 +343,7 @@ extension AuditEntry {
 }
 
 /// One of a user's couples, as listed for that user.
-public struct UserCouple: Sendable, Hashable, Codable {
+public struct UserCouple: Sendable, Hashable, Codable, ListedRow {
     public let coupleID: UUID
     public let coupleName: String
     public let role: RoleName

@@ -285,7 +285,7 @@ struct BudgetAPIController {
         }
         let rows = try await perform(request, context) { try await body($0, $1, page) }
         return try PermissionAPIController.json(
-            PermissionAPIController.Page(name, rows, limit: page.limit) { $0.cursor.text })
+            PermissionAPIController.Page(name, rows, limit: page.limit))
     }
 
     /// Runs `body` on the couple's actor, acting for `X-Acting-User`.

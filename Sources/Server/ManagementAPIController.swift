@@ -176,7 +176,7 @@ struct ManagementAPIController {
             of: try couple(context), status: status, limit: page.limit, after: page.after,
             as: try request.actingUser())
         return try PermissionAPIController.json(
-            PermissionAPIController.Page("invitations", listed, limit: page.limit) { $0.cursor.text })
+            PermissionAPIController.Page("invitations", listed, limit: page.limit))
     }
 
     @Sendable func invite(_ request: Request, context: AppRequestContext) async throws -> Response {

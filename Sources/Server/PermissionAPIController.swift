@@ -88,7 +88,7 @@ struct PermissionAPIController {
         let page = try Self.page(request, keyedBy: String.self)
         let users = try await repository.users(
             matching: try request.queryParameter("search"), limit: page.limit, after: page.after)
-        return try Self.json(Page("users", users, limit: page.limit) { $0.cursor.text })
+        return try Self.json(Page("users", users, limit: page.limit))
     }
 
     @Sendable func userCouples(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -96,7 +96,7 @@ struct PermissionAPIController {
         let page = try Self.page(request, keyedBy: Date.self)
         let couples = try await repository.userCouples(
             user, limit: page.limit, after: page.after, as: actor(context))
-        return try Self.json(Page("couples", couples, limit: page.limit) { $0.cursor.text })
+        return try Self.json(Page("couples", couples, limit: page.limit))
     }
 
     @Sendable func members(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -104,7 +104,7 @@ struct PermissionAPIController {
         let page = try Self.page(request, keyedBy: Date.self)
         let members = try await memberships.members(
             of: couple, limit: page.limit, after: page.after, as: actor(context))
-        return try Self.json(Page("members", members, limit: page.limit) { $0.cursor.text })
+        return try Self.json(Page("members", members, limit: page.limit))
     }
 
     @Sendable func userPermissions(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -177,16 +177,16 @@ struct PermissionAPIController {
     }
 
     /// One page of a listing, `{"<name>": [...], "next_after": ...}`: `next_after`, where the last item is
-    /// (`after(item)`), only when the page is full (there may be more); a client passes it back as `after`.
-    struct Page<Item: Encodable>: Encodable {
+    /// (its cursor's text), only when the page is full (there may be more); a client passes it back as `after`.
+    struct Page<Item: Encodable & ListedRow>: Encodable where Item.OrderKey: PlaceKey {
         let name: String
         let items: [Item]
         let nextAfter: String?
 
-        init(_ name: String, _ items: [Item], limit: Int, after: (Item) -> String) {
+        init(_ name: String, _ items: [Item], limit: Int) {
             self.name = name
             self.items = items
-            nextAfter = items.count == limit ? items.last.map(after) : nil
+            nextAfter = items.count == limit ? items.last?.cursor.text : nil
         }
 
         private struct Key: CodingKey {

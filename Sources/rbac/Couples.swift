@@ -184,7 +184,7 @@ extension RBAC {
                         [idText($0.id), $0.name, $0.createdAt.iso8601, String($0.revision)]
                     }
                     try await page.print(
-                        output, columns, cursor: \.cursor, pages: context.repository.couples(limit:after:))
+                        output, columns, pages: context.repository.couples(limit:after:))
                 }
             }
         }

@@ -63,7 +63,7 @@ extension RBAC {
                             $0.status.rawValue, $0.expiresAt.iso8601,
                         ]
                     }
-                    try await page.print(acting.output, columns, cursor: \.cursor) { limit, after in
+                    try await page.print(acting.output, columns) { limit, after in
                         try await context.invitations.invitations(
                             of: coupleID, status: only, limit: limit, after: after, as: actor)
                     }

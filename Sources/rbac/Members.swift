@@ -15,7 +15,7 @@ extension RBAC {
         func run() async throws {
             try await acting.run { context, actor in
                 let coupleID = try Parse.couple(couple)
-                try await page.print(acting.output, memberColumns, cursor: \.cursor) { limit, after in
+                try await page.print(acting.output, memberColumns) { limit, after in
                     try await context.memberships.members(of: coupleID, limit: limit, after: after, as: actor)
                 }
             }

@@ -181,7 +181,7 @@ extension RBAC {
                             $0.identities.map { "\($0.issuer) \($0.subject)" }.joined(separator: ", "),
                         ]
                     }
-                    try await page.print(output, columns, cursor: \.cursor) { limit, after in
+                    try await page.print(output, columns) { limit, after in
                         try await context.repository.users(matching: search, limit: limit, after: after)
                     }
                 }

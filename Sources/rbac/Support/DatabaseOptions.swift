@@ -88,13 +88,12 @@ struct PageOptions: ParsableArguments {
     }
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
-    /// page says on stderr how to ask for the next one: after the last entry's place (`cursor`), which holds
-    /// once that entry is gone, as the API's `next_after` does.
-    func read<Item, Key: PlaceKey>(
-        cursor: (Item) -> PageCursor<Key>, _ body: (PageRequest<Key>?) async throws -> [Item]
-    ) async throws -> [Item] {
+    /// page says on stderr how to ask for the next one: after the last entry's place, which holds once that
+    /// entry is gone, as the API's `next_after` does.
+    func read<Item: ListedRow>(_ body: (PageRequest<Item.OrderKey>?) async throws -> [Item]) async throws -> [Item]
+    where Item.OrderKey: PlaceKey {
         let after = try after.map {
-            guard let cursor = PageCursor<Key>(text: $0) else {
+            guard let cursor = PageCursor<Item.OrderKey>(text: $0) else {
                 throw CommandFailure(
                     .usage, "--after \(quoted($0)) is neither an id nor the place a \"more may follow\" named")
             }
@@ -102,23 +101,23 @@ struct PageOptions: ParsableArguments {
         }
         let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
         if let limit, items.count == limit, let last = items.last {
-            printError("rbac: more may follow: --after \(cursor(last).text)")
+            printError("rbac: more may follow: --after \(last.cursor.text)")
         }
         return items
     }
 
-    /// Prints every entry, each page as it is read (`ListingPrinter`) after `cursor` of the last entry read, or
+    /// Prints every entry, each page as it is read (`ListingPrinter`) after the place of the last entry read, or
     /// with --limit one page of them, after the place --after gives.
-    func print<Item: Encodable, Key: PlaceKey>(
-        _ output: OutputOptions, _ columns: Columns<Item>, cursor: (Item) -> PageCursor<Key>,
-        pages page: (_ limit: Int, _ after: PageCursor<Key>?) async throws -> [Item]
-    ) async throws {
+    func print<Item: Encodable & ListedRow>(
+        _ output: OutputOptions, _ columns: Columns<Item>,
+        pages page: (_ limit: Int, _ after: PageCursor<Item.OrderKey>?) async throws -> [Item]
+    ) async throws where Item.OrderKey: PlaceKey {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
             try printer.print(
-                try await read(cursor: cursor) { try await page(limit, $0?.after) })
+                try await read { try await page(limit, $0?.after) })
         } else {
-            try await forEachPage(id: cursor, page) { try printer.print($0) }
+            try await forEachPage(id: \.cursor, page) { try printer.print($0) }
         }
         try printer.finish()
     }
