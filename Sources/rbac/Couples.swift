@@ -174,7 +174,7 @@ extension RBAC {
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "List couples (oldest first).", discussion: "Example: rbac couples list --limit 50 --json")
-            @OptionGroup var page: PageOptions
+            @OptionGroup var page: PageOptions<Date>
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 

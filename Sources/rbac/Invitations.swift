@@ -42,7 +42,7 @@ extension RBAC {
                 discussion: "Example: rbac invitations list --couple C --status pending")
             @Option(help: "The couple's id.") var couple: String
             @Option(help: "Only pending, accepted, revoked or expired ones.") var status: String?
-            @OptionGroup var page: PageOptions
+            @OptionGroup var page: PageOptions<Date>
             @OptionGroup var acting: ActingOptions
 
             func validate() throws {

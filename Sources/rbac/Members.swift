@@ -7,7 +7,7 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "List a couple's members.", discussion: "Example: rbac members --couple C --limit 50")
         @Option(help: "The couple's id.") var couple: String
-        @OptionGroup var page: PageOptions
+        @OptionGroup var page: PageOptions<Date>
         @OptionGroup var acting: ActingOptions
 
         func validate() throws { _ = try Parse.couple(couple) }

@@ -165,7 +165,7 @@ extension RBAC {
                         + "with it), whatever its case.",
                     valueName: "text"))
             var search: String?
-            @OptionGroup var page: PageOptions
+            @OptionGroup var page: PageOptions<String>
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 

@@ -1608,6 +1608,15 @@ struct CLITests {
                 "nope",
             ],
             ["invite", "--couple", "00000000-0000-0000-0000-000000000000", "--role", "viewer", "--expires", "forever"],
+            // A place of another listing's kind: a name where a time belongs, a number where a name does.
+            [
+                "members", "--couple", "00000000-0000-0000-0000-000000000000", "--limit", "2", "--after",
+                "00000000-0000-0000-0000-000000000000.WyJ4Il0",
+            ],
+            [
+                "budget", "items", "list", "--couple", "00000000-0000-0000-0000-000000000000", "--limit", "2",
+                "--after", "00000000-0000-0000-0000-000000000000.WzFd",
+            ],
         ])
     func malformedInput(arguments: [String]) async throws {
         // An unreachable database: reaching it would exit 5, so exit 2 shows nothing was sent.

@@ -144,7 +144,7 @@ extension RBAC.BudgetCommand {
         }
         @OptionGroup var options: Options
         @OptionGroup var scope: Noun.Scope
-        @OptionGroup var page: PageOptions
+        @OptionGroup var page: PageOptions<Noun.Key>
 
         func run() async throws {
             let rows = try await options.run { budget, actor in

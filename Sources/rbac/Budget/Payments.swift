@@ -36,7 +36,7 @@ extension RBAC.BudgetCommand {
                 abstract: "Every expense: paid, remaining, unpaid / partial / paid / overpaid, overdue.",
                 discussion: "Example: rbac budget payments status --couple C")
             @OptionGroup var options: Options
-            @OptionGroup var page: PageOptions
+            @OptionGroup var page: PageOptions<DueAndName>
 
             func run() async throws {
                 let statuses = try await options.run { budget, actor in

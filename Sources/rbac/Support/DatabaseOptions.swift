@@ -68,8 +68,9 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-/// `--limit` and `--after` for listings that the API pages: one page instead of every entry.
-struct PageOptions: ParsableArguments {
+/// `--limit` and `--after` for listings that the API pages, in an order by `Key`: one page instead of every
+/// entry.
+struct PageOptions<Key: PlaceKey>: ParsableArguments {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp("Only one page of at most n entries (1 to 1000); without it, every entry.", valueName: "n"))
@@ -84,21 +85,21 @@ struct PageOptions: ParsableArguments {
         if let limit, !(1...1000).contains(limit) {
             throw ValidationError("--limit must be from 1 to 1000, not \(limit)")
         }
-        if after != nil, limit == nil { throw ValidationError("--after needs --limit: it picks a page") }
+        if let after {
+            guard limit != nil else { throw ValidationError("--after needs --limit: it picks a page") }
+            guard PageCursor<Key>(text: after) != nil else {
+                throw ValidationError(
+                    "--after \(quoted(after)) is neither an id nor the place a \"more may follow\" named")
+            }
+        }
     }
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
     /// page says on stderr how to ask for the next one: after the last entry's place, which holds once that
     /// entry is gone, as the API's `next_after` does.
-    func read<Item: ListedRow>(_ body: (PageRequest<Item.OrderKey>?) async throws -> [Item]) async throws -> [Item]
-    where Item.OrderKey: PlaceKey {
-        let after = try after.map {
-            guard let cursor = PageCursor<Item.OrderKey>(text: $0) else {
-                throw CommandFailure(
-                    .usage, "--after \(quoted($0)) is neither an id nor the place a \"more may follow\" named")
-            }
-            return cursor
-        }
+    func read<Item: ListedRow>(_ body: (PageRequest<Key>?) async throws -> [Item]) async throws -> [Item]
+    where Item.OrderKey == Key {
+        let after = after.flatMap { PageCursor<Key>(text: $0) }  // validate() refused any other text
         let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
         if let limit, items.count == limit, let last = items.last {
             printError("rbac: more may follow: --after \(last.cursor.text)")
@@ -110,8 +111,8 @@ struct PageOptions: ParsableArguments {
     /// with --limit one page of them, after the place --after gives.
     func print<Item: Encodable & ListedRow>(
         _ output: OutputOptions, _ columns: Columns<Item>,
-        pages page: (_ limit: Int, _ after: PageCursor<Item.OrderKey>?) async throws -> [Item]
-    ) async throws where Item.OrderKey: PlaceKey {
+        pages page: (_ limit: Int, _ after: PageCursor<Key>?) async throws -> [Item]
+    ) async throws where Item.OrderKey == Key {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
             try printer.print(
