@@ -44,7 +44,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
 
     public func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem] {
         try read {
-            try Self.listed(.item, Self.items(of: scenario, in: $0), page, key: \.name, by: Self.byName)
+            try Self.listed(.item, Self.items(of: scenario, in: $0), page, by: Self.byName)
         }
     }
 
@@ -94,7 +94,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario] {
-        try read { try Self.listed(.scenario, $0.scenarios, page, key: \.createdAt, by: Self.inOrder) }
+        try read { try Self.listed(.scenario, $0.scenarios, page, by: Self.inOrder) }
     }
 
     public func createScenario(couple: UUID, name: String, primary: Bool, as actor: Actor) async throws -> Scenario {
@@ -167,7 +167,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder] {
         try read {
             try Self.listed(
-                .folder, $0.folders.filter { $0.scenarioID == scenario }, page, key: \.name, by: Self.byName)
+                .folder, $0.folders.filter { $0.scenarioID == scenario }, page, by: Self.byName)
         }
     }
 
@@ -210,7 +210,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     public func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense] {
         try read {
             try Self.listed(
-                .expense, $0.expenses, page, key: \.cursor.key!,
+                .expense, $0.expenses, page,
                 by: {
                     let (due, otherDue) = ($0.key.dueDate?.description ?? "~", $1.key.dueDate?.description ?? "~")
                     return due == otherDue ? Self.byName(($0.key.name, $0.id), ($1.key.name, $1.id)) : due < otherDue
@@ -234,7 +234,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
         try read { data in
             guard data.expenses.contains(where: { $0.id == expense }) else { return nil }
             let payments = data.payments.filter { $0.expenseID == expense }
-            return try Self.listed(.payment, payments, page, key: \.paidAt, by: Self.inOrder)
+            return try Self.listed(.payment, payments, page, by: Self.inOrder)
         }
     }
 
@@ -249,7 +249,7 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     }
 
     public func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift] {
-        try read { try Self.listed(.gift, $0.gifts, page, key: \.from, by: Self.byName) }
+        try read { try Self.listed(.gift, $0.gifts, page, by: Self.byName) }
     }
 
     public func rowLimits(couple: UUID?) async throws -> [BudgetRowLimit] { [] }
@@ -275,16 +275,18 @@ public final class InMemoryBudgetRepository: BudgetRepository {
     /// `rows` in the listing's order (`precedes`), all of them or with `page` those after its place, as
     /// PostgresBudgetRepository lists them: the place the page carries, else that of the row its id names,
     /// which must exist.
-    private static func listed<Row: Identifiable<UUID>, Key>(
-        _ record: BudgetRecord, _ rows: [Row], _ page: PageRequest<Key>?, key: (Row) -> Key,
-        by precedes: (Place<Key>, Place<Key>) -> Bool
+    private static func listed<Row: ListedRow>(
+        _ record: BudgetRecord, _ rows: [Row], _ page: PageRequest<Row.OrderKey>?,
+        by precedes: (Place<Row.OrderKey>, Place<Row.OrderKey>) -> Bool
     ) throws -> [Row] {
-        let ordered = rows.sorted { precedes((key($0), $0.id), (key($1), $1.id)) }
+        // A row's own cursor always carries its key.
+        func place(_ row: Row) -> Place<Row.OrderKey> { (row.cursor.key!, row.cursor.id) }
+        let ordered = rows.sorted { precedes(place($0), place($1)) }
         guard let page else { return ordered }
         guard let after = page.after else { return Array(ordered.prefix(page.limit)) }
         guard
             let following = after.following(
-                in: ordered, id: \.id, key: key, follows: { precedes(($1, $2), (key($0), $0.id)) })
+                in: ordered, id: { place($0).id }, key: { place($0).key }, follows: { precedes(($1, $2), place($0)) })
         else {
             throw BudgetError(.notFound, "no \(record.rawValue) \(after.id.uuidString.lowercased()) to page after")
         }

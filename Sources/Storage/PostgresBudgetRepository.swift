@@ -24,7 +24,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func items(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [BudgetItem] {
-        let start = try await start(page, .item, couple: couple, Self.itemColumns, Self.item, \.cursor)
+        let start = try await start(page, .item, couple: couple, Self.itemColumns, Self.item)
         return try await Self.items(couple, scenario, limit: page?.limit, after: start, on: reader(couple))
     }
 
@@ -162,10 +162,10 @@ public struct PostgresBudgetRepository: BudgetRepository {
     /// of the row its id names, which the couple must still have: a page after a row deleted since is refused,
     /// not empty. Nil for every row, or the first page. A listing's rows and its pages are in one order (what
     /// people see, then the id), so that a page is a slice of the listing.
-    private func start<Row, Key>(
-        _ page: PageRequest<Key>?, _ record: BudgetRecord, couple: UUID, _ columns: StaticString,
-        _ decode: (PostgresRow) throws -> Row, _ cursor: (Row) -> PageCursor<Key>
-    ) async throws -> PageCursor<Key>? {
+    private func start<Row: ListedRow>(
+        _ page: PageRequest<Row.OrderKey>?, _ record: BudgetRecord, couple: UUID, _ columns: StaticString,
+        _ decode: (PostgresRow) throws -> Row
+    ) async throws -> PageCursor<Row.OrderKey>? {
         guard let after = page?.after else { return nil }
         guard after.key == nil else { return after }
         let rows = try await run(
@@ -176,11 +176,11 @@ public struct PostgresBudgetRepository: BudgetRepository {
         guard let row = rows.first else {
             throw BudgetError(.notFound, "no \(record.rawValue) \(after.id.uuidString.lowercased()) to page after")
         }
-        return cursor(try decode(row))
+        return try decode(row).cursor
     }
 
     public func scenarios(couple: UUID, page: PageRequest<Date>?) async throws -> [Scenario] {
-        let start = try await start(page, .scenario, couple: couple, Self.scenarioColumns, Self.scenario, \.cursor)
+        let start = try await start(page, .scenario, couple: couple, Self.scenarioColumns, Self.scenario)
         return try await run(
             """
             SELECT \(sql: Self.scenarioColumns) FROM budget_scenarios
@@ -255,7 +255,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func folders(couple: UUID, scenario: UUID, page: PageRequest<String>?) async throws -> [Folder] {
-        let start = try await start(page, .folder, couple: couple, Self.folderColumns, Self.folder, \.cursor)
+        let start = try await start(page, .folder, couple: couple, Self.folderColumns, Self.folder)
         return try await run(
             """
             SELECT \(sql: Self.folderColumns) FROM budget_folders
@@ -302,7 +302,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
 
     /// By due date (those without one last), then name.
     public func expenses(couple: UUID, page: PageRequest<DueAndName>?) async throws -> [Expense] {
-        let start = try await start(page, .expense, couple: couple, Self.expenseColumns, Self.expense, \.cursor)
+        let start = try await start(page, .expense, couple: couple, Self.expenseColumns, Self.expense)
         return try await run(
             """
             SELECT \(sql: Self.expenseColumns) FROM expenses
@@ -331,7 +331,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     public func payments(couple: UUID, expense: UUID, page: PageRequest<CalendarDay>?) async throws
         -> [ExpensePayment]?
     {
-        let start = try await start(page, .payment, couple: couple, Self.paymentColumns, Self.payment, \.cursor)
+        let start = try await start(page, .payment, couple: couple, Self.paymentColumns, Self.payment)
         let rows = try await run(
             """
             SELECT p.id, e.id AS expense_id, p.amount, to_char(p.paid_at, 'YYYY-MM-DD') AS paid_at
@@ -367,7 +367,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     }
 
     public func gifts(couple: UUID, page: PageRequest<String>?) async throws -> [Gift] {
-        let start = try await start(page, .gift, couple: couple, Self.giftColumns, Self.gift, \.cursor)
+        let start = try await start(page, .gift, couple: couple, Self.giftColumns, Self.gift)
         return try await run(
             """
             SELECT \(sql: Self.giftColumns) FROM gifts_and_owed
