@@ -211,10 +211,11 @@ let serverName = "rbac"
 /// 0 picks a free one). Checks with a cached key are answered before the router (`CheckFastPath`). When shutdown
 /// begins, a connection that is idle is given `shutdownGrace` to deliver a request already sent (`CheckFastPath`).
 /// A connection closes after the answer to a request that does not keep it alive, or after `idleTimeout` with
-/// nothing to do, and a request without one `Host` is refused (`StrictHTTP1Channel`).
+/// nothing to do, and a request without one `Host` is refused (`StrictHTTP1Channel`). At most `maxConnections`
+/// are open at once (`ClientConnections`).
 public func buildApplication(
     _ dependencies: ServerDependencies, host: String, port: Int, logger: Logger,
-    shutdownGrace: Duration = .seconds(1), idleTimeout: Duration = .seconds(60),
+    shutdownGrace: Duration = .seconds(1), idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000,
     onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let timings = RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: dependencies.metrics))
@@ -232,7 +233,9 @@ public func buildApplication(
                         ])),
                 idleTimeout: TimeAmount(idleTimeout))
         },
-        configuration: .init(address: .hostname(host, port: port), serverName: serverName),
+        configuration: .init(
+            address: .hostname(host, port: port), serverName: serverName,
+            availableConnectionsDelegate: ClientConnections(limit: maxConnections, registry: dependencies.metrics)),
         services: [BudgetSweeper(registry: dependencies.budgets)],
         onServerRunning: { await onServerRunning($0.localAddress?.port ?? port) },
         logger: logger)

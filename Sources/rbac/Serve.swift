@@ -88,6 +88,15 @@ extension RBAC {
             parsing: .unconditional,
             help: ArgumentHelp(
                 """
+                At most this many client connections open at once; more wait to be taken until one closes. \
+                Default: what the open-file limit (ulimit -Hn, to which serve raises ulimit -n) leaves after \
+                256 kept for the database and outbound connections.
+                """, valueName: "n"))
+        var maxConnections: Int?
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp(
+                """
                 How often to record expired memberships and invitations in the audit logs and the outbox, and \
                 to delete outbox messages kept long enough (rbac sweep): 1s to 3600s. Expiry itself does not \
                 wait for it.
@@ -123,12 +132,33 @@ extension RBAC {
                 throw ValidationError("--idle-timeout must be from 1s to 3600s")
             }
             guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
+            guard (maxConnections ?? 1) >= 1 else { throw ValidationError("--max-connections must be at least 1") }
             guard (.seconds(1)...Duration.seconds(3600)).contains(sweepInterval.duration) else {
                 throw ValidationError("--sweep-interval must be from 1s to 3600s")
             }
             guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
                 throw ValidationError("--max-staleness must be from 20ms to 10s")
             }
+        }
+
+        /// `--max-connections`, or what the open files left beside the ones kept allow; refused beyond them.
+        func clientConnections() throws -> Int {
+            let openFiles = OpenFiles.raisedLimit()
+            let spare = openFiles - OpenFiles.kept
+            guard spare >= 1 else {
+                throw CommandFailure(
+                    .usage,
+                    "this process may open \(openFiles) files (ulimit -Hn; LimitNOFILE under systemd), and serve "
+                        + "keeps \(OpenFiles.kept) for the database and outbound connections: raise the limit")
+            }
+            if let maxConnections, maxConnections > spare {
+                throw CommandFailure(
+                    .usage,
+                    "--max-connections \(maxConnections) is more than the \(spare) connections this process's "
+                        + "\(openFiles) open files leave beside the \(OpenFiles.kept) serve keeps (ulimit -Hn; "
+                        + "LimitNOFILE under systemd)")
+            }
+            return maxConnections ?? spare
         }
 
         /// `--trusted-proxy` and `--forwarded-header`, which says nothing without it.
@@ -159,6 +189,7 @@ extension RBAC {
             }
             let baseURL = try CommandContext.publicBaseURL(
                 publicURL, fallback: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+            let maxConnections = try clientConnections()
 
             var configuration: PostgresConfiguration?
             do {
@@ -209,7 +240,7 @@ extension RBAC {
                     "rbac serve",
                     metadata: [
                         "database": "\(resolved.redactedDescription)", "url": "\(baseURL)",
-                        "cache": "\(noCache ? "off" : "on")",
+                        "cache": "\(noCache ? "off" : "on")", "connections": "\(maxConnections)",
                     ])
                 // The outbox's worker: without the delivery key it can open no endpoint's secret.
                 let mailer = try mail.mail(caFile: tokens.caFile)
@@ -262,7 +293,8 @@ extension RBAC {
                 }
                 let application = buildApplication(
                     dependencies, host: host, port: port, logger: logger,
-                    shutdownGrace: min(.seconds(1), drainTimeout.duration), idleTimeout: idleTimeout.duration)
+                    shutdownGrace: min(.seconds(1), drainTimeout.duration), idleTimeout: idleTimeout.duration,
+                    maxConnections: maxConnections)
                 // The background tasks end before serve does, also when it could not listen: otherwise one of
                 // them could still log after the error that ends the process.
                 var failure: (any Error)?

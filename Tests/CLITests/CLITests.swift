@@ -1,6 +1,7 @@
 import ChildProcess
 import Foundation
 import Postgres
+import Synchronization
 import TestSupport
 import Testing
 
@@ -43,12 +44,13 @@ struct CLITests {
     /// the pipe that reads its lines.
     static func serve(
         _ arguments: [String], database: String, errorLog: String, hangingUp: Bool = false,
-        until ready: @escaping @Sendable (String) -> Bool = { _ in true }
+        ulimit: String? = nil, until ready: @escaping @Sendable (String) -> Bool = { _ in true }
     ) async throws -> (serve: ChildProcess.Running, port: Int) {
         let free = try await ChildProcess.run(repositoryRoot.appendingPathComponent("scripts/free-port").path, [])
         let port = try #require(Int(free.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let command = (ulimit.map { "ulimit \($0) && " } ?? "") + "exec \"$0\" serve --port \"$@\" 2>&1"
         let serve = try await ChildProcess.start(
-            "/bin/sh", ["-c", "exec \"$0\" serve --port \"$@\" 2>&1", executable.path, String(port)] + arguments,
+            "/bin/sh", ["-c", command, executable.path, String(port)] + arguments,
             environment: ProcessInfo.processInfo.environment.merging(["DATABASE_URL": database]) { $1 },
             errorLog: errorLog, hangingUp: hangingUp, until: ready)
         return (serve, port)
@@ -1500,20 +1502,107 @@ struct CLITests {
             defer { Task { await serve.stop() } }
             try #require(serve.ready, "serve did not start: \(serve.lines)")
             // /ready asks the database through the pool, and gives the connection back before it answers.
-            let base = "http://127.0.0.1:\(port)"
-            let (_, ready) = try await URLSession.shared.data(from: URL(string: "\(base)/ready")!)
+            let (_, ready) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/ready")!)
             #expect((ready as? HTTPURLResponse)?.statusCode == 200)
-            let (body, _) = try await URLSession.shared.data(from: URL(string: "\(base)/metrics")!)
-            var samples: [String: Double] = [:]
-            for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
-                let parts = line.split(separator: " ")
-                if parts.count == 2, let value = Double(parts[1]) { samples[String(parts[0])] = value }
-            }
+            let samples = try await Self.metrics(port)
             let idle = try #require(samples[#"rbac_database_connections{state="idle"}"#], "\(samples)")
             let leased = try #require(samples[#"rbac_database_connections{state="leased"}"#])
             #expect(idle >= 1 && idle + leased <= 16, "idle \(idle), leased \(leased)")
             #expect(samples["rbac_database_connections_max"] == 16)
             #expect(samples["rbac_database_waiting_tasks"] == 0)
+            await serve.stop()
+        }
+    }
+
+    /// The samples of serve's /metrics on `port`, by name and labels.
+    static func metrics(_ port: Int) async throws -> [String: Double] {
+        let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
+        var samples: [String: Double] = [:]
+        for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { samples[String(parts[0])] = value }
+        }
+        return samples
+    }
+
+    @Test("serve raises its soft limit on open files to the hard one, takes what it leaves, and refuses more")
+    func serveOpenFiles() async throws {
+        var limit = rlimit()
+        try #require(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0)
+        let hard = Int(clamping: limit.rlim_max)
+        try #require(hard >= 1_000, "the tests' hard limit on open files is \(hard)")
+        try await Self.withServable { secret, run, configuration in
+            // Started with the 64 open files a soft limit gives, it would take fewer than 64 connections.
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret], database: configuration.connectionString, errorLog: "/dev/null",
+                ulimit: "-Sn 64", until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            let held = try (0..<100).map { _ in try LoopbackConnection(port: port) }
+            let samples = try await Self.metrics(port)
+            #expect(samples["rbac_http_connections_max"] == Double(hard - 256), "\(samples)")
+            #expect((samples["rbac_http_connections"] ?? 0) >= 101, "the 100 held, and the one asking")
+            withExtendedLifetime(held) {}
+            await serve.stop()
+
+            let serving = ["serve", "--port", "1", "--jwt-secret-file", secret]
+            for beyond in [hard - 255, Int.max] {
+                let refused = try await run(serving + ["--max-connections", "\(beyond)"])
+                #expect(refused.status == 2, "\(refused.stderr)")
+                #expect(
+                    refused.stderr.contains(
+                        "--max-connections \(beyond) is more than the \(hard - 256) connections this process's "
+                            + "\(hard) open files leave"), "\(refused.stderr)")
+            }
+            let none = try await run(serving + ["--max-connections", "0"])
+            #expect(none.status == 2 && none.stderr.contains("--max-connections must be at least 1"))
+            let few = try await ChildProcess.run(
+                "/bin/sh", ["-c", "ulimit -n 200 && exec \"$0\" \"$@\" 2>&1", Self.executable.path] + serving,
+                environment: ProcessInfo.processInfo.environment.merging(
+                    ["DATABASE_URL": configuration.connectionString]) { $1 })
+            #expect(few.status == 2, "\(few.output)")
+            #expect(few.output.contains("this process may open 200 files"), "\(few.output)")
+        }
+    }
+
+    @Test("connections held open past the limit wait, and the ones taken go on reaching the database: never a 503")
+    func serveHeldConnections() async throws {
+        try await Self.withServable { secret, run, configuration in
+            let couple = try await Self.createCouple(run)
+            let key = try #require(
+                try Self.json(try await run(["keys", "create", "--name", "held", "--json"]))["secret"] as? String)
+            // 300 files leave 44 connections. Without the limit, the 270 held below would take every file, and
+            // the requests that need a database connection of their own would be answered 503.
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret, "--no-cache"], database: configuration.connectionString,
+                errorLog: "/dev/null", ulimit: "-n 300", until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            let request = Array(
+                "GET /v1/couples/\(couple)/members HTTP/1.1\r\nHost: rbac.test\r\nAuthorization: Bearer \(key)\r\n\r\n"
+                    .utf8)
+            let statuses = try await onOwnThread {
+                let asking = try (0..<16).map { _ in try LoopbackConnection(port: port) }
+                // Taken up to the limit; the rest wait in the listener's queue (of 256).
+                let held = try (0..<270).map { _ in try LoopbackConnection(port: port) }
+                // All at once, each on a thread of its own, so that the pool needs more than the one connection
+                // serve opened as it started.
+                let group = DispatchGroup()
+                let statuses = Mutex([String](repeating: "", count: asking.count))
+                for (index, connection) in asking.enumerated() {
+                    group.enter()
+                    Thread {
+                        let received = (try? connection.send(request)).flatMap { try? connection.receive() } ?? []
+                        let line = String(decoding: received, as: UTF8.self).components(separatedBy: "\r\n")[0]
+                        statuses.withLock { $0[index] = line }
+                        group.leave()
+                    }.start()
+                }
+                group.wait()
+                withExtendedLifetime(held) {}
+                return statuses.withLock { $0 }
+            }
+            #expect(statuses.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(statuses)")
             await serve.stop()
         }
     }

@@ -74,9 +74,10 @@ struct CheckAnswerDifferentialTests {
         return (RawResponse(statusLine: lines[0], headers: headers, body: Array(bytes[(end + 4)..<total])), total)
     }
 
-    /// Runs the application on a free port until `body` returns, closing connections idle for `idleTimeout`.
+    /// Runs the application on a free port until `body` returns, closing connections idle for `idleTimeout`,
+    /// with at most `maxConnections` open.
     static func serving<T: Sendable>(
-        _ dependencies: ServerDependencies, idleTimeout: Duration = .seconds(60),
+        _ dependencies: ServerDependencies, idleTimeout: Duration = .seconds(60), maxConnections: Int = 10_000,
         _ body: (_ port: Int) async throws -> T
     ) async throws -> T {
         let listening = AsyncStream.makeStream(of: Int.self)
@@ -84,7 +85,8 @@ struct CheckAnswerDifferentialTests {
             services: [
                 buildApplication(
                     dependencies, host: "127.0.0.1", port: 0, logger: Logger(label: "differential-test"),
-                    idleTimeout: idleTimeout, onServerRunning: { listening.continuation.yield($0) })
+                    idleTimeout: idleTimeout, maxConnections: maxConnections,
+                    onServerRunning: { listening.continuation.yield($0) })
             ], logger: Logger(label: "differential-test"))
         return try await withThrowingTaskGroup(of: T?.self) { tasks in
             tasks.addTask {

@@ -5,9 +5,10 @@ import Testing
 @testable import Server
 
 /// What follows from the answers a connection owes, over real sockets: connections left idle are closed after
-/// the idle timeout (1 second here), connections in use, the fast path's included, are not; a request that waits
-/// for `100 Continue` is told it, unless its body is longer than the service takes.
-@Suite("Requests in flight: idle connections and 100 Continue", .timeLimit(.minutes(1)))
+/// the idle timeout (1 second here), connections in use, the fast path's included, are not; past the limit on
+/// connections, one waits to be taken; a request that waits for `100 Continue` is told it, unless its body is
+/// longer than the service takes.
+@Suite("Requests in flight: idle connections, the connection limit and 100 Continue", .timeLimit(.minutes(1)))
 struct RequestsInFlightTests {
     static let timeout = Duration.seconds(1)
 
@@ -19,17 +20,20 @@ struct RequestsInFlightTests {
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    /// The status line of the next answer on `connection` (each fits one read here), or nil when the server
-    /// closes the connection first.
-    static func statusLine(_ connection: LoopbackConnection) throws -> String? {
+    /// The next answer on `connection` (no more follows it here), or nil when the server closes the connection
+    /// first.
+    static func answer(_ connection: LoopbackConnection) throws -> CheckAnswerDifferentialTests.RawResponse? {
         var received: [UInt8] = []
         while CheckAnswerDifferentialTests.parse(received) == nil {
             let chunk = try connection.receive()
             guard !chunk.isEmpty else { return nil }
             received += chunk
         }
-        return CheckAnswerDifferentialTests.parse(received)?.0.statusLine
+        return CheckAnswerDifferentialTests.parse(received)?.0
     }
+
+    /// The status line of the next answer on `connection`, or nil when the server closes the connection first.
+    static func statusLine(_ connection: LoopbackConnection) throws -> String? { try answer(connection)?.statusLine }
 
     @Test("a connection that sends nothing, or nothing after its answer, is closed once the timeout has passed")
     func closesIdle() async throws {
@@ -113,6 +117,49 @@ struct RequestsInFlightTests {
                 return statuses
             }
             #expect(statuses.count >= 10 && statuses.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(statuses)")
+        }
+    }
+
+    @Test("past the limit a connection waits, its request unanswered, until one closes; /metrics shows the count")
+    func connectionLimit() async throws {
+        let servers = try await CheckAnswerDifferentialTests.Servers()
+        try await CheckAnswerDifferentialTests.serving(servers.dependencies(trusted: true), maxConnections: 2) {
+            port in
+            let health = Array("GET /health HTTP/1.1\r\nHost: rbac.test\r\n\r\n".utf8)
+            let metrics = Array("GET /metrics HTTP/1.1\r\nHost: rbac.test\r\n\r\n".utf8)
+            let (answered, waiting, counted, afterClose, recounted) = try await onOwnThread {
+                var first: LoopbackConnection? = try LoopbackConnection(port: port)
+                let second = try LoopbackConnection(port: port)
+                var answered: [String?] = []
+                for connection in [first!, second] {
+                    try connection.send(health)
+                    answered.append(try Self.statusLine(connection))
+                }
+                // Connected (the kernel queues it for the listener) but not taken, so its request waits, while
+                // the two taken go on being answered.
+                let third = try LoopbackConnection(port: port)
+                try third.send(health)
+                for _ in 0..<20 {
+                    try second.send(health)
+                    answered.append(try Self.statusLine(second))
+                }
+                let waiting = third.hasUnread
+                try first!.send(metrics)
+                let counted = try Self.answer(first!)?.body
+                first = nil
+                let afterClose = try Self.statusLine(third)
+                try second.send(metrics)
+                return (answered, waiting, counted, afterClose, try Self.answer(second)?.body)
+            }
+            #expect(answered.count == 22 && answered.allSatisfy { $0 == "HTTP/1.1 200 OK" }, "\(answered)")
+            #expect(!waiting, "the third connection was answered while two were open")
+            func gauges(_ body: [UInt8]?) -> [String] {
+                String(decoding: body ?? [], as: UTF8.self).split(separator: "\n").map(String.init)
+                    .filter { $0.hasPrefix("rbac_http_connections") }.sorted()
+            }
+            #expect(gauges(counted) == ["rbac_http_connections 2.0", "rbac_http_connections_max 2.0"])
+            #expect(afterClose == "HTTP/1.1 200 OK", "taken once the first closed")
+            #expect(gauges(recounted) == ["rbac_http_connections 2.0", "rbac_http_connections_max 2.0"])
         }
     }
 

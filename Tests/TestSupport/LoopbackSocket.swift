@@ -22,8 +22,8 @@ public func listeningOnLoopback(backlog: Int32 = 16) throws -> (socket: Int32, p
 }
 
 /// A blocking TCP connection to 127.0.0.1 at `port`, for tests that speak raw bytes. A read waits at most
-/// `timeout` seconds. Closed when released.
-public final class LoopbackConnection {
+/// `timeout` seconds. Closed when released. Sendable to hand to a thread: one thread at a time uses it.
+public final class LoopbackConnection: @unchecked Sendable {
     private let fd: Int32
 
     public init(port: Int, timeout: Int = 10) throws {
@@ -67,6 +67,12 @@ public final class LoopbackConnection {
         if n < 0, errno == ECONNRESET { return [] }
         guard n >= 0 else { throw TestSetupError("recv: \(String(cString: strerror(errno)))") }
         return Array(buffer[..<n])
+    }
+
+    /// Whether anything has arrived that is not read yet, without waiting.
+    public var hasUnread: Bool {
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0
     }
 
     /// Whether the peer has closed the connection, without waiting: what it sent before is left unread.
