@@ -194,10 +194,7 @@ struct DeliveryCommandTests {
                 func arrivedLines() -> String? {
                     (try? String(contentsOf: arrived, encoding: .utf8)).flatMap { $0.hasSuffix("\n") ? $0 : nil }
                 }
-                let deadline = ContinuousClock.now + .seconds(30)
-                while arrivedLines() == nil, ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
+                _ = try await eventually(within: .seconds(30), every: .milliseconds(20)) { arrivedLines() != nil }
                 let first = try #require(arrivedLines(), "no delivery arrived within 30 s")
                 kill(worker.processIdentifier, SIGKILL)
                 worker.waitUntilExit()

@@ -152,12 +152,13 @@ struct ConnectionTests {
             let observer = try await PostgresConnection.connect(configuration)
             let sleeper = Task { try await connection.query("SELECT pg_sleep(30)") }
             // Wait until the server is really running the statement, so the cancel has something to cancel.
-            try await waitUntil {
+            let running = try await eventually(within: .seconds(10)) {
                 let rows = try await observer.query(
                     "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = \(connection.backendPID) AND state = 'active'"
                 )
                 return try rows[0].decode("n", as: Int.self) == 1
             }
+            try #require(running, "the statement never ran")
             let cancelledAt = ContinuousClock.now
             sleeper.cancel()
             await #expect(throws: CancellationError.self) { try await sleeper.value }
@@ -275,14 +276,5 @@ actor Counter {
     func increment() -> Int {
         value += 1
         return value
-    }
-}
-
-/// Polls `condition` every 20 ms until it holds; fails after 10 s.
-func waitUntil(_ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw TestSetupError("condition not met within 10 s") }
-        try await Task.sleep(for: .milliseconds(20))
     }
 }

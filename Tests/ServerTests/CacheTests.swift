@@ -59,11 +59,8 @@ struct CacheTests {
 
         /// Waits (up to 10 s) until the change feed listens.
         func waitUntilListening() async throws {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !feed.isTrusted() {
-                guard ContinuousClock.now < deadline else { throw TestSetupError("the change feed never listened") }
-                try await Task.sleep(for: .milliseconds(5))
-            }
+            let listening = try await eventually(within: .seconds(10), every: .milliseconds(5)) { feed.isTrusted() }
+            guard listening else { throw TestSetupError("the change feed never listened") }
         }
 
         func stop() async {
@@ -242,13 +239,9 @@ struct CacheTests {
                     #expect(fresh.allowed == false, "min_revision is answered no staler than the write")
                     #expect(fresh.revision == revision)
 
-                    let deadline = ContinuousClock.now + .seconds(1)
-                    var answer = try await Self.answer(reader, world)
-                    while answer.allowed && ContinuousClock.now < deadline {
-                        try await Task.sleep(for: .milliseconds(10))
-                        answer = try await Self.answer(reader, world)
-                    }
-                    #expect(answer.allowed == false, "the notification reached the other instance within a second")
+                    #expect(
+                        try await eventually(within: .seconds(1)) { try await !Self.answer(reader, world).allowed },
+                        "the notification reached the other instance within a second")
                 }
             }
             await first.stop()
@@ -275,13 +268,12 @@ struct CacheTests {
                 try await admin.execute(
                     "DELETE FROM role_permissions WHERE role = 'planner' AND permission = 'budget.edit'")
                 await admin.close()
-                let deadline = ContinuousClock.now + .seconds(1)
-                var after = try await Self.answer(client, world)
-                while after.allowed && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
+                var after = before
+                let denied = try await eventually(within: .seconds(1)) {
                     after = try await Self.answer(client, world)
+                    return !after.allowed
                 }
-                #expect(after.allowed == false, "the planner's cached set went with the notice")
+                #expect(denied, "the planner's cached set went with the notice")
                 #expect(after.revision == before.revision, "the couple's revision counts its memberships only")
                 #expect(
                     instance.cache.lookup(couple: world.couple, user: world.owner)?.permissions.contains(
@@ -316,10 +308,7 @@ struct CacheTests {
                 try await admin.execute("SELECT apply_policy(\(PostgresJSON(text: policy.policyJSON)))")
                 await admin.close()
 
-                let deadline = ContinuousClock.now + .seconds(1)
-                while try await status() == .badRequest && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
+                _ = try await eventually(within: .seconds(1)) { try await status() != .badRequest }
                 try await client.execute(uri: "/v1/check", method: .post, headers: world.keyHeaders, body: approve) {
                     #expect($0.status == .ok, "the policy's notice reached the instance within a second")
                     #expect(String(buffer: $0.body).hasPrefix(#"{"allowed":true"#))
@@ -410,9 +399,10 @@ struct CacheTests {
             try await instance.app().test(.live) { client in
                 // Warm: on a loaded machine a heartbeat can come back later than this tight bound, and a check
                 // asked meanwhile goes to the database and caches nothing; ask until one is cached.
-                let warming = ContinuousClock.now + .seconds(10)
-                while instance.cache.count == 0 && ContinuousClock.now < warming {
-                    #expect(try await Self.answer(client, world).allowed)
+                _ = try await eventually(within: .seconds(10)) {
+                    let allowed = try await Self.answer(client, world).allowed
+                    #expect(allowed)
+                    return instance.cache.count > 0
                 }
                 #expect(instance.cache.count == 1, "the cache is warm")
                 // The listening server process stops: it delivers nothing, neither the change nor a heartbeat,
@@ -423,14 +413,13 @@ struct CacheTests {
                     "DELETE FROM memberships WHERE couple_id = \(world.couple) AND user_id = \(world.planner)")
                 let committed = ContinuousClock.now
                 var lateAllows: [Duration] = []
-                var allowed = true
-                let deadline = committed + .seconds(10)
-                while allowed && ContinuousClock.now < deadline {
+                let denied = try await eventually(within: .seconds(10), every: .zero) {
                     let asked = ContinuousClock.now
-                    allowed = try await Self.answer(client, world).allowed
+                    let allowed = try await Self.answer(client, world).allowed
                     if allowed && asked - committed > bound { lateAllows.append(asked - committed) }
+                    return !allowed
                 }
-                #expect(!allowed, "the checks went to the database")
+                #expect(denied, "the checks went to the database")
                 #expect(lateAllows.isEmpty, "allowed \(lateAllows) after the commit")
                 #expect(!instance.feed.isTrusted())
                 kill(pid, SIGCONT)
@@ -461,11 +450,10 @@ struct CacheTests {
         }
 
         func waitUntilEntered() async throws {
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !entered.load(ordering: .acquiring) {
-                guard ContinuousClock.now < deadline else { throw TestSetupError("no thread reached the gate") }
-                try await Task.sleep(for: .milliseconds(1))
+            let held = try await eventually(within: .seconds(10), every: .milliseconds(1)) {
+                entered.load(ordering: .acquiring)
             }
+            guard held else { throw TestSetupError("no thread reached the gate") }
         }
     }
 
@@ -476,8 +464,8 @@ struct CacheTests {
             #expect(!feed.isTrusted(), "not trusted before it listens")
             let states = Mutex<[Bool]>([])
             let listener = Task { await feed.run { listening, _ in states.withLock { $0.append(listening) } } }
-            let deadline = ContinuousClock.now + .seconds(10)
-            while !feed.isTrusted() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            let listened = try await eventually(within: .seconds(10), every: .milliseconds(5)) { feed.isTrusted() }
+            #expect(listened)
             listener.cancel()
             await listener.value
             #expect(states.withLock { $0 } == [true], "heard: listening, and nothing after the stop")
@@ -499,11 +487,10 @@ struct CacheTests {
             }
         }
         // Six attempts take well under a second alone; a loaded machine gets longer.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while server.attempts < 6 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let retried = try await eventually(within: .seconds(30), every: .milliseconds(5)) { server.attempts >= 6 }
         listener.cancel()
         await listener.value
-        #expect(server.attempts >= 6, "the feed kept retrying")
+        #expect(retried, "the feed kept retrying")
         let heard = states.withLock { $0 }
         #expect(heard.count == 1, "\(heard)")
         #expect(heard.first?.listening == false)

@@ -342,11 +342,11 @@ struct LiveTests {
                 let exchange = Task {
                     try await CheckAnswerDifferentialTests.exchange(port: port, request, responses: count)
                 }
-                while try await fixture.pool.query("SELECT count(*) AS n FROM \(sql: Self.waitingForMemberships)")[0]
-                    .decode("n", as: Int.self) == 0
-                {
-                    try await Task.sleep(for: .milliseconds(5))
+                let waits = try await eventually(within: .seconds(30), every: .milliseconds(5)) {
+                    try await fixture.pool.query("SELECT count(*) AS n FROM \(sql: Self.waitingForMemberships)")[0]
+                        .decode("n", as: Int.self) > 0
                 }
+                try #require(waits, "the check never waited for the lock on memberships")
                 try await whileHeld()
                 return exchange
             }
@@ -399,9 +399,10 @@ struct LiveTests {
                 let waiting = try await fixture.pool.query("SELECT pid FROM \(sql: Self.waitingForMemberships)")
                 let pid: Int32 = try waiting[0].decode("pid")
                 _ = try await fixture.pool.query("SELECT pg_terminate_backend(\(pid))")
-                while try await !fixture.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)").isEmpty {
-                    try await Task.sleep(for: .milliseconds(5))
+                let ended = try await eventually(within: .seconds(30), every: .milliseconds(5)) {
+                    try await fixture.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)").isEmpty
                 }
+                try #require(ended, "the terminated session did not end")
             }
             #expect(answers.map(\.statusLine) == ["HTTP/1.1 503 Service Unavailable"])
             #expect(answers.first?.headers.contains("Retry-After: 1") == true, "\(answers)")

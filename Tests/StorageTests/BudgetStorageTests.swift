@@ -408,11 +408,7 @@ struct BudgetStorageTests {
                 // The next read, of any couple, closes the idle pool; its session ends.
                 #expect(try await reads.read(other) { $0 } === pool)
                 await #expect(throws: PostgresError.self) { try await worker.query("SELECT 1") }
-                let deadline = ContinuousClock.now + .seconds(10)
-                while try await open() && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
-                #expect(try await !open())
+                #expect(try await eventually(within: .seconds(10)) { try await !open() }, "the session ended")
 
                 let again = try await reads.read(stored) { $0 }
                 #expect(again !== worker && again !== pool)

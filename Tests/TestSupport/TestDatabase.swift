@@ -112,15 +112,12 @@ public enum TestDatabase {
             }
         }
         try await onEachNode { admin in
-            let deadline = ContinuousClock.now + .seconds(30)
-            while try await admin.query(
-                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = \(name)"
-            )[0].decode("n", as: Int.self) > 0 {
-                guard ContinuousClock.now < deadline else {
-                    throw TestSetupError("sessions on the database \(name) did not end")
-                }
-                try await Task.sleep(for: .milliseconds(20))
+            let ended = try await eventually(within: .seconds(30), every: .milliseconds(20)) {
+                try await admin.query(
+                    "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE datname = \(name)"
+                )[0].decode("n", as: Int.self) == 0
             }
+            guard ended else { throw TestSetupError("sessions on the database \(name) did not end") }
         }
     }
 
