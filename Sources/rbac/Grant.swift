@@ -19,7 +19,7 @@ extension RBAC {
         var role: String
         @Option(
             parsing: .unconditional,
-            help: ArgumentHelp("The membership expires this long from now: 12h, 90d.", valueName: "lifetime"))
+            help: ArgumentHelp("The membership expires this long from now: 30m, 12h, 90d.", valueName: "lifetime"))
         var expires: Lifetime?
         @Option(help: ArgumentHelp("The membership expires at this instant: 2027-09-30T18:00Z.", valueName: "instant"))
         var until: Instant?

@@ -23,7 +23,7 @@ extension RBAC {
         @Option(
             parsing: .unconditional,
             help: ArgumentHelp(
-                "The membership accepting creates expires this long after the invitation is made: 90d.",
+                "The membership accepting creates expires this long after the invitation is made: 30m, 12h, 90d.",
                 valueName: "lifetime"))
         var accessExpires: Lifetime?
         @Option(
