@@ -94,22 +94,24 @@ extension RBAC {
             @Argument(help: "The couple's id.") var couple: String
             @Option(
                 help: ArgumentHelp(
-                    "The only domains its invitations may name (at most 100), comma-separated; \"\" for any.",
+                    "The only domains its invitations may name (at most 100): repeat, or separate with commas; "
+                        + "\"\" alone for any.",
                     valueName: "domains"))
-            var inviteDomains: String
+            var inviteDomains: [String]
             @OptionGroup var options: OperatorOptions
 
-            /// No domains for `""` alone. An empty entry is refused rather than dropped: `","` would otherwise
-            /// allow any address, the opposite of what was meant.
+            /// Repeated and comma-separated alike, as the other lists of the CLI repeat: with one value taken, the
+            /// last, a second `--invite-domains` would drop the first's domains. No domains for `""` alone. An empty
+            /// entry is refused rather than dropped: `","` would otherwise allow any address, the opposite of what
+            /// was meant.
             private var domains: [String] {
                 get throws {
-                    guard !inviteDomains.allSatisfy(\.isWhitespace) else { return [] }
-                    let domains = inviteDomains.split(separator: ",", omittingEmptySubsequences: false)
+                    guard !inviteDomains.allSatisfy({ $0.allSatisfy(\.isWhitespace) }) else { return [] }
+                    let domains = inviteDomains.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }
                         .map { $0.trimmingCharacters(in: .whitespaces) }
                     guard !domains.contains(where: \.isEmpty) else {
                         throw ValidationError(
-                            "--invite-domains has an empty entry between its commas; give \"\" alone to allow any domain"
-                        )
+                            "--invite-domains has an empty entry; give \"\" alone to allow any domain")
                     }
                     return domains
                 }
