@@ -1006,6 +1006,8 @@ struct CLITests {
             let split = try await budget("expenses", "allocate", [expense, "--item", other, "--item", try id(added)])
             #expect(split.status == 3, "\(split.stderr)")
             #expect(split.stderr == "rbac: every budget item must exist, all in one scenario\n")
+            let none = try await budget("expenses", "allocate", [expense])
+            #expect(none.status == 2 && none.stderr.contains("Missing expected argument '--item"), "\(none.stderr)")
             let elsewhere = try await budget("expenses", "allocate", [expense, "--item", other, "--scenario", main])
             #expect(elsewhere.status == 3 && elsewhere.stderr.contains("must belong to the scenario"))
             let overview = try Self.json(try await run(["budget", "overview", "--scenario", planB, "--json"] + base))

@@ -132,7 +132,7 @@ extension RBAC.BudgetCommand {
                     """)
             @Argument(help: "The expense's id.") var expense: String
             @Option(help: "The items' scenario (default: the one they are in).") var scenario: String?
-            @Option(help: "A budget item's id (repeat for several).") var item: [String] = []
+            @Option(help: "A budget item's id (repeat for several).") var item: [String]
             @Option(
                 parsing: .unconditionalSingleValue,
                 help: "The amount for each --item, in order (give one per item, or none).")
