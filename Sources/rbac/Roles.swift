@@ -79,7 +79,8 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Change a couple's own role: its description, what it grants, or both.",
                 discussion: """
-                    --permission replaces what the role grants; its holders get the new set at once.
+                    --permission replaces what the role grants (--no-permissions: with nothing); its holders get \
+                    the new set at once.
 
                     Example: rbac roles edit --couple C --name mom --permission guests.view
                     """)
@@ -87,12 +88,16 @@ extension RBAC {
             @Option(help: "Its new description.") var description: String?
             @Option(help: "A permission it grants from now on (repeat; replaces the set).") var permission: [String] =
                 []
+            @Flag(help: "It grants nothing from now on; its holders keep it.") var noPermissions = false
             @OptionGroup var acting: ActingOptions
 
             func validate() throws {
                 _ = try Roles.permissions(permission)
-                guard description != nil || !permission.isEmpty else {
-                    throw ValidationError("give --description, --permission, or both")
+                guard description != nil || !permission.isEmpty || noPermissions else {
+                    throw ValidationError("give what to change: --description, --permission or --no-permissions")
+                }
+                guard !(noPermissions && !permission.isEmpty) else {
+                    throw ValidationError("--permission and --no-permissions cannot go together")
                 }
             }
 
@@ -100,7 +105,8 @@ extension RBAC {
                 try await acting.run { context, actor in
                     let edited = try await context.permissions.editRole(
                         try role.roleName(), in: try role.coupleID(), description: description,
-                        permissions: permission.isEmpty ? nil : try Roles.permissions(permission), as: actor)
+                        permissions: permission.isEmpty && !noPermissions ? nil : try Roles.permissions(permission),
+                        as: actor)
                     try acting.output.print(edited, Roles.table([edited]))
                 }
             }

@@ -94,6 +94,15 @@ extension CLITests {
             #expect(try await run(["check"] + mom + ["--permission", "guests.view"]).status == 1)
             let nothing = try await run(["roles", "edit", "--couple", couple, "--name", "mom"])
             #expect(nothing.status == 2 && nothing.stderr.contains("--description, --permission"), "\(nothing.stderr)")
+            let both = try await run([
+                "roles", "edit", "--couple", couple, "--name", "mom", "--permission", "guests.view", "--no-permissions",
+            ])
+            #expect(both.status == 2 && both.stderr.contains("cannot go together"), "\(both.stderr)")
+            #expect(try await run(["check"] + mom + ["--permission", "guests.edit"]).status == 0, "nothing changed")
+            let emptied = try await run(["roles", "edit", "--couple", couple, "--name", "mom", "--no-permissions"])
+            #expect(emptied.status == 0, "\(emptied.stderr)")
+            #expect(try await run(["check"] + mom + ["--permission", "guests.edit"]).status == 1)
+            #expect(try await run(["members", "--couple", couple]).stdout.contains("mom"), "Mom keeps the role")
             let taken = try await run([
                 "roles", "create", "--couple", couple, "--name", "viewer", "--description", "x",
             ])
