@@ -68,6 +68,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     public func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) throws -> User {
+        try edit.validate(as: actor)
         if case .user(let id) = actor {
             guard id == user else {
                 throw CollaborationError(.permissionDenied, "permission denied: users can edit only themselves")
@@ -83,9 +84,23 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         {
             throw CollaborationError(.alreadyExists, "a user with this email address already exists")
         }
+        // Unlinked first, then linked, as PostgreSQL runs them; stored only once nothing is refused.
+        var (linked, index) = (found.identities, identities)
+        if let unlinked = edit.unlinkIdentity {
+            guard index.removeValue(forKey: unlinked)?.user == user else { throw UserEdit.notLinked(user) }
+            linked.removeAll { $0 == unlinked }
+        }
+        if let identity = edit.linkIdentity, index[identity]?.user != user {
+            guard index[identity] == nil else {
+                throw CollaborationError(.alreadyExists, "this identity already belongs to a user")
+            }
+            linked.append(identity)
+            index[identity] = (user, nil, false)
+        }
         let edited = User(
             id: user, email: edit.email?.rawValue ?? found.email, displayName: edit.displayName ?? found.displayName,
-            identities: found.identities)
+            identities: linked)
+        identities = index
         usersByID[user] = edited
         // As the users_new_address trigger: invitations of their couples to their new address are of no use now.
         if edited.email.lowercased() != found.email.lowercased() {

@@ -78,10 +78,33 @@ public struct UserEdit: Sendable, Hashable {
     public var email: EmailAddress?
     /// `.some(nil)` removes the display name.
     public var displayName: String??
+    /// An account at an identity provider to link to the user, and one of theirs to unlink: the operator's alone,
+    /// as the address is, since an identity signs in as its user.
+    public var linkIdentity: UserIdentity?
+    public var unlinkIdentity: UserIdentity?
 
-    public init(email: EmailAddress? = nil, displayName: String?? = nil) {
+    public init(
+        email: EmailAddress? = nil, displayName: String?? = nil, linkIdentity: UserIdentity? = nil,
+        unlinkIdentity: UserIdentity? = nil
+    ) {
         self.email = email
         self.displayName = displayName
+        self.linkIdentity = linkIdentity
+        self.unlinkIdentity = unlinkIdentity
+    }
+
+    /// Refuses what `actor` may not change, and an identity to link that no provider could name.
+    public func validate(as actor: Actor) throws(CollaborationError) {
+        if case .user = actor, linkIdentity != nil || unlinkIdentity != nil {
+            throw CollaborationError(.permissionDenied, "permission denied: only the operator links identities")
+        }
+        if let linked = linkIdentity { try ExternalIdentity.validate(issuer: linked.issuer, subject: linked.subject) }
+    }
+
+    /// Why an identity to unlink was not found.
+    public static func notLinked(_ user: UUID) -> CollaborationError {
+        CollaborationError(
+            .notFound, "user \(user.uuidString.lowercased()) has no such identity (rbac users show lists theirs)")
     }
 }
 

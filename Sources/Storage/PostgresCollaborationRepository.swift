@@ -58,11 +58,34 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         }
     }
 
+    /// Identities are linked and unlinked by plain statements, as `addUser` adds one: only the operator may.
     public func editUser(_ user: UUID, _ edit: UserEdit, as actor: Actor) async throws -> User {
+        try edit.validate(as: actor)
         let name = edit.displayName.map { $0 ?? "" }
         let rows = try await run(as: actor) { connection in
-            try await connection.query(
+            let edited = try await connection.query(
                 "SELECT \(sql: Self.userColumns) FROM edit_user(\(user), \(edit.email?.rawValue), \(name)) AS users")
+            guard edit.linkIdentity != nil || edit.unlinkIdentity != nil else { return edited }
+            if let unlinked = edit.unlinkIdentity {
+                let removed = try await connection.query(
+                    """
+                    DELETE FROM user_identities
+                    WHERE user_id = \(user) AND issuer = \(unlinked.issuer) AND subject = \(unlinked.subject)
+                    RETURNING user_id
+                    """)
+                guard !removed.isEmpty else { throw UserEdit.notLinked(user) }
+            }
+            if let linked = edit.linkIdentity {
+                // One of the user's already is left as it is; another user's is refused by the primary key.
+                try await connection.execute(
+                    """
+                    INSERT INTO user_identities (issuer, subject, user_id)
+                    SELECT \(linked.issuer), \(linked.subject), \(user)
+                    WHERE NOT EXISTS (SELECT FROM user_identities
+                                      WHERE issuer = \(linked.issuer) AND subject = \(linked.subject) AND user_id = \(user))
+                    """)
+            }
+            return try await connection.query("SELECT \(sql: Self.userColumns) FROM users WHERE id = \(user)")
         }
         return try Self.user(rows[0])
     }

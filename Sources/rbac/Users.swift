@@ -88,10 +88,14 @@ extension RBAC {
 
         struct Edit: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Change a user's email address or display name.",
+                abstract: "Change a user's email address, display name or identities at providers.",
                 discussion: """
                     A change to what is there writes nothing. Their identities at providers keep the addresses the \
                     providers gave, and an invitation bound to their old address is no longer theirs to accept.
+
+                    An identity linked signs in as them from then on: a new account of theirs, or one at a provider \
+                    that does not verify their address. One unlinked finds them no more, unless its provider \
+                    verifies their address, which links it again at its next sign-in.
 
                     Example: rbac users edit pia@example.com --email pia.berg@example.com --name "Pia Berg"
                     """)
@@ -99,24 +103,51 @@ extension RBAC {
             @Option(help: "The new email address (unique, whatever its case).") var email: String?
             @Option(help: "The new display name.") var name: String?
             @Flag(help: "Remove the display name.") var noName = false
+            @Option(
+                parsing: .upToNextOption,
+                help: ArgumentHelp("Link this account at an identity provider to them.", valueName: "issuer subject"))
+            var identity: [String] = []
+            @Option(
+                parsing: .upToNextOption,
+                help: ArgumentHelp("Unlink this identity of theirs.", valueName: "issuer subject"))
+            var removeIdentity: [String] = []
             @OptionGroup var options: OperatorOptions
 
             func validate() throws {
                 try Parse.user(user)
-                guard email != nil || name != nil || noName else {
-                    throw ValidationError("give what to change: --email, --name or --no-name")
+                guard email != nil || name != nil || noName || !identity.isEmpty || !removeIdentity.isEmpty else {
+                    throw ValidationError(
+                        "give what to change: --email, --name, --no-name, --identity or --remove-identity")
                 }
                 guard !(noName && name != nil) else { throw ValidationError("--name and --no-name cannot go together") }
                 if let email { try Parse.email(email) }
-                do { _ = try name.map(User.validateDisplayName) } catch { throw ValidationError(error.message) }
+                let identities = try edit(email: nil, name: nil)
+                do {
+                    _ = try name.map(User.validateDisplayName)
+                    try identities.validate(as: .operator(label: ""))
+                } catch { throw ValidationError(error.message) }
+            }
+
+            /// The change, with `email` and `name` as parsed.
+            private func edit(email: EmailAddress?, name: String?) throws -> UserEdit {
+                func parsed(_ values: [String], _ flag: String) throws -> UserIdentity? {
+                    guard !values.isEmpty else { return nil }
+                    guard values.count == 2 else {
+                        throw ValidationError("\(flag) takes two values, the issuer and the subject")
+                    }
+                    return UserIdentity(issuer: values[0], subject: values[1])
+                }
+                return UserEdit(
+                    email: email, displayName: change(name, clear: noName),
+                    linkIdentity: try parsed(identity, "--identity"),
+                    unlinkIdentity: try parsed(removeIdentity, "--remove-identity"))
             }
 
             func run() async throws {
                 try await options.run { context in
                     let found = try await context.user(user)
-                    let edit = UserEdit(
-                        email: email.map { EmailAddress(rawValue: $0)! },
-                        displayName: change(try name.map(User.validateDisplayName), clear: noName))
+                    let edit = try edit(
+                        email: email.map { EmailAddress(rawValue: $0)! }, name: try name.map(User.validateDisplayName))
                     let edited = try await context.memberships.editUser(
                         found.id, edit, as: .operator(label: options.label.recorded))
                     try options.output.print(

@@ -265,13 +265,28 @@ struct CLITests {
             #expect(shown.stdout.contains("\n\(couple)  Olivia & Paul  planner  active"), "\(shown.stdout)")
             let detail = try Self.json(try await run(["users", "show", "pia@example.com", "--json"]))
             #expect((detail["couples"] as? [[String: Any]])?.map { $0["couple_id"] as? String } == [couple])
+            let zoe = ["users", "add", "--email", "zoe@example.com", "--identity", "https://idp.example/", "zoe-1"]
+            #expect(try await run(zoe).status == 0)
             let before = try await run(["users", "list", "--json"])
             let refusals: [([String], Int32, String)] = [
                 (["users", "show", "nobody@example.com"], 3, "user nobody@example.com does not exist"),
                 (["users", "delete", "pia@example.com"], 2, "deleting a user cannot be undone; add --yes"),
                 (["users", "delete", "olivia@example.com", "--yes"], 4, "must keep at least one owner"),
                 (["users", "delete", "nobody@example.com", "--yes"], 3, "user nobody@example.com does not exist"),
-                (["users", "edit", "pia@example.com"], 2, "give what to change: --email, --name or --no-name"),
+                (
+                    ["users", "edit", "pia@example.com"], 2,
+                    "give what to change: --email, --name, --no-name, --identity"
+                ),
+                (["users", "edit", "pia@example.com", "--identity", "https://idp.example/"], 2, "takes two values"),
+                (
+                    ["users", "edit", "pia@example.com", "--name", "P", "--identity", "https://idp.example/", "zoe-1"],
+                    4,
+                    "this identity already belongs to a user"
+                ),
+                (
+                    ["users", "edit", "pia@example.com", "--remove-identity", "https://idp.example/", "zoe-1"], 3,
+                    "has no such identity"
+                ),
                 (["users", "edit", "pia@example.com", "--name", "P", "--no-name"], 2, "cannot go together"),
                 (["users", "edit", "pia@example.com", "--email", "pia"], 2, "\"pia\" is not an email address"),
                 (["users", "edit", "pia@example.com", "--email", "Olivia@example.com"], 4, "already exists"),
@@ -308,6 +323,17 @@ struct CLITests {
                     "user.update  email pia@example.com→pia.quinn@example.com display_name Pia Q→Pia Quinn"),
                 "\(change)")
             #expect(change.contains("user.update  display_name Pia Quinn→null"), "\(change)")
+            let account = ["https://idp.example/", "pia-1"]
+            let linked = try await run(["users", "edit", "pia.quinn@example.com", "--identity"] + account + ["--json"])
+            #expect(
+                (try Self.json(linked)["identities"] as? [[String: String]]) == [
+                    ["issuer": "https://idp.example/", "subject": "pia-1"]
+                ], "\(linked)")
+            let unlinked = try await run(["users", "edit", "pia.quinn@example.com", "--remove-identity"] + account)
+            #expect(unlinked.status == 0, "\(unlinked)")
+            #expect(try await run(["users", "show", "pia.quinn@example.com"]).stdout.contains("Identities") == false)
+            let logged = try await run(["audit", "--operator", "--tail", "2"]).stdout
+            #expect(logged.contains("identity.insert") && logged.contains("identity.delete"), "\(logged)")
 
             let deleted = try await run(["users", "delete", "pia.quinn@example.com", "--yes", "--json"])
             let id = try #require(try Self.json(deleted)["deleted"] as? String, "\(deleted)")

@@ -632,6 +632,46 @@ struct CollaborationScenarioTests {
     }
 
     @Test(
+        "the operator links and unlinks a user's identities; a sign-in through one finds the user while linked",
+        arguments: Backend.allCases)
+    func linkIdentity(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let account = UserIdentity(issuer: "https://idp.example/", subject: "auth0|\(UUID().uuidString)")
+            let (couple, owner) = try await world.couple()
+            let planner = try await world.member(couple, "planner")
+            let (link, unlink) = (UserEdit(linkIdentity: account), UserEdit(unlinkIdentity: account))
+            await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.editUser(planner, link, as: .user(planner))
+            }
+            await expectRefusal(.notFound) {
+                _ = try await world.memberships.editUser(planner, unlink, as: world.admin)
+            }
+            await expectRefusal(.invalidInput) {
+                let blank = UserIdentity(issuer: account.issuer, subject: "")
+                _ = try await world.memberships.editUser(planner, UserEdit(linkIdentity: blank), as: world.admin)
+            }
+            #expect(try await world.repository.user(.id(planner)).identities.isEmpty, "refused: no change")
+
+            #expect(try await world.memberships.editUser(planner, link, as: world.admin).identities == [account])
+            #expect(try await world.memberships.editUser(planner, link, as: world.admin).identities == [account])
+            let relink = UserEdit(linkIdentity: account, unlinkIdentity: account)
+            #expect(try await world.memberships.editUser(planner, relink, as: world.admin).identities == [account])
+            await expectRefusal(.alreadyExists) {
+                _ = try await world.memberships.editUser(owner, link, as: world.admin)
+            }
+            let signingIn = ExternalIdentity(issuer: account.issuer, subject: account.subject)
+            #expect(try await world.repository.signIn(signingIn).user == planner)
+
+            #expect(try await world.memberships.editUser(planner, unlink, as: world.admin).identities.isEmpty)
+            // No user has it now, and it names no address to make one with.
+            await expectRefusal(.invalidInput) {
+                _ = try await world.repository.signIn(signingIn)
+            }
+            #expect(try await world.repository.user(.id(owner)).identities.isEmpty)
+        }
+    }
+
+    @Test(
         "a user deletes themself with their memberships, not while a couple's last owner; what they accepted forgets them",
         arguments: Backend.allCases)
     func deleteUser(backend: Backend) async throws {
