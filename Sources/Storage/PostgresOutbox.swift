@@ -61,9 +61,7 @@ public struct PostgresOutbox: Sendable {
         WebhookEndpoint, String
     ) {
         let url = try Self.webhookURL(url)
-        try Self.validate(eventTypes: eventTypes)
-        var named = Set<String>()
-        let eventTypes = eventTypes.filter { named.insert($0).inserted }
+        let eventTypes = try Self.distinct(eventTypes: eventTypes)
         let id = UUID()
         let (secret, box) = Self.newSecret(for: id, key: key)
         let endpoint = try await transaction {
@@ -76,6 +74,27 @@ public struct PostgresOutbox: Sendable {
                 """)
         }
         return (try Self.endpoint(endpoint[0]), secret)
+    }
+
+    /// Changes an endpoint's URL, or the events it receives (empty: every event), or sends it events again after
+    /// it answered 410 Gone; its secret stays. Messages already waiting for it go to its URL as it now is.
+    public func editWebhook(_ id: UUID, url: String?, eventTypes: [String]?, enable: Bool) async throws
+        -> WebhookEndpoint
+    {
+        let url = try url.map(Self.webhookURL)
+        let eventTypes = try eventTypes.map(Self.distinct(eventTypes:))
+        let rows = try await run {
+            try await $0.query(
+                """
+                UPDATE webhook_endpoints
+                SET url = coalesce(\(url), url), event_types = coalesce(\(eventTypes)::text[], event_types),
+                    disabled_at = CASE WHEN \(enable)::boolean THEN NULL ELSE disabled_at END
+                WHERE id = \(id)
+                RETURNING \(sql: Self.endpointColumns)
+                """)
+        }
+        guard let row = rows.first else { throw Self.unknownEndpoint(id) }
+        return try Self.endpoint(row)
     }
 
     public func webhooks() async throws -> [WebhookEndpoint] {
@@ -136,8 +155,9 @@ public struct PostgresOutbox: Sendable {
     }
 
     /// Puts a message back in the queue, due now, with its attempts counted afresh; not one for an endpoint that
-    /// answered 410 Gone, to which nothing more is sent, nor an invitation email that has lost its link, nor one a
-    /// worker is sending right then (made due, another worker would send it beside the first).
+    /// answered 410 Gone, to which nothing more is sent until it is enabled again, nor an invitation email that has
+    /// lost its link, nor one a worker is sending right then (made due, another worker would send it beside the
+    /// first).
     public func retry(_ id: UUID) async throws -> OutboxMessage {
         let rows = try await transaction { connection in
             // The endpoint is locked as `disable` locks it, before the message: a 410 answered meanwhile is seen
@@ -149,12 +169,12 @@ public struct PostgresOutbox: Sendable {
                 """
             ).first
             if let endpoint, try endpoint.decode("disabled_at", as: Date?.self) != nil {
+                let webhook = try endpoint.decode("id", as: UUID.self).uuidString.lowercased()
                 throw CollaborationError(
                     .notFound,
                     """
-                    message \(id.uuidString.lowercased()) is for webhook \
-                    \(try endpoint.decode("id", as: UUID.self).uuidString.lowercased()), which answered 410 Gone \
-                    and is sent nothing more (to receive events at its URL again, remove it and add the URL anew)
+                    message \(id.uuidString.lowercased()) is for webhook \(webhook), which answered 410 Gone and is \
+                    sent nothing more until `rbac webhooks edit \(webhook) --enable`
                     """)
             }
             // Locked as a claim locks it: a claim landing first is seen here, one landing after finds it due.
@@ -461,6 +481,13 @@ public struct PostgresOutbox: Sendable {
             throw CollaborationError(
                 .invalidInput, "unknown event \(quoted(type)); valid: \(Self.eventTypes.joined(separator: ", "))")
         }
+    }
+
+    /// The event types, each once, in the order first given; refused as `validate` refuses them.
+    private static func distinct(eventTypes: [String]) throws(CollaborationError) -> [String] {
+        try validate(eventTypes: eventTypes)
+        var named = Set<String>()
+        return eventTypes.filter { named.insert($0).inserted }
     }
 
     private static func unknownEndpoint(_ id: UUID) -> CollaborationError {

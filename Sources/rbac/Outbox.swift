@@ -45,7 +45,7 @@ extension RBAC {
             static let configuration = CommandConfiguration(
                 abstract: "Put a waiting or dead message back in the queue, due now.",
                 discussion: """
-                    Not a sent one, nor one for an endpoint that answered 410 Gone (it is sent nothing more), nor \
+                    Not a sent one, nor one for an endpoint that answered 410 Gone (until webhooks edit --enable), nor \
                     an invitation email whose link is gone (it died, or the invitation is settled: invite again), \
                     nor one a worker is sending right now (exit 4, saying until when it has to answer).
 

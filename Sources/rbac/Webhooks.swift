@@ -10,12 +10,12 @@ extension RBAC {
             discussion: """
                 Events: \(PostgresOutbox.eventTypes.joined(separator: ", ")). Each delivery is a JSON POST with \
                 webhook-id (stable: deduplicate on it), webhook-timestamp and webhook-signature; 2xx is \
-                delivered, 410 disables the endpoint, anything else is retried (5s, 5m, 30m, 2h, 5h, 10h, 10h; \
-                later when the endpoint's Retry-After asks, up to 10h).
+                delivered, 410 disables the endpoint (until edit --enable), anything else is retried (5s, 5m, \
+                30m, 2h, 5h, 10h, 10h; later when the endpoint's Retry-After asks, up to 10h).
 
                 Example: rbac webhooks add --url https://app.example.com/hooks/rbac --event membership.created
                 """,
-            subcommands: [Add.self, List.self, Remove.self, RotateSecret.self])
+            subcommands: [Add.self, List.self, Edit.self, Remove.self, RotateSecret.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -65,6 +65,45 @@ extension RBAC {
                                 ]
                             }
                         ).rendered)
+                }
+            }
+        }
+
+        struct Edit: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Change an endpoint's URL or events, or send it events again after a 410; its secret stays.",
+                discussion: """
+                    Messages already waiting for it go to its URL as it now is. Those that died when it answered \
+                    410 Gone stay dead: rbac outbox retry takes them back once it is enabled.
+
+                    Example: rbac webhooks edit ID --event membership.created --event membership.removed
+                    """)
+            @Argument(help: "The endpoint's id.") var id: String
+            @Option(help: "Its new https URL.") var url: String?
+            @Option(help: "An event it receives from now on (repeat; replaces the set).") var event: [String] = []
+            @Flag(help: "It receives every event from now on.") var everyEvent = false
+            @Flag(help: "Send it events again after it answered 410 Gone.") var enable = false
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                _ = try Parse.id(id, "webhook")
+                guard url != nil || !event.isEmpty || everyEvent || enable else {
+                    throw ValidationError("give what to change: --url, --event, --every-event or --enable")
+                }
+                guard !(everyEvent && !event.isEmpty) else {
+                    throw ValidationError("--event and --every-event cannot go together")
+                }
+            }
+
+            func run() async throws {
+                // Refused as `add` refuses them, before the database is reached.
+                _ = try url.map(PostgresOutbox.webhookURL)
+                try PostgresOutbox.validate(eventTypes: event)
+                try await options.run { context in
+                    let events = everyEvent ? [] : event.isEmpty ? nil : event
+                    let edited = try await PostgresOutbox(pool: context.pool).editWebhook(
+                        try Parse.id(id, "webhook"), url: url, eventTypes: events, enable: enable)
+                    try options.output.print(edited, "Edited webhook \(idText(edited.id)) \(edited.url)")
                 }
             }
         }

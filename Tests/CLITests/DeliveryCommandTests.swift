@@ -148,12 +148,25 @@ struct DeliveryCommandTests {
                     reset.stdout.split(separator: "\n").first { $0.hasPrefix("whsec_") }.map(String.init))
                 #expect(try await run(["delivery-key", "check"] + keyed).status == 0)
 
+                // Its events changed; a URL refused as `add` refuses it.
+                let narrowed = try await run(
+                    ["webhooks", "edit", id, "--event", "couple.created", "--event", "couple.created", "--json"])
+                #expect(try CLITests.json(narrowed)["event_types"] as? [String] == ["couple.created"], "\(narrowed)")
+                let insecure = try await run(["webhooks", "edit", id, "--url", "http://example.com/hooks"])
+                #expect(insecure.status == 2 && insecure.stderr.contains("must be an https URL"), "\(insecure.stderr)")
+                let widened = try CLITests.json(try await run(["webhooks", "edit", id, "--every-event", "--json"]))
+                #expect((widened["event_types"] as? [String])?.isEmpty == true, "\(widened)")
+                #expect(try await run(["webhooks", "edit", id]).status == 2, "nothing to change")
+                #expect(try await run(["webhooks", "edit", UUID().uuidString, "--enable"]).status == 3)
+                #expect(try await run(["webhooks", "list"]).stdout.contains("  every event"))
+
                 #expect(try await run(["webhooks", "remove", id]).status == 0)
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)
                 let log = try await run(["audit", "--operator", "--json"])
                 #expect(log.stdout.contains("webhook.insert") && !log.stdout.contains("secret_box"))
                 let table = try await run(["audit", "--operator"]).stdout
                 #expect(table.contains(" webhook.insert ") && table.contains(" url=\(url)"), "where messages go")
+                #expect(table.contains(" event_types couple.created→\n"), "\(table)")
                 #expect(table.contains(" webhook.delete ") && !table.contains(secret) && !table.contains(renewedSecret))
             }
         }

@@ -398,7 +398,7 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("an endpoint answering 500 is retried on the schedule; 410 disables it, its messages die and stay dead")
+    @Test("an endpoint answering 500 is retried on the schedule; 410 disables it, its messages die until it is enabled")
     func retriesThenGone() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
             try "500\n410\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
@@ -437,6 +437,17 @@ struct WebhookDeliveryTests {
                 "\(String(describing: refusal))")
             let after: String = try await pool.query("SELECT o::text FROM outbox o")[0].decode(column: 0)
             #expect(after == (try dead.decode("row", as: String.self)), "nor is a retry of its dead message taken")
+
+            // Enabled again, with its secret and events as they were: its dead message may be retried, and it is
+            // sent what comes next.
+            let outbox = PostgresOutbox(pool: pool)
+            let enabled = try await outbox.editWebhook(endpoint.id, url: nil, eventTypes: nil, enable: true)
+            #expect(enabled.disabledAt == nil && enabled.eventTypes == ["membership.created"], "\(enabled)")
+            _ = try await outbox.retry(try dead.decode("id"))
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            #expect(try await worker.runOnce() == [.delivered, .delivered])
+            let answered = try Self.received(peer).filter { $0.status == 204 }
+            #expect(answered.count == 2 && answered.allSatisfy(\.verified), "signed by the secret it kept")
         }
     }
 
