@@ -157,7 +157,8 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
                 .alreadyExists, "a user with this email address exists; sign in with a provider that verified it")
         }
         let user = existing ?? User(id: UUID(), email: email.rawValue, displayName: identity.name)
-        usersByID[user.id] = user
+        usersByID[user.id] = User(
+            id: user.id, email: user.email, displayName: user.displayName, identities: user.identities + [key])
         identities[key] = (user.id, identity.email, identity.emailVerified)
         return SignedIn(user: user.id, identity: identity, created: existing == nil)
     }

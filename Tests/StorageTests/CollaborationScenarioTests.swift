@@ -668,6 +668,15 @@ struct CollaborationScenarioTests {
                 _ = try await world.repository.signIn(signingIn)
             }
             #expect(try await world.repository.user(.id(owner)).identities.isEmpty)
+            // One that joins them by the address its provider verified is theirs as well.
+            let address = EmailAddress(rawValue: try await world.repository.user(.id(planner)).email)!
+            let verified = ExternalIdentity(
+                issuer: account.issuer, subject: "other|\(UUID().uuidString)", email: address, emailVerified: true)
+            #expect(try await world.repository.signIn(verified).user == planner)
+            #expect(
+                try await world.repository.user(.id(planner)).identities == [
+                    UserIdentity(issuer: verified.issuer, subject: verified.subject)
+                ])
         }
     }
 
