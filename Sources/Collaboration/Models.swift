@@ -96,7 +96,8 @@ public struct UserEdit: Sendable, Hashable {
     /// Refuses what `actor` may not change, and an identity to link that no provider could name.
     public func validate(as actor: Actor) throws(CollaborationError) {
         if case .user = actor, linkIdentity != nil || unlinkIdentity != nil {
-            throw CollaborationError(.permissionDenied, "permission denied: only the operator links identities")
+            throw CollaborationError(
+                .permissionDenied, "permission denied: only the operator links and unlinks identities")
         }
         if let linked = linkIdentity { try ExternalIdentity.validate(issuer: linked.issuer, subject: linked.subject) }
     }

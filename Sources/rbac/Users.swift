@@ -121,10 +121,10 @@ extension RBAC {
                 }
                 guard !(noName && name != nil) else { throw ValidationError("--name and --no-name cannot go together") }
                 if let email { try Parse.email(email) }
-                let identities = try edit(email: nil, name: nil)
+                let linked = try edit(email: nil, name: nil).linkIdentity
                 do {
                     _ = try name.map(User.validateDisplayName)
-                    try identities.validate(as: .operator(label: ""))
+                    if let linked { try ExternalIdentity.validate(issuer: linked.issuer, subject: linked.subject) }
                 } catch { throw ValidationError(error.message) }
             }
 
