@@ -45,7 +45,7 @@ public struct PostgresOutbox: Sendable {
 
     /// The events the database writes to the outbox.
     public static let eventTypes = [
-        "couple.created", "couple.renamed", "couple.deleted",
+        "couple.created", "couple.renamed", "couple.deleted", "role.created", "role.updated", "role.deleted",
         "invitation.created", "invitation.accepted", "invitation.revoked", "invitation.expired",
         "membership.created", "membership.updated", "membership.removed", "membership.expired",
         "ownership.transferred", "user.created", "user.updated", "user.deleted",

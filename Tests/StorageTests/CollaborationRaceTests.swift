@@ -296,10 +296,14 @@ struct CollaborationRaceTests {
         }
     }
 
-    @Test("a couple's role written at once by raw SQL and by the functions: the set checks read is what it grants")
+    @Test("a role written at once by raw SQL and the functions: checks read what it grants, events what each left")
     func coupleRoleSetUnderRace() async throws {
         var finals = Set<String>()
-        try await everyRound(maxConnections: 3) { pool, _ in
+        try await everyRound(maxConnections: 4) { pool, index in
+            if index == 0 {
+                _ = try await pool.query(
+                    "INSERT INTO webhook_endpoints (url, secret_box) VALUES ('https://hooks.example.com/', '\\x00')")
+            }
             let repository = PostgresCollaborationRepository(pool: pool)
             let couple = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
             let helper = RoleName(rawValue: "helper")!
@@ -321,17 +325,48 @@ struct CollaborationRaceTests {
                         permissions: ["guests.view", "gifts.view"].map { Permission(rawValue: $0)! },
                         as: .operator(label: "test"))
                 },
+                {
+                    _ = try await pool.query(
+                        "UPDATE couple_roles SET description = 'Helps out' WHERE couple_id = \(couple) AND name = 'helper'"
+                    )
+                },
             ])
-            #expect(outcomes == [.success, .success, .success])
-            let (granted, kept): (String, String?) = try await pool.query(
+            #expect(outcomes == [.success, .success, .success, .success])
+            let (granted, kept, described): (String, String?, String) = try await pool.query(
                 """
                 SELECT (SELECT string_agg(permission, ' ' ORDER BY permission) FROM couple_role_permissions
                         WHERE couple_id = \(couple) AND role = 'helper') AS granted,
-                       (SELECT permissions FROM couple_role_sets WHERE couple_id = \(couple) AND role = 'helper') AS kept
+                       (SELECT permissions FROM couple_role_sets WHERE couple_id = \(couple) AND role = 'helper') AS kept,
+                       (SELECT description FROM couple_roles WHERE couple_id = \(couple) AND name = 'helper') AS described
                 """
-            ).map { (try $0.decode("granted"), try $0.decode("kept")) }[0]
+            ).map { (try $0.decode("granted"), try $0.decode("kept"), try $0.decode("described")) }[0]
             #expect(kept == granted, "the set checks read is the role's rows")
             finals.insert(granted)
+            // What the four writes leave, one after the other, in some order, is what their events tell.
+            let told: [String] = try await pool.query(
+                """
+                SELECT (payload ->> 'description') || ': '
+                       || array_to_string(ARRAY(SELECT jsonb_array_elements_text(payload -> 'permissions')), ' ')
+                FROM outbox WHERE couple_id = \(couple) AND event_type = 'role.updated'
+                """
+            ).map { try $0.decode(column: 0) }
+            typealias State = (description: String, permissions: Set<String>)
+            let writes: [(State) -> State] = [
+                { ($0.description, $0.permissions.union(["budget.view"])) },
+                { ($0.description, $0.permissions.union(["vendors.view"])) },
+                { ($0.description, ["gifts.view", "guests.view"]) }, { ("Helps out", $0.permissions) },
+            ]
+            func orders(_ writes: [Int]) -> [[Int]] {
+                writes.isEmpty
+                    ? [[]] : writes.flatMap { first in orders(writes.filter { $0 != first }).map { [first] + $0 } }
+            }
+            let serial = orders(Array(writes.indices)).map { order in
+                order.reduce(into: [State("Helps", ["guests.view"])]) { $0.append(writes[$1]($0.last!)) }.dropFirst()
+                    .map { "\($0.description): \($0.permissions.sorted().joined(separator: " "))" }
+            }
+            #expect(
+                serial.contains { $0.last == "\(described): \(granted)" && $0.sorted() == told.sorted() },
+                "\(told) is no order of the writes ending in \(described): \(granted)")
         }
         #expect(finals.count >= 2, "the edit should land before and after the raw writes: \(finals)")
     }

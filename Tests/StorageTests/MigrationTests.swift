@@ -395,7 +395,7 @@ struct MigrationTests {
             }
         }
         let definition =
-            /(?i)CREATE\s+(?:OR\s+REPLACE\s+)?(FUNCTION|TRIGGER|VIEW|POLICY)\s+([a-z_][a-z0-9_.]*)(?:[^;]*?\sON\s+([a-z_][a-z0-9_.]*))?/
+            /(?i)CREATE\s+(?:OR\s+REPLACE\s+|CONSTRAINT\s+)?(FUNCTION|TRIGGER|VIEW|POLICY)\s+([a-z_][a-z0-9_.]*)(?:[^;]*?\sON\s+([a-z_][a-z0-9_.]*))?/
         var homes: [String: Set<String>] = [:]
         for file in files {
             for match in file.text.matches(of: definition) {

@@ -77,6 +77,14 @@ struct WebhookDeliveryTests {
             )
             let couple = try await repository.createCouple(name: "Ours", owner: owner, as: admin).id
             _ = try await repository.renameCouple(couple, to: "Olivia & Paul", as: admin)
+            // A couple's own role, made, given a second permission, and deleted: one event each.
+            let (mom, guestsView) = (RoleName(rawValue: "mom")!, Permission(rawValue: "guests.view")!)
+            _ = try await repository.createRole(
+                couple: couple, name: mom, description: "Mom", permissions: [guestsView], as: admin)
+            _ = try await repository.editRole(
+                couple: couple, name: mom, description: nil,
+                permissions: [guestsView, Permission(rawValue: "budget.view")!], as: admin)
+            try await repository.deleteRole(couple: couple, name: mom, reassign: nil, as: admin)
             _ = try await repository.editUser(partner, UserEdit(displayName: "Paul"), as: admin)
             let (viewer, planner) = (RoleName(rawValue: "viewer")!, RoleName(rawValue: "planner")!)
             _ = try await repository.grant(couple: couple, user: partner, role: viewer, expiresAt: nil, as: admin)
@@ -137,6 +145,8 @@ struct WebhookDeliveryTests {
             #expect(invited?["expires_at"] == (try answered(pending.invitation)))
             let granted = try sent("membership.created", ["couple_id": couple, "user_id": late])
             #expect(granted?["expires_at"] == (try answered(lateMembership)))
+            let edited = try sent("role.updated", ["couple_id": couple])
+            #expect(edited?["permissions"] == .array([.string("budget.view"), .string("guests.view")]))
         }
     }
 

@@ -1,5 +1,6 @@
--- The outbox: every change to couples, invitations, memberships and users, and every ownership transfer, becomes
--- one message per enabled endpoint that wants it, in the same transaction, whoever makes the change.
+-- The outbox: every change to couples, their roles, invitations, memberships and users, and every ownership
+-- transfer, becomes one message per enabled endpoint that wants it, in the same transaction, whoever makes the
+-- change.
 BEGIN;
 \ir fixtures.psql
 SELECT no_plan();
@@ -75,16 +76,66 @@ SELECT results_eq(
     'a rename: couple.renamed with the name before; an update that keeps the name tells nothing');
 DELETE FROM outbox;
 
+-- A couple's own roles, as each is when the transaction commits: their triggers wait for it, and SET CONSTRAINTS
+-- ALL IMMEDIATE brings that moment here.
+SELECT pg_temp.act_as('paul');
+SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'Mom', ARRAY['guests.view', 'budget.view']);
+SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'Mother');
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT results_eq(
+    $$SELECT event_type, payload FROM outbox$$,
+    format($$VALUES ('role.created', jsonb_build_object('couple_id', %L::uuid, 'role', 'mom', 'description', 'Mother',
+                                                         'permissions', ARRAY['budget.view', 'guests.view']))$$,
+           pg_temp.id('Olivia & Paul')),
+    'a role made, then changed: one role.created, as the role is at the commit, with what it grants');
+SET CONSTRAINTS ALL DEFERRED;
+DELETE FROM outbox;
+
+SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'Mother', ARRAY['budget.view', 'guests.view']);
+SELECT pg_temp.act_as_operator();
+UPDATE couple_roles SET description = 'Mother', updated_at = now() - interval '1 day';
+UPDATE couple_role_permissions SET permission = permission;
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT is((SELECT count(*)::int FROM outbox), 0, 'edits that change nothing a role is and grants tell nothing');
+SET CONSTRAINTS ALL DEFERRED;
+
+DELETE FROM couple_role_permissions WHERE role = 'mom' AND permission = 'guests.view';
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT results_eq(
+    $$SELECT event_type, payload -> 'permissions' FROM outbox$$,
+    $$VALUES ('role.updated', '["budget.view"]'::jsonb)$$,
+    'what it grants changed by raw SQL: role.updated');
+SET CONSTRAINTS ALL DEFERRED;
+DELETE FROM outbox;
+
+SELECT pg_temp.act_as('paul');
+SELECT delete_couple_role(pg_temp.id('Olivia & Paul'), 'mom');
+SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'aunt', 'Aunt', ARRAY['guests.view']);
+SELECT pg_temp.act_as_operator();
+SET CONSTRAINTS ALL IMMEDIATE;
+SELECT results_eq(
+    $$SELECT event_type, payload FROM outbox ORDER BY event_type$$,
+    format($$VALUES ('role.created', jsonb_build_object('couple_id', %1$L::uuid, 'role', 'aunt', 'description', 'Aunt',
+                                                         'permissions', ARRAY['guests.view'])),
+                    ('role.deleted', jsonb_build_object('couple_id', %1$L::uuid, 'role', 'mom'))$$,
+           pg_temp.id('Olivia & Paul')),
+    'a role deleted: role.deleted with its couple and name; another made in the same transaction: role.created');
+SET CONSTRAINTS ALL DEFERRED;
+DELETE FROM outbox;
+
 SELECT pg_temp.act_as('paul');
 SELECT delete_couple(pg_temp.id('Olivia & Paul'));
 SELECT pg_temp.act_as_operator();
+SET CONSTRAINTS ALL IMMEDIATE;
 SELECT bag_eq(
-    $$SELECT event_type, payload ->> 'couple_id', coalesce(payload ->> 'name', payload ->> 'user_id') FROM outbox
-      WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
+    $$SELECT event_type, payload ->> 'couple_id', coalesce(payload ->> 'name', payload ->> 'user_id', payload ->> 'role')
+      FROM outbox WHERE endpoint_id = (SELECT id FROM webhook_endpoints WHERE url LIKE 'https://all.%')$$,
     format($$VALUES ('couple.deleted', %1$L, 'Olivia & Paul Smith'), ('membership.removed', %1$L, %2$L),
-                    ('membership.removed', %1$L, %3$L), ('membership.removed', %1$L, %4$L)$$,
+                    ('membership.removed', %1$L, %3$L), ('membership.removed', %1$L, %4$L),
+                    ('role.deleted', %1$L, 'aunt')$$,
            pg_temp.id('Olivia & Paul'), pg_temp.id('olivia'), pg_temp.id('paul'), pg_temp.id('vera')),
-    'a deletion: couple.deleted, and membership.removed for each member');
+    'a deletion: couple.deleted, membership.removed for each member and role.deleted for each of its own roles');
+SET CONSTRAINTS ALL DEFERRED;
 
 -- A rotated secret that still signs has a time it stops; one without a secret has none.
 SELECT throws_ok($$UPDATE webhook_endpoints SET previous_secret_box = '\x00' WHERE url LIKE 'https://all.%'$$,

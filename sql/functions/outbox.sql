@@ -1,6 +1,6 @@
--- The outbox's writers: what happens to couples, invitations, memberships and users becomes one message per
--- webhook endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac serve) sends
--- them.
+-- The outbox's writers: what happens to couples, their roles, invitations, memberships and users becomes one
+-- message per webhook endpoint that wants it, in the transaction of the change. The worker (rbac deliver, rbac
+-- serve) sends them.
 
 -- An instant as the API and the CLI write one (2026-12-11T03:30:45Z: UTC, whole seconds), so that a receiver
 -- may compare an event's dates with the API's, string to string; jsonb would write the session's time zone and
@@ -68,6 +68,67 @@ END $$;
 
 CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELETE ON couples
     FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple();
+
+-- role.created, role.updated, role.deleted: a couple's own role (sql/0008_couple_roles.sql) as it is when the
+-- transaction commits, with what it grants, for a receiver that mirrors roles. The triggers wait for the commit and
+-- take the role's lock (rbac.couple_role_permissions_changed's, which a row trigger fires before; a write to the
+-- role's own row takes none that a write to its permissions waits for) before reading it, so that concurrent writers'
+-- events tell the role one after the other, each as its writer left it. One edit writes the role's row and its
+-- permissions' rows apart, and is told once: each firing replaces the message an earlier one queued for the role (the
+-- transaction's own: written at its start instant, by its id) with the role as it now is. A role made in the
+-- transaction is role.created; one gone at the commit is role.deleted, those of a deleted couple included, and one
+-- made in the transaction too (its first firing finds it gone, and leaves no trace of having made it but the
+-- message).
+CREATE OR REPLACE FUNCTION rbac.outbox_couple_role() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_old jsonb := CASE WHEN TG_OP <> 'INSERT' THEN to_jsonb(OLD) - 'updated_at' END;
+    v_new jsonb := CASE WHEN TG_OP <> 'DELETE' THEN to_jsonb(NEW) - 'updated_at' END;
+    -- The role a row belongs to: couple_roles name it, couple_role_permissions point to it.
+    v_old_role jsonb := jsonb_build_object(
+        'couple_id', v_old -> 'couple_id', 'role', coalesce(v_old -> 'name', v_old -> 'role'));
+    v_new_role jsonb := jsonb_build_object(
+        'couple_id', v_new -> 'couple_id', 'role', coalesce(v_new -> 'name', v_new -> 'role'));
+    v_role jsonb;
+    v_made boolean;
+    v_state jsonb;
+BEGIN
+    IF v_old = v_new THEN
+        RETURN NULL;
+    END IF;
+    FOR v_role, v_made IN
+        SELECT v_old_role, false WHERE v_old IS NOT NULL
+        UNION ALL
+        SELECT v_new_role, TG_TABLE_NAME = 'couple_roles'
+        WHERE v_new IS NOT NULL AND v_new_role IS DISTINCT FROM v_old_role
+    LOOP
+        PERFORM rbac.advisory_lock('couple role ' || (v_role ->> 'couple_id') || ' ' || (v_role ->> 'role'), false);
+        SELECT jsonb_build_object('couple_id', cr.couple_id, 'role', cr.name, 'description', cr.description,
+                                  'permissions', to_jsonb(rbac.couple_role_permissions(cr.couple_id, cr.name)))
+        INTO v_state
+        FROM couple_roles cr WHERE cr.couple_id = (v_role ->> 'couple_id')::uuid AND cr.name = v_role ->> 'role';
+        WITH told AS (
+            DELETE FROM outbox o
+            WHERE o.created_at = now() AND o.xmin = pg_current_xact_id()::xid
+              AND o.event_type IN ('role.created', 'role.updated', 'role.deleted')
+              AND o.couple_id = (v_role ->> 'couple_id')::uuid AND o.payload ->> 'role' = v_role ->> 'role'
+            RETURNING o.event_type)
+        SELECT coalesce(bool_or(event_type = 'role.created'), v_made) INTO v_made FROM told;
+        PERFORM rbac.enqueue_event(
+            CASE WHEN v_state IS NULL THEN 'role.deleted' WHEN v_made THEN 'role.created' ELSE 'role.updated' END,
+            (v_role ->> 'couple_id')::uuid, coalesce(v_state, v_role));
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+-- Constraint triggers, the only ones that wait for the commit, have no CREATE OR REPLACE.
+DROP TRIGGER IF EXISTS couple_roles_outbox ON couple_roles;
+CREATE CONSTRAINT TRIGGER couple_roles_outbox AFTER INSERT OR UPDATE OR DELETE ON couple_roles
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple_role();
+DROP TRIGGER IF EXISTS couple_role_permissions_outbox ON couple_role_permissions;
+CREATE CONSTRAINT TRIGGER couple_role_permissions_outbox
+    AFTER INSERT OR UPDATE OR DELETE ON couple_role_permissions
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION rbac.outbox_couple_role();
 
 -- user.created (a first sign-in, rbac users add, a couple made for a new owner) and user.updated (an address or
 -- display name changed), with both as they are, for a receiver that shows who is who. user.deleted, written
