@@ -69,9 +69,7 @@ extension RBAC {
             @OptionGroup var options: OperatorOptions
 
             func run() async throws {
-                guard let old = try DeliveryKeyOptions.load(file: oldKeyFile, [:]) else {
-                    throw CommandFailure(.usage, "cannot read the delivery key file \(oldKeyFile)")
-                }
+                let old = try DeliveryKeyOptions.key(file: oldKeyFile)
                 let new = try key.required()
                 let rotation = try await options.run { context in
                     try await PostgresOutbox(pool: context.pool).rotateKey(from: old, to: new)

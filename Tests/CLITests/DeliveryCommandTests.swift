@@ -10,7 +10,7 @@ struct DeliveryCommandTests {
     @Test("add an endpoint (secret once), deliver what a grant wrote, rotate, retry, remove; bad input exits 2")
     func lifecycle() async throws {
         try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
-            try await CLITests.withDatabase { run, _ in
+            try await CLITests.withDatabase { run, configuration in
                 let keyFile = peer.root.appendingPathComponent("delivery.key")
                 try Data("\(String(repeating: "ab", count: 32))\n".utf8).write(to: keyFile)
                 let keyed = ["--delivery-key-file", keyFile.path]
@@ -18,6 +18,22 @@ struct DeliveryCommandTests {
 
                 let noKey = try await run(["webhooks", "add", "--url", url])
                 #expect(noKey.status == 2 && noKey.stderr.contains("no delivery key"), "\(noKey.stderr)")
+                // A key file that cannot be used says why, and never what it holds.
+                let (binary, wrong) = (
+                    peer.root.appendingPathComponent("binary.key"), peer.root.appendingPathComponent("wrong.key")
+                )
+                try Data([0xFF, 0xFE, 0x00, 0x01]).write(to: binary)
+                try Data("pa55word\n".utf8).write(to: wrong)
+                for (file, refusal) in [
+                    (binary.path, "the delivery key file \(binary.path) is not text (UTF-8)"),
+                    (wrong.path, "the delivery key file \(wrong.path): a delivery key is 64 hexadecimal digits"),
+                    (peer.root.appendingPathComponent("none.key").path, "none.key: there is no such file"),
+                    (peer.root.path, "\(peer.root.path): it is a directory"),
+                ] {
+                    let result = try await run(["webhooks", "add", "--url", url, "--delivery-key-file", file])
+                    #expect(result.status == 2 && result.stderr.contains(refusal), "\(result.stderr)")
+                    #expect(!result.stderr.contains("pa55word"))
+                }
                 // What was typed is refused first, key or no key.
                 let plainNoKey = try await run(["webhooks", "add", "--url", "http://example.com/hooks"])
                 #expect(plainNoKey.stderr.contains("must be an https URL"), "\(plainNoKey.stderr)")
@@ -120,6 +136,16 @@ struct DeliveryCommandTests {
                 let other = ["--delivery-key-file", otherFile.path]
                 let checked = try CLITests.json(try await run(["delivery-key", "check", "--json"] + keyed))
                 #expect(checked["matches"] as? Bool == true && checked["sealed"] as? Bool == true, "\(checked)")
+                // Through a pipe, as a secret store hands a key over: --delivery-key-file <(pass show rbac/key).
+                let piped = try await ChildProcess.run(
+                    "/bin/bash",
+                    [
+                        "-c", #"exec "$0" delivery-key check --delivery-key-file <(printf '%s' "$1")"#,
+                        CLITests.executable.path, String(repeating: "ab", count: 32),
+                    ],
+                    environment: ProcessInfo.processInfo.environment.merging(
+                        ["DATABASE_URL": configuration.connectionString]) { $1 })
+                #expect(piped.output.contains("This delivery key is the database's."), "\(piped.errorOutput)")
                 let foreign = try await run(["delivery-key", "check"] + other)
                 #expect(
                     foreign.status == 4 && foreign.stderr.contains("this delivery key is not the one this database's"),

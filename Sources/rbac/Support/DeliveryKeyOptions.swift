@@ -21,21 +21,24 @@ struct DeliveryKeyOptions: ParsableArguments {
     /// The key of `file`, else of $RBAC_DELIVERY_KEY, else of the file $RBAC_DELIVERY_KEY_FILE names; nil when
     /// none is configured.
     static func load(file: String?, _ environment: [String: String]) throws -> DeliveryKey? {
-        let text: String
         if let path = file ?? environment["RBAC_DELIVERY_KEY_FILE"].flatMap({ $0.isEmpty ? nil : $0 }) {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw CommandFailure(.usage, "cannot read the delivery key file \(path)")
-            }
-            text = contents
+            return try key(file: path)
         } else if let value = environment["RBAC_DELIVERY_KEY"], !value.isEmpty {
-            text = value
-        } else {
-            return nil
+            return try key(hex: value, from: "RBAC_DELIVERY_KEY")
         }
+        return nil
+    }
+
+    /// The key the file at `path` holds.
+    static func key(file path: String) throws -> DeliveryKey {
+        try key(hex: try SecretFile.read(path, "delivery key"), from: "the delivery key file \(path)")
+    }
+
+    private static func key(hex text: String, from source: String) throws -> DeliveryKey {
         do {
             return try DeliveryKey(hex: text.trimmingCharacters(in: .whitespacesAndNewlines))
         } catch {
-            throw CommandFailure(.usage, "the delivery key: \(error.description)")
+            throw CommandFailure(.usage, "\(source): \(error.description) (make one with: openssl rand -hex 32)")
         }
     }
 

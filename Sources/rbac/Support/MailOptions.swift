@@ -62,11 +62,9 @@ struct MailOptions: ParsableArguments {
         }
         var password: String?
         if let smtpPasswordFile {
-            guard let text = try? String(contentsOfFile: smtpPasswordFile, encoding: .utf8) else {
-                throw OutboundMail.Failure(
-                    code: nil, description: "cannot read the SMTP password file \(smtpPasswordFile)")
+            do { password = try SecretFile.read(smtpPasswordFile, "SMTP password") } catch {
+                throw OutboundMail.Failure(code: nil, description: error.message)
             }
-            password = text.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         return try OutboundMail(server: url, username: url.user, password: password, caFile: caFile)
     }

@@ -56,7 +56,7 @@ struct SignInOptions: ParsableArguments {
         }
         let cookieKey: [UInt8]
         if let path = cookieKeyFile {
-            cookieKey = Array(try Self.secret(path, "cookie key").utf8)
+            cookieKey = Array(try SecretFile.read(path, "cookie key").utf8)
         } else if let key = environment["RBAC_COOKIE_KEY"], !key.isEmpty {
             cookieKey = Array(key.utf8)
         } else {
@@ -69,16 +69,9 @@ struct SignInOptions: ParsableArguments {
         }
         return OpenIDSignIn(
             provider: provider, clientID: clientID,
-            clientSecret: try oidcClientSecretFile.map { try Self.secret($0, "client secret") },
+            clientSecret: try oidcClientSecretFile.map { try SecretFile.read($0, "client secret") },
             idTokens: TokenVerifier(
                 keySet: keys, policy: TokenPolicy(issuers: [provider.issuer], audiences: [clientID], leeway: leeway)),
             http: http, cookieKey: cookieKey, appURL: appURL.flatMap(URL.init(string:)), publicBaseURL: publicBaseURL)
-    }
-
-    private static func secret(_ path: String, _ what: String) throws -> String {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw CommandFailure(.usage, "cannot read the \(what) file \(path)")
-        }
-        return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }

@@ -104,10 +104,7 @@ struct TokenOptions: ParsableArguments {
     private func sharedSecret(_ environment: [String: String]) throws -> String? {
         let secret: String
         if let path = jwtSecretFile {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw CommandFailure(.usage, "cannot read the JWT secret file \(path)")
-            }
-            secret = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            secret = try SecretFile.read(path, "JWT secret")
         } else if let value = environment["RBAC_JWT_SECRET"], !value.isEmpty {
             secret = value
         } else {
