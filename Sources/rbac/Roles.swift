@@ -134,7 +134,7 @@ extension RBAC {
                         name, in: couple, reassign: try reassign.map { try Parse.name($0) }, as: actor)
                     let moved = reassign.map { "; its members now hold \($0)" } ?? ""
                     try acting.output.print(
-                        ["deleted": name.rawValue], "deleted role \(name) of couple \(idText(couple))\(moved)")
+                        ["deleted": name.rawValue], "Deleted role \(name) of couple \(idText(couple))\(moved)")
                 }
             }
         }
