@@ -36,6 +36,17 @@ public struct OutboxPruning: Sendable, Hashable, Codable {
     public let dead: Int
 }
 
+/// What `PostgresOutbox.retryAll` put back in the queue, and what it left as it was, by why (`retry`'s refusals).
+public struct OutboxRetries: Sendable, Hashable, Codable {
+    public let retried: Int
+    /// For a webhook that answered 410 Gone, sent nothing more until it is enabled again.
+    public let webhookGone: Int
+    /// Invitation emails whose link is gone.
+    public let linkGone: Int
+    /// Being sent by a worker.
+    public let beingSent: Int
+}
+
 /// The outbox and the webhook endpoints in PostgreSQL (`sql/0004_outbox.sql`, `sql/functions/outbox.sql`).
 /// Webhook secrets are sealed under the delivery key before they reach the database.
 public struct PostgresOutbox: Sendable {
@@ -138,10 +149,11 @@ public struct PostgresOutbox: Sendable {
 
     // MARK: Messages
 
-    /// The newest `limit` messages; of `status`, of couple `couple` and of event type `event` only when given.
-    public func messages(status: String?, couple: UUID? = nil, event: String? = nil, limit: Int) async throws
-        -> [OutboxMessage]
-    {
+    /// The newest `limit` messages; of `status`, of couple `couple`, of event type `event` and to endpoint
+    /// `webhook` only when given.
+    public func messages(
+        status: String?, couple: UUID? = nil, event: String? = nil, webhook: UUID? = nil, limit: Int
+    ) async throws -> [OutboxMessage] {
         try Self.validate(status: status, event: event)
         return try await run {
             try await $0.query(
@@ -149,6 +161,7 @@ public struct PostgresOutbox: Sendable {
                 SELECT \(sql: Self.messageColumns) FROM outbox
                 WHERE (\(status)::text IS NULL OR status = \(status)) AND (\(couple)::uuid IS NULL OR couple_id = \(couple))
                   AND (\(event)::text IS NULL OR event_type = \(event))
+                  AND (\(webhook)::uuid IS NULL OR endpoint_id = \(webhook))
                 ORDER BY created_at DESC, id LIMIT \(limit)
                 """)
         }.map(Self.message)
@@ -215,6 +228,49 @@ public struct PostgresOutbox: Sendable {
                 """)
         }
         return try Self.message(rows[0])
+    }
+
+    /// Puts back in the queue, due now, every message waiting or dead (`status`: only those) of `couple`,
+    /// `event` and `webhook` that `retry` would, at once: after an endpoint was down past the retry schedule,
+    /// the many messages that died meanwhile. Counts the others by why `retry` would refuse them.
+    public func retryAll(status: String?, couple: UUID?, event: String?, webhook: UUID?) async throws -> OutboxRetries {
+        try Self.validate(status: status, event: event)
+        guard status != "sent" else {
+            throw CollaborationError(.invalidInput, "a sent message is not sent again: the status is pending or dead")
+        }
+        let row = try await transaction { connection in
+            // The endpoints, then the messages, locked as `retry` locks them; the messages in one order, so that
+            // two of these do not deadlock.
+            let endpoints = try await connection.query(
+                "SELECT id FROM webhook_endpoints WHERE \(webhook)::uuid IS NULL OR id = \(webhook) ORDER BY id FOR SHARE"
+            )
+            if let webhook, endpoints.isEmpty { throw Self.unknownEndpoint(webhook) }
+            return try await connection.query(
+                """
+                WITH matching AS (
+                    SELECT o.id, o.channel = 'email' AND o.token_box IS NULL AS link_gone,
+                           e.disabled_at IS NOT NULL AS webhook_gone, \(sql: Self.leased) AS being_sent
+                    FROM outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id
+                    WHERE o.status IN ('pending', 'dead') AND (\(status)::text IS NULL OR o.status = \(status))
+                      AND (\(couple)::uuid IS NULL OR o.couple_id = \(couple))
+                      AND (\(event)::text IS NULL OR o.event_type = \(event))
+                      AND (\(webhook)::uuid IS NULL OR o.endpoint_id = \(webhook))
+                    ORDER BY o.id FOR UPDATE OF o),
+                retried AS (
+                    UPDATE outbox o SET status = 'pending', next_attempt_at = now(), attempts = 0
+                    FROM matching m WHERE o.id = m.id AND NOT (m.link_gone OR m.webhook_gone OR m.being_sent)
+                    RETURNING 1)
+                SELECT (SELECT count(*) FROM retried) AS retried,
+                       count(*) FILTER (WHERE webhook_gone) AS webhook_gone,
+                       count(*) FILTER (WHERE link_gone) AS link_gone,
+                       count(*) FILTER (WHERE being_sent AND NOT webhook_gone AND NOT link_gone) AS being_sent
+                FROM matching
+                """)[0]
+        }
+        func count(_ column: String) throws -> Int { Int(try row.decode(column, as: Int64.self)) }
+        return OutboxRetries(
+            retried: try count("retried"), webhookGone: try count("webhook_gone"), linkGone: try count("link_gone"),
+            beingSent: try count("being_sent"))
     }
 
     // MARK: The worker's side

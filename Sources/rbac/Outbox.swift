@@ -8,34 +8,29 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: "The messages waiting, sent and dead in the outbox.",
             discussion: "Example: rbac outbox list --status dead",
-            subcommands: [List.self, Retry.self])
+            subcommands: [List.self, Retry.self, RetryAll.self])
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
                 abstract: "The newest messages, with when each was written, is due again and was delivered.",
                 discussion: "Example: rbac outbox list --couple C --event invitation.created")
             @Option(help: "Only pending, sent or dead ones.") var status: String?
-            @Option(help: ArgumentHelp("Only the couple's messages.", valueName: "id")) var couple: String?
-            @Option(
-                help: ArgumentHelp("Only messages of one event type, such as invitation.created.", valueName: "type"))
-            var event: String?
+            @OptionGroup var filter: Filter
             @Option(parsing: .unconditional, help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n"))
             var limit = 100
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func validate() throws {
-                do { try PostgresOutbox.validate(status: status, event: event) } catch {
-                    throw ValidationError(error.message)
-                }
-                _ = try couple.map(Parse.couple)
+                try Filter.validate(status: status)
                 guard (1...1000).contains(limit) else { throw ValidationError("--limit must be from 1 to 1000") }
             }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
                     let messages = try await PostgresOutbox(pool: context.pool).messages(
-                        status: status, couple: try couple.map(Parse.couple), event: event, limit: limit)
+                        status: status, couple: try filter.coupleID(), event: filter.event,
+                        webhook: try filter.webhookID(), limit: limit)
                     try output.print(messages, Outbox.table(messages).rendered)
                 }
             }
@@ -60,6 +55,71 @@ extension RBAC {
                 try await options.run { context in
                     let message = try await PostgresOutbox(pool: context.pool).retry(try Parse.id(id, "message"))
                     try options.output.print(message, Outbox.table([message]).rendered)
+                }
+            }
+        }
+
+        struct RetryAll: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Put every waiting and dead message back in the queue, due now, as retry would each.",
+                discussion: """
+                    For an endpoint that was down past the retry schedule: its messages died meanwhile. Those \
+                    that retry would refuse stay as they are, counted by why.
+
+                    Example: rbac outbox retry-all --status dead --webhook ID
+                    """)
+            @Option(help: "Only pending or dead ones.") var status: String?
+            @OptionGroup var filter: Filter
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                try Filter.validate(status: status)
+                guard status != "sent" else {
+                    throw ValidationError("a sent message is not sent again: --status is pending or dead")
+                }
+            }
+
+            func run() async throws {
+                try await options.run { context in
+                    let retries = try await PostgresOutbox(pool: context.pool).retryAll(
+                        status: status, couple: try filter.coupleID(), event: filter.event,
+                        webhook: try filter.webhookID())
+                    let left = [
+                        (retries.webhookGone, "for webhooks that answered 410 Gone (rbac webhooks edit ID --enable)"),
+                        (retries.linkGone, "invitation emails whose link is gone (invite again)"),
+                        (retries.beingSent, "being sent by a worker"),
+                    ].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+                    try options.output.print(
+                        retries,
+                        "Put \(retries.retried) message(s) back in the queue, due now"
+                            + (left.isEmpty ? "." : "; left as they were: \(left.joined(separator: ", ")).")
+                    )
+                }
+            }
+        }
+
+        /// Which messages `list` and `retry-all` are about, beside their status.
+        struct Filter: ParsableArguments {
+            @Option(help: ArgumentHelp("Only the couple's messages.", valueName: "id")) var couple: String?
+            @Option(
+                help: ArgumentHelp("Only messages of one event type, such as invitation.created.", valueName: "type"))
+            var event: String?
+            @Option(help: ArgumentHelp("Only messages to one webhook endpoint.", valueName: "id")) var webhook: String?
+
+            func validate() throws {
+                do { try PostgresOutbox.validate(status: nil, event: event) } catch {
+                    throw ValidationError(error.message)
+                }
+                _ = try coupleID()
+                _ = try webhookID()
+            }
+
+            func coupleID() throws -> UUID? { try couple.map(Parse.couple) }
+            func webhookID() throws -> UUID? { try webhook.map { try Parse.id($0, "webhook") } }
+
+            static func validate(status: String?) throws {
+                do { try PostgresOutbox.validate(status: status, event: nil) } catch {
+                    throw ValidationError(error.message)
                 }
             }
         }

@@ -74,7 +74,7 @@ extension RBAC {
                 abstract: "Change an endpoint's URL or events, or send it events again after a 410; its secret stays.",
                 discussion: """
                     Messages already waiting for it go to its URL as it now is. Those that died when it answered \
-                    410 Gone stay dead: rbac outbox retry takes them back once it is enabled.
+                    410 Gone stay dead: once it is enabled, rbac outbox retry-all --webhook ID takes them back.
 
                     Example: rbac webhooks edit ID --event membership.created --event membership.removed
                     """)

@@ -117,6 +117,17 @@ struct DeliveryCommandTests {
                 let again = try await run(["outbox", "retry", message])
                 #expect(again.status == 3 && again.stderr.contains("a sent one is not sent again"), "\(again.stderr)")
                 #expect(try await run(["outbox", "list", "--status", "lost"]).status == 2)
+                // Everything sent: nothing to put back; sent ones are not asked for.
+                let nothing = try await run(["outbox", "retry-all", "--webhook", id])
+                #expect(nothing.stdout.contains("Put 0 message(s) back in the queue, due now."), "\(nothing.stdout)")
+                let sentAgain = try await run(["outbox", "retry-all", "--status", "sent"])
+                #expect(sentAgain.status == 2 && sentAgain.stderr.contains("a sent message is not sent again"))
+                let nowhere = try await run(["outbox", "retry-all", "--webhook", UUID().uuidString])
+                #expect(nowhere.status == 3 && nowhere.stderr.contains("does not exist"), "\(nowhere.stderr)")
+                let toIt = try CLITests.jsonArray(try await run(["outbox", "list", "--webhook", id, "--json"]))
+                #expect(!toIt.isEmpty && toIt.allSatisfy { $0["endpoint_id"] as? String == id }, "\(toIt)")
+                let toNone = try await run(["outbox", "list", "--webhook", UUID().uuidString, "--json"])
+                #expect(try CLITests.jsonArray(toNone).isEmpty, "another endpoint's messages only")
                 let created = try CLITests.jsonArray(
                     try await run(["outbox", "list", "--couple", couple, "--event", "couple.created", "--json"]))
                 #expect(created.map { $0["event_type"] as? String } == ["couple.created"], "\(created)")
@@ -185,6 +196,22 @@ struct DeliveryCommandTests {
                 #expect(try await run(["webhooks", "edit", id]).status == 2, "nothing to change")
                 #expect(try await run(["webhooks", "edit", UUID().uuidString, "--enable"]).status == 3)
                 #expect(try await run(["webhooks", "list"]).stdout.contains("  every event"))
+
+                // Its receiver gone (410), what it was sent dies; enabled again, retry-all puts it back.
+                try "410\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+                #expect(try await run(["users", "add", "--email", "gone@example.com"]).status == 0)
+                #expect(try await run(["deliver", "--once", "--ca-file", peer.caFile] + keyed).status == 0)
+                let refused = try await run(["outbox", "retry-all", "--webhook", id])
+                #expect(
+                    refused.stdout.contains(
+                        "Put 0 message(s) back in the queue, due now; left as they were: 1 for webhooks that answered "
+                            + "410 Gone (rbac webhooks edit ID --enable)."), "\(refused.stdout)")
+                #expect(try await run(["webhooks", "edit", id, "--enable"]).status == 0)
+                let back = try CLITests.json(try await run(["outbox", "retry-all", "--status", "dead", "--json"]))
+                #expect(back["retried"] as? Int == 1 && back["webhook_gone"] as? Int == 0, "\(back)")
+                let resent = try CLITests.json(
+                    try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
+                #expect(resent["delivered"] as? Int == 1, "\(resent)")
 
                 #expect(try await run(["webhooks", "remove", id]).status == 0)
                 #expect(try CLITests.jsonArray(try await run(["webhooks", "list", "--json"])).isEmpty)

@@ -584,24 +584,97 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("a message retried while a worker claims it stays that worker's, whichever lands first, many rounds")
-    func retriedWhileClaimed() async throws {
+    @Test("retry-all puts back every message retry would, as its filters say, and counts the others by why")
+    func retriedAll() async throws {
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, key, endpoint in
+            let outbox = PostgresOutbox(pool: pool)
+            func couple() async throws -> UUID {
+                try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            }
+            let sending = try await couple()
+            _ = try #require(try await outbox.claim(limit: 10, lease: .seconds(60), key: key).first)
+            let (dead, waiting, sent) = (try await couple(), try await couple(), try await couple())
+            _ = try await pool.query(
+                """
+                WITH gone AS (
+                    INSERT INTO webhook_endpoints (url, secret_box, disabled_at)
+                    VALUES ('https://gone.example.com/', '\\x00', now()) RETURNING id)
+                INSERT INTO outbox (event_type, couple_id, payload, channel, endpoint_id, status)
+                SELECT 'membership.created', \(dead), '{}'::jsonb, 'webhook', gone.id, 'dead' FROM gone
+                UNION ALL SELECT 'invitation.created', \(dead), '{}', 'email', NULL, 'dead'
+                """)
+            _ = try await pool.query(
+                """
+                UPDATE outbox SET status = CASE couple_id WHEN \(sent) THEN 'sent' WHEN \(dead) THEN 'dead' ELSE status END,
+                                  next_attempt_at = now() + interval '1 hour', attempts = 3
+                WHERE endpoint_id = \(endpoint.id) AND couple_id IN (\(dead), \(waiting), \(sent))
+                """)
+            let rows: PostgresQuery = "SELECT o::text FROM outbox o ORDER BY id"
+            /// Retried, then left as they were: for a webhook gone, with the link gone, being sent.
+            func counts(_ retries: OutboxRetries) -> [Int] {
+                [retries.retried, retries.webhookGone, retries.linkGone, retries.beingSent]
+            }
+            func state() async throws -> [String] { try await pool.query(rows).map { try $0.decode(column: 0) } }
+
+            let before = try await state()
+            let none = try await outbox.retryAll(status: "dead", couple: waiting, event: nil, webhook: nil)
+            #expect(counts(none) == [0, 0, 0, 0])
+            #expect(try await state() == before, "a filter that matches nothing retries nothing")
+            let one = try await outbox.retryAll(status: "dead", couple: nil, event: nil, webhook: endpoint.id)
+            #expect(counts(one) == [1, 0, 0, 0])
+            let rest = try await outbox.retryAll(status: nil, couple: nil, event: nil, webhook: nil)
+            #expect(counts(rest) == [2, 1, 1, 1], "the waiting one, and the one put back, waiting now")
+            let retried = try await pool.query(
+                """
+                SELECT couple_id FROM outbox
+                WHERE status = 'pending' AND attempts = 0 AND next_attempt_at <= now() ORDER BY couple_id
+                """
+            ).map { try $0.decode(column: 0, as: UUID.self) }
+            #expect(retried == [dead, waiting].sorted(), "the dead one to the live endpoint, and the waiting one")
+            #expect(try await worker.runOnce() == [.delivered, .delivered])
+            #expect(try Self.received(peer).count == 2)
+            #expect(
+                try await pool.count("SELECT count(*) FROM outbox WHERE couple_id = \(sending) AND claim IS NOT NULL")
+                    == 1)
+
+            let refused = await #expect(throws: CollaborationError.self) {
+                try await outbox.retryAll(status: "sent", couple: nil, event: nil, webhook: nil)
+            }
+            #expect(refused?.code == .invalidInput)
+            let unknown = await #expect(throws: CollaborationError.self) {
+                try await outbox.retryAll(status: nil, couple: nil, event: nil, webhook: UUID())
+            }
+            #expect(unknown?.code == .notFound)
+        }
+    }
+
+    @Test(
+        "a message retried while a worker claims it stays that worker's, whichever lands first, many rounds",
+        arguments: ["retry", "retry-all"])
+    func retriedWhileClaimed(_ command: String) async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             let outbox = PostgresOutbox(pool: pool)
             let key = try DeliveryKey(hex: DeliveryKey.generateHex())
             var seen = Set<[String]>()
             for _ in 0..<200 {
                 let message = try await OutboxPruneTests.message(pool, "pending", ago: .zero)
+                let endpoint: UUID = try await pool.query("SELECT endpoint_id FROM outbox WHERE id = \(message)")[0]
+                    .decode(column: 0)
                 let outcomes = try await race(2) { index, go in
                     await go()
                     if index == 1 {
                         let claimed = try await outbox.claim(limit: 10, lease: .seconds(60), key: key)
                         return claimed.contains { $0.id == message } ? "claimed" : "passed over"
                     }
-                    switch try await Outcome.of({ _ = try await outbox.retry(message) }) {
-                    case .success: return "retried"
-                    case .refused(let code): return code
+                    guard command == "retry-all" else {
+                        switch try await Outcome.of({ _ = try await outbox.retry(message) }) {
+                        case .success: return "retried"
+                        case .refused(let code): return code
+                        }
                     }
+                    // Each message has an endpoint of its own.
+                    let retries = try await outbox.retryAll(status: nil, couple: nil, event: nil, webhook: endpoint)
+                    return retries.retried == 1 ? "retried" : retries.beingSent == 1 ? "in_progress" : "\(retries)"
                 }
                 seen.insert(outcomes)
                 let row = try await pool.query(
