@@ -21,7 +21,8 @@ public struct ServiceKey: Sendable, Hashable, Codable {
 public protocol ServiceKeyRepository: Sendable {
     func createKey(name: String, keyHash: [UInt8]) async throws -> ServiceKey
     func keys() async throws -> [ServiceKey]
-    func revokeKey(_ id: UUID) async throws -> ServiceKey
+    /// The key, revoked; `revokedNow` is false when it was revoked already (and stays as it was).
+    func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool)
     /// The live (not revoked) key with this hash, if any.
     func key(withHash hash: [UInt8]) async throws -> ServiceKey?
 }
@@ -64,7 +65,9 @@ public actor ServiceKeyService {
 
     public func keys() async throws -> [ServiceKey] { try await repository.keys() }
 
-    public func revoke(_ id: UUID) async throws -> ServiceKey { try await repository.revokeKey(id) }
+    public func revoke(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool) {
+        try await repository.revokeKey(id)
+    }
 
     /// The live key a presented secret belongs to, when the cache alone can tell now; nil when it cannot
     /// (nothing cached, the cache not trusted, or a malformed secret), and `authenticate` must be asked.
@@ -146,7 +149,7 @@ public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
 
     public func keys() -> [ServiceKey] { stored.map(\.key) }
 
-    public func revokeKey(_ id: UUID) throws -> ServiceKey {
+    public func revokeKey(_ id: UUID) throws -> (key: ServiceKey, revokedNow: Bool) {
         guard let index = stored.firstIndex(where: { $0.key.id == id }) else {
             throw CollaborationError(.notFound, "service key \(id.uuidString.lowercased()) not found")
         }
@@ -154,7 +157,7 @@ public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
         let revoked = ServiceKey(
             id: old.id, name: old.name, createdAt: old.createdAt, revokedAt: old.revokedAt ?? Date())
         stored[index].key = revoked
-        return revoked
+        return (revoked, old.revokedAt == nil)
     }
 
     public func key(withHash hash: [UInt8]) -> ServiceKey? {

@@ -24,16 +24,18 @@ public struct PostgresServiceKeyRepository: ServiceKeyRepository {
             .map(Self.key)
     }
 
-    public func revokeKey(_ id: UUID) async throws -> ServiceKey {
+    public func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool) {
+        // A key this statement revokes has its transaction's start instant; one revoked before, an earlier
+        // transaction's, which a revocation waiting for it reads once it commits.
         let rows = try await pool.query(
             """
             UPDATE service_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = \(id)
-            RETURNING id, name, created_at, revoked_at
+            RETURNING id, name, created_at, revoked_at, revoked_at = now() AS revoked_now
             """)
         guard let row = rows.first else {
             throw CollaborationError(.notFound, "service key \(id.uuidString.lowercased()) not found")
         }
-        return try Self.key(row)
+        return (try Self.key(row), try row.decode("revoked_now"))
     }
 
     public func key(withHash hash: [UInt8]) async throws -> ServiceKey? {

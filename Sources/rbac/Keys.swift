@@ -79,9 +79,14 @@ extension RBAC {
 
             func run() async throws {
                 try await options.run { context in
-                    let key = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
+                    let (key, revokedNow) = try await PostgresServiceKeyRepository(pool: context.pool).revokeKey(
                         try Parse.id(id, "key"))
-                    try options.output.print(key, "Revoked key \(idText(key.id)) \(quoted(key.name))")
+                    let named = "key \(idText(key.id)) \(quoted(key.name))"
+                    try options.output.print(
+                        key,
+                        revokedNow
+                            ? "Revoked \(named)"
+                            : "The \(named) was revoked already, at \(key.revokedAt?.iso8601 ?? "?"): nothing changed")
                 }
             }
         }

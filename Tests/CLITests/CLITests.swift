@@ -1176,6 +1176,12 @@ struct CLITests {
             let revoked = try Self.json(
                 try await run(["keys", "revoke", key, "--actor-label", "deploy-bot", "--json"]))
             #expect(revoked["id"] as? String == key && revoked["revoked_at"] is String, "\(revoked)")
+            let again = try await run(["keys", "revoke", key])
+            #expect(
+                again.status == 0
+                    && again.stdout.contains(
+                        "The key \(key) \"billing\" was revoked already, at \(revoked["revoked_at"] ?? "")"),
+                "\(again.stdout)")
             #expect(try await run(["budget", "limits", "set", "expenses=1234"]).status == 0)
             #expect(try await run(["users", "add", "--email", "rita@example.com", "--actor-label", "hr"]).status == 0)
             let couple = ["couples", "create", "--name", "R & S", "--owner-email", "sam@example.com"]

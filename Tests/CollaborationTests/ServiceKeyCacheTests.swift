@@ -57,7 +57,7 @@ private struct AnswersLate: ServiceKeyRepository {
 
     func keys() async throws -> [ServiceKey] { try await stored.keys() }
 
-    func revokeKey(_ id: UUID) async throws -> ServiceKey { try await stored.revokeKey(id) }
+    func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool) { try await stored.revokeKey(id) }
 
     func key(withHash hash: [UInt8]) async throws -> ServiceKey? {
         let key = await stored.key(withHash: hash)

@@ -163,7 +163,9 @@ private struct GatedKeys: ServiceKeyRepository {
         throw CollaborationError(.invalidInput, "not in this test")
     }
     func keys() async throws -> [ServiceKey] { [] }
-    func revokeKey(_ id: UUID) async throws -> ServiceKey { throw CollaborationError(.notFound, "no keys") }
+    func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool) {
+        throw CollaborationError(.notFound, "no keys")
+    }
     func key(withHash hash: [UInt8]) async throws -> ServiceKey? {
         if whenEntered > .zero {
             Task { await gate.enter() }
