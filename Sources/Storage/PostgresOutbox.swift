@@ -114,6 +114,26 @@ public struct PostgresOutbox: Sendable {
         }.map(Self.endpoint)
     }
 
+    /// Per endpoint that has any, how many of its messages wait and how many died (until the sweep deletes them):
+    /// what `rbac webhooks list` shows of an endpoint that fails.
+    public func webhookQueues() async throws -> [UUID: (waiting: Int, dead: Int)] {
+        let rows = try await run {
+            try await $0.query(
+                """
+                SELECT endpoint_id, count(*) FILTER (WHERE status = 'pending') AS waiting,
+                       count(*) FILTER (WHERE status = 'dead') AS dead
+                FROM outbox WHERE status IN ('pending', 'dead') AND endpoint_id IS NOT NULL GROUP BY endpoint_id
+                """)
+        }
+        var queues: [UUID: (waiting: Int, dead: Int)] = [:]
+        for row in rows {
+            queues[try row.decode("endpoint_id")] = (
+                Int(try row.decode("waiting", as: Int64.self)), Int(try row.decode("dead", as: Int64.self))
+            )
+        }
+        return queues
+    }
+
     /// Removes an endpoint, with the messages still waiting for it.
     public func removeWebhook(_ id: UUID) async throws -> WebhookEndpoint {
         let rows = try await run {

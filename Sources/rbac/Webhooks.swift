@@ -46,22 +46,48 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List endpoints (never their secrets).", discussion: "Example: rbac webhooks list")
+                abstract: "List endpoints (never their secrets), with how many of their messages wait and died.",
+                discussion: "Example: rbac webhooks list")
+
+            /// An endpoint as listed: its fields, and how many of its messages wait and died.
+            struct Listed: Encodable {
+                let endpoint: WebhookEndpoint
+                let waiting: Int
+                let dead: Int
+
+                init(endpoint: WebhookEndpoint, queue: (waiting: Int, dead: Int)) {
+                    (self.endpoint, waiting, dead) = (endpoint, queue.waiting, queue.dead)
+                }
+
+                enum CodingKeys: CodingKey { case waiting, dead }
+
+                func encode(to encoder: any Encoder) throws {
+                    try endpoint.encode(to: encoder)
+                    var container = encoder.container(keyedBy: CodingKeys.self)
+                    try container.encode(waiting, forKey: .waiting)
+                    try container.encode(dead, forKey: .dead)
+                }
+            }
+
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let endpoints = try await PostgresOutbox(pool: context.pool).webhooks()
+                    let outbox = PostgresOutbox(pool: context.pool)
+                    let (endpoints, queues) = (try await outbox.webhooks(), try await outbox.webhookQueues())
+                    let listed = endpoints.map { Listed(endpoint: $0, queue: queues[$0.id] ?? (0, 0)) }
                     try output.print(
-                        endpoints,
+                        listed,
                         Table(
-                            headers: ["ID", "URL", "EVENTS", "DISABLED", "OLD SECRET SIGNS UNTIL"],
-                            rows: endpoints.map {
+                            headers: ["ID", "URL", "EVENTS", "WAITING", "DEAD", "DISABLED", "OLD SECRET SIGNS UNTIL"],
+                            rows: listed.map {
                                 [
-                                    idText($0.id), $0.url,
-                                    $0.eventTypes.isEmpty ? "every event" : $0.eventTypes.joined(separator: ","),
-                                    $0.disabledAt?.iso8601 ?? "", $0.previousSecretUntil?.iso8601 ?? "",
+                                    idText($0.endpoint.id), $0.endpoint.url,
+                                    $0.endpoint.eventTypes.isEmpty
+                                        ? "every event" : $0.endpoint.eventTypes.joined(separator: ","),
+                                    String($0.waiting), String($0.dead), $0.endpoint.disabledAt?.iso8601 ?? "",
+                                    $0.endpoint.previousSecretUntil?.iso8601 ?? "",
                                 ]
                             }
                         ).rendered)

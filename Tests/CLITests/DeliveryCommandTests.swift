@@ -206,9 +206,16 @@ struct DeliveryCommandTests {
                     refused.stdout.contains(
                         "Put 0 message(s) back in the queue, due now; left as they were: 1 for webhooks that answered "
                             + "410 Gone (rbac webhooks edit ID --enable)."), "\(refused.stdout)")
+                let failing = try CLITests.jsonArray(try await run(["webhooks", "list", "--json"]))
+                #expect(failing.first?["dead"] as? Int == 1 && failing.first?["waiting"] as? Int == 0, "\(failing)")
+                #expect(failing.first?["url"] as? String == url, "the endpoint's own fields beside")
                 #expect(try await run(["webhooks", "edit", id, "--enable"]).status == 0)
                 let back = try CLITests.json(try await run(["outbox", "retry-all", "--status", "dead", "--json"]))
                 #expect(back["retried"] as? Int == 1 && back["webhook_gone"] as? Int == 0, "\(back)")
+                let waiting = try await run(["webhooks", "list"]).stdout
+                #expect(
+                    waiting.contains(" WAITING  DEAD ") && waiting.contains("  every event  1        0\n"), "\(waiting)"
+                )
                 let resent = try CLITests.json(
                     try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
                 #expect(resent["delivered"] as? Int == 1, "\(resent)")
