@@ -78,6 +78,8 @@ DELETE FROM outbox;
 
 -- A couple's own roles, as each is when the transaction commits: their triggers wait for it, and SET CONSTRAINTS
 -- ALL IMMEDIATE brings that moment here.
+CREATE TEMPORARY TABLE outbox_writes AS
+SELECT n_tup_ins AS inserted, n_tup_del AS deleted FROM pg_stat_xact_user_tables WHERE relname = 'outbox';
 SELECT pg_temp.act_as('paul');
 SELECT create_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'Mom', ARRAY['guests.view', 'budget.view']);
 SELECT edit_couple_role(pg_temp.id('Olivia & Paul'), 'mom', 'Mother');
@@ -88,6 +90,12 @@ SELECT results_eq(
                                                          'permissions', ARRAY['budget.view', 'guests.view']))$$,
            pg_temp.id('Olivia & Paul')),
     'a role made, then changed: one role.created, as the role is at the commit, with what it grants');
+SELECT pg_temp.act_as_operator();
+SELECT results_eq(
+    $$SELECT s.n_tup_ins - w.inserted, s.n_tup_del - w.deleted
+      FROM pg_stat_xact_user_tables s, outbox_writes w WHERE s.relname = 'outbox'$$,
+    $$VALUES (1::bigint, 0::bigint)$$,
+    'its four firings (role, two permissions, edit) wrote the message once: the later three found it told');
 SET CONSTRAINTS ALL DEFERRED;
 DELETE FROM outbox;
 

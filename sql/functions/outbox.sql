@@ -75,10 +75,11 @@ CREATE OR REPLACE TRIGGER couples_outbox AFTER INSERT OR UPDATE OF name OR DELET
 -- role's own row takes none that a write to its permissions waits for) before reading it, so that concurrent writers'
 -- events tell the role one after the other, each as its writer left it. One edit writes the role's row and its
 -- permissions' rows apart, and is told once: each firing replaces the message an earlier one queued for the role (the
--- transaction's own: written at its start instant, by its id) with the role as it now is. A role made in the
--- transaction is role.created; one gone at the commit is role.deleted, those of a deleted couple included, and one
--- made in the transaction too (its first firing finds it gone, and leaves no trace of having made it but the
--- message).
+-- transaction's own: written at its start instant, by its id) with the role as it now is, unless that message tells
+-- it already, as it does for every firing after the first of a role written whole by one statement, or of a role
+-- whose couple is deleted: the outbox is not rewritten once per permission. A role made in the transaction is
+-- role.created; one gone at the commit is role.deleted, those of a deleted couple included, and one made in the
+-- transaction too (its first firing finds it gone, and leaves no trace of having made it but the message).
 CREATE OR REPLACE FUNCTION rbac.outbox_couple_role() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
@@ -92,6 +93,9 @@ DECLARE
     v_role jsonb;
     v_made boolean;
     v_state jsonb;
+    v_told_type text;
+    v_told jsonb;
+    v_type text;
 BEGIN
     IF v_old = v_new THEN
         RETURN NULL;
@@ -107,16 +111,22 @@ BEGIN
                                   'permissions', to_jsonb(rbac.couple_role_permissions(cr.couple_id, cr.name)))
         INTO v_state
         FROM couple_roles cr WHERE cr.couple_id = (v_role ->> 'couple_id')::uuid AND cr.name = v_role ->> 'role';
-        WITH told AS (
-            DELETE FROM outbox o
-            WHERE o.created_at = now() AND o.xmin = pg_current_xact_id()::xid
-              AND o.event_type IN ('role.created', 'role.updated', 'role.deleted')
-              AND o.couple_id = (v_role ->> 'couple_id')::uuid AND o.payload ->> 'role' = v_role ->> 'role'
-            RETURNING o.event_type)
-        SELECT coalesce(bool_or(event_type = 'role.created'), v_made) INTO v_made FROM told;
-        PERFORM rbac.enqueue_event(
-            CASE WHEN v_state IS NULL THEN 'role.deleted' WHEN v_made THEN 'role.created' ELSE 'role.updated' END,
-            (v_role ->> 'couple_id')::uuid, coalesce(v_state, v_role));
+        -- The messages told are one per endpoint that wants them, all alike.
+        SELECT o.event_type, o.payload INTO v_told_type, v_told
+        FROM outbox o
+        WHERE o.created_at = now() AND o.xmin = pg_current_xact_id()::xid
+          AND o.event_type IN ('role.created', 'role.updated', 'role.deleted')
+          AND o.couple_id = (v_role ->> 'couple_id')::uuid AND o.payload ->> 'role' = v_role ->> 'role'
+        LIMIT 1;
+        v_type := CASE WHEN v_state IS NULL THEN 'role.deleted'
+                       WHEN coalesce(v_told_type = 'role.created', v_made) THEN 'role.created'
+                       ELSE 'role.updated' END;
+        v_state := coalesce(v_state, v_role);
+        CONTINUE WHEN v_told_type = v_type AND v_told = v_state;
+        DELETE FROM outbox o
+        WHERE o.created_at = now() AND o.xmin = pg_current_xact_id()::xid AND o.event_type = v_told_type
+          AND o.couple_id = (v_role ->> 'couple_id')::uuid AND o.payload ->> 'role' = v_role ->> 'role';
+        PERFORM rbac.enqueue_event(v_type, (v_role ->> 'couple_id')::uuid, v_state);
     END LOOP;
     RETURN NULL;
 END $$;
