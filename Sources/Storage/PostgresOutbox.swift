@@ -192,60 +192,38 @@ public struct PostgresOutbox: Sendable {
     /// lost its link, nor one a worker is sending right then (made due, another worker would send it beside the
     /// first).
     public func retry(_ id: UUID) async throws -> OutboxMessage {
+        let shown = id.uuidString.lowercased()
         let rows = try await transaction { connection in
-            // The endpoint is locked as `disable` locks it, before the message: a 410 answered meanwhile is seen
-            // here, or finds the message waiting and kills it.
-            let endpoint = try await connection.query(
-                """
-                SELECT id, disabled_at FROM webhook_endpoints
-                WHERE id = (SELECT endpoint_id FROM outbox WHERE id = \(id) AND status <> 'sent') FOR SHARE
-                """
-            ).first
-            if let endpoint, try endpoint.decode("disabled_at", as: Date?.self) != nil {
-                let webhook = try endpoint.decode("id", as: UUID.self).uuidString.lowercased()
+            let put = try await Self.putBack(on: connection, message: id)
+            if let webhook = put.goneWebhook?.uuidString.lowercased() {
                 throw CollaborationError(
                     .notFound,
                     """
-                    message \(id.uuidString.lowercased()) is for webhook \(webhook), which answered 410 Gone and is \
-                    sent nothing more until `rbac webhooks edit \(webhook) --enable`
+                    message \(shown) is for webhook \(webhook), which answered 410 Gone and is sent nothing more \
+                    until `rbac webhooks edit \(webhook) --enable`
                     """)
             }
-            // Locked as a claim locks it: a claim landing first is seen here, one landing after finds it due.
-            let message = try await connection.query(
-                """
-                SELECT channel = 'email' AND token_box IS NULL AS link_gone,
-                       CASE WHEN \(sql: Self.leased) THEN next_attempt_at END AS leased_until
-                FROM outbox WHERE id = \(id) AND status <> 'sent' FOR UPDATE
-                """
-            ).first
-            guard let message else {
-                throw CollaborationError(
-                    .notFound, "no message \(id.uuidString.lowercased()) waiting or dead (a sent one is not sent again)"
-                )
-            }
-            // An email's link goes from it when it dies, or its invitation is accepted, revoked, expired or deleted
-            // (rbac.erase_sealed_token): without one, it would only die again.
-            if try message.decode("link_gone") {
+            if put.counts.linkGone > 0 {
                 throw CollaborationError(
                     .notFound,
                     """
-                    message \(id.uuidString.lowercased()) is an invitation email whose link is gone (the email \
-                    was given up on, or the invitation accepted, revoked, expired or deleted): invite again
+                    message \(shown) is an invitation email whose link is gone (the email was given up on, or the \
+                    invitation accepted, revoked, expired or deleted): invite again
                     """)
             }
-            if let until = try message.decode("leased_until", as: Date?.self) {
+            if let until = put.leasedUntil {
                 throw CollaborationError(
                     .inProgress,
                     """
-                    message \(id.uuidString.lowercased()) is being sent by a worker, which has until \
-                    \(until.shownInRefusals) to answer: retry it after that if it has not gone
+                    message \(shown) is being sent by a worker, which has until \(until.shownInRefusals) to answer: \
+                    retry it after that if it has not gone
                     """)
             }
-            return try await connection.query(
-                """
-                UPDATE outbox SET status = 'pending', next_attempt_at = now(), attempts = 0
-                WHERE id = \(id) RETURNING \(sql: Self.messageColumns)
-                """)
+            guard put.counts.retried > 0 else {
+                throw CollaborationError(
+                    .notFound, "no message \(shown) waiting or dead (a sent one is not sent again)")
+            }
+            return try await connection.query("SELECT \(sql: Self.messageColumns) FROM outbox WHERE id = \(id)")
         }
         return try Self.message(rows[0])
     }
@@ -258,39 +236,72 @@ public struct PostgresOutbox: Sendable {
         guard status != "sent" else {
             throw CollaborationError(.invalidInput, "a sent message is not sent again: the status is pending or dead")
         }
-        let row = try await transaction { connection in
-            // The endpoints, then the messages, locked as `retry` locks them; the messages in one order, so that
-            // two of these do not deadlock.
-            let endpoints = try await connection.query(
-                "SELECT id FROM webhook_endpoints WHERE \(webhook)::uuid IS NULL OR id = \(webhook) ORDER BY id FOR SHARE"
-            )
-            if let webhook, endpoints.isEmpty { throw Self.unknownEndpoint(webhook) }
-            return try await connection.query(
-                """
-                WITH matching AS (
-                    SELECT o.id, o.channel = 'email' AND o.token_box IS NULL AS link_gone,
-                           e.disabled_at IS NOT NULL AS webhook_gone, \(sql: Self.leased) AS being_sent
-                    FROM outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id
-                    WHERE o.status IN ('pending', 'dead') AND (\(status)::text IS NULL OR o.status = \(status))
-                      AND (\(couple)::uuid IS NULL OR o.couple_id = \(couple))
-                      AND (\(event)::text IS NULL OR o.event_type = \(event))
-                      AND (\(webhook)::uuid IS NULL OR o.endpoint_id = \(webhook))
-                    ORDER BY o.id FOR UPDATE OF o),
-                retried AS (
-                    UPDATE outbox o SET status = 'pending', next_attempt_at = now(), attempts = 0
-                    FROM matching m WHERE o.id = m.id AND NOT (m.link_gone OR m.webhook_gone OR m.being_sent)
-                    RETURNING 1)
-                SELECT (SELECT count(*) FROM retried) AS retried,
-                       count(*) FILTER (WHERE webhook_gone) AS webhook_gone,
-                       count(*) FILTER (WHERE link_gone) AS link_gone,
-                       count(*) FILTER (WHERE being_sent AND NOT webhook_gone AND NOT link_gone) AS being_sent
-                FROM matching
-                """)[0]
+        return try await transaction {
+            try await Self.putBack(on: $0, status: status, couple: couple, event: event, webhook: webhook).counts
         }
+    }
+
+    /// What `putBack` put back and left, by why; and for the one message `retry` asks about, the endpoint that
+    /// answered 410 Gone, or when the worker sending it must have answered by.
+    private struct PutBack {
+        let counts: OutboxRetries
+        let goneWebhook: UUID?
+        let leasedUntil: Date?
+    }
+
+    /// Puts back the messages waiting or dead of `message`, `status`, `couple`, `event` and `webhook` (all when
+    /// nil), but those for an endpoint that answered 410 Gone, those a worker is sending, and the invitation emails
+    /// without a link: it goes from one when it dies, or its invitation is accepted, revoked, expired or deleted
+    /// (rbac.erase_sealed_token), and without one it would only die again.
+    private static func putBack(
+        on connection: PostgresConnection, message: UUID? = nil, status: String? = nil, couple: UUID? = nil,
+        event: String? = nil, webhook: UUID? = nil
+    ) async throws -> PutBack {
+        // The endpoints are locked before the messages, FOR SHARE, which `disable` waits for: a 410 answered
+        // meanwhile is seen here, or finds the message waiting and kills it. The messages are locked as a claim locks them: a claim
+        // landing first is seen here, one landing after finds them due. Each in one order, so that two of these
+        // do not deadlock.
+        let endpoints = try await connection.query(
+            """
+            SELECT id FROM webhook_endpoints
+            WHERE (\(webhook)::uuid IS NULL OR id = \(webhook))
+              AND (\(message)::uuid IS NULL OR id = (SELECT endpoint_id FROM outbox WHERE id = \(message)))
+            ORDER BY id FOR SHARE
+            """)
+        if let webhook, endpoints.isEmpty { throw unknownEndpoint(webhook) }
+        let row = try await connection.query(
+            """
+            WITH matching AS (
+                SELECT o.id, o.endpoint_id, o.channel = 'email' AND o.token_box IS NULL AS link_gone,
+                       e.disabled_at IS NOT NULL AS webhook_gone,
+                       CASE WHEN \(sql: leased) THEN o.next_attempt_at END AS leased_until
+                FROM outbox o LEFT JOIN webhook_endpoints e ON e.id = o.endpoint_id
+                WHERE o.status IN ('pending', 'dead') AND (\(message)::uuid IS NULL OR o.id = \(message))
+                  AND (\(status)::text IS NULL OR o.status = \(status))
+                  AND (\(couple)::uuid IS NULL OR o.couple_id = \(couple))
+                  AND (\(event)::text IS NULL OR o.event_type = \(event))
+                  AND (\(webhook)::uuid IS NULL OR o.endpoint_id = \(webhook))
+                ORDER BY o.id FOR UPDATE OF o),
+            retried AS (
+                UPDATE outbox o SET status = 'pending', next_attempt_at = now(), attempts = 0
+                FROM matching m
+                WHERE o.id = m.id AND NOT (m.webhook_gone OR m.link_gone OR m.leased_until IS NOT NULL)
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM retried) AS retried,
+                   count(*) FILTER (WHERE webhook_gone) AS webhook_gone,
+                   count(*) FILTER (WHERE link_gone) AS link_gone,
+                   count(*) FILTER (WHERE leased_until IS NOT NULL AND NOT webhook_gone AND NOT link_gone)
+                       AS being_sent,
+                   (array_agg(endpoint_id) FILTER (WHERE webhook_gone))[1] AS gone_webhook,
+                   max(leased_until) AS leased_until
+            FROM matching
+            """)[0]
         func count(_ column: String) throws -> Int { Int(try row.decode(column, as: Int64.self)) }
-        return OutboxRetries(
-            retried: try count("retried"), webhookGone: try count("webhook_gone"), linkGone: try count("link_gone"),
-            beingSent: try count("being_sent"))
+        return PutBack(
+            counts: OutboxRetries(
+                retried: try count("retried"), webhookGone: try count("webhook_gone"),
+                linkGone: try count("link_gone"), beingSent: try count("being_sent")),
+            goneWebhook: try row.decode("gone_webhook"), leasedUntil: try row.decode("leased_until"))
     }
 
     // MARK: The worker's side
