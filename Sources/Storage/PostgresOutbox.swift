@@ -30,6 +30,10 @@ public struct OutboxMessage: Sendable, Hashable, Codable {
     public let deliveredAt: Date?
 }
 
+extension OutboxMessage: ListedRow {
+    public var cursor: PageCursor<Date> { PageCursor(id: id, key: createdAt) }
+}
+
 /// How many settled messages a pruning of the outbox deleted.
 public struct OutboxPruning: Sendable, Hashable, Codable {
     public let sent: Int
@@ -169,21 +173,32 @@ public struct PostgresOutbox: Sendable {
 
     // MARK: Messages
 
-    /// The newest `limit` messages; of `status`, of couple `couple`, of event type `event` and to endpoint
-    /// `webhook` only when given.
+    /// `limit` messages, newest first, after the place `after` names (at the message's own when it carries
+    /// none); of `status`, of couple `couple`, of event type `event` and to endpoint `webhook` only when given.
     public func messages(
-        status: String?, couple: UUID? = nil, event: String? = nil, webhook: UUID? = nil, limit: Int
+        status: String?, couple: UUID? = nil, event: String? = nil, webhook: UUID? = nil, limit: Int,
+        after: PageCursor<Date>? = nil
     ) async throws -> [OutboxMessage] {
         try Self.validate(status: status, event: event)
-        return try await run {
-            try await $0.query(
+        return try await run { connection in
+            let rows = try await connection.query(
                 """
-                SELECT \(sql: Self.messageColumns) FROM outbox
+                WITH place AS (
+                    SELECT coalesce(\(after?.key), (SELECT created_at FROM outbox WHERE id = \(after?.id))) AS at)
+                SELECT \(sql: Self.messageColumns) FROM outbox, place
                 WHERE (\(status)::text IS NULL OR status = \(status)) AND (\(couple)::uuid IS NULL OR couple_id = \(couple))
                   AND (\(event)::text IS NULL OR event_type = \(event))
                   AND (\(webhook)::uuid IS NULL OR endpoint_id = \(webhook))
+                  AND (\(after?.id)::uuid IS NULL OR created_at < place.at OR (created_at = place.at AND id > \(after?.id)))
                 ORDER BY created_at DESC, id LIMIT \(limit)
                 """)
+            if rows.isEmpty, let after, after.key == nil {
+                let known = try await connection.query("SELECT 1 FROM outbox WHERE id = \(after.id)")
+                guard !known.isEmpty else {
+                    throw CollaborationError(.notFound, "no message \(after.id.uuidString.lowercased()) in the outbox")
+                }
+            }
+            return rows
         }.map(Self.message)
     }
 

@@ -12,26 +12,24 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "The newest messages, with when each was written, is due again and was delivered.",
-                discussion: "Example: rbac outbox list --couple C --event invitation.created")
+                abstract: "The messages, newest first, with when each was written, is due again and was delivered.",
+                discussion: "Example: rbac outbox list --couple C --event invitation.created --limit 100")
             @Option(help: "Only pending, sent or dead ones.") var status: String?
             @OptionGroup var filter: Filter
-            @Option(parsing: .unconditional, help: ArgumentHelp("At most n messages (1 to 1000).", valueName: "n"))
-            var limit = 100
+            @OptionGroup var page: PageOptions<Date>
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
-            func validate() throws {
-                try Filter.validate(status: status)
-                guard (1...1000).contains(limit) else { throw ValidationError("--limit must be from 1 to 1000") }
-            }
+            func validate() throws { try Filter.validate(status: status) }
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let messages = try await PostgresOutbox(pool: context.pool).messages(
-                        status: status, couple: try filter.coupleID(), event: filter.event,
-                        webhook: try filter.webhookID(), limit: limit)
-                    try output.print(messages, Outbox.table(messages).rendered)
+                    let outbox = PostgresOutbox(pool: context.pool)
+                    try await page.print(output, Outbox.columns) { limit, after in
+                        try await outbox.messages(
+                            status: status, couple: try filter.coupleID(), event: filter.event,
+                            webhook: try filter.webhookID(), limit: limit, after: after)
+                    }
                 }
             }
         }
@@ -54,7 +52,7 @@ extension RBAC {
             func run() async throws {
                 try await options.run { context in
                     let message = try await PostgresOutbox(pool: context.pool).retry(try Parse.id(id, "message"))
-                    try options.output.print(message, Outbox.table([message]).rendered)
+                    try options.output.print(message, Outbox.columns.table([message]).rendered)
                 }
             }
         }
@@ -124,18 +122,14 @@ extension RBAC {
             }
         }
 
-        static func table(_ messages: [OutboxMessage]) -> Table {
-            Table(
-                headers: [
-                    "ID", "EVENT", "CHANNEL", "STATUS", "ATTEMPTS", "CREATED", "NEXT", "DELIVERED", "LAST ERROR",
-                ],
-                rows: messages.map {
-                    [
-                        idText($0.id), $0.eventType, $0.channel, $0.status, String($0.attempts), $0.createdAt.iso8601,
-                        $0.status == "pending" ? $0.nextAttemptAt.iso8601 : "", $0.deliveredAt?.iso8601 ?? "",
-                        $0.lastError ?? "",
-                    ]
-                })
+        static let columns = Columns<OutboxMessage>(
+            headers: ["ID", "EVENT", "CHANNEL", "STATUS", "ATTEMPTS", "CREATED", "NEXT", "DELIVERED", "LAST ERROR"]
+        ) {
+            [
+                idText($0.id), $0.eventType, $0.channel, $0.status, String($0.attempts), $0.createdAt.iso8601,
+                $0.status == "pending" ? $0.nextAttemptAt.iso8601 : "", $0.deliveredAt?.iso8601 ?? "",
+                $0.lastError ?? "",
+            ]
         }
     }
 }

@@ -117,6 +117,22 @@ struct DeliveryCommandTests {
                 let again = try await run(["outbox", "retry", message])
                 #expect(again.status == 3 && again.stderr.contains("a sent one is not sent again"), "\(again.stderr)")
                 #expect(try await run(["outbox", "list", "--status", "lost"]).status == 2)
+                // Paged two at a time, newest first, each page after the place the one before's hint names.
+                let every = try CLITests.jsonArray(try await run(["outbox", "list", "--json"])).map {
+                    $0["id"] as? String
+                }
+                var paged: [String?] = []
+                var after: [String] = []
+                while paged.count <= every.count {
+                    let page = try await run(["outbox", "list", "--limit", "2", "--json"] + after)
+                    paged += try CLITests.jsonArray(page).map { $0["id"] as? String }
+                    guard let hint = page.stderr.firstMatch(of: /more may follow: (--after \S+)/) else { break }
+                    after = hint.1.split(separator: " ").map(String.init)
+                }
+                #expect(every.count > 2 && paged == every, "\(paged) against \(every)")
+                let unknownPlace = try await run(["outbox", "list", "--limit", "2", "--after", UUID().uuidString])
+                #expect(unknownPlace.status == 3 && unknownPlace.stderr.contains("no message"), "\(unknownPlace)")
+                #expect(try await run(["outbox", "list", "--after", message]).status == 2, "--after needs --limit")
                 // Everything sent: nothing to put back; sent ones are not asked for.
                 let nothing = try await run(["outbox", "retry-all", "--webhook", id])
                 #expect(nothing.stdout.contains("Put 0 message(s) back in the queue, due now."), "\(nothing.stdout)")
