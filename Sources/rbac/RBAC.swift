@@ -46,6 +46,9 @@ struct RBAC: AsyncParsableCommand {
         } catch {
             exit(reporting: error)
         }
+        if let refusal = OptionsGivenOnce.refusal(of: CommandLine.arguments.dropFirst(), to: type(of: command)) {
+            fail(CommandFailure(.usage, refusal), usage: type(of: command))
+        }
         do {
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()
@@ -120,7 +123,7 @@ struct RBAC: AsyncParsableCommand {
     }
 
     /// The command names from `from` down to `command`, as its help gives them; nil if it is not below `from`.
-    private static func names(down command: any ParsableCommand.Type, from: any ParsableCommand.Type = RBAC.self)
+    static func names(down command: any ParsableCommand.Type, from: any ParsableCommand.Type = RBAC.self)
         -> [String]?
     {
         if ObjectIdentifier(from) == ObjectIdentifier(command) { return [from._commandName] }

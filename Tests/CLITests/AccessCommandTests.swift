@@ -42,6 +42,16 @@ extension CLITests {
             #expect(owner.status == 2 && owner.stderr.contains("owner's membership cannot expire"), "\(owner.stderr)")
             let garbled = try await run(["grant"] + pia + ["--role", "viewer", "--until", "next tuesday"])
             #expect(garbled.status == 2, "\(garbled.stderr)")
+            // An option of one value given twice is ambiguous: refused, where ArgumentParser would take the last.
+            let twice = try await run(["grant"] + pia + ["--role", "owner", "--role=viewer"])
+            #expect(
+                twice.status == 2 && twice.stderr.contains("--role is given twice: give it once (it takes one value)"),
+                "\(twice.stderr)")
+            let flagTwice = try await run(["grant"] + pia + ["--role", "viewer", "--json", "--json"])
+            #expect(
+                flagTwice.status == 2 && flagTwice.stderr.contains(#""code":"invalid_input""#)
+                    && flagTwice.stderr.contains(#""message":"--json is given twice: give it once""#),
+                "\(flagTwice.stderr)")
             let listed = try Self.jsonArray(try await run(["members", "--couple", couple, "--json"]))
             let planner = try #require(listed.first { ($0["role"] as? String) == "planner" })
             #expect(planner["expires_at"] as? String == relativeExpiry)
