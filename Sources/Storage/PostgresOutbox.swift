@@ -58,12 +58,12 @@ public struct PostgresOutbox: Sendable {
 
     public init(pool: PostgresConnectionPool) { self.pool = pool }
 
-    /// The events the database writes to the outbox.
+    /// The events the outbox carries: those the database writes, and `ping`'s.
     public static let eventTypes = [
         "couple.created", "couple.renamed", "couple.deleted", "role.created", "role.updated", "role.deleted",
         "invitation.created", "invitation.accepted", "invitation.revoked", "invitation.expired",
         "membership.created", "membership.updated", "membership.removed", "membership.expired",
-        "ownership.transferred", "user.created", "user.updated", "user.deleted",
+        "ownership.transferred", "user.created", "user.updated", "user.deleted", "webhook.ping",
     ]
     public static let statuses = ["pending", "sent", "dead"]
     public static let channels = ["webhook", "email"]
@@ -171,6 +171,30 @@ public struct PostgresOutbox: Sendable {
         return (try Self.endpoint(row), secret)
     }
 
+    /// Queues a `webhook.ping` for endpoint `id` alone, whatever events it takes: the receiver's set-up (it is
+    /// reached, it verifies the signature, it answers 2xx) checked end to end before a real event depends on it.
+    /// Not for an endpoint that answered 410 Gone, which is sent nothing.
+    public func ping(_ id: UUID) async throws -> OutboxMessage {
+        let rows = try await transaction { connection in
+            // Locked as `retry` locks it: a 410 answered meanwhile is seen here, or finds the ping waiting and
+            // kills it.
+            let endpoint = try await connection.query(
+                "SELECT disabled_at FROM webhook_endpoints WHERE id = \(id) FOR SHARE"
+            ).first
+            guard let endpoint else { throw Self.unknownEndpoint(id) }
+            if try endpoint.decode("disabled_at", as: Date?.self) != nil {
+                throw CollaborationError(.notFound, "cannot ping \(Self.gone(id))")
+            }
+            return try await connection.query(
+                """
+                INSERT INTO outbox (event_type, payload, channel, endpoint_id)
+                VALUES ('webhook.ping', jsonb_build_object('webhook_id', \(id)::uuid), 'webhook', \(id))
+                RETURNING \(sql: Self.messageColumns)
+                """)
+        }
+        return try Self.message(rows[0])
+    }
+
     // MARK: Messages
 
     /// `limit` messages, newest first, after the place `after` names (at the message's own when it carries
@@ -194,12 +218,18 @@ public struct PostgresOutbox: Sendable {
                 """)
             if rows.isEmpty, let after, after.key == nil {
                 let known = try await connection.query("SELECT 1 FROM outbox WHERE id = \(after.id)")
-                guard !known.isEmpty else {
-                    throw CollaborationError(.notFound, "no message \(after.id.uuidString.lowercased()) in the outbox")
-                }
+                guard !known.isEmpty else { throw Self.unknownMessage(after.id) }
             }
             return rows
         }.map(Self.message)
+    }
+
+    public func message(_ id: UUID) async throws -> OutboxMessage {
+        let rows = try await run {
+            try await $0.query("SELECT \(sql: Self.messageColumns) FROM outbox WHERE id = \(id)")
+        }
+        guard let row = rows.first else { throw Self.unknownMessage(id) }
+        return try Self.message(row)
     }
 
     /// Puts a message back in the queue, due now, with its attempts counted afresh; not one for an endpoint that
@@ -210,13 +240,8 @@ public struct PostgresOutbox: Sendable {
         let shown = id.uuidString.lowercased()
         let rows = try await transaction { connection in
             let put = try await Self.putBack(on: connection, message: id)
-            if let webhook = put.goneWebhook?.uuidString.lowercased() {
-                throw CollaborationError(
-                    .notFound,
-                    """
-                    message \(shown) is for webhook \(webhook), which answered 410 Gone and is sent nothing more \
-                    until `rbac webhooks edit \(webhook) --enable`
-                    """)
+            if let webhook = put.goneWebhook {
+                throw CollaborationError(.notFound, "message \(shown) is for \(Self.gone(webhook))")
             }
             if put.counts.linkGone > 0 {
                 throw CollaborationError(
@@ -590,6 +615,19 @@ public struct PostgresOutbox: Sendable {
         try validate(eventTypes: eventTypes)
         var named = Set<String>()
         return eventTypes.filter { named.insert($0).inserted }
+    }
+
+    /// Endpoint `id`, which answered 410 Gone, as a refusal names it.
+    private static func gone(_ id: UUID) -> String {
+        let webhook = id.uuidString.lowercased()
+        return """
+            webhook \(webhook), which answered 410 Gone and is sent nothing more until \
+            `rbac webhooks edit \(webhook) --enable`
+            """
+    }
+
+    private static func unknownMessage(_ id: UUID) -> CollaborationError {
+        CollaborationError(.notFound, "no message \(id.uuidString.lowercased()) in the outbox")
     }
 
     private static func unknownEndpoint(_ id: UUID) -> CollaborationError {

@@ -15,7 +15,7 @@ extension RBAC {
 
                 Example: rbac webhooks add --url https://app.example.com/hooks/rbac --event membership.created
                 """,
-            subcommands: [Add.self, List.self, Edit.self, Remove.self, RotateSecret.self])
+            subcommands: [Add.self, List.self, Edit.self, Remove.self, RotateSecret.self, Ping.self])
 
         struct Add: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
@@ -185,6 +185,70 @@ extension RBAC {
                         try Parse.id(id, "webhook"), key: key, keepingOld: keepOld.duration)
                     try Webhooks.printSecret(endpoint, secret, options.output)
                 }
+            }
+        }
+
+        struct Ping: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Queue a webhook.ping for an endpoint, to check that it is reached and verifies it.",
+                discussion: """
+                    The ping goes to this endpoint alone, whatever events it takes, signed as every event is, and \
+                    a running rbac serve or rbac deliver sends it. With --wait, this command waits for its first \
+                    attempt and says how it went: exit 0 when the endpoint took it, 1 when it did not or no \
+                    worker sent it in time. Without, rbac outbox list --webhook ID --event webhook.ping tells.
+
+                    Example: rbac webhooks ping ID --wait 10s
+                    """)
+            @Argument(help: "The endpoint's id.") var id: String
+            @Option(
+                help: ArgumentHelp(
+                    "How long to wait for a worker to send it (1s to 600s), then say how it went.",
+                    valueName: "duration"))
+            var wait: ShortDuration?
+            @OptionGroup var options: OperatorOptions
+
+            func validate() throws {
+                _ = try Parse.id(id, "webhook")
+                if let wait, !(Duration.seconds(1)...Duration.seconds(600)).contains(wait.duration) {
+                    throw ValidationError("--wait must be from 1s to 600s, not \(wait.defaultValueDescription)")
+                }
+            }
+
+            func run() async throws {
+                let taken = try await options.run { context in
+                    let webhook = try Parse.id(id, "webhook")
+                    let outbox = PostgresOutbox(pool: context.pool)
+                    var ping = try await outbox.ping(webhook)
+                    guard let wait else {
+                        try options.output.print(
+                            ping,
+                            """
+                            Queued webhook.ping \(idText(ping.id)) for webhook \(idText(webhook)): \
+                            rbac outbox list --webhook \(idText(webhook)) --event webhook.ping tells how it went.
+                            """)
+                        return true
+                    }
+                    // Until its first attempt has an outcome: delivered, or failed with what the endpoint answered.
+                    let deadline = ContinuousClock.now + wait.duration
+                    while ping.status == "pending" && ping.lastError == nil && ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(100))
+                        ping = try await outbox.message(ping.id)
+                    }
+                    let said =
+                        if let delivered = ping.deliveredAt {
+                            "Webhook \(idText(webhook)) took webhook.ping \(idText(ping.id)) at \(delivered.iso8601)."
+                        } else if let error = ping.lastError {
+                            "Webhook \(idText(webhook)) did not take webhook.ping \(idText(ping.id)): \(error)"
+                        } else {
+                            """
+                            No worker sent webhook.ping \(idText(ping.id)) within \(wait.defaultValueDescription): is \
+                            rbac serve or rbac deliver running on this database?
+                            """
+                        }
+                    try options.output.print(ping, said)
+                    return ping.deliveredAt != nil
+                }
+                if !taken { throw ExitCode(ExitStatus.denied.rawValue) }
             }
         }
 

@@ -205,6 +205,21 @@ struct DeliveryCommandTests {
                 let narrowed = try await run(
                     ["webhooks", "edit", id, "--event", "couple.created", "--event", "couple.created", "--json"])
                 #expect(try CLITests.json(narrowed)["event_types"] as? [String] == ["couple.created"], "\(narrowed)")
+                // A ping reaches it though it takes couple.created alone, signed as every event is: by the secret
+                // the reset gave it, which the receiver now holds.
+                try Data(renewedSecret.utf8).write(to: peer.root.appendingPathComponent("secret"))
+                let ping = try CLITests.json(try await run(["webhooks", "ping", id, "--json"]))
+                #expect(ping["event_type"] as? String == "webhook.ping" && ping["status"] as? String == "pending")
+                let pinged = try CLITests.json(
+                    try await run(["deliver", "--once", "--ca-file", peer.caFile, "--json"] + keyed))
+                #expect(pinged["delivered"] as? Int == 1, "\(pinged)")
+                let pings = try String(contentsOf: peer.root.appendingPathComponent("received.jsonl"), encoding: .utf8)
+                    .split(separator: "\n").filter { $0.contains(#""id": "\#(ping["id"] as? String ?? "?")""#) }
+                #expect(
+                    pings.count == 1 && pings[0].contains(#""type": "webhook.ping""#)
+                        && pings[0].contains(#""verified": true"#), "\(pings)")
+                #expect(try await run(["webhooks", "ping", UUID().uuidString]).status == 3)
+                #expect(try await run(["webhooks", "ping", "hooks"]).status == 2)
                 let insecure = try await run(["webhooks", "edit", id, "--url", "http://example.com/hooks"])
                 #expect(insecure.status == 2 && insecure.stderr.contains("must be an https URL"), "\(insecure.stderr)")
                 let widened = try CLITests.json(try await run(["webhooks", "edit", id, "--every-event", "--json"]))
@@ -222,6 +237,11 @@ struct DeliveryCommandTests {
                     refused.stdout.contains(
                         "Put 0 message(s) back in the queue, due now; left as they were: 1 for webhooks that answered "
                             + "410 Gone (rbac webhooks edit ID --enable)."), "\(refused.stdout)")
+                let gonePing = try await run(["webhooks", "ping", id])
+                #expect(
+                    gonePing.status == 3
+                        && gonePing.stderr.contains("cannot ping webhook \(id), which answered 410 Gone"),
+                    "\(gonePing.stderr)")
                 let failing = try CLITests.jsonArray(try await run(["webhooks", "list", "--json"]))
                 #expect(failing.first?["dead"] as? Int == 1 && failing.first?["waiting"] as? Int == 0, "\(failing)")
                 #expect(failing.first?["url"] as? String == url, "the endpoint's own fields beside")
@@ -244,6 +264,60 @@ struct DeliveryCommandTests {
                 #expect(table.contains(" webhook.insert ") && table.contains(" url=\(url)"), "where messages go")
                 #expect(table.contains(" event_types couple.created→\n"), "\(table)")
                 #expect(table.contains(" webhook.delete ") && !table.contains(secret) && !table.contains(renewedSecret))
+            }
+        }
+    }
+
+    @Test("ping --wait says how it went: taken, exit 0; refused, with the endpoint's answer, or not sent in time, 1")
+    func pingWaited() async throws {
+        try await HTTPSPeer.with(script: "webhook_receiver.py") { peer in
+            try await CLITests.withDatabase { run, configuration in
+                let keyFile = peer.root.appendingPathComponent("delivery.key")
+                try Data("\(String(repeating: "ef", count: 32))\n".utf8).write(to: keyFile)
+                let url = peer.baseURL.appendingPathComponent("hooks").absoluteString
+                let added = try CLITests.json(
+                    try await run(["webhooks", "add", "--url", url, "--json", "--delivery-key-file", keyFile.path]))
+                let id = try #require((added["endpoint"] as? [String: Any])?["id"] as? String)
+                try Data(try #require(added["secret"] as? String).utf8).write(
+                    to: peer.root.appendingPathComponent("secret"))
+                #expect(try await run(["webhooks", "ping", id, "--wait", "0s"]).status == 2)
+
+                let unsent = try await run(["webhooks", "ping", id, "--wait", "1s"])
+                #expect(
+                    unsent.status == 1
+                        && unsent.stdout.contains("within 1s: is rbac serve or rbac deliver running on this database?"),
+                    "\(unsent.stdout)")
+                // Sent now, so that the worker below has only the next ping to send, and the 503 reaches that one.
+                let flushed = try CLITests.json(
+                    try await run([
+                        "deliver", "--once", "--ca-file", peer.caFile, "--json", "--delivery-key-file", keyFile.path,
+                    ]))
+                #expect(flushed["delivered"] as? Int == 1, "\(flushed)")
+
+                let worker = Process()
+                worker.executableURL = CLITests.executable
+                worker.arguments = ["deliver", "--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
+                worker.environment = ProcessInfo.processInfo.environment.merging(
+                    ["DATABASE_URL": configuration.connectionString]
+                ) { $1 }
+                worker.standardOutput = FileHandle.nullDevice
+                worker.standardError = FileHandle.nullDevice
+                try worker.run()
+                defer {
+                    kill(worker.processIdentifier, SIGKILL)
+                    worker.waitUntilExit()
+                }
+                let taken = try await run(["webhooks", "ping", id, "--wait", "30s", "--json"])
+                let status = try CLITests.json(taken)["status"] as? String
+                #expect(taken.status == 0 && status == "sent", "\(taken)")
+                try "503\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+                let refused = try await run(["webhooks", "ping", id, "--wait", "30s"])
+                #expect(
+                    refused.status == 1 && refused.stdout.contains("Webhook \(id) did not take webhook.ping ")
+                        && refused.stdout.contains(": the endpoint answered 503"), "\(refused.stdout)")
+                let pings = try CLITests.jsonArray(
+                    try await run(["outbox", "list", "--event", "webhook.ping", "--json"]))
+                #expect(pings.map { $0["status"] as? String } == ["pending", "sent", "sent"], "\(pings)")
             }
         }
     }

@@ -347,7 +347,7 @@ struct OpenAPITests {
         #expect(Set(BudgetErrorCode.allCases.map(\.rawValue)).isSubset(of: refusals))
     }
 
-    @Test("the webhooks section documents exactly the events the database writes to the outbox")
+    @Test("the webhooks section documents exactly the events the outbox carries")
     func webhooksDocumented() throws {
         let document = try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any]
         let webhooks = try #require(document?["webhooks"] as? [String: Any])

@@ -64,8 +64,9 @@ struct WebhookDeliveryTests {
     func eventsAsDocumented() async throws {
         let checker = try SchemaChecker.openAPI()
         let document = checker.document
-        try await Self.withReceiver { pool, peer, worker, key, _ in
+        try await Self.withReceiver { pool, peer, worker, key, endpoint in
             let repository = PostgresCollaborationRepository(pool: pool, deliveryKey: key)
+            _ = try await PostgresOutbox(pool: pool).ping(endpoint.id)
             let invitations = CollaborationInvitationService(
                 repository: repository, baseURL: URL(string: "https://rbac.test")!)
             let admin = Actor.operator(label: "tests")
