@@ -467,6 +467,10 @@ public struct PostgresOutbox: Sendable {
     public func disable(endpoint: UUID, error: String) async throws {
         let message = error.storedPrefix(1000)
         try await pool.withTransaction { connection in
+            // FOR UPDATE, which the KEY SHARE lock of a transaction writing an event for the endpoint
+            // (rbac.enqueue_event) holds off and the UPDATE's own lock does not: every such transaction has ended
+            // before the messages are read below, and one writing after waits, then finds the endpoint disabled.
+            _ = try await connection.execute("SELECT FROM webhook_endpoints WHERE id = \(endpoint) FOR UPDATE")
             _ = try await connection.execute("UPDATE webhook_endpoints SET disabled_at = now() WHERE id = \(endpoint)")
             _ = try await connection.execute(
                 """

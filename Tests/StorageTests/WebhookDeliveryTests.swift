@@ -543,22 +543,35 @@ struct WebhookDeliveryTests {
         }
     }
 
-    @Test("a dead message retried while its endpoint answers 410 stays dead, whichever lands first, many rounds")
-    func retriedWhileGone() async throws {
+    @Test(
+        "a message retried, pinged or written while its endpoint answers 410 ends dead, either first, many rounds",
+        arguments: ["retry", "ping", "event"])
+    func putBackWhileGone(_ command: String) async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 3) { pool in
             let outbox = PostgresOutbox(pool: pool)
-            var seen = Set<[Outcome]>()
+            // Which landed first shows in the outcome (a retry or ping refused) or in the messages (an event
+            // written for the endpoint or not).
+            var seen = Set<String>()
             for _ in 0..<200 {
                 let message = try await OutboxPruneTests.message(pool, "dead", ago: .zero)
-                let endpoint = try await pool.query("SELECT endpoint_id FROM outbox WHERE id = \(message)")[0]
+                let endpoint: UUID = try await pool.query("SELECT endpoint_id FROM outbox WHERE id = \(message)")[0]
+                    .decode("endpoint_id")
                 let outcomes = try await race([
-                    { _ = try await outbox.retry(message) },
-                    { try await outbox.disable(endpoint: try endpoint.decode("endpoint_id"), error: "410 Gone") },
+                    {
+                        switch command {
+                        case "retry": _ = try await outbox.retry(message)
+                        case "ping": _ = try await outbox.ping(endpoint)
+                        default: _ = try await pool.query("SELECT rbac.enqueue_event('user.deleted', NULL, '{}')")
+                        }
+                    },
+                    { try await outbox.disable(endpoint: endpoint, error: "410 Gone") },
                 ])
-                seen.insert(outcomes)
                 #expect([Outcome.success, .refused("not_found")].contains(outcomes[0]) && outcomes[1] == .success)
-                let status = try await pool.query("SELECT status FROM outbox WHERE id = \(message)")[0]
-                #expect(try status.decode("status", as: String.self) == "dead", "\(outcomes)")
+                let statuses = try await pool.query("SELECT status FROM outbox WHERE endpoint_id = \(endpoint)").map {
+                    try $0.decode("status", as: String.self)
+                }
+                #expect(statuses.allSatisfy { $0 == "dead" }, "\(outcomes): \(statuses)")
+                seen.insert("\(outcomes), \(statuses.count) message(s)")
             }
             #expect(seen.count > 1, "the two should land on both sides of each other: \(seen)")
         }
