@@ -213,7 +213,8 @@ public struct PostgresOutbox: Sendable {
                 WHERE (\(status)::text IS NULL OR status = \(status)) AND (\(couple)::uuid IS NULL OR couple_id = \(couple))
                   AND (\(event)::text IS NULL OR event_type = \(event))
                   AND (\(webhook)::uuid IS NULL OR endpoint_id = \(webhook))
-                  AND (\(after?.id)::uuid IS NULL OR created_at < place.at OR (created_at = place.at AND id > \(after?.id)))
+                  AND (\(after?.id)::uuid IS NULL OR created_at < place.at
+                       OR (created_at = place.at AND id > \(after?.id)))
                 ORDER BY created_at DESC, id LIMIT \(limit)
                 """)
             if rows.isEmpty, let after, after.key == nil {
@@ -224,6 +225,7 @@ public struct PostgresOutbox: Sendable {
         }.map(Self.message)
     }
 
+    /// Message `id` as it now is.
     public func message(_ id: UUID) async throws -> OutboxMessage {
         let rows = try await run {
             try await $0.query("SELECT \(sql: Self.messageColumns) FROM outbox WHERE id = \(id)")
@@ -298,9 +300,9 @@ public struct PostgresOutbox: Sendable {
         event: String? = nil, webhook: UUID? = nil
     ) async throws -> PutBack {
         // The endpoints are locked before the messages, FOR SHARE, which `disable` waits for: a 410 answered
-        // meanwhile is seen here, or finds the message waiting and kills it. The messages are locked as a claim locks them: a claim
-        // landing first is seen here, one landing after finds them due. Each in one order, so that two of these
-        // do not deadlock.
+        // meanwhile is seen here, or finds the message waiting and kills it. The messages are locked as a claim
+        // locks them: a claim landing first is seen here, one landing after finds them due. Each in one order, so
+        // that two of these do not deadlock.
         let endpoints = try await connection.query(
             """
             SELECT id FROM webhook_endpoints
