@@ -274,10 +274,7 @@ public struct PostgresOutbox: Sendable {
     /// `event` and `webhook` that `retry` would, at once: after an endpoint was down past the retry schedule,
     /// the many messages that died meanwhile. Counts the others by why `retry` would refuse them.
     public func retryAll(status: String?, couple: UUID?, event: String?, webhook: UUID?) async throws -> OutboxRetries {
-        try Self.validate(status: status, event: event)
-        guard status != "sent" else {
-            throw CollaborationError(.invalidInput, "a sent message is not sent again: the status is pending or dead")
-        }
+        try Self.validate(retrying: status, event: event)
         return try await transaction {
             try await Self.putBack(on: $0, status: status, couple: couple, event: event, webhook: webhook).counts
         }
@@ -606,6 +603,14 @@ public struct PostgresOutbox: Sendable {
                 .invalidInput, "unknown status \(quoted(status)); valid: \(statuses.joined(separator: ", "))")
         }
         try validate(eventTypes: event.map { [$0] } ?? [])
+    }
+
+    /// `validate(status:event:)` for what `retryAll` puts back: a sent message is not sent again.
+    public static func validate(retrying status: String?, event: String?) throws(CollaborationError) {
+        try validate(status: status, event: event)
+        guard status != "sent" else {
+            throw CollaborationError(.invalidInput, "a sent message is not sent again: the status is pending or dead")
+        }
     }
 
     /// Refuses an event type the outbox does not know, naming those it does.

@@ -71,9 +71,8 @@ extension RBAC {
             @OptionGroup var options: OperatorOptions
 
             func validate() throws {
-                try Filter.validate(status: status)
-                guard status != "sent" else {
-                    throw ValidationError("a sent message is not sent again: --status is pending or dead")
+                do { try PostgresOutbox.validate(retrying: status, event: nil) } catch {
+                    throw ValidationError(error.message)
                 }
             }
 
