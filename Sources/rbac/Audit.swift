@@ -14,7 +14,7 @@ extension RBAC {
                 (never their hashes), budget row limits, the invitation limit, users, identities and webhooks, each \
                 with the OS user or label that made it. Each line shows what changed; --json prints each row before \
                 and after whole. With --tail, the page before the one shown is --before the first entry's id, which \
-                stderr names while older entries remain.
+                stderr names while older entries remain (with --json, one line: {"next_before": ID}).
 
                 Example: rbac audit --couple C --since 2026-11-22T10:00:00Z --tail 20
                 """)
@@ -68,7 +68,9 @@ extension RBAC {
                     }
                 }
                 if let nextBefore {
-                    printError("rbac: older entries remain: --before \(nextBefore)")
+                    printNextPage(
+                        json: acting.output.json, "older entries remain: --before \(nextBefore)", "next_before",
+                        nextBefore)
                 }
                 try acting.output.print(entries, Self.columns.table(entries).rendered)
             }

@@ -25,7 +25,7 @@ struct RBAC: AsyncParsableCommand {
               5  database unavailable
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
-            the HTTP API gives it.
+            the HTTP API gives it; so is a full page's hint of where the next starts: {"next_after": PLACE}.
 
             Example: rbac grant --couple C --user pia@example.com --role planner
             """,

@@ -125,13 +125,19 @@ struct CLITests {
         try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
     }
 
-    /// How a full page's hint on stderr begins, before the place the next page follows.
-    static let moreMayFollow = "rbac: more may follow: --after "
+    /// What the hint of a page listed with --json names as `field` on stderr, one line of JSON: where the next
+    /// page starts. Nil when it says nothing, as a page that is not full does.
+    static func next(_ field: String, of page: Result) throws -> Any? {
+        guard !page.stderr.isEmpty else { return nil }
+        try #require(page.stderr.firstIndex(of: "\n") == page.stderr.index(before: page.stderr.endIndex), "one line")
+        let hint = try #require(try JSONSerialization.jsonObject(with: Data(page.stderr.utf8)) as? [String: Any])
+        try #require(Array(hint.keys) == [field], "\(page.stderr)")
+        return hint[field]
+    }
 
-    /// The place a full page's hint names.
+    /// The place a full page's hint names (`next`).
     static func place(_ page: Result) throws -> String {
-        try #require(page.stderr.hasPrefix(moreMayFollow) && page.stderr.hasSuffix("\n"), "\(page.stderr)")
-        return String(page.stderr.dropFirst(moreMayFollow.count).dropLast())
+        try #require(try next("next_after", of: page) as? String)
     }
 
     static func createCouple(_ run: ([String]) async throws -> Result) async throws -> String {
@@ -450,8 +456,8 @@ struct CLITests {
                         #expect(page.stderr.isEmpty, "a page that is not full says nothing more may follow")
                         break
                     }
-                    #expect(page.stderr.hasPrefix(Self.moreMayFollow + pageIDs[1] + "."), "\(page.stderr)")
                     after = ["--after", try Self.place(page)]
+                    #expect(after[1].hasPrefix(pageIDs[1] + "."), "the last entry's id, then its place")
                 }
                 #expect(walked == every, "the pages of \(listing) hold every entry once, in order")
                 #expect(pages == every.count / 2 + 1, "full pages of two, then the rest (perhaps none)")
@@ -462,6 +468,10 @@ struct CLITests {
                 try Self.jsonArray(result).map { try #require(($0["user"] as? [String: Any])?["id"] as? String) }
             }
             let firstPage = try await run(members)
+            let asText = try await run(members.dropLast())
+            #expect(
+                asText.stderr == "rbac: more may follow: --after \(try Self.place(firstPage))\n",
+                "for people, the same place in a sentence")
             let gone = try #require(try memberIDs(firstPage).last)
             let revoked = try await run(["revoke", "--couple", couple, "--user", gone])
             #expect(revoked.status == 0, "\(revoked.stderr)")
@@ -820,7 +830,7 @@ struct CLITests {
             let firstPage = try await budget("items", "list", ["--scenario", scenarioID, "--limit", "2", "--json"])
             let firstIDs = try Self.jsonArray(firstPage).compactMap { $0["id"] as? String }
             #expect(firstIDs == [items[1], items[2]], "Food and Music, before Venue")
-            #expect(firstPage.stderr.hasPrefix(Self.moreMayFollow + firstIDs[1] + "."), "\(firstPage.stderr)")
+            #expect(try Self.place(firstPage).hasPrefix(firstIDs[1] + "."), "\(firstPage.stderr)")
             for after in [try Self.place(firstPage), firstIDs[1]] {
                 let lastPage = try await budget(
                     "items", "list", ["--scenario", scenarioID, "--limit", "2", "--after", after, "--json"])
@@ -881,16 +891,16 @@ struct CLITests {
             let tail = try Self.jsonArray(try await run(["audit"] + base + ["--tail", "2", "--json"]))
             #expect(ids.count > 2 && tail.map { $0["id"] as? Int } == Array(ids.suffix(2)))
             // Paging back: while older entries remain, stderr names the --before of the page before.
+            let tailText = try await run(["audit"] + base + ["--tail", "2"])
+            #expect(tailText.stderr == "rbac: older entries remain: --before \(ids[ids.count - 2]!)\n")
             var paged: [Int?] = []
             var cursor: [String] = []
             for _ in ids {
                 let page = try await run(["audit"] + base + ["--tail", "2", "--json"] + cursor)
                 paged.insert(contentsOf: try Self.jsonArray(page).map { $0["id"] as? Int }, at: 0)
-                guard let next = page.stderr.firstMatch(of: /rbac: older entries remain: --before (\d+)\n/) else {
-                    break
-                }
-                #expect(Int(next.1) == paged.first!, "the first entry shown")
-                cursor = ["--before", String(next.1)]
+                guard let next = try Self.next("next_before", of: page) as? Int else { break }
+                #expect(next == paged.first!, "the first entry shown")
+                cursor = ["--before", String(next)]
             }
             #expect(paged == ids, "the pages make the whole log")
             let unknownEntry = try await run(["audit"] + base + ["--before", "99999999"])

@@ -155,8 +155,8 @@ struct DeliveryCommandTests {
             while paged.count <= every.count {
                 let page = try await run(["outbox", "list", "--limit", "2", "--json"] + after)
                 paged += try CLITests.jsonArray(page).map { $0["id"] as? String }
-                guard let hint = page.stderr.firstMatch(of: /more may follow: (--after \S+)/) else { break }
-                after = hint.1.split(separator: " ").map(String.init)
+                guard let place = try CLITests.next("next_after", of: page) as? String else { break }
+                after = ["--after", place]
             }
             #expect(every.count > 2 && paged == every, "\(paged) against \(every)")
             let unknownPlace = try await run(["outbox", "list", "--limit", "2", "--after", UUID().uuidString])

@@ -149,7 +149,7 @@ extension RBAC.BudgetCommand {
         func run() async throws {
             let rows = try await options.run { budget, actor in
                 let scope = try await scope.resolved(in: budget, as: actor)
-                return try await page.read { try await Noun.list(budget, scope, page: $0, as: actor) }
+                return try await page.read(options.output) { try await Noun.list(budget, scope, page: $0, as: actor) }
             }
             try options.output.print(rows, Noun.table(rows).rendered)
         }

@@ -40,7 +40,7 @@ extension RBAC.BudgetCommand {
 
             func run() async throws {
                 let statuses = try await options.run { budget, actor in
-                    try await page.read { try await budget.paymentStatuses(page: $0, as: actor) }
+                    try await page.read(options.output) { try await budget.paymentStatuses(page: $0, as: actor) }
                 }
                 try options.output.print(
                     statuses,

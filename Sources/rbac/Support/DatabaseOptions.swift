@@ -95,14 +95,15 @@ struct PageOptions<Key: PlaceKey>: ParsableArguments {
     }
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
-    /// page says on stderr how to ask for the next one: after the last entry's place, which holds once that
-    /// entry is gone, as the API's `next_after` does.
-    func read<Item: ListedRow>(_ body: (PageRequest<Key>?) async throws -> [Item]) async throws -> [Item]
+    /// page says on stderr how to ask for the next one (`printNextPage`): after the last entry's place, which
+    /// holds once that entry is gone, as the API's `next_after` does.
+    func read<Item: ListedRow>(_ output: OutputOptions, _ body: (PageRequest<Key>?) async throws -> [Item])
+        async throws -> [Item]
     where Item.OrderKey == Key {
         let after = after.flatMap { PageCursor<Key>(text: $0) }  // validate() refused any other text
         let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
-        if let limit, items.count == limit, let last = items.last {
-            printError("rbac: more may follow: --after \(last.cursor.text)")
+        if let limit, items.count == limit, let place = items.last?.cursor.text {
+            printNextPage(json: output.json, "more may follow: --after \(place)", "next_after", place)
         }
         return items
     }
@@ -116,7 +117,7 @@ struct PageOptions<Key: PlaceKey>: ParsableArguments {
         var printer = ListingPrinter(json: output.json, columns: columns)
         if let limit {
             try printer.print(
-                try await read { try await page(limit, $0?.after) })
+                try await read(output) { try await page(limit, $0?.after) })
         } else {
             try await forEachPage(id: \.cursor, page) { try printer.print($0) }
         }

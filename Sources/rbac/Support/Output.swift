@@ -8,6 +8,17 @@ func printError(_ line: String) {
     try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
 }
 
+/// Says on standard error where the next page of a listing starts: `rbac: more may follow: --after PLACE` for
+/// people, or with --json one line of JSON naming it as the HTTP API does (`{"next_after":"PLACE"}`), so that a
+/// script pages on without reading prose, as it reads a failure.
+func printNextPage(json: Bool, _ text: String, _ field: String, _ place: some Encodable) {
+    if json, let line = try? JSONEncoder.rbac().encode([field: place]) {
+        printError(String(decoding: line, as: UTF8.self))
+    } else {
+        printError("rbac: \(text)")
+    }
+}
+
 /// An id as the CLI prints it, in lower case as the HTTP API writes it; empty for none.
 func idText(_ id: UUID?) -> String { id?.uuidString.lowercased() ?? "" }
 
