@@ -14,8 +14,14 @@ struct ClientConnections: AvailableConnectionsDelegate {
 
     init(limit: Int, registry: PrometheusCollectorRegistry) {
         self.limit = limit
-        gauge = registry.makeGauge(name: "rbac_http_connections")
-        registry.makeGauge(name: "rbac_http_connections_max").set(Int64(limit))
+        gauge = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "rbac_http_connections", unitName: "", helpText: "Client connections open."))
+        registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "rbac_http_connections_max", unitName: "",
+                helpText: "Client connections taken at once at most (--max-connections); the rest wait.")
+        ).set(Int64(limit))
     }
 
     mutating func connectionOpened() {

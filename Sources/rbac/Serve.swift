@@ -344,10 +344,16 @@ extension RBAC.Serve {
     static func poolGauges(_ pool: PostgresConnectionPool, _ registry: PrometheusCollectorRegistry)
         -> @Sendable () -> Void
     {
-        let idle = registry.makeGauge(name: "rbac_database_connections", labels: [("state", "idle")])
-        let leased = registry.makeGauge(name: "rbac_database_connections", labels: [("state", "leased")])
-        let waiting = registry.makeGauge(name: "rbac_database_waiting_tasks")
-        registry.makeGauge(name: "rbac_database_connections_max").set(Int64(pool.maxConnections))
+        func gauge(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Gauge {
+            registry.makeGauge(
+                descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help), labels: labels)
+        }
+        let connections = "The database pool's connections, idle or leased to a task."
+        let idle = gauge("rbac_database_connections", connections, [("state", "idle")])
+        let leased = gauge("rbac_database_connections", connections, [("state", "leased")])
+        let waiting = gauge("rbac_database_waiting_tasks", "Tasks waiting for a database connection.")
+        gauge("rbac_database_connections_max", "The database pool's connections at most.")
+            .set(Int64(pool.maxConnections))
         return {
             let usage = pool.usage
             idle.set(Int64(usage.idle))

@@ -158,6 +158,7 @@ struct RequestsInFlightTests {
                     .filter { $0.hasPrefix("rbac_http_connections") }.sorted()
             }
             #expect(gauges(counted) == ["rbac_http_connections 2.0", "rbac_http_connections_max 2.0"])
+            #expect(String(decoding: counted ?? [], as: UTF8.self).contains("# HELP rbac_http_connections_max "))
             #expect(afterClose == "HTTP/1.1 200 OK", "taken once the first closed")
             #expect(gauges(recounted) == ["rbac_http_connections 2.0", "rbac_http_connections_max 2.0"])
         }

@@ -516,8 +516,8 @@ struct CollaborationScenarioTests {
                 try await world.repository.createCouple(name: "Wedding", owner: user, as: actor).id
             }
             func owned() async throws -> Int {
-                try await world.repository.userCouples(user, limit: 100, after: nil, as: world.admin)
-                    .filter { $0.role == .owner }.count
+                let couples = try await world.repository.userCouples(user, limit: 100, after: nil, as: world.admin)
+                return couples.filter { $0.role == .owner }.count
             }
             var couples: [UUID] = []
             for _ in 0..<Couple.ownedPerUserByDefault { couples.append(try await create(as: .user(user))) }
