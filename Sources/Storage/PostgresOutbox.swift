@@ -15,6 +15,24 @@ public struct WebhookEndpoint: Sendable, Hashable, Codable {
     public let previousSecretUntil: Date?
 }
 
+/// An endpoint as `rbac webhooks list` shows it: its fields, and how many of its messages wait and died (until
+/// the sweep deletes them), which tells of an endpoint that fails.
+public struct ListedWebhook: Sendable, Hashable, Encodable {
+    public let endpoint: WebhookEndpoint
+    public let waiting: Int
+    public let dead: Int
+
+    enum CodingKeys: CodingKey { case waiting, dead }
+
+    /// The endpoint's fields, and beside them `waiting` and `dead`.
+    public func encode(to encoder: any Encoder) throws {
+        try endpoint.encode(to: encoder)
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(waiting, forKey: .waiting)
+        try container.encode(dead, forKey: .dead)
+    }
+}
+
 /// A message in the outbox, as listed: never its payload's secrets (it carries none).
 public struct OutboxMessage: Sendable, Hashable, Codable {
     public let id: UUID
@@ -112,30 +130,24 @@ public struct PostgresOutbox: Sendable {
         return try Self.endpoint(row)
     }
 
-    public func webhooks() async throws -> [WebhookEndpoint] {
+    /// Every endpoint, oldest first, with its queue as one snapshot shows both.
+    public func webhooks() async throws -> [ListedWebhook] {
         try await run {
-            try await $0.query("SELECT \(sql: Self.endpointColumns) FROM webhook_endpoints ORDER BY created_at, id")
-        }.map(Self.endpoint)
-    }
-
-    /// Per endpoint that has any, how many of its messages wait and how many died (until the sweep deletes them):
-    /// what `rbac webhooks list` shows of an endpoint that fails.
-    public func webhookQueues() async throws -> [UUID: (waiting: Int, dead: Int)] {
-        let rows = try await run {
             try await $0.query(
                 """
-                SELECT endpoint_id, count(*) FILTER (WHERE status = 'pending') AS waiting,
-                       count(*) FILTER (WHERE status = 'dead') AS dead
-                FROM outbox WHERE status IN ('pending', 'dead') AND endpoint_id IS NOT NULL GROUP BY endpoint_id
+                SELECT \(sql: Self.endpointColumns), coalesce(q.waiting, 0) AS waiting, coalesce(q.dead, 0) AS dead
+                FROM webhook_endpoints
+                LEFT JOIN (SELECT endpoint_id, count(*) FILTER (WHERE status = 'pending') AS waiting,
+                                  count(*) FILTER (WHERE status = 'dead') AS dead
+                           FROM outbox WHERE status IN ('pending', 'dead') AND endpoint_id IS NOT NULL
+                           GROUP BY endpoint_id) q ON q.endpoint_id = id
+                ORDER BY created_at, id
                 """)
+        }.map {
+            ListedWebhook(
+                endpoint: try Self.endpoint($0), waiting: Int(try $0.decode("waiting", as: Int64.self)),
+                dead: Int(try $0.decode("dead", as: Int64.self)))
         }
-        var queues: [UUID: (waiting: Int, dead: Int)] = [:]
-        for row in rows {
-            queues[try row.decode("endpoint_id")] = (
-                Int(try row.decode("waiting", as: Int64.self)), Int(try row.decode("dead", as: Int64.self))
-            )
-        }
-        return queues
     }
 
     /// Removes an endpoint, with the messages still waiting for it.

@@ -49,34 +49,12 @@ extension RBAC {
                 abstract: "List endpoints (never their secrets), with how many of their messages wait and died.",
                 discussion: "Example: rbac webhooks list")
 
-            /// An endpoint as listed: its fields, and how many of its messages wait and died.
-            struct Listed: Encodable {
-                let endpoint: WebhookEndpoint
-                let waiting: Int
-                let dead: Int
-
-                init(endpoint: WebhookEndpoint, queue: (waiting: Int, dead: Int)) {
-                    (self.endpoint, waiting, dead) = (endpoint, queue.waiting, queue.dead)
-                }
-
-                enum CodingKeys: CodingKey { case waiting, dead }
-
-                func encode(to encoder: any Encoder) throws {
-                    try endpoint.encode(to: encoder)
-                    var container = encoder.container(keyedBy: CodingKeys.self)
-                    try container.encode(waiting, forKey: .waiting)
-                    try container.encode(dead, forKey: .dead)
-                }
-            }
-
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
                 try await CommandContext.run(database) { context in
-                    let outbox = PostgresOutbox(pool: context.pool)
-                    let (endpoints, queues) = (try await outbox.webhooks(), try await outbox.webhookQueues())
-                    let listed = endpoints.map { Listed(endpoint: $0, queue: queues[$0.id] ?? (0, 0)) }
+                    let listed = try await PostgresOutbox(pool: context.pool).webhooks()
                     try output.print(
                         listed,
                         Table(

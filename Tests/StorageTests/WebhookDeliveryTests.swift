@@ -228,7 +228,8 @@ struct WebhookDeliveryTests {
 
             _ = try await pool.query(
                 "UPDATE webhook_endpoints SET previous_secret_until = now() - interval '1 second'")
-            #expect(try await outbox.webhooks().first?.previousSecretUntil == nil, "past its time, none is listed")
+            #expect(
+                try await outbox.webhooks().first?.endpoint.previousSecretUntil == nil, "past its time, none is listed")
             #expect(try await verifies(with: [first, second]) == [false, true], "past its time, the old one is out")
 
             let (replaced, third) = try await outbox.rotateSecret(endpoint.id, key: key, keepingOld: .zero)
@@ -392,7 +393,7 @@ struct WebhookDeliveryTests {
             #expect(try email[0].decode("last_error", as: String?.self)?.contains("invite again") == true)
             #expect(try await pool.count("SELECT count(*) FROM outbox WHERE token_box IS NOT NULL") == 0)
             let endpoints = try await outbox.webhooks()
-            #expect(endpoints.map(\.previousSecretUntil) == [nil], "the old secrets sign nothing more")
+            #expect(endpoints.map(\.endpoint.previousSecretUntil) == [nil], "the old secrets sign nothing more")
 
             // The receiver given the new secret verifies what the new key sends, which carries no link.
             try Data(reset.webhooks[0].secret.utf8).write(to: peer.root.appendingPathComponent("secret"))
@@ -434,8 +435,8 @@ struct WebhookDeliveryTests {
             _ = try await pool.query("UPDATE outbox SET next_attempt_at = now() WHERE couple_id = \(couple)")
             #expect(try await worker.runOnce() == [.disabled])
             #expect(try await pool.count("SELECT count(*) FROM outbox WHERE status = 'dead'") == 1)
-            let disabled = try await PostgresOutbox(pool: pool).webhooks().first { $0.id == endpoint.id }
-            #expect(disabled?.disabledAt != nil)
+            let disabled = try await PostgresOutbox(pool: pool).webhooks().first { $0.endpoint.id == endpoint.id }
+            #expect(disabled?.endpoint.disabledAt != nil && disabled?.dead == 1 && disabled?.waiting == 0)
             _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
             #expect(
                 try await pool.count("SELECT count(*) FROM outbox") == 1, "a disabled endpoint is sent nothing more")
