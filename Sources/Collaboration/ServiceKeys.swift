@@ -8,12 +8,15 @@ public struct ServiceKey: Sendable, Hashable, Codable {
     public let name: String
     public let createdAt: Date
     public let revokedAt: Date?
+    /// When it last authenticated a request, to within how often `rbac serve` records it; nil for never.
+    public let lastUsedAt: Date?
 
-    public init(id: UUID, name: String, createdAt: Date, revokedAt: Date?) {
+    public init(id: UUID, name: String, createdAt: Date, revokedAt: Date?, lastUsedAt: Date? = nil) {
         self.id = id
         self.name = name
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+        self.lastUsedAt = lastUsedAt
     }
 }
 
@@ -25,6 +28,8 @@ public protocol ServiceKeyRepository: Sendable {
     func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool)
     /// The live (not revoked) key with this hash, if any.
     func key(withHash hash: [UInt8]) async throws -> ServiceKey?
+    /// Records that `keys` were used now.
+    func recordUse(of keys: Set<UUID>) async throws
 }
 
 /// Issues, lists, revokes and checks service API keys (`rbk_...`).
@@ -33,6 +38,8 @@ public actor ServiceKeyService {
     private let cache: ServiceKeyCache?
     private let isCacheTrusted: @Sendable () -> Bool
     private let metrics: OperationMetrics
+    /// The keys that authenticated a request since `recordUses` last recorded them.
+    private let unrecorded = Mutex<Set<UUID>>([])
 
     /// With a `cache`, `authenticate` answers from it while `isCacheTrusted` (its change feed is live).
     public init(
@@ -73,7 +80,7 @@ public actor ServiceKeyService {
     /// (nothing cached, the cache not trusted, or a malformed secret), and `authenticate` must be asked.
     public nonisolated func cachedKey(_ presented: String) -> ServiceKey? {
         guard let cache, isCacheTrusted(), let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
-        return cache.lookup(token.hash)
+        return used(cache.lookup(token.hash))
     }
 
     /// The live key a presented secret belongs to; nil for anything malformed, unknown or revoked.
@@ -81,13 +88,34 @@ public actor ServiceKeyService {
     public nonisolated func authenticate(_ presented: String) async throws -> ServiceKey? {
         guard let token = SecretToken(parsing: presented, as: .apiKey) else { return nil }
         guard let cache, isCacheTrusted() else {
-            return try await metrics.measure("key.authenticate") { try await repository.key(withHash: token.hash) }
+            return used(
+                try await metrics.measure("key.authenticate") { try await repository.key(withHash: token.hash) })
         }
-        if let known = cache.lookup(token.hash) { return known }
+        if let known = cache.lookup(token.hash) { return used(known) }
         let ticket = cache.ticket()
         let key = try await metrics.measure("key.authenticate") { try await repository.key(withHash: token.hash) }
         if let key { cache.store(key, hash: token.hash, ticket: ticket) }
+        return used(key)
+    }
+
+    /// Notes `key` (when there is one) as used, for `recordUses`; returns it.
+    private nonisolated func used(_ key: ServiceKey?) -> ServiceKey? {
+        if let id = key?.id { unrecorded.withLock { if !$0.contains(id) { $0.insert(id) } } }
         return key
+    }
+
+    /// Records the keys used since the last call as used now (`ServiceKey.lastUsedAt`): `rbac serve` calls it
+    /// every --sweep-interval and as it stops. Those it could not record are recorded at the next call.
+    public nonisolated func recordUses() async throws {
+        let ids = unrecorded.withLock { unrecorded in
+            defer { unrecorded = [] }
+            return unrecorded
+        }
+        guard !ids.isEmpty else { return }
+        do { try await repository.recordUse(of: ids) } catch {
+            unrecorded.withLock { $0.formUnion(ids) }
+            throw error
+        }
     }
 }
 
@@ -138,6 +166,7 @@ public final class ServiceKeyCache: Sendable {
 /// Service keys in memory, for tests.
 public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
     private var stored: [(key: ServiceKey, hash: [UInt8])] = []
+    private var lastUsed: [UUID: Date] = [:]
 
     public init() {}
 
@@ -147,7 +176,13 @@ public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
         return key
     }
 
-    public func keys() -> [ServiceKey] { stored.map(\.key) }
+    public func keys() -> [ServiceKey] {
+        stored.map {
+            ServiceKey(
+                id: $0.key.id, name: $0.key.name, createdAt: $0.key.createdAt, revokedAt: $0.key.revokedAt,
+                lastUsedAt: lastUsed[$0.key.id])
+        }
+    }
 
     public func revokeKey(_ id: UUID) throws -> (key: ServiceKey, revokedNow: Bool) {
         guard let index = stored.firstIndex(where: { $0.key.id == id }) else {
@@ -162,5 +197,9 @@ public actor InMemoryServiceKeyRepository: ServiceKeyRepository {
 
     public func key(withHash hash: [UInt8]) -> ServiceKey? {
         stored.first { Digest.constantTimeEquals($0.hash, hash) && $0.key.revokedAt == nil }?.key
+    }
+
+    public func recordUse(of keys: Set<UUID>) {
+        for id in keys { lastUsed[id] = Date() }
     }
 }

@@ -45,7 +45,13 @@ extension RBAC {
 
         struct List: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "List keys (never the keys themselves).", discussion: "Example: rbac keys list")
+                abstract: "List keys (never the keys themselves), with when each last authenticated a request.",
+                discussion: """
+                    rbac serve records the keys it saw every --sweep-interval (60s) and as it stops: a key to retire \
+                    shows here whether anything still sends it.
+
+                    Example: rbac keys list
+                    """)
             @OptionGroup var database: DatabaseOptions
             @OptionGroup var output: OutputOptions
 
@@ -55,11 +61,11 @@ extension RBAC {
                     try output.print(
                         keys,
                         Table(
-                            headers: ["ID", "NAME", "CREATED", "REVOKED"],
+                            headers: ["ID", "NAME", "CREATED", "REVOKED", "LAST USED"],
                             rows: keys.map {
                                 [
-                                    idText($0.id), $0.name, $0.createdAt.iso8601,
-                                    $0.revokedAt?.iso8601 ?? "",
+                                    idText($0.id), $0.name, $0.createdAt.iso8601, $0.revokedAt?.iso8601 ?? "",
+                                    $0.lastUsedAt?.iso8601 ?? "never",
                                 ]
                             }
                         ).rendered)

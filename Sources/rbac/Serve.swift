@@ -97,9 +97,9 @@ extension RBAC {
             parsing: .unconditional,
             help: ArgumentHelp(
                 """
-                How often to record expired memberships and invitations in the audit logs and the outbox, and \
-                to delete outbox messages kept long enough (rbac sweep): 1s to 3600s. Expiry itself does not \
-                wait for it.
+                How often to record expired memberships and invitations in the audit logs and the outbox, to \
+                delete outbox messages kept long enough (rbac sweep), and to record which service keys were \
+                used (rbac keys list): 1s to 3600s. Expiry itself does not wait for it.
                 """, valueName: "duration"))
         var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
         @OptionGroup var keeping: OutboxKeepingOptions
@@ -221,11 +221,11 @@ extension RBAC {
                 let budgetReads =
                     budgetReadsOnWorkers
                     ? BudgetReadPools(coordinator: pool) { [logger] in logger.warning("\($0)") } : nil
+                let keys = ServiceKeyService(
+                    repository: PostgresServiceKeyRepository(pool: pool), cache: noCache ? nil : keyCache,
+                    isCacheTrusted: feed.isTrusted, metrics: metrics)
                 let dependencies = ServerDependencies(
-                    repository: repository,
-                    keys: ServiceKeyService(
-                        repository: PostgresServiceKeyRepository(pool: pool),
-                        cache: noCache ? nil : keyCache, isCacheTrusted: feed.isTrusted, metrics: metrics),
+                    repository: repository, keys: keys,
                     tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), signIn: signIn,
                     publicBaseURL: baseURL,
                     trustedProxies: try trustedProxies(),
@@ -273,6 +273,7 @@ extension RBAC {
                                     "deleted outbox messages kept long enough",
                                     metadata: ["sent": "\(pruned.sent)", "dead": "\(pruned.dead)"])
                             }
+                            try await keys.recordUses()
                         } catch {
                             logger.warning("sweeping failed; trying again later", metadata: ["error": "\(error)"])
                         }
@@ -296,7 +297,10 @@ extension RBAC {
                     shutdownGrace: min(.seconds(1), drainTimeout.duration), idleTimeout: idleTimeout.duration,
                     maxConnections: maxConnections)
                 // The background tasks end before serve does, also when it could not listen: otherwise one of
-                // them could still log after the error that ends the process.
+                // them could still log after the error that ends the process. Then the keys used since the last
+                // sweep are recorded. Both within a second, as the drain is bounded: a statement in flight to a
+                // database that stopped answering waits for tcp_user_timeout (15 s), cancelled or not, and must
+                // not hold the exit; what is left undone then ends with the process.
                 var failure: (any Error)?
                 do {
                     try await serviceGroup(application, drainTimeout: drainTimeout.duration, logger: logger).run()
@@ -306,9 +310,19 @@ extension RBAC {
                 listener.cancel()
                 worker.cancel()
                 sweeper.cancel()
-                await listener.value
-                await worker.value
-                await sweeper.value
+                let ended = await Self.ends(within: min(.seconds(1), drainTimeout.duration)) { [logger] in
+                    await listener.value
+                    await worker.value
+                    await sweeper.value
+                    do { try await keys.recordUses() } catch {
+                        logger.warning(
+                            "could not record which service keys were used", metadata: ["error": "\(error)"])
+                    }
+                }
+                if !ended {
+                    logger.warning(
+                        "stopping without the database: the outbox, the sweep or the record of keys used waits for it")
+                }
                 await budgetReads?.close()
                 await pool.close()
                 if let failure { throw failure }
@@ -339,6 +353,23 @@ extension RBAC {
 }
 
 extension RBAC.Serve {
+    /// Runs `body`; whether it ended within `limit`. Past it, what `body` has not done is left undone, as the
+    /// process is about to exit, rather than holding the exit for as long as `body` waits.
+    static func ends(within limit: Duration, _ body: @escaping @Sendable () async -> Void) async -> Bool {
+        let (ends, end) = AsyncStream<Bool>.makeStream()
+        Task {
+            await body()
+            end.yield(true)
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            end.yield(false)
+        }
+        defer { timer.cancel() }
+        for await ended in ends { return ended }
+        return false
+    }
+
     /// Records the pool's connections (idle and leased, of how many at most) and the tasks waiting for one, for
     /// `/metrics` to sample as it is read: a check that waits past the pool's timeout is a 503.
     static func poolGauges(_ pool: PostgresConnectionPool, _ registry: PrometheusCollectorRegistry)

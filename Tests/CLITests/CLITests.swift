@@ -1537,6 +1537,59 @@ struct CLITests {
         }
     }
 
+    @Test("keys list shows when serve last saw each key: recorded every --sweep-interval, and as serve stops")
+    func keysLastUsed() async throws {
+        try await Self.withServable { secret, run, configuration in
+            func created(_ name: String) async throws -> String {
+                try #require(
+                    try Self.json(try await run(["keys", "create", "--name", name, "--json"]))["secret"] as? String)
+            }
+            let (swept, stopped) = (try await created("swept"), try await created("stopped"))
+            _ = try await created("idle")
+            func lastUsed() async throws -> [String: String] {
+                var used: [String: String] = [:]
+                for key in try Self.jsonArray(try await run(["keys", "list", "--json"])) {
+                    used[try #require(key["name"] as? String)] = key["last_used_at"] as? String
+                }
+                return used
+            }
+            func serve(sweepingEvery interval: String) async throws -> (ChildProcess.Running, Int) {
+                let (serve, port) = try await Self.serve(
+                    ["--jwt-secret-file", secret, "--sweep-interval", interval],
+                    database: configuration.connectionString, errorLog: "/dev/null",
+                    until: { $0.contains("listening on") })
+                try #require(serve.ready, "serve did not start: \(serve.lines)")
+                return (serve, port)
+            }
+            func ask(_ port: Int, with key: String) async throws {
+                var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/users?limit=1")!)
+                request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+                #expect((try await URLSession.shared.data(for: request).1 as? HTTPURLResponse)?.statusCode == 200)
+            }
+            let started = Date()
+            let (first, firstPort) = try await serve(sweepingEvery: "1s")
+            defer { Task { await first.stop() } }
+            try await ask(firstPort, with: swept)
+            #expect(
+                try await eventually(within: .seconds(10)) { try await lastUsed()["swept"] != nil },
+                "recorded by a sweep while serve runs")
+            await first.stop()
+            // Sweeps an hour apart: what serve saw after the one it makes as it starts is recorded as it stops.
+            let (second, secondPort) = try await serve(sweepingEvery: "3600s")
+            defer { Task { await second.stop() } }
+            try await ask(secondPort, with: stopped)
+            await second.stop()
+            let used = try await lastUsed()
+            #expect(used.keys.sorted() == ["stopped", "swept"], "the idle key was never used: \(used)")
+            for at in used.values {
+                let instant = try #require(ISO8601DateFormatter().date(from: String(at.prefix(19)) + "Z"), "\(at)")
+                #expect(instant >= started.addingTimeInterval(-1) && instant <= Date(), "\(at)")
+            }
+            let table = try await run(["keys", "list"]).stdout.split(separator: "\n")
+            #expect(table.first?.hasSuffix("LAST USED") == true && table.contains { $0.hasSuffix("  never") })
+        }
+    }
+
     @Test("serve's /metrics shows its database pool: connections idle and leased, the most it opens, tasks waiting")
     func servePoolMetrics() async throws {
         try await Self.withServable { secret, _, configuration in

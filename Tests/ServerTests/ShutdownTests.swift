@@ -175,6 +175,7 @@ private struct GatedKeys: ServiceKeyRepository {
         }
         return nil
     }
+    func recordUse(of keys: Set<UUID>) async throws {}
 }
 
 extension TestClient {

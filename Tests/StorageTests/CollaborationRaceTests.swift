@@ -214,6 +214,26 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("instances record the same keys' uses at once: each waits for the others, none fails, all are recorded")
+    func keyUsesRecordedAtOnce() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let repository = PostgresServiceKeyRepository(pool: pool)
+            var keys: Set<UUID> = []
+            for index in 0..<16 {
+                let hash = (0..<32).map { _ in UInt8.random(in: 0...255) }
+                keys.insert(try await repository.createKey(name: "service \(index)", keyHash: hash).id)
+            }
+            let used = keys
+            for _ in 0..<Self.rounds {
+                _ = try await race(4) { _, go in
+                    await go()
+                    try await repository.recordUse(of: used)
+                }
+            }
+            #expect(try await repository.keys().allSatisfy { $0.lastUsedAt != nil })
+        }
+    }
+
     @Test("one user makes three couples at once with room for two: two are made, the third refused, each time")
     func coupleLimit() async throws {
         try await raceRounds(maxConnections: 3, "each creation should lose in some round") { pool, _ in

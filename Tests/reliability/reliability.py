@@ -20,9 +20,12 @@ figures; the process exits 1 when any failed.
    for HOLE seconds, as when the database's host vanishes. 4 clients check throughout: how long a check waited
    inside the hole for its answer (503), and how long after the hole checks were answered again, and from the
    cache again. Needs root and iptables; skipped, and said so, without them.
+8. SIGTERM with the database black-holed: an instance whose service key was used (a use it records as it stops)
+   is stopped in the hole: seconds to its exit, against its --drain-timeout. Needs what 7 needs.
 """
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -645,15 +648,33 @@ class Forwarder:
                 pass
 
 
-def black_hole(key, a, b):
-    name = "a black-holed database"
-    if os.getuid() != 0 or not shutil.which("iptables") or subprocess.run(["iptables", "-L", "-n"],
-                                                                         capture_output=True).returncode != 0:
-        return skip(name, "needs root and a working iptables to drop packets")
-    forwarder = Forwarder()
-    # Packets to and from the forwarder's port, on loopback: the connections of instance C, and nothing else.
+def can_drop_packets():
+    return os.getuid() == 0 and shutil.which("iptables") and subprocess.run(
+        ["iptables", "-L", "-n"], capture_output=True).returncode == 0
+
+
+@contextlib.contextmanager
+def dropped(forwarder):
+    """Drops the packets to and from the forwarder's port, on loopback (its instance's connections, and nothing
+    else), until the block ends."""
     rules = [["INPUT", "-i", "lo", "-p", "tcp", f"--{end}", str(forwarder.port), "-j", "DROP"]
              for end in ("dport", "sport")]
+    inserted = []
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-I", *rule], check=True)
+            inserted.append(rule)
+        yield
+    finally:
+        for rule in inserted:
+            subprocess.run(["iptables", "-D", *rule], check=True)
+
+
+def black_hole(key, a, b):
+    name = "a black-holed database"
+    if not can_drop_packets():
+        return skip(name, "needs root and a working iptables to drop packets")
+    forwarder = Forwarder()
     server = Server("black-hole", env=dict(ENV, DATABASE_URL=f"host=127.0.0.1 port={forwarder.port} dbname={DB}"))
     (couple, _, planner), = seed(1)
     samples, lock, stop = [], threading.Lock(), threading.Event()
@@ -670,15 +691,9 @@ def black_hole(key, a, b):
     for thread in threads:
         thread.start()
     time.sleep(2)
-    holed, inserted = now(), []
-    try:
-        for rule in rules:
-            subprocess.run(["iptables", "-I", *rule], check=True)
-            inserted.append(rule)
+    holed = now()
+    with dropped(forwarder):
         time.sleep(HOLE)
-    finally:
-        for rule in inserted:
-            subprocess.run(["iptables", "-D", *rule], check=True)
     restored = now()
     while now() < restored + 2 * HOLE and not any(sent >= restored and status == 200 for sent, _, status in samples):
         time.sleep(0.1)
@@ -713,6 +728,24 @@ def black_hole(key, a, b):
            f"answered again {recovered:.1f} s after, from the cache {feed_back:.1f} s after; errors but 503: {errors}")
 
 
+def sigterm_in_black_hole(key, a, b):
+    name = "SIGTERM with the database black-holed"
+    if not can_drop_packets():
+        return skip(name, "needs root and a working iptables to drop packets")
+    forwarder = Forwarder()
+    server = Server("hole-sigterm", "--drain-timeout", "2s",
+                    env=dict(ENV, DATABASE_URL=f"host=127.0.0.1 port={forwarder.port} dbname={DB}"))
+    (couple, _, planner), = seed(1)
+    # The key's use, which serve records as it stops: in the hole, a statement waits 15 s (tcp_user_timeout).
+    checked, _ = Client(server.port, key).check(couple, planner)
+    with dropped(forwarder):
+        signalled = now()
+        status = server.stop()
+        stopped = now() - signalled
+    report(name, checked == 200 and status == 0 and stopped <= 4,
+           f"exit {status} after {stopped:.1f} s (--drain-timeout 2s)")
+
+
 def main():
     subprocess.run(["createdb", DB], check=True)
     subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
@@ -722,7 +755,8 @@ def main():
     print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
     # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
     only = os.environ.get("ONLY", "")
-    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks, black_hole):
+    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks, black_hole,
+                     sigterm_in_black_hole):
         if only in scenario.__name__:
             scenario(key, a, b)
     a.stop()

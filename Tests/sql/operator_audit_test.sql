@@ -26,6 +26,9 @@ SELECT is_empty(
     $$SELECT 1 FROM operator_audit_log WHERE before ? 'key_hash' OR after ? 'key_hash'$$,
     'key hashes stay out of the log');
 SELECT pg_temp.mark_seen();
+INSERT INTO service_key_use (key_id, last_used_at) SELECT id, now() FROM service_keys WHERE name = 'billing';
+SELECT is_empty($$SELECT 1 FROM pg_temp.new_entries()$$, 'a key''s use recorded is no change the log keeps');
+SELECT ok(NOT has_table_privilege('rbac_app', 'service_key_use', 'SELECT'), 'nor one the application role reads');
 
 UPDATE budget_row_limits SET max_rows = 1234 WHERE table_name = 'expenses';
 UPDATE budget_row_limits SET max_rows = max_rows;
