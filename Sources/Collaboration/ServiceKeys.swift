@@ -100,7 +100,7 @@ public actor ServiceKeyService {
 
     /// Notes `key` (when there is one) as used, for `recordUses`; returns it.
     private nonisolated func used(_ key: ServiceKey?) -> ServiceKey? {
-        if let id = key?.id { unrecorded.withLock { if !$0.contains(id) { $0.insert(id) } } }
+        if let id = key?.id { unrecorded.withLock { _ = $0.insert(id) } }
         return key
     }
 
