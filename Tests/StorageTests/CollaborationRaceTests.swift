@@ -234,6 +234,25 @@ struct CollaborationRaceTests {
         }
     }
 
+    @Test("instances claim one Idempotency-Key at once: one runs the request, the others see it running")
+    func idempotencyKeyClaimedOnce() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let key = try await PostgresServiceKeyRepository(pool: pool).createKey(
+                name: "billing", keyHash: [UInt8](repeating: 7, count: 32))
+            let store = PostgresIdempotentRequests(pool: pool)
+            let fingerprint = [UInt8](repeating: 1, count: 32)
+            for round in 0..<Self.rounds {
+                let claims = try await race(4) { _, go in
+                    await go()
+                    return try await store.claim(
+                        key: key.id, idempotencyKey: "round-\(round)", fingerprint: fingerprint, holdFor: .seconds(60))
+                }
+                let claimed = claims.compactMap(\.claim)
+                #expect(claimed.count == 1 && claims.filter { $0 == .running }.count == 3, "round \(round): \(claims)")
+            }
+        }
+    }
+
     @Test("one user makes three couples at once with room for two: two are made, the third refused, each time")
     func coupleLimit() async throws {
         try await raceRounds(maxConnections: 3, "each creation should lose in some round") { pool, _ in

@@ -29,6 +29,11 @@ SELECT pg_temp.mark_seen();
 INSERT INTO service_key_use (key_id, last_used_at) SELECT id, now() FROM service_keys WHERE name = 'billing';
 SELECT is_empty($$SELECT 1 FROM pg_temp.new_entries()$$, 'a key''s use recorded is no change the log keeps');
 SELECT ok(NOT has_table_privilege('rbac_app', 'service_key_use', 'SELECT'), 'nor one the application role reads');
+INSERT INTO idempotent_requests (key_id, idempotency_key, fingerprint, claim, claimed_until)
+SELECT id, 'pay-1', sha256('POST /v1'), gen_random_uuid(), now() + interval '30 seconds' FROM service_keys
+WHERE name = 'billing';
+SELECT is_empty($$SELECT 1 FROM pg_temp.new_entries()$$, 'nor is a request kept for its Idempotency-Key');
+SELECT ok(NOT has_table_privilege('rbac_app', 'idempotent_requests', 'SELECT'), 'which the application role reads not');
 
 UPDATE budget_row_limits SET max_rows = 1234 WHERE table_name = 'expenses';
 UPDATE budget_row_limits SET max_rows = max_rows;

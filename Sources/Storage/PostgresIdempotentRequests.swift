@@ -1,0 +1,87 @@
+import Collaboration
+import Foundation
+import Postgres
+
+/// Requests sent with an `Idempotency-Key`, in `idempotent_requests`, kept for `keep` (a day unless told).
+public struct PostgresIdempotentRequests: IdempotentRequestStore {
+    private let pool: PostgresConnectionPool
+    private let keep: Int64
+
+    public init(pool: PostgresConnectionPool, keep: Duration = .seconds(24 * 3600)) {
+        self.pool = pool
+        self.keep = keep.components.seconds
+    }
+
+    /// A row older than `keep` is as good as none, and so is a hold its instance stopped renewing (it died), but
+    /// only for the request it held: another sent with the key is refused as long as the row is kept.
+    public func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
+        -> IdempotentRequest
+    {
+        // Between the two statements the row can be released, or lapse; the claim is tried again then.
+        for _ in 0..<3 {
+            let claimed = try await pool.query(
+                """
+                INSERT INTO idempotent_requests AS r (key_id, idempotency_key, fingerprint, claim, claimed_until)
+                VALUES (\(key), \(idempotencyKey), \(Data(fingerprint)), \(UUID()),
+                        now() + make_interval(secs => \(holdFor.components.seconds)::float8))
+                ON CONFLICT (key_id, idempotency_key) DO UPDATE
+                SET fingerprint = excluded.fingerprint, claim = excluded.claim, claimed_until = excluded.claimed_until,
+                    status = NULL, body = NULL, withheld = false, created_at = now()
+                WHERE r.created_at < now() - make_interval(secs => \(keep)::float8)
+                   OR (r.claimed_until < now() AND r.fingerprint = excluded.fingerprint)
+                RETURNING claim
+                """)
+            if let row = claimed.first { return .claimed(try row.decode("claim")) }
+            let rows = try await pool.query(
+                """
+                SELECT fingerprint, status, body, withheld, claimed_until < now() AS lapsed FROM idempotent_requests
+                WHERE key_id = \(key) AND idempotency_key = \(idempotencyKey)
+                  AND created_at >= now() - make_interval(secs => \(keep)::float8)
+                """)
+            guard let row = rows.first else { continue }
+            guard try row.decode("fingerprint", as: Data.self) == Data(fingerprint) else { return .otherRequest }
+            guard let status = try row.decode("status", as: Int16?.self) else {
+                if try row.decode("lapsed", as: Bool?.self) == true { continue }
+                return .running
+            }
+            return .answered(
+                status: Int(status), body: try row.decode("body", as: Data?.self).map { [UInt8]($0) },
+                withheld: try row.decode("withheld"))
+        }
+        return .running
+    }
+
+    public func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool {
+        let renewed = try await pool.query(
+            """
+            UPDATE idempotent_requests
+            SET claimed_until = now() + make_interval(secs => \(holdFor.components.seconds)::float8)
+            WHERE claim = \(claim) AND status IS NULL RETURNING 1
+            """)
+        return !renewed.isEmpty
+    }
+
+    public func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
+        _ = try await pool.query(
+            """
+            UPDATE idempotent_requests
+            SET status = \(Int16(status)), body = \(body.map { Data($0) }), withheld = \(withheld), claimed_until = NULL
+            WHERE claim = \(claim) AND status IS NULL
+            """)
+    }
+
+    public func release(_ claim: UUID) async throws {
+        _ = try await pool.query("DELETE FROM idempotent_requests WHERE claim = \(claim) AND status IS NULL")
+    }
+
+    public func prune() async throws -> Int {
+        let row = try await pool.query(
+            """
+            WITH gone AS (
+                DELETE FROM idempotent_requests WHERE created_at < now() - make_interval(secs => \(keep)::float8)
+                RETURNING 1)
+            SELECT count(*) AS gone FROM gone
+            """)[0]
+        return Int(try row.decode("gone", as: Int64.self))
+    }
+}

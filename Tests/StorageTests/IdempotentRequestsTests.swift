@@ -1,0 +1,99 @@
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+import TestSupport
+import Testing
+
+@Suite("Requests kept for their Idempotency-Key")
+struct IdempotentRequestsTests {
+    private let fingerprint = [UInt8](repeating: 1, count: 32)
+
+    /// `body` with a store over a fresh database, and a service key's id there.
+    private func withStore(
+        keep: Duration = .seconds(3600),
+        _ body: (PostgresIdempotentRequests, UUID, PostgresConnectionPool) async throws -> Void
+    ) async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let key = try await PostgresServiceKeyRepository(pool: pool).createKey(
+                name: "billing", keyHash: [UInt8](repeating: 7, count: 32))
+            try await body(PostgresIdempotentRequests(pool: pool, keep: keep), key.id, pool)
+        }
+    }
+
+    @Test("a key is claimed once: the same request then runs, or is answered as it was; another is refused")
+    func lifecycle() async throws {
+        try await withStore { store, key, _ in
+            func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
+                try await store.claim(
+                    key: key, idempotencyKey: "pay-1", fingerprint: fingerprint ?? self.fingerprint,
+                    holdFor: .seconds(60))
+            }
+            let first = try #require(try await claim().claim)
+            #expect(try await claim() == .running)
+            #expect(try await claim([UInt8](repeating: 2, count: 32)) == .otherRequest)
+            try await store.release(first)
+            let second = try #require(try await claim().claim, "released, yet not claimed")
+            #expect(try await store.renew(second, holdFor: .seconds(60)))
+            try await store.record(second, status: 201, body: Array(#"{"id":1}"#.utf8), withheld: false)
+            #expect(try await claim() == .answered(status: 201, body: Array(#"{"id":1}"#.utf8), withheld: false))
+            #expect(try await !store.renew(second, holdFor: .seconds(60)), "an answered claim is no longer held")
+            // Released or recorded, a claim changes nothing more.
+            try await store.release(second)
+            #expect(try await claim() == .answered(status: 201, body: Array(#"{"id":1}"#.utf8), withheld: false))
+        }
+    }
+
+    @Test("a hold not renewed lapses: the same request runs again, and the claim it had is no longer its own")
+    func lapsedHold() async throws {
+        try await withStore { store, key, _ in
+            let lapsed = try #require(
+                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .zero).claim)
+            let other = [UInt8](repeating: 3, count: 32)
+            #expect(
+                try await store.claim(key: key, idempotencyKey: "k", fingerprint: other, holdFor: .seconds(60))
+                    == .otherRequest)
+            let taken = try #require(
+                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .seconds(60))
+                    .claim, "a lapsed hold was not taken over")
+            #expect(taken != lapsed)
+            #expect(try await !store.renew(lapsed, holdFor: .seconds(60)))
+            try await store.record(lapsed, status: 200, body: nil, withheld: false)
+            #expect(
+                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .seconds(60))
+                    == .running, "the lapsed claim's answer was not kept")
+        }
+    }
+
+    @Test("a withheld answer keeps no body; what was kept longer than the store keeps is pruned, and runs again")
+    func withheldAndPruned() async throws {
+        try await withStore(keep: .zero) { store, key, pool in
+            let claim = try #require(
+                try await store.claim(
+                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, holdFor: .seconds(60)
+                )
+                .claim)
+            try await store.record(claim, status: 201, body: nil, withheld: true)
+            let kept = try await pool.query("SELECT body IS NULL AS empty, withheld FROM idempotent_requests")
+            #expect(
+                try kept.map { [try $0.decode("empty", as: Bool.self), try $0.decode("withheld", as: Bool.self)] } == [
+                    [true, true]
+                ])
+            #expect(
+                try await store.claim(
+                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, holdFor: .seconds(60)
+                )
+                .claim != nil, "a request kept no time at all was answered")
+            #expect(try await store.prune() == 1)
+            #expect(try await pool.query("SELECT 1 FROM idempotent_requests").isEmpty)
+        }
+    }
+}
+
+extension IdempotentRequest {
+    /// The claim, when this is one.
+    var claim: UUID? {
+        guard case .claimed(let claim) = self else { return nil }
+        return claim
+    }
+}
