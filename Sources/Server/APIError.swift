@@ -23,6 +23,9 @@ public struct APIError: HTTPResponseError, Sendable {
         case invitationNotValid = "invitation_not_valid"
         case tooManyAttempts = "too_many_attempts"
         case missingDocument = "missing_document"
+        case idempotencyKeyInUse = "idempotency_key_in_use"
+        case idempotencyKeyReused = "idempotency_key_reused"
+        case answerNotKept = "answer_not_kept"
     }
 
     public init(_ status: HTTPResponse.Status, code: Code, _ message: String, headers: HTTPFields = [:]) {

@@ -38,6 +38,8 @@ public struct ServerDependencies: Sendable {
     public let budgets: BudgetRegistry
     /// Run before `/metrics` is written: records what is sampled there rather than counted as it happens.
     public let sampleMetrics: @Sendable () -> Void
+    /// Where changes sent with an `Idempotency-Key` are kept; without one, that header is refused.
+    public let idempotentRequests: (any IdempotentRequestStore)?
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
@@ -48,6 +50,7 @@ public struct ServerDependencies: Sendable {
         budgets: any BudgetRepository = InMemoryBudgetRepository(),
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         sampleMetrics: @escaping @Sendable () -> Void = {},
+        idempotentRequests: (any IdempotentRequestStore)? = nil,
         isReady: @escaping @Sendable () async -> Bool
     ) {
         self.repository = repository
@@ -67,6 +70,7 @@ public struct ServerDependencies: Sendable {
             CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: operationMetrics)
         }
         self.sampleMetrics = sampleMetrics
+        self.idempotentRequests = idempotentRequests
         self.isReady = isReady
     }
 
@@ -131,6 +135,10 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,
         memberships: memberships
     ).addRoutes(to: v1)
+    // The routes below change things; the checks above only read.
+    v1.add(
+        middleware: IdempotencyMiddleware(
+            store: dependencies.idempotentRequests, secretAnswers: ManagementAPIController.secretAnswers))
     ManagementAPIController(memberships: memberships, invitations: invitations, permissions: permissions)
         .addRoutes(to: v1)
     BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)

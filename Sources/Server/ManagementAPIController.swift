@@ -271,6 +271,11 @@ struct ManagementAPIController {
         }
     }
 
+    /// The routes whose success carries a token (`issued`), as `IdempotencyMiddleware` names them.
+    static let secretAnswers: Set<String> = [
+        "POST /v1/couples/{couple}/invitations", "POST /v1/couples/{couple}/invitations/{invitation}/resend",
+    ]
+
     /// An issued invitation: the only response that carries a token, never cached.
     private static func issued(_ issued: IssuedInvitation) throws -> Response {
         struct Issued: Encodable {

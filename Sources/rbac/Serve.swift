@@ -98,8 +98,8 @@ extension RBAC {
             help: ArgumentHelp(
                 """
                 How often to record expired memberships and invitations in the audit logs and the outbox, to \
-                delete outbox messages kept long enough (rbac sweep), and to record which service keys were \
-                used (rbac keys list): 1s to 3600s. Expiry itself does not wait for it.
+                delete outbox messages kept long enough (rbac sweep), to record which service keys were \
+                used (rbac keys list), and to forget requests sent with an Idempotency-Key a day ago: 1s to 3600s. Expiry itself does not wait for it.
                 """, valueName: "duration"))
         var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
         @OptionGroup var keeping: OutboxKeepingOptions
@@ -224,6 +224,7 @@ extension RBAC {
                 let keys = ServiceKeyService(
                     repository: PostgresServiceKeyRepository(pool: pool), cache: noCache ? nil : keyCache,
                     isCacheTrusted: feed.isTrusted, metrics: metrics)
+                let idempotentRequests = PostgresIdempotentRequests(pool: pool)
                 let dependencies = ServerDependencies(
                     repository: repository, keys: keys,
                     tokens: verifier, emailVerifyingIssuers: Set(tokens.trustEmailFrom), signIn: signIn,
@@ -235,6 +236,7 @@ extension RBAC {
                         isCacheTrusted: feed.isTrusted, metrics: metrics),
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
+                    idempotentRequests: idempotentRequests,
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",
@@ -274,6 +276,7 @@ extension RBAC {
                                     metadata: ["sent": "\(pruned.sent)", "dead": "\(pruned.dead)"])
                             }
                             try await keys.recordUses()
+                            _ = try await idempotentRequests.prune()
                         } catch {
                             logger.warning("sweeping failed; trying again later", metadata: ["error": "\(error)"])
                         }

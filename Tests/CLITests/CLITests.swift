@@ -1590,6 +1590,38 @@ struct CLITests {
         }
     }
 
+    @Test("serve makes a couple sent twice with one Idempotency-Key once, over HTTP, answering both alike")
+    func idempotencyKeyOverHTTP() async throws {
+        try await Self.withServable { secret, run, configuration in
+            let key = try #require(
+                try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"] as? String)
+            let owner = try #require(
+                try Self.json(try await run(["users", "add", "--email", "liv@example.com", "--json"]))["id"] as? String)
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret], database: configuration.connectionString, errorLog: "/dev/null",
+                until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)/v1/couples")!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(#"{"name":"Liv & Sam"}"#.utf8)
+            for (field, value) in [
+                "Authorization": "Bearer \(key)", "X-Acting-User": owner, "Content-Type": "application/json",
+                "Idempotency-Key": "couple-1",
+            ] {
+                request.setValue(value, forHTTPHeaderField: field)
+            }
+            var answers: [String] = []
+            for _ in 0..<2 {
+                let (body, response) = try await URLSession.shared.data(for: request)
+                #expect((response as? HTTPURLResponse)?.statusCode == 201)
+                answers.append(String(decoding: body, as: UTF8.self))
+            }
+            #expect(answers[0] == answers[1] && answers[0].contains("Liv & Sam"))
+            #expect(try Self.jsonArray(try await run(["couples", "list", "--json"])).count == 1)
+        }
+    }
+
     @Test("serve's /metrics shows its database pool: connections idle and leased, the most it opens, tasks waiting")
     func servePoolMetrics() async throws {
         try await Self.withServable { secret, _, configuration in

@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import Postgres
 import Storage
 import TestSupport
 import Testing
@@ -353,6 +354,8 @@ struct DocumentedService: Sendable {
     let apiKey: String
     let addUser: @Sendable (String) async throws -> UUID
     let limitInvitations: @Sendable (Int) async throws -> Void
+    /// The database, over PostgreSQL.
+    var pool: PostgresConnectionPool? = nil
 
     static func with(_ storage: Storage, _ body: (DocumentedService) async throws -> Void) async throws {
         guard storage == .postgres else { return try await body(try await inMemory()) }
@@ -373,12 +376,12 @@ struct DocumentedService: Sendable {
                 tokens: TokenVerifier(secret: .hmac(secret: Array(Fixture.secret.utf8))),
                 signIn: InvitationSignInTests.signIn(),
                 publicBaseURL: URL(string: "https://rbac.test")!, budgets: PostgresBudgetRepository(pool: pool),
-                isReady: { true })
+                idempotentRequests: PostgresIdempotentRequests(pool: pool), isReady: { true })
             try await body(
                 DocumentedService(
                     dependencies: dependencies, couple: couple.id, owner: owner, invitee: invitee,
                     apiKey: try await keys.create(name: "billing").1.rawValue, addUser: { try await user($0) },
-                    limitInvitations: { _ = try await repository.invitationLimit(set: $0) }))
+                    limitInvitations: { _ = try await repository.invitationLimit(set: $0) }, pool: pool))
         }
     }
 

@@ -262,6 +262,8 @@ struct OpenAPITests {
         var patterns: Set<String> = []
         func collect(_ value: Any) {
             if let object = value as? [String: Any] {
+                // A key programs make (`idempotencyKeyPattern`), not text people write.
+                guard object["name"] as? String != "Idempotency-Key" else { return }
                 if let pattern = object["pattern"] as? String, !pattern.contains("a-z") { patterns.insert(pattern) }
                 object.values.forEach(collect)
             } else if let array = value as? [Any] {
@@ -280,6 +282,27 @@ struct OpenAPITests {
             let text = "a\(Character(scalar))b"
             let matched = expression.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil
             #expect(matched == !containsControlCharacter(text), "U+\(String(value, radix: 16))")
+        }
+    }
+
+    @Test("the pattern the document gives Idempotency-Key is the service's rule, byte by byte, and so is its length")
+    func idempotencyKeyPattern() throws {
+        let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
+        let parameters = try #require((document["components"] as? [String: Any])?["parameters"] as? [String: Any])
+        let schema = try #require((parameters["idempotencyKey"] as? [String: Any])?["schema"] as? [String: Any])
+        let expression = try NSRegularExpression(pattern: try #require(schema["pattern"] as? String))
+        let lengths = try #require(schema["minLength"] as? Int)...(try #require(schema["maxLength"] as? Int))
+        // As JSON Schema reads it (ECMA-262), `$` is the end of the text; ICU's also matches before a last newline.
+        func documented(_ key: String) -> Bool {
+            let whole = NSRange(key.startIndex..., in: key)
+            return expression.firstMatch(in: key, range: whole)?.range == whole && lengths.contains(key.count)
+        }
+        for value in UInt32(0)..<0x100 {
+            let key = "k\(Character(Unicode.Scalar(value)!))"
+            #expect(documented(key) == IdempotencyMiddleware.takes(key), "U+\(String(value, radix: 16))")
+        }
+        for key in ["", "k", String(repeating: "k", count: 255), String(repeating: "k", count: 256)] {
+            #expect(documented(key) == IdempotencyMiddleware.takes(key), "\(key.count) characters")
         }
     }
 

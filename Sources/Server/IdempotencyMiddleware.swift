@@ -1,0 +1,146 @@
+import Collaboration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Secrets
+import Synchronization
+
+extension HTTPField.Name {
+    /// Names a change so that sending it again does it once (IETF draft-ietf-httpapi-idempotency-key-header).
+    static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+}
+
+/// A change sent with an `Idempotency-Key` runs once per service key and key: sent again with the same method,
+/// target, acting user and body, it is answered as the first was, without running (a backend retrying after a
+/// timeout records one payment, not two). While the first runs, the same is refused with 409 and `Retry-After`;
+/// another request with a key already used, with 422. Only successes are kept, for the store's time (a day): a
+/// refusal changed nothing, so the request may run again. An answer that held a secret (`secretAnswers`: an
+/// invitation's token) is not kept: sent again, such a request is refused with 409 saying it was done.
+///
+/// A request holds its key while it runs, renewing the hold, so a request whose instance died runs again once the
+/// hold lapses; so does one whose success the store could not record (the database went away at that moment).
+struct IdempotencyMiddleware: RouterMiddleware {
+    let store: (any IdempotentRequestStore)?
+    /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
+    let secretAnswers: Set<String>
+
+    /// How long a hold lasts unrenewed, and how often a running request renews it.
+    static let hold = Duration.seconds(30)
+    static let renewEvery = Duration.seconds(10)
+
+    func handle(
+        _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let fields = request.headers[values: .idempotencyKey]
+        guard !fields.isEmpty, ![.get, .head, .options].contains(request.method) else {
+            return try await next(request, context)
+        }
+        guard fields.count == 1, let key = fields.first, Self.takes(key) else {
+            throw APIError.badRequest("send one Idempotency-Key of 1 to 255 visible ASCII characters")
+        }
+        guard let store, let serviceKey = context.serviceKey else {
+            throw APIError.badRequest("this server keeps no requests for Idempotency-Key")
+        }
+        var request = request
+        let body = try await request.collectBody(upTo: context.maxUploadSize)
+        let acting = request.headers[values: .actingUser].joined(separator: ",")
+        let fingerprint = Digest.sha256(
+            Array("\(request.method.rawValue) \(request.uri.description)\n\(acting)\n".utf8)
+                + body.readableBytesView)
+        switch try await store.claim(
+            key: serviceKey.id, idempotencyKey: key, fingerprint: fingerprint, holdFor: Self.hold)
+        {
+        case .claimed(let claim):
+            return try await run(request, context, claim: claim, store: store, next: next)
+        case .answered(let status, let body, withheld: false):
+            return Response(
+                status: .init(code: status),
+                headers: body == nil ? PermissionAPIController.privateFields : PermissionAPIController.jsonFields,
+                body: body.map { .init(byteBuffer: ByteBuffer(bytes: $0)) } ?? .init())
+        case .answered(_, _, withheld: true):
+            throw APIError(
+                .conflict, code: .answerNotKept,
+                """
+                the request first sent with this Idempotency-Key succeeded, and its answer held an invitation's \
+                token, which is kept only as a hash: list the couple's invitations and resend the one it made for \
+                a new link
+                """)
+        case .running:
+            throw APIError(
+                .conflict, code: .idempotencyKeyInUse,
+                "a request sent with this Idempotency-Key is running; send it again once that one is answered",
+                headers: [.retryAfter: "1"])
+        case .otherRequest:
+            throw APIError(
+                .unprocessableContent, code: .idempotencyKeyReused,
+                """
+                this Idempotency-Key was sent with another request (method, path, query, X-Acting-User or body): \
+                use a new key for a new request
+                """)
+        }
+    }
+
+    /// Whether `key` is one this service takes: 1 to 255 visible ASCII characters, as openapi.json says.
+    static func takes(_ key: String) -> Bool {
+        (1...255).contains(key.utf8.count) && key.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
+
+    /// Runs the request that claimed its key, holding the claim while it runs, and keeps its answer if it
+    /// succeeded; else gives the key up.
+    private func run(
+        _ request: Request, _ context: AppRequestContext, claim: UUID, store: any IdempotentRequestStore,
+        next: (Request, AppRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let renewal = Task {
+            while true {
+                try await Task.sleep(for: Self.renewEvery)
+                guard try await store.renew(claim, holdFor: Self.hold) else { return }
+            }
+        }
+        defer { renewal.cancel() }
+        var response: Response
+        do { response = try await next(request, context) } catch {
+            renewal.cancel()
+            // Should the database not hear it, the hold lapses instead.
+            try? await store.release(claim)
+            throw error
+        }
+        renewal.cancel()
+        guard (200..<300).contains(response.status.code) else {
+            try? await store.release(claim)
+            return response
+        }
+        let sink = BodySink()
+        try await response.body.write(sink)
+        let body = sink.bytes
+        response.body = .init(byteBuffer: ByteBuffer(bytes: body))
+        let withheld = secretAnswers.contains("\(request.method.rawValue) \(context.endpointPath ?? "")")
+        do {
+            try await store.record(
+                claim, status: response.status.code, body: withheld || body.isEmpty ? nil : body, withheld: withheld)
+        } catch {
+            // The change is made: the client is told so. Sent again, it runs again once the hold lapses.
+            context.logger.warning(
+                "could not keep the answer to a request sent with an Idempotency-Key",
+                metadata: ["error": "\(type(of: error))"])
+        }
+        return response
+    }
+}
+
+/// Collects a response's body, to keep it.
+private struct BodySink: ResponseBodyWriter {
+    private final class Bytes: Sendable {
+        let value = Mutex<[UInt8]>([])
+    }
+    private let collected = Bytes()
+
+    var bytes: [UInt8] { collected.value.withLock { $0 } }
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        collected.value.withLock { $0.append(contentsOf: buffer.readableBytesView) }
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

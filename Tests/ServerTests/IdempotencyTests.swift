@@ -1,0 +1,153 @@
+import Collaboration
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Storage
+import TestSupport
+import Testing
+
+@testable import Server
+
+@Suite("Idempotency-Key (PostgreSQL)")
+struct IdempotencyTests {
+    /// A test client over the PostgreSQL service with one expense, and the calls the tests make.
+    private struct Payments: Sendable {
+        let client: any TestClientProtocol
+        let fixture: DocumentedService
+        let expense: String
+
+        var base: String { "/v1/couples/\(fixture.couple)/budget" }
+
+        func pay(_ body: String, key: String?, apiKey: String? = nil) async throws -> (HTTPResponse.Status, String) {
+            var headers = Fixture.keyHeader(apiKey ?? fixture.apiKey, actingAs: fixture.owner)
+            if let key { headers[.idempotencyKey] = key }
+            return try await client.execute(
+                uri: "\(base)/expenses/\(expense)/payments", method: .post, headers: headers,
+                body: ByteBuffer(string: body)
+            ) { ($0.status, String(buffer: $0.body)) }
+        }
+
+        func count() async throws -> Int {
+            try await client.execute(
+                uri: "\(base)/expenses/\(expense)/payments", method: .get,
+                headers: fixture.keyHeader(actingAs: fixture.owner)
+            ) { (try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [Any])?.count ?? -1 }
+        }
+    }
+
+    private func withPayments(_ body: @escaping @Sendable (Payments) async throws -> Void) async throws {
+        try await DocumentedService.with(.postgres) { fixture in
+            try await Application(router: buildRouter(fixture.dependencies)).test(.router) { client in
+                let expense = try await client.execute(
+                    uri: "/v1/couples/\(fixture.couple)/budget/expenses", method: .post,
+                    headers: fixture.keyHeader(actingAs: fixture.owner),
+                    body: ByteBuffer(string: #"{"name":"Deposit","amount":1200}"#)
+                ) {
+                    try #require(
+                        (try JSONSerialization.jsonObject(with: Data(buffer: $0.body)) as? [String: Any])?["id"]
+                            as? String)
+                }
+                try await body(Payments(client: client, fixture: fixture, expense: expense))
+            }
+        }
+    }
+
+    private static func code(_ body: String) -> String? {
+        ((try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: [String: String]])?["error"]?["code"]
+    }
+
+    @Test(
+        "a payment sent again with its key is made once, answered as the first time; another request with the key is refused"
+    )
+    func sentAgain() async throws {
+        try await withPayments { payments in
+            let first = try await payments.pay(#"{"amount":400}"#, key: "pay-1")
+            #expect(first.0 == .created)
+            let again = try await payments.pay(#"{"amount":400}"#, key: "pay-1")
+            #expect(again == first, "the same answer, byte for byte")
+            #expect(try await payments.count() == 1)
+            let other = try await payments.pay(#"{"amount":5}"#, key: "pay-1")
+            #expect(other.0 == .unprocessableContent && Self.code(other.1) == "idempotency_key_reused")
+            #expect(try await payments.count() == 1)
+
+            // Keys are the service key's own: another backend's pay-1 is its own payment.
+            let otherService = try await payments.fixture.dependencies.keys.create(name: "gifts").1.rawValue
+            #expect(try await payments.pay(#"{"amount":400}"#, key: "pay-1", apiKey: otherService).0 == .created)
+            #expect(try await payments.count() == 2)
+
+            // A refusal changed nothing and is not kept: the key may carry the request made right.
+            let refused = try await payments.pay(#"{"amount":-1}"#, key: "pay-2")
+            #expect(refused.0 == .badRequest)
+            #expect(try await payments.pay(#"{"amount":1}"#, key: "pay-2").0 == .created)
+            #expect(try await payments.count() == 3)
+        }
+    }
+
+    @Test(
+        "a malformed Idempotency-Key is refused with 400 and changes nothing",
+        arguments: ["", "a b", String(repeating: "k", count: 256)])
+    func malformed(_ key: String) async throws {
+        try await withPayments { payments in
+            let refused = try await payments.pay(#"{"amount":400}"#, key: key)
+            #expect(refused.0 == .badRequest && Self.code(refused.1) == "invalid_input")
+            #expect(try await payments.count() == 0)
+        }
+    }
+
+    @Test("an invitation sent again with its key is refused as done: its token is kept nowhere")
+    func invitationTokenNotKept() async throws {
+        try await withPayments { payments in
+            let fixture = payments.fixture
+            var headers = fixture.keyHeader(actingAs: fixture.owner)
+            headers[.idempotencyKey] = "invite-1"
+            func invite() async throws -> (HTTPResponse.Status, String) {
+                try await payments.client.execute(
+                    uri: "/v1/couples/\(fixture.couple)/invitations", method: .post, headers: headers,
+                    body: ByteBuffer(string: #"{"role":"viewer"}"#)
+                ) { ($0.status, String(buffer: $0.body)) }
+            }
+            let issued = try await invite()
+            #expect(issued.0 == .created)
+            let token = try #require(
+                (try JSONSerialization.jsonObject(with: Data(issued.1.utf8)) as? [String: Any])?["token"] as? String)
+            let again = try await invite()
+            #expect(again.0 == .conflict && Self.code(again.1) == "answer_not_kept")
+            #expect(!again.1.contains(token))
+            let kept = try await #require(fixture.pool).query(
+                "SELECT coalesce(encode(body, 'escape'), '') AS body, withheld FROM idempotent_requests")
+            #expect(try kept.allSatisfy { try !$0.decode("body", as: String.self).contains(token) })
+            #expect(try kept.contains { try $0.decode("withheld", as: Bool.self) })
+        }
+    }
+
+    @Test("requests with one key at once make one payment: the others are answered alike, or told it is running")
+    func sentAtOnce() async throws {
+        try await withPayments { payments in
+            for round in 0..<20 {
+                let answers = try await race(4) { _, go in
+                    await go()
+                    return try await payments.pay(#"{"amount":10}"#, key: "race-\(round)")
+                }
+                let made = answers.filter { $0.0 == .created }
+                let running = answers.filter { $0.0 == .conflict && Self.code($0.1) == "idempotency_key_in_use" }
+                #expect(!made.isEmpty && made.count + running.count == 4, "round \(round): \(answers)")
+                #expect(Set(made.map(\.1)).count == 1, "round \(round): one answer")
+                #expect(try await payments.count() == round + 1, "round \(round)")
+            }
+        }
+    }
+
+    @Test("a service without a store refuses the header rather than doing the change unguarded")
+    func withoutStore() async throws {
+        let fixture = try await DocumentedService.inMemory()
+        try await Application(router: buildRouter(fixture.dependencies)).test(.router) { client in
+            var headers = fixture.keyHeader(actingAs: fixture.owner)
+            headers[.idempotencyKey] = "k"
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)/budget/scenarios", method: .post, headers: headers,
+                body: ByteBuffer(string: #"{"name":"Main"}"#)
+            ) { #expect($0.status == .badRequest) }
+        }
+    }
+}
