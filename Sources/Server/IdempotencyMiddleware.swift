@@ -98,34 +98,40 @@ struct IdempotencyMiddleware: RouterMiddleware {
                 guard try await store.renew(claim, holdFor: Self.hold) else { return }
             }
         }
-        defer { renewal.cancel() }
-        var response: Response
-        do { response = try await next(request, context) } catch {
-            renewal.cancel()
-            // Should the database not hear it, the hold lapses instead.
-            try? await store.release(claim)
-            throw error
-        }
+        let result: Result<Response, any Error>
+        do { result = .success(try await next(request, context)) } catch { result = .failure(error) }
         renewal.cancel()
-        guard (200..<300).contains(response.status.code) else {
-            try? await store.release(claim)
-            return response
+        guard case .success(var response) = result, (200..<300).contains(response.status.code) else {
+            // Should the database not hear it, the hold lapses instead.
+            _ = await Self.settle { try await store.release(claim) }
+            return try result.get()
         }
         let sink = BodySink()
         try await response.body.write(sink)
         let body = sink.bytes
         response.body = .init(byteBuffer: ByteBuffer(bytes: body))
         let withheld = secretAnswers.contains("\(request.method.rawValue) \(context.endpointPath ?? "")")
-        do {
+        let status = response.status.code
+        if let error = await Self.settle({
             try await store.record(
-                claim, status: response.status.code, body: withheld || body.isEmpty ? nil : body, withheld: withheld)
-        } catch {
+                claim, status: status, body: withheld || body.isEmpty ? nil : body, withheld: withheld)
+        }) {
             // The change is made: the client is told so. Sent again, it runs again once the hold lapses.
             context.logger.warning(
                 "could not keep the answer to a request sent with an Idempotency-Key",
                 metadata: ["error": "\(type(of: error))"])
         }
         return response
+    }
+
+    /// Runs a claim's bookkeeping to its end even when the request's task was cancelled (its client went away,
+    /// say), which would fail its statement: a change made and left unrecorded runs again when sent again.
+    /// Returns what it failed with.
+    private static func settle(_ body: @escaping @Sendable () async throws -> Void) async -> (any Error)? {
+        await Task {
+            do { try await body() } catch { return error }
+            return nil
+        }.value
     }
 }
 

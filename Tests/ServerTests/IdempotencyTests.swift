@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Storage
+import Synchronization
 import TestSupport
 import Testing
 
@@ -135,6 +136,38 @@ struct IdempotencyTests {
                 #expect(Set(made.map(\.1)).count == 1, "round \(round): one answer")
                 #expect(try await payments.count() == round + 1, "round \(round)")
             }
+        }
+    }
+
+    @Test("a request whose task is cancelled as it answers (its client gone) still has its answer kept")
+    func cancelledAsItAnswers() async throws {
+        try await DocumentedService.with(.postgres) { fixture in
+            let runs = Mutex(0)
+            let router = Router(context: AppRequestContext.self)
+            router.add(middleware: APIErrorMiddleware())
+            router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
+                .add(
+                    middleware: IdempotencyMiddleware(
+                        store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), secretAnswers: [])
+                )
+                .post("things") { _, _ -> Response in
+                    runs.withLock { $0 += 1 }
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: "{}")))
+                }
+            try await Application(router: router).test(.router) { client in
+                for _ in 0..<2 {
+                    // A task of its own, which the handler cancels.
+                    let status = try await Task {
+                        try await client.execute(
+                            uri: "/v1/things", method: .post,
+                            headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
+                        ) { $0.status }
+                    }.value
+                    #expect(status == .created)
+                }
+            }
+            #expect(runs.withLock { $0 } == 1)
         }
     }
 
