@@ -75,8 +75,15 @@ SELECT set_eq($$SELECT payload FROM outbox WHERE event_type = 'user.updated'$$,
                                            'display_name', NULL))$$,
               'webhook receivers get a user.updated of each change, with the address and name as they are now');
 
--- A user deletes themself. (Their invitations' emails, as if sealed links were waiting in them.)
+-- A user deletes themself. (Their invitations' emails, as if sealed links were waiting in them; and answers kept
+-- for an Idempotency-Key, one naming them.)
 UPDATE outbox SET token_box = '\x00' WHERE channel = 'email';
+INSERT INTO service_keys (name, key_hash) VALUES ('app', sha256('rbk_app'));
+INSERT INTO idempotent_requests (key_id, idempotency_key, fingerprint, claim, status, body)
+SELECT (SELECT id FROM service_keys WHERE name = 'app'), answer.key, sha256(convert_to(answer.key, 'UTF8')),
+       gen_random_uuid(), 200, convert_to(answer.body, 'UTF8')
+FROM (VALUES ('about-pia', format('{"user":{"id":"%s","email":"pia@example.com"}}', pg_temp.id('pia'))),
+             ('about-vera', format('{"user":{"id":"%s"}}', pg_temp.id('vera')))) AS answer (key, body);
 SELECT pg_temp.act_as('pia');
 SELECT lives_ok(format('SELECT delete_user(%L)', pg_temp.id('pia')), 'a member deletes themself');
 SELECT pg_temp.act_as_operator();
@@ -84,6 +91,8 @@ SELECT is((SELECT count(*)::int FROM users WHERE id = pg_temp.id('pia'))
           + (SELECT count(*)::int FROM memberships WHERE user_id = pg_temp.id('pia'))
           + (SELECT count(*)::int FROM user_identities WHERE user_id = pg_temp.id('pia')), 0,
           'the user goes, with their memberships and identities');
+SELECT results_eq($$SELECT idempotency_key FROM idempotent_requests$$, $$VALUES ('about-vera')$$,
+                  'and so does an answer kept for an Idempotency-Key that names them');
 SELECT results_eq($$SELECT invited_by, email, rbac.invitation_status(i) FROM invitations i
                     WHERE couple_id = pg_temp.id('Olivia & Paul') ORDER BY email DESC$$,
                   $$VALUES (NULL::uuid, 'guest@example.com'::text, 'revoked'), (NULL, 'friend@example.com', 'revoked')$$,

@@ -118,6 +118,9 @@ BEGIN
         UPDATE outbox SET payload = payload || '{"email": null}'
         WHERE payload ->> 'invitation_id' = ANY (v_erased) AND payload ->> 'email' IS NOT NULL;
     END IF;
+    -- An answer kept for an Idempotency-Key (sql/0037) that names them (the user, a membership, a listing of
+    -- members) holds what they were; sent again, that request runs again instead.
+    DELETE FROM idempotent_requests WHERE position(convert_to(p_user_id::text, 'UTF8') IN body) > 0;
     DELETE FROM users WHERE id = p_user_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'user % does not exist', coalesce(p_user_id::text, '(null)') USING ERRCODE = 'RBNFD';
