@@ -138,7 +138,8 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     // The routes below change things; the checks above only read.
     v1.add(
         middleware: IdempotencyMiddleware(
-            store: dependencies.idempotentRequests, secretAnswers: ManagementAPIController.secretAnswers))
+            store: dependencies.idempotentRequests, secretAnswers: ManagementAPIController.secretAnswers,
+            metrics: PrometheusMetricsFactory(registry: dependencies.metrics)))
     ManagementAPIController(memberships: memberships, invitations: invitations, permissions: permissions)
         .addRoutes(to: v1)
     BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)

@@ -1,4 +1,5 @@
 import Collaboration
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -24,6 +25,27 @@ struct IdempotencyMiddleware: RouterMiddleware {
     let store: (any IdempotentRequestStore)?
     /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
     let secretAnswers: Set<String>
+    /// `rbac_idempotent_requests_total`, by outcome: how often clients send a change again, and what came of it.
+    private let counted: [Outcome: Counter]
+
+    enum Outcome: String, CaseIterable {
+        case ran, replayed, running, reused
+        case notKept = "not_kept"
+    }
+
+    init(store: (any IdempotentRequestStore)?, secretAnswers: Set<String>, metrics: any MetricsFactory) {
+        self.store = store
+        self.secretAnswers = secretAnswers
+        counted = Dictionary(
+            uniqueKeysWithValues: Outcome.allCases.map {
+                (
+                    $0,
+                    Counter(
+                        label: "rbac_idempotent_requests_total", dimensions: [("outcome", $0.rawValue)],
+                        factory: metrics)
+                )
+            })
+    }
 
     /// How long a hold lasts unrenewed, and how often a running request renews it.
     static let hold = Duration.seconds(30)
@@ -52,13 +74,16 @@ struct IdempotencyMiddleware: RouterMiddleware {
             key: serviceKey.id, idempotencyKey: key, fingerprint: fingerprint, holdFor: Self.hold)
         {
         case .claimed(let claim):
+            counted[.ran]?.increment()
             return try await run(request, context, claim: claim, store: store, next: next)
         case .answered(let status, let body, withheld: false):
+            counted[.replayed]?.increment()
             return Response(
                 status: .init(code: status),
                 headers: body == nil ? PermissionAPIController.privateFields : PermissionAPIController.jsonFields,
                 body: body.map { .init(byteBuffer: ByteBuffer(bytes: $0)) } ?? .init())
         case .answered(_, _, withheld: true):
+            counted[.notKept]?.increment()
             throw APIError(
                 .conflict, code: .answerNotKept,
                 """
@@ -67,11 +92,13 @@ struct IdempotencyMiddleware: RouterMiddleware {
                 a new link
                 """)
         case .running:
+            counted[.running]?.increment()
             throw APIError(
                 .conflict, code: .idempotencyKeyInUse,
                 "a request sent with this Idempotency-Key is running; send it again once that one is answered",
                 headers: [.retryAfter: "1"])
         case .otherRequest:
+            counted[.reused]?.increment()
             throw APIError(
                 .unprocessableContent, code: .idempotencyKeyReused,
                 """

@@ -1,4 +1,5 @@
 import Collaboration
+import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -82,6 +83,11 @@ struct IdempotencyTests {
             #expect(refused.0 == .badRequest)
             #expect(try await payments.pay(#"{"amount":1}"#, key: "pay-2").0 == .created)
             #expect(try await payments.count() == 3)
+            let metrics = String(buffer: ByteBuffer(bytes: payments.fixture.dependencies.metrics.emitToBuffer()))
+            for (outcome, count) in [("ran", 4), ("replayed", 1), ("reused", 1), ("running", 0)] {
+                #expect(
+                    metrics.contains(#"rbac_idempotent_requests_total{outcome="\#(outcome)"} \#(count)"#), "\(outcome)")
+            }
         }
     }
 
@@ -148,7 +154,8 @@ struct IdempotencyTests {
             router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
                 .add(
                     middleware: IdempotencyMiddleware(
-                        store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), secretAnswers: [])
+                        store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), secretAnswers: [],
+                        metrics: NOOPMetricsHandler.instance)
                 )
                 .post("things") { _, _ -> Response in
                     runs.withLock { $0 += 1 }
