@@ -19,7 +19,8 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
     {
         // Between the two statements the row can be released, or lapse; the claim is tried again then.
         for _ in 0..<3 {
-            let claimed = try await pool.query(
+            let claimed = try await query(
+                "idempotent_claim",
                 """
                 INSERT INTO idempotent_requests AS r (key_id, idempotency_key, fingerprint, claim, claimed_until)
                 VALUES (\(key), \(idempotencyKey), \(Data(fingerprint)), \(UUID()),
@@ -32,7 +33,8 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
                 RETURNING claim
                 """)
             if let row = claimed.first { return .claimed(try row.decode("claim")) }
-            let rows = try await pool.query(
+            let rows = try await query(
+                "idempotent_request",
                 """
                 SELECT fingerprint, status, body, withheld, claimed_until < now() AS lapsed FROM idempotent_requests
                 WHERE key_id = \(key) AND idempotency_key = \(idempotencyKey)
@@ -52,7 +54,8 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
     }
 
     public func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool {
-        let renewed = try await pool.query(
+        let renewed = try await query(
+            "idempotent_renew",
             """
             UPDATE idempotent_requests
             SET claimed_until = now() + make_interval(secs => \(holdFor.components.seconds)::float8)
@@ -62,7 +65,8 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
     }
 
     public func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
-        _ = try await pool.query(
+        _ = try await query(
+            "idempotent_record",
             """
             UPDATE idempotent_requests
             SET status = \(Int16(status)), body = \(body.map { Data($0) }), withheld = \(withheld), claimed_until = NULL
@@ -71,7 +75,13 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
     }
 
     public func release(_ claim: UUID) async throws {
-        _ = try await pool.query("DELETE FROM idempotent_requests WHERE claim = \(claim) AND status IS NULL")
+        _ = try await query(
+            "idempotent_release", "DELETE FROM idempotent_requests WHERE claim = \(claim) AND status IS NULL")
+    }
+
+    /// Runs one of the statements every keyed request makes, prepared once per connection.
+    private func query(_ name: String, _ query: PostgresQuery) async throws -> PostgresRows {
+        try await pool.query(query.prepared(as: name))
     }
 
     public func prune() async throws -> Int {
