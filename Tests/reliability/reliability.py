@@ -106,7 +106,10 @@ def jwt(user):
 
 
 class Server:
-    """One `rbac serve` process on a free port."""
+    """One `rbac serve` process on a free port. Every one started is in `started`, for main to kill those left
+    running when the suite ends early: they would outlive the disposable cluster, retrying it for ever."""
+
+    started = []
 
     def __init__(self, name, *arguments, env=ENV):
         self.port = free_port()
@@ -114,6 +117,7 @@ class Server:
         self.process = subprocess.Popen(
             [RBAC, "serve", "--port", str(self.port), "--log-level", "warning", *arguments],
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        Server.started.append(self.process)
         deadline = now() + 30
         while now() < deadline:
             if Client(self.port).call("GET", "/ready")[0] == 200:
@@ -750,17 +754,22 @@ def main():
     subprocess.run(["createdb", DB], check=True)
     subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
     key = json.loads(rbac("keys", "create", "--name", "reliability", "--json").stdout)["secret"]
-    a = Server("a", "--max-staleness", f"{int(BOUND * 1000)}ms")
-    b = Server("b")
-    print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
-    # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
-    only = os.environ.get("ONLY", "")
-    for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks, black_hole,
-                     sigterm_in_black_hole):
-        if only in scenario.__name__:
-            scenario(key, a, b)
-    a.stop()
-    b.stop()
+    try:
+        a = Server("a", "--max-staleness", f"{int(BOUND * 1000)}ms")
+        b = Server("b")
+        print(f"reliability: {SECONDS} s of revocations under load, {ROUNDS} rounds of each race", flush=True)
+        # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
+        only = os.environ.get("ONLY", "")
+        for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks,
+                         black_hole, sigterm_in_black_hole):
+            if only in scenario.__name__:
+                scenario(key, a, b)
+        a.stop()
+        b.stop()
+    finally:
+        for process in Server.started:
+            if process.poll() is None:
+                process.kill()
     print(f"reliability: {reported[0] - len(failures)} passed, {len(failures)} failed"
           + (f", {len(skipped)} skipped" if skipped else ""), flush=True)
     sys.exit(1 if failures else 0)
