@@ -99,7 +99,8 @@ extension RBAC {
                 """
                 How often to record expired memberships and invitations in the audit logs and the outbox, to \
                 delete outbox messages kept long enough (rbac sweep), to record which service keys were \
-                used (rbac keys list), and to forget requests sent with an Idempotency-Key a day ago: 1s to 3600s. Expiry itself does not wait for it.
+                used (rbac keys list), and to forget requests sent with an Idempotency-Key a day ago: 1s to \
+                3600s. Expiry itself does not wait for it.
                 """, valueName: "duration"))
         var sweepInterval: ShortDuration = ShortDuration(argument: "60s")!
         @OptionGroup var keeping: OutboxKeepingOptions
