@@ -26,7 +26,7 @@ public protocol ServiceKeyRepository: Sendable {
     func keys() async throws -> [ServiceKey]
     /// The key, revoked; `revokedNow` is false when it was revoked already (and stays as it was).
     func revokeKey(_ id: UUID) async throws -> (key: ServiceKey, revokedNow: Bool)
-    /// The live (not revoked) key with this hash, if any.
+    /// The live (not revoked) key with this hash, if any; its `lastUsedAt` need not be read.
     func key(withHash hash: [UInt8]) async throws -> ServiceKey?
     /// Records that `keys` were used now.
     func recordUse(of keys: Set<UUID>) async throws

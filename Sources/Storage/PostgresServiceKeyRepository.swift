@@ -37,9 +37,13 @@ public struct PostgresServiceKeyRepository: ServiceKeyRepository {
         return (try Self.key(row), try row.decode("revoked_now"))
     }
 
+    /// Without when it was last used, which authenticating a request does not need: the lookup every request
+    /// the key cache cannot answer makes reads one table.
     public func key(withHash hash: [UInt8]) async throws -> ServiceKey? {
-        let lookup: PostgresQuery =
-            "SELECT \(sql: Self.columns) FROM service_keys WHERE key_hash = \(Data(hash)) AND revoked_at IS NULL"
+        let lookup: PostgresQuery = """
+            SELECT id, name, created_at, revoked_at, NULL::timestamptz AS last_used_at FROM service_keys
+            WHERE key_hash = \(Data(hash)) AND revoked_at IS NULL
+            """
         return try await pool.query(lookup.prepared(as: "service_key_by_hash")).first.map(Self.key)
     }
 
