@@ -260,7 +260,13 @@ extension RBAC {
                 }
                 let sweeper = Task { [logger, sweepInterval, keeping] in
                     while !Task.isCancelled {
-                        do {
+                        // Each part on its own: one that keeps failing (its statement timing out, say) does not
+                        // stop the others. One warning a sweep, naming the parts that failed.
+                        var failed: Logger.Metadata = [:]
+                        func part(_ name: String, _ body: () async throws -> Void) async {
+                            do { try await body() } catch { failed[name] = "\(error)" }
+                        }
+                        await part("expiries") {
                             let swept = try await repository.sweepExpired()
                             if swept.memberships + swept.invitations > 0 {
                                 logger.info(
@@ -269,6 +275,8 @@ extension RBAC {
                                         "memberships": "\(swept.memberships)", "invitations": "\(swept.invitations)",
                                     ])
                             }
+                        }
+                        await part("outbox") {
                             let pruned = try await PostgresOutbox(pool: pool).prune(
                                 keepSent: keeping.keepSent.duration, keepDead: keeping.keepDead.duration)
                             if pruned.sent + pruned.dead > 0 {
@@ -276,10 +284,11 @@ extension RBAC {
                                     "deleted outbox messages kept long enough",
                                     metadata: ["sent": "\(pruned.sent)", "dead": "\(pruned.dead)"])
                             }
-                            try await keys.recordUses()
-                            _ = try await idempotentRequests.prune()
-                        } catch {
-                            logger.warning("sweeping failed; trying again later", metadata: ["error": "\(error)"])
+                        }
+                        await part("keys_used") { try await keys.recordUses() }
+                        await part("kept_answers") { _ = try await idempotentRequests.prune() }
+                        if !failed.isEmpty {
+                            logger.warning("sweeping failed in part; trying again later", metadata: failed)
                         }
                         try? await Task.sleep(for: sweepInterval.duration)
                     }
