@@ -8,14 +8,14 @@ extension RBAC {
         static let configuration = CommandConfiguration(
             abstract: """
                 Record the memberships and invitations that expired (audit entries and outbox events), and delete \
-                outbox messages kept long enough.
+                outbox messages and answers kept long enough.
                 """,
             discussion: """
                 Expiry needs no sweep: from the instant a membership expires it grants nothing. The sweep only \
                 writes down what happened (membership.expired, invitation.expired), once each, for expiries of \
                 the last 30 days. It then deletes the outbox messages sent more than --keep-sent ago and those \
-                dead more than --keep-dead ago; waiting ones stay. rbac serve sweeps every --sweep-interval on \
-                its own.
+                dead more than --keep-dead ago (waiting ones stay), and the answers kept a day for requests sent \
+                with an Idempotency-Key. rbac serve sweeps every --sweep-interval on its own.
 
                 Example: rbac sweep --keep-sent 1d
                 """)
@@ -44,17 +44,23 @@ extension RBAC {
                 ) { sofar in
                     printError("rbac: deleted \(sofar.sent) sent and \(sofar.dead) dead outbox message(s) so far")
                 }
+                let answers = try await PostgresIdempotentRequests(pool: context.pool).prune()
                 struct Swept: Encodable {
                     let memberships: Int
                     let invitations: Int
                     /// The outbox messages deleted.
                     let outbox: OutboxPruning
+                    /// The answers to requests sent with an Idempotency-Key deleted.
+                    let keptAnswers: Int
                 }
                 try options.output.print(
-                    Swept(memberships: total.memberships, invitations: total.invitations, outbox: pruned),
+                    Swept(
+                        memberships: total.memberships, invitations: total.invitations, outbox: pruned,
+                        keptAnswers: answers),
                     """
                     recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
-                    invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s)
+                    invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s) and \
+                    \(answers) kept answer(s)
                     """)
             }
         }

@@ -226,9 +226,17 @@ extension CLITests {
                 "grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner", "--expires", "1d",
             ]
             #expect(try await run(grant).status == 0)
+            #expect(try await run(["keys", "create", "--name", "billing"]).status == 0)
             let admin = try await PostgresConnection.connect(configuration)
             _ = try await admin.execute(
                 "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
+            // Answers kept for an Idempotency-Key, two days and two hours ago: a day is kept.
+            _ = try await admin.execute(
+                """
+                INSERT INTO idempotent_requests (key_id, idempotency_key, fingerprint, claim, status, created_at)
+                SELECT id, ago::text, sha256(ago::text::bytea), gen_random_uuid(), 201, now() - ago
+                FROM service_keys CROSS JOIN unnest(ARRAY[interval '2 days', interval '2 hours']) AS ago
+                """)
             // Sent two days and two hours ago.
             _ = try await admin.execute(
                 """
@@ -241,9 +249,11 @@ extension CLITests {
             #expect(first.status == 0, "\(first.stderr)")
             #expect(try Self.json(first)["memberships"] as? Int == 1)
             #expect(try Self.json(first)["outbox"] as? [String: Int] == ["sent": 1, "dead": 0])
+            #expect(try Self.json(first)["kept_answers"] as? Int == 1)
             let second = try await run(["sweep", "--keep-sent", "1h"])
             #expect(
-                second.stdout.contains("recorded 0 expired membership(s)") && second.stdout.contains("deleted 1 sent"))
+                second.stdout.contains("recorded 0 expired membership(s)") && second.stdout.contains("deleted 1 sent")
+                    && second.stdout.contains("and 0 kept answer(s)"), "\(second.stdout)")
             #expect(
                 try Self.json(try await run(["sweep", "--json"]))["outbox"] as? [String: Int] == ["sent": 0, "dead": 0])
             let members = try await run(["members", "--couple", couple])
