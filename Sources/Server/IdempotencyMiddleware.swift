@@ -20,7 +20,8 @@ extension HTTPField.Name {
 /// invitation's token) is not kept: sent again, such a request is refused with 409 saying it was done.
 ///
 /// A request holds its key while it runs, renewing the hold, so a request whose instance died runs again once the
-/// hold lapses; so does one whose success the store could not record (the database went away at that moment).
+/// hold lapses; so does one whose success the store could not record for as long as a hold lasts (the database
+/// away that long).
 struct IdempotencyMiddleware: RouterMiddleware {
     let store: (any IdempotentRequestStore)?
     /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
@@ -50,6 +51,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
     /// How long a hold lasts unrenewed, and how often a running request renews it.
     static let hold = Duration.seconds(30)
     static let renewEvery = Duration.seconds(10)
+    /// How often an answer the store could not record is tried again, for as long as a hold lasts.
+    static let recordAgainEvery = Duration.seconds(1)
 
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
@@ -139,14 +142,25 @@ struct IdempotencyMiddleware: RouterMiddleware {
         response.body = .init(byteBuffer: ByteBuffer(bytes: body))
         let withheld = secretAnswers.contains("\(request.method.rawValue) \(context.endpointPath ?? "")")
         let status = response.status.code
-        if let error = await Self.settle({
+        let record: @Sendable () async throws -> Void = {
             try await store.record(
                 claim, status: status, body: withheld || body.isEmpty ? nil : body, withheld: withheld)
-        }) {
-            // The change is made: the client is told so. Sent again, it runs again once the hold lapses.
-            context.logger.warning(
-                "could not keep the answer to a request sent with an Idempotency-Key",
-                metadata: ["error": "\(type(of: error))"])
+        }
+        if await Self.settle(record) != nil {
+            // The change is made, and the client is told so at once; the answer is kept once the database hears
+            // it (a restart, a failover), the same request sent meanwhile being told it is running.
+            Task { [logger = context.logger] in
+                let until = ContinuousClock.now + Self.hold
+                var failure: any Error
+                repeat {
+                    try? await Task.sleep(for: Self.recordAgainEvery)
+                    do { return try await record() } catch { failure = error }
+                } while ContinuousClock.now < until
+                // Sent again, it runs again: its hold lapses, and no answer is kept.
+                logger.warning(
+                    "could not keep the answer to a request sent with an Idempotency-Key",
+                    metadata: ["error": "\(type(of: failure))"])
+            }
         }
         return response
     }

@@ -178,6 +178,77 @@ struct IdempotencyTests {
         }
     }
 
+    /// The PostgreSQL store, but the first `failing` answers it is given fail to be kept, as they would while the
+    /// database restarts.
+    private final class RecordsFailing: IdempotentRequestStore {
+        let store: PostgresIdempotentRequests
+        let failing: Mutex<Int>
+
+        init(store: PostgresIdempotentRequests, failing: Int) {
+            self.store = store
+            self.failing = Mutex(failing)
+        }
+
+        struct Unheard: Error {}
+
+        func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
+            -> IdempotentRequest
+        {
+            try await store.claim(key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, holdFor: holdFor)
+        }
+        func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool {
+            try await store.renew(claim, holdFor: holdFor)
+        }
+        func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
+            let heard = failing.withLock { (left: inout Int) in
+                left -= 1
+                return left < 0
+            }
+            guard heard else { throw Unheard() }
+            try await store.record(claim, status: status, body: body, withheld: withheld)
+        }
+        func release(_ claim: UUID) async throws { try await store.release(claim) }
+        func prune() async throws -> Int { try await store.prune() }
+    }
+
+    @Test("an answer the database did not hear is kept once it does: sent meanwhile, the request is told it runs")
+    func recordedOnceHeard() async throws {
+        try await DocumentedService.with(.postgres) { fixture in
+            let runs = Mutex(0)
+            let router = Router(context: AppRequestContext.self)
+            router.add(middleware: APIErrorMiddleware())
+            router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
+                .add(
+                    middleware: IdempotencyMiddleware(
+                        store: RecordsFailing(
+                            store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), failing: 2),
+                        secretAnswers: [], metrics: NOOPMetricsHandler.instance)
+                )
+                .post("things") { _, _ -> Response in
+                    let run = runs.withLock {
+                        $0 += 1
+                        return $0
+                    }
+                    return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: #"{"run":\#(run)}"#)))
+                }
+            try await Application(router: router).test(.router) { client in
+                func send() async throws -> (HTTPResponse.Status, String) {
+                    try await client.execute(
+                        uri: "/v1/things", method: .post,
+                        headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
+                    ) { ($0.status, String(buffer: $0.body)) }
+                }
+                #expect(try await send() == (.created, #"{"run":1}"#))
+                let running = try await send()
+                #expect(running.0 == .conflict && Self.code(running.1) == "idempotency_key_in_use")
+                #expect(
+                    try await eventually(within: .seconds(10)) { try await send() == (.created, #"{"run":1}"#) },
+                    "the answer was never kept")
+            }
+            #expect(runs.withLock { $0 } == 1)
+        }
+    }
+
     @Test("a service without a store refuses the header rather than doing the change unguarded")
     func withoutStore() async throws {
         let fixture = try await DocumentedService.inMemory()
