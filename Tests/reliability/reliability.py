@@ -22,6 +22,10 @@ figures; the process exits 1 when any failed.
    cache again. Needs root and iptables; skipped, and said so, without them.
 8. SIGTERM with the database black-holed: an instance whose service key was used (a use it records as it stops)
    is stopped in the hole: seconds to its exit, against its --drain-timeout. Needs what 7 needs.
+9. keyed payments through restarts: 8 clients record payments, each with an Idempotency-Key of its own and an
+   amount no other has, sending each again (to A and B in turn) until it is answered 201, while PostgreSQL is
+   restarted (-m fast, then -m immediate); then every payment is sent once more. Payments made twice, answered
+   ones missing, replays that differ from the first answer, and answers other than 201, 409 (running) and 503.
 """
 
 import base64
@@ -29,6 +33,7 @@ import contextlib
 import hashlib
 import hmac
 import http.client
+import itertools
 import json
 import os
 import random
@@ -750,6 +755,82 @@ def sigterm_in_black_hole(key, a, b):
            f"exit {status} after {stopped:.1f} s (--drain-timeout 2s)")
 
 
+def keyed_changes_through_restarts(key, a, b):
+    name = "keyed payments through restarts"
+    # Commits reach the kernel before they are answered, as on a production server, so that the immediate
+    # restart loses none (the disposable cluster does not wait for them); its connections pick it up as the first
+    # restart makes them anew.
+    sql(f"ALTER DATABASE {DB} SET synchronous_commit = on")
+    duration = max(SECONDS / 4, 10)
+    expenses = []
+    for couple, owner, _ in seed(8):
+        status, body = Client(a.port, key, owner).call(
+            "POST", f"/v1/couples/{couple}/budget/expenses", {"name": "Venue", "amount": 1000000})
+        if status != 201:
+            raise SystemExit(f"reliability: could not make an expense: {status} {body[:200]}")
+        expenses.append((couple, owner, json.loads(body)["id"]))
+    answered, odd, unanswered = {}, [], [0]  # amount -> (path, acting, key, body)
+    resent = {"unavailable": 0, "running": 0}  # why a payment was sent again
+    lock, stop = threading.Lock(), threading.Event()
+
+    def payer(i):
+        couple, owner, expense = expenses[i]
+        path = f"/v1/couples/{couple}/budget/expenses/{expense}/payments"
+        clients = [Client(a.port, key, owner, timeout=5), Client(b.port, key, owner, timeout=5)]
+        for n in itertools.count(1):
+            if stop.is_set():
+                return
+            # As PostgreSQL shows numeric(12, 2), and unique: the payment's name.
+            amount, idempotency_key = f"{i * 1000000 + n}.01", f"pay-{i}-{n}"
+            given_up = now() + 60
+            for attempt in itertools.count():
+                status, body = clients[attempt % 2].call(
+                    "POST", path, {"amount": float(amount)}, headers={"Idempotency-Key": idempotency_key})
+                if status == 201:
+                    with lock:
+                        answered[amount] = (path, owner, idempotency_key, body)
+                    break
+                with lock:
+                    if status in (None, 503):
+                        resent["unavailable"] += 1
+                    elif status == 409 and b"idempotency_key_in_use" in body:
+                        resent["running"] += 1
+                    else:
+                        odd.append((status, body[:200]))
+                if now() > given_up:
+                    with lock:
+                        unanswered[0] += 1
+                    break
+                time.sleep(0.1)
+
+    threads = [threading.Thread(target=payer, args=(i,), daemon=True) for i in range(len(expenses))]
+    for thread in threads:
+        thread.start()
+    start = now()
+    for mode, at in (("fast", 0.3), ("immediate", 0.6)):
+        time.sleep(max(0, start + duration * at - now()))
+        restart_postgres(mode)
+    time.sleep(max(0, start + duration - now()))
+    stop.set()
+    for thread in threads:
+        thread.join()
+    sql(f"ALTER DATABASE {DB} RESET synchronous_commit")
+    made = dict(sql("SELECT amount::text, count(*) FROM expense_payments WHERE expense_id = ANY (%s::uuid[]) "
+                    "GROUP BY amount", ([expense for _, _, expense in expenses],), fetch=True))
+    twice = sum(1 for count in made.values() if count > 1)
+    missing = sum(1 for amount in answered if amount not in made)
+    differ = 0
+    client = Client(a.port, key)
+    for amount, (path, owner, idempotency_key, body) in answered.items():
+        status, again = client.call("POST", path, {"amount": float(amount)},
+                                    headers={"Idempotency-Key": idempotency_key, "X-Acting-User": owner})
+        differ += status != 201 or again != body
+    report(name, answered and not twice and not missing and not differ and not odd and not unanswered[0],
+           f"{len(answered)} payments answered, sent again after no answer or 503: {resent['unavailable']}, "
+           f"after 409 running: {resent['running']}; made twice: {twice}, answered but missing: {missing}, "
+           f"replays that differ: {differ}, given up: {unanswered[0]}, other answers: {len(odd)} {odd[:2]}")
+
+
 def main():
     subprocess.run(["createdb", DB], check=True)
     subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
@@ -761,7 +842,7 @@ def main():
         # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
         only = os.environ.get("ONLY", "")
         for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks,
-                         black_hole, sigterm_in_black_hole):
+                         black_hole, sigterm_in_black_hole, keyed_changes_through_restarts):
             if only in scenario.__name__:
                 scenario(key, a, b)
         a.stop()
