@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import Secrets
 import Synchronization
@@ -20,8 +21,9 @@ extension HTTPField.Name {
 /// invitation's token) is not kept: sent again, such a request is refused with 409 saying it was done.
 ///
 /// A request holds its key while it runs, renewing the hold, so a request whose instance died runs again once the
-/// hold lapses; so does one whose success the store could not record for as long as a hold lasts (the database
-/// away that long).
+/// hold lapses. What a request leaves (its answer kept, or its key given up) the store is told again until it hears
+/// it, for as long as a hold lasts, the same request sent meanwhile being told it is running; a success it never
+/// hears of (the database away that long) runs again when sent again.
 struct IdempotencyMiddleware: RouterMiddleware {
     let store: (any IdempotentRequestStore)?
     /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
@@ -51,8 +53,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
     /// How long a hold lasts unrenewed, and how often a running request renews it.
     static let hold = Duration.seconds(30)
     static let renewEvery = Duration.seconds(10)
-    /// How often an answer the store could not record is tried again, for as long as a hold lasts.
-    static let recordAgainEvery = Duration.seconds(1)
+    /// How often keeping an answer or giving a key up is tried again when the store did not hear it.
+    static let bookkeepingAgainEvery = Duration.seconds(1)
 
     func handle(
         _ request: Request, context: AppRequestContext, next: (Request, AppRequestContext) async throws -> Response
@@ -132,8 +134,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
         do { result = .success(try await next(request, context)) } catch { result = .failure(error) }
         renewal.cancel()
         guard case .success(var response) = result, (200..<300).contains(response.status.code) else {
-            // Should the database not hear it, the hold lapses instead.
-            _ = await Self.settle { try await store.release(claim) }
+            await Self.settle("give up the key of", logger: context.logger) { try await store.release(claim) }
             return try result.get()
         }
         let sink = BodySink()
@@ -142,37 +143,38 @@ struct IdempotencyMiddleware: RouterMiddleware {
         response.body = .init(byteBuffer: ByteBuffer(bytes: body))
         let withheld = secretAnswers.contains("\(request.method.rawValue) \(context.endpointPath ?? "")")
         let status = response.status.code
-        let record: @Sendable () async throws -> Void = {
+        // The change is made, and the client is told so even when its answer is kept only later.
+        await Self.settle("keep the answer to", logger: context.logger) {
             try await store.record(
                 claim, status: status, body: withheld || body.isEmpty ? nil : body, withheld: withheld)
-        }
-        if await Self.settle(record) != nil {
-            // The change is made, and the client is told so at once; the answer is kept once the database hears
-            // it (a restart, a failover), the same request sent meanwhile being told it is running.
-            Task { [logger = context.logger] in
-                let until = ContinuousClock.now + Self.hold
-                var failure: any Error
-                repeat {
-                    try? await Task.sleep(for: Self.recordAgainEvery)
-                    do { return try await record() } catch { failure = error }
-                } while ContinuousClock.now < until
-                // Sent again, it runs again: its hold lapses, and no answer is kept.
-                logger.warning(
-                    "could not keep the answer to a request sent with an Idempotency-Key",
-                    metadata: ["error": "\(type(of: failure))"])
-            }
         }
         return response
     }
 
-    /// Runs a claim's bookkeeping to its end even when the request's task was cancelled (its client went away,
-    /// say), which would fail its statement: a change made and left unrecorded runs again when sent again.
-    /// Returns what it failed with.
-    private static func settle(_ body: @escaping @Sendable () async throws -> Void) async -> (any Error)? {
-        await Task {
-            do { try await body() } catch { return error }
-            return nil
+    /// Runs a claim's bookkeeping (`what` it does to the request) to its end even when the request's task was
+    /// cancelled (its client went away, say), which would fail its statement: a change made and left unrecorded
+    /// runs again when sent again. Should the database not hear it (a restart, a failover), it is tried again
+    /// every `bookkeepingAgainEvery` in the background for as long as a hold lasts, the same request sent
+    /// meanwhile being told it is running; after that, its hold lapses, and sent again it runs again.
+    private static func settle(
+        _ what: String, logger: Logger, _ bookkeeping: @escaping @Sendable () async throws -> Void
+    ) async {
+        let failed = await Task {
+            do { try await bookkeeping() } catch { return true }
+            return false
         }.value
+        guard failed else { return }
+        Task {
+            let until = ContinuousClock.now + hold
+            var failure: any Error
+            repeat {
+                try? await Task.sleep(for: bookkeepingAgainEvery)
+                do { return try await bookkeeping() } catch { failure = error }
+            } while ContinuousClock.now < until
+            logger.warning(
+                "could not \(what) a request sent with an Idempotency-Key",
+                metadata: ["error": "\(type(of: failure))"])
+        }
     }
 }
 

@@ -178,8 +178,8 @@ struct IdempotencyTests {
         }
     }
 
-    /// The PostgreSQL store, but the first `failing` answers it is given fail to be kept, as they would while the
-    /// database restarts.
+    /// The PostgreSQL store, but the first `failing` answers to keep and keys to give up it is told of fail, as
+    /// they would while the database restarts.
     private final class RecordsFailing: IdempotentRequestStore {
         let store: PostgresIdempotentRequests
         let failing: Mutex<Int>
@@ -200,21 +200,31 @@ struct IdempotencyTests {
             try await store.renew(claim, holdFor: holdFor)
         }
         func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
-            let heard = failing.withLock { (left: inout Int) in
+            guard heard() else { throw Unheard() }
+            try await store.record(claim, status: status, body: body, withheld: withheld)
+        }
+        private func heard() -> Bool {
+            failing.withLock { (left: inout Int) in
                 left -= 1
                 return left < 0
             }
-            guard heard else { throw Unheard() }
-            try await store.record(claim, status: status, body: body, withheld: withheld)
         }
-        func release(_ claim: UUID) async throws { try await store.release(claim) }
+        func release(_ claim: UUID) async throws {
+            guard heard() else { throw Unheard() }
+            try await store.release(claim)
+        }
         func prune() async throws -> Int { try await store.prune() }
     }
 
-    @Test("an answer the database did not hear is kept once it does: sent meanwhile, the request is told it runs")
-    func recordedOnceHeard() async throws {
+    @Test(
+        """
+        what the database did not hear (an answer to keep, or a refused request's key to give up) it is told once it \
+        does: sent meanwhile, the request is told it runs
+        """,
+        arguments: [false, true])
+    func toldAgain(refusedFirst: Bool) async throws {
+        let runs = Mutex(0)
         try await DocumentedService.with(.postgres) { fixture in
-            let runs = Mutex(0)
             let router = Router(context: AppRequestContext.self)
             router.add(middleware: APIErrorMiddleware())
             router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
@@ -229,6 +239,7 @@ struct IdempotencyTests {
                         $0 += 1
                         return $0
                     }
+                    if refusedFirst && run == 1 { throw APIError.badRequest("not yet") }
                     return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: #"{"run":\#(run)}"#)))
                 }
             try await Application(router: router).test(.router) { client in
@@ -238,15 +249,16 @@ struct IdempotencyTests {
                         headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
                     ) { ($0.status, String(buffer: $0.body)) }
                 }
-                #expect(try await send() == (.created, #"{"run":1}"#))
+                #expect(try await send().0 == (refusedFirst ? .badRequest : .created))
                 let running = try await send()
                 #expect(running.0 == .conflict && Self.code(running.1) == "idempotency_key_in_use")
+                let answer = refusedFirst ? #"{"run":2}"# : #"{"run":1}"#
                 #expect(
-                    try await eventually(within: .seconds(10)) { try await send() == (.created, #"{"run":1}"#) },
-                    "the answer was never kept")
+                    try await eventually(within: .seconds(10)) { try await send() == (.created, answer) },
+                    "never told: the request is still held")
             }
-            #expect(runs.withLock { $0 } == 1)
         }
+        #expect(runs.withLock { $0 } == (refusedFirst ? 2 : 1))
     }
 
     @Test("a service without a store refuses the header rather than doing the change unguarded")
