@@ -28,6 +28,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
     let store: (any IdempotentRequestStore)?
     /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
     let secretAnswers: Set<String>
+    /// How often a running request renews its hold (less than half of `hold`).
+    let renewEvery: Duration
     /// `rbac_idempotent_requests_total`, by outcome: how often clients send a change again, and what came of it.
     private let counted: [Outcome: Counter]
 
@@ -36,9 +38,13 @@ struct IdempotencyMiddleware: RouterMiddleware {
         case notKept = "not_kept"
     }
 
-    init(store: (any IdempotentRequestStore)?, secretAnswers: Set<String>, metrics: any MetricsFactory) {
+    init(
+        store: (any IdempotentRequestStore)?, secretAnswers: Set<String>, metrics: any MetricsFactory,
+        renewEvery: Duration = .seconds(10)
+    ) {
         self.store = store
         self.secretAnswers = secretAnswers
+        self.renewEvery = renewEvery
         counted = Dictionary(
             uniqueKeysWithValues: Outcome.allCases.map {
                 (
@@ -50,9 +56,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
             })
     }
 
-    /// How long a hold lasts unrenewed, and how often a running request renews it.
+    /// How long a hold lasts unrenewed: three renewals by default, so that one can fail.
     static let hold = Duration.seconds(30)
-    static let renewEvery = Duration.seconds(10)
     /// How often keeping an answer or giving a key up is tried again when the store did not hear it.
     static let bookkeepingAgainEvery = Duration.seconds(1)
 
@@ -126,8 +131,10 @@ struct IdempotencyMiddleware: RouterMiddleware {
     ) async throws -> Response {
         let renewal = Task {
             while true {
-                try await Task.sleep(for: Self.renewEvery)
-                guard try await store.renew(claim, holdFor: Self.hold) else { return }
+                try await Task.sleep(for: renewEvery)
+                // One the database did not hear (a restart) is made again at the next, before the hold lapses;
+                // false: the hold lapsed already, and the key is another request's.
+                if (try? await store.renew(claim, holdFor: Self.hold)) == false { return }
             }
         }
         let result: Result<Response, any Error>

@@ -145,51 +145,92 @@ struct IdempotencyTests {
         }
     }
 
-    @Test("a request whose task is cancelled as it answers (its client gone) still has its answer kept")
-    func cancelledAsItAnswers() async throws {
+    /// Sends a request, and gives its answer.
+    private typealias Send = @Sendable () async throws -> (HTTPResponse.Status, String)
+
+    /// `body` with a `send` of `POST /v1/things` with Idempotency-Key `k`, in a task of its own, behind the
+    /// middleware over the PostgreSQL store that fails as `Unheard` is told; `handle` answers it, by run (from 1).
+    /// Returns the runs.
+    private func withThings(
+        keepingFailing: Int = 0, renewalsFailing: Int = 0, renewEvery: Duration = .seconds(10),
+        handle: @escaping @Sendable (Int) async throws -> Response,
+        _ body: @escaping @Sendable (@escaping Send, Unheard) async throws -> Void
+    ) async throws -> Int {
+        let runs = Mutex(0)
         try await DocumentedService.with(.postgres) { fixture in
-            let runs = Mutex(0)
+            let store = Unheard(
+                PostgresIdempotentRequests(pool: try #require(fixture.pool)), keeping: keepingFailing,
+                renewals: renewalsFailing)
             let router = Router(context: AppRequestContext.self)
             router.add(middleware: APIErrorMiddleware())
             router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
                 .add(
                     middleware: IdempotencyMiddleware(
-                        store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), secretAnswers: [],
-                        metrics: NOOPMetricsHandler.instance)
+                        store: store, secretAnswers: [], metrics: NOOPMetricsHandler.instance, renewEvery: renewEvery)
                 )
                 .post("things") { _, _ -> Response in
-                    runs.withLock { $0 += 1 }
-                    withUnsafeCurrentTask { $0?.cancel() }
-                    return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: "{}")))
+                    try await handle(
+                        runs.withLock {
+                            $0 += 1
+                            return $0
+                        })
                 }
             try await Application(router: router).test(.router) { client in
-                for _ in 0..<2 {
-                    // A task of its own, which the handler cancels.
-                    let status = try await Task {
-                        try await client.execute(
-                            uri: "/v1/things", method: .post,
-                            headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
-                        ) { $0.status }
-                    }.value
-                    #expect(status == .created)
-                }
+                try await body(
+                    {
+                        try await Task {
+                            try await client.execute(
+                                uri: "/v1/things", method: .post,
+                                headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
+                            ) { ($0.status, String(buffer: $0.body)) }
+                        }.value
+                    }, store)
             }
-            #expect(runs.withLock { $0 } == 1)
         }
+        return runs.withLock { $0 }
     }
 
-    /// The PostgreSQL store, but the first `failing` answers to keep and keys to give up it is told of fail, as
-    /// they would while the database restarts.
-    private final class RecordsFailing: IdempotentRequestStore {
-        let store: PostgresIdempotentRequests
-        let failing: Mutex<Int>
+    private static func answer(_ run: Int) -> Response {
+        Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: #"{"run":\#(run)}"#)))
+    }
 
-        init(store: PostgresIdempotentRequests, failing: Int) {
+    @Test("a request whose task is cancelled as it answers (its client gone) still has its answer kept")
+    func cancelledAsItAnswers() async throws {
+        let runs = try await withThings { run in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return Self.answer(run)
+        } _: { send, _ in
+            for _ in 0..<2 {
+                let answer = try await send()
+                #expect(answer == (.created, #"{"run":1}"#))
+            }
+        }
+        #expect(runs == 1)
+    }
+
+    /// The PostgreSQL store, but the first `keeping` answers to keep and keys to give up it is told of, and the
+    /// first `renewals` renewals, fail, as they would while the database restarts.
+    private final class Unheard: IdempotentRequestStore {
+        let store: PostgresIdempotentRequests
+        let keepingLeft: Mutex<Int>
+        let renewalsLeft: Mutex<Int>
+        /// The renewals made.
+        let renewed = Mutex(0)
+
+        init(_ store: PostgresIdempotentRequests, keeping: Int = 0, renewals: Int = 0) {
             self.store = store
-            self.failing = Mutex(failing)
+            keepingLeft = Mutex(keeping)
+            renewalsLeft = Mutex(renewals)
         }
 
-        struct Unheard: Error {}
+        struct Failure: Error {}
+
+        private static func fails(_ left: borrowing Mutex<Int>) -> Bool {
+            left.withLock { (left: inout Int) in
+                left -= 1
+                return left >= 0
+            }
+        }
 
         func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
             -> IdempotentRequest
@@ -197,20 +238,17 @@ struct IdempotencyTests {
             try await store.claim(key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, holdFor: holdFor)
         }
         func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool {
-            try await store.renew(claim, holdFor: holdFor)
+            guard !Self.fails(renewalsLeft) else { throw Failure() }
+            let held = try await store.renew(claim, holdFor: holdFor)
+            renewed.withLock { $0 += 1 }
+            return held
         }
         func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
-            guard heard() else { throw Unheard() }
+            guard !Self.fails(keepingLeft) else { throw Failure() }
             try await store.record(claim, status: status, body: body, withheld: withheld)
         }
-        private func heard() -> Bool {
-            failing.withLock { (left: inout Int) in
-                left -= 1
-                return left < 0
-            }
-        }
         func release(_ claim: UUID) async throws {
-            guard heard() else { throw Unheard() }
+            guard !Self.fails(keepingLeft) else { throw Failure() }
             try await store.release(claim)
         }
         func prune() async throws -> Int { try await store.prune() }
@@ -223,42 +261,38 @@ struct IdempotencyTests {
         """,
         arguments: [false, true])
     func toldAgain(refusedFirst: Bool) async throws {
-        let runs = Mutex(0)
-        try await DocumentedService.with(.postgres) { fixture in
-            let router = Router(context: AppRequestContext.self)
-            router.add(middleware: APIErrorMiddleware())
-            router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
-                .add(
-                    middleware: IdempotencyMiddleware(
-                        store: RecordsFailing(
-                            store: PostgresIdempotentRequests(pool: try #require(fixture.pool)), failing: 2),
-                        secretAnswers: [], metrics: NOOPMetricsHandler.instance)
-                )
-                .post("things") { _, _ -> Response in
-                    let run = runs.withLock {
-                        $0 += 1
-                        return $0
-                    }
-                    if refusedFirst && run == 1 { throw APIError.badRequest("not yet") }
-                    return Response(status: .created, body: .init(byteBuffer: ByteBuffer(string: #"{"run":\#(run)}"#)))
-                }
-            try await Application(router: router).test(.router) { client in
-                func send() async throws -> (HTTPResponse.Status, String) {
-                    try await client.execute(
-                        uri: "/v1/things", method: .post,
-                        headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
-                    ) { ($0.status, String(buffer: $0.body)) }
-                }
-                #expect(try await send().0 == (refusedFirst ? .badRequest : .created))
-                let running = try await send()
-                #expect(running.0 == .conflict && Self.code(running.1) == "idempotency_key_in_use")
-                let answer = refusedFirst ? #"{"run":2}"# : #"{"run":1}"#
-                #expect(
-                    try await eventually(within: .seconds(10)) { try await send() == (.created, answer) },
-                    "never told: the request is still held")
-            }
+        let runs = try await withThings(keepingFailing: 2) { run in
+            if refusedFirst && run == 1 { throw APIError.badRequest("not yet") }
+            return Self.answer(run)
+        } _: { send, _ in
+            #expect(try await send().0 == (refusedFirst ? .badRequest : .created))
+            let running = try await send()
+            #expect(running.0 == .conflict && Self.code(running.1) == "idempotency_key_in_use")
+            let answer = refusedFirst ? #"{"run":2}"# : #"{"run":1}"#
+            #expect(
+                try await eventually(within: .seconds(10)) { try await send() == (.created, answer) },
+                "never told: the request is still held")
         }
-        #expect(runs.withLock { $0 } == (refusedFirst ? 2 : 1))
+        #expect(runs == (refusedFirst ? 2 : 1))
+    }
+
+    @Test("a renewal the database did not hear is made again: the request still running keeps its key")
+    func renewedAgain() async throws {
+        let finish = Mutex(false)
+        let runs = try await withThings(renewalsFailing: 1, renewEvery: .milliseconds(100)) { run in
+            while !finish.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+            return Self.answer(run)
+        } _: { send, unheard in
+            let first = Task { try await send() }
+            #expect(
+                try await eventually(within: .seconds(10)) { unheard.renewed.withLock { $0 } > 0 },
+                "no renewal after the one that failed")
+            let running = try await send()
+            #expect(running.0 == .conflict && Self.code(running.1) == "idempotency_key_in_use")
+            finish.withLock { $0 = true }
+            #expect(try await first.value == (.created, #"{"run":1}"#))
+        }
+        #expect(runs == 1)
     }
 
     @Test("a service without a store refuses the header rather than doing the change unguarded")
