@@ -132,7 +132,18 @@ public final class PostgresConnection: @unchecked Sendable {
         guard statements.allSatisfy({ $0.statementName == nil }) else {
             throw PostgresError(.invalidQuery, message: "a pipeline's statements cannot be prepared")
         }
-        try await onQueue { cancellation in try self.runPipeline(statements, cancellation: cancellation) }
+        try await onQueue { cancellation in
+            // Without a BEGIN of its own, the pipeline is one transaction committed at its sync.
+            let commits =
+                PQtransactionStatus(self.handle) == PQTRANS_IDLE
+                && statements.first?.sql.uppercased().hasPrefix("BEGIN") != true
+            do {
+                try self.runPipeline(statements, cancellation: cancellation)
+            } catch var error as PostgresError where commits && error.endsSession {
+                error.unconfirmed = true
+                throw error
+            }
+        }
     }
 
     // MARK: Transactions
@@ -354,10 +365,16 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         try cancellation.begin()
         defer { cancellation.end() }
+        let commits = PQtransactionStatus(handle) == PQTRANS_IDLE || query.sql == "COMMIT"
         try send(query)
         counter?.count.add(1, ordering: .relaxed)
         cancellation.sent(cancelHandle)
-        return try collectResult(cancellation: cancellation)
+        do {
+            return try collectResult(cancellation: cancellation)
+        } catch var error as PostgresError where commits && error.endsSession {
+            error.unconfirmed = true
+            throw error
+        }
     }
 
     /// Sends one statement (as prepared when it names one), without waiting for its results. Runs on `queue`.

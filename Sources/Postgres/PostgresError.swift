@@ -79,6 +79,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var table: String?
     public var column: String?
     public var constraint: String?
+    /// The connection failed after a statement that commits on its own (outside a transaction) or a `COMMIT` was
+    /// sent: it may have been done although no answer said so.
+    public var unconfirmed = false
 
     public init(
         _ kind: Kind, sqlState: SQLState? = nil, message: String, detail: String? = nil, hint: String? = nil,
@@ -94,6 +97,12 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         self.table = table
         self.column = column
         self.constraint = constraint
+    }
+
+    /// The connection broke, or the server ended the session (shut down or crashed): whatever was sent last may
+    /// or may not have been done.
+    var endsSession: Bool {
+        kind == .connection || sqlState == .adminShutdown || sqlState == .crashShutdown
     }
 
     /// A serialization failure or deadlock: the whole transaction may succeed if run again.

@@ -26,6 +26,7 @@ public struct APIError: HTTPResponseError, Sendable {
         case idempotencyKeyInUse = "idempotency_key_in_use"
         case idempotencyKeyReused = "idempotency_key_reused"
         case answerNotKept = "answer_not_kept"
+        case outcomeUnknown = "outcome_unknown"
     }
 
     public init(_ status: HTTPResponse.Status, code: Code, _ message: String, headers: HTTPFields = [:]) {

@@ -23,7 +23,9 @@ extension HTTPField.Name {
 /// A request holds its key while it runs, renewing the hold, so a request whose instance died runs again once the
 /// hold lapses. What a request leaves (its answer kept, or its key given up) the store is told again until it hears
 /// it, for as long as a hold lasts, the same request sent meanwhile being told it is running; a success it never
-/// hears of (the database away that long) runs again when sent again.
+/// hears of (the database away that long) runs again when sent again. A request that failed after a statement of
+/// it that could commit was sent (`UnconfirmedChanges`) may have been done: its key is kept, and the request sent
+/// again refused with 409 saying so.
 struct IdempotencyMiddleware: RouterMiddleware {
     let store: (any IdempotentRequestStore)?
     /// The routes (`METHOD /path/{parameter}`) whose successful answer holds a secret.
@@ -34,7 +36,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
     private let counted: [Outcome: Counter]
 
     enum Outcome: String, CaseIterable {
-        case ran, replayed, running, reused
+        case ran, replayed, running, reused, unconfirmed
         case notKept = "not_kept"
     }
 
@@ -107,6 +109,14 @@ struct IdempotencyMiddleware: RouterMiddleware {
                 .conflict, code: .idempotencyKeyInUse,
                 "a request sent with this Idempotency-Key is running; send it again once that one is answered",
                 headers: [.retryAfter: "1"])
+        case .unconfirmed:
+            counted[.unconfirmed]?.increment()
+            throw APIError(
+                .conflict, code: .outcomeUnknown,
+                """
+                the request first sent with this Idempotency-Key failed as the database went away while it was \
+                being done, and may or may not have been: look whether it was, and if not, send it with a new key
+                """)
         case .otherRequest:
             counted[.reused]?.increment()
             throw APIError(
@@ -137,11 +147,22 @@ struct IdempotencyMiddleware: RouterMiddleware {
                 if (try? await store.renew(claim, holdFor: Self.hold)) == false { return }
             }
         }
+        let unconfirmed = UnconfirmedChanges()
         let result: Result<Response, any Error>
-        do { result = .success(try await next(request, context)) } catch { result = .failure(error) }
+        do {
+            result = .success(
+                try await UnconfirmedChanges.$current.withValue(unconfirmed) { try await next(request, context) })
+        } catch { result = .failure(error) }
         renewal.cancel()
         guard case .success(var response) = result, (200..<300).contains(response.status.code) else {
-            await Self.settle("give up the key of", logger: context.logger) { try await store.release(claim) }
+            if unconfirmed.any {
+                // Sent again, it is refused: it may have been done.
+                await Self.settle("keep the unknown outcome of", logger: context.logger) {
+                    try await store.leaveUnconfirmed(claim)
+                }
+            } else {
+                await Self.settle("give up the key of", logger: context.logger) { try await store.release(claim) }
+            }
             return try result.get()
         }
         let sink = BodySink()

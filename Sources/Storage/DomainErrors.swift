@@ -34,6 +34,7 @@ extension SQLState {
 /// The domain error for a database error, for every repository of this module: the functions' own SQLSTATEs,
 /// unique and check violations, data exceptions, lost connections.
 public func domainError(_ error: PostgresError) -> any Error {
+    if error.unconfirmed { UnconfirmedChanges.current?.note() }
     switch error.kind {
     case .connection, .poolTimeout, .closed:
         return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")

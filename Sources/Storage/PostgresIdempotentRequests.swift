@@ -27,7 +27,7 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
                         now() + make_interval(secs => \(holdFor.components.seconds)::float8))
                 ON CONFLICT (key_id, idempotency_key) DO UPDATE
                 SET fingerprint = excluded.fingerprint, claim = excluded.claim, claimed_until = excluded.claimed_until,
-                    status = NULL, body = NULL, withheld = false, created_at = now()
+                    status = NULL, body = NULL, withheld = false, unconfirmed = false, created_at = now()
                 WHERE r.created_at < now() - make_interval(secs => \(keep)::float8)
                    OR (r.claimed_until < now() AND r.fingerprint = excluded.fingerprint)
                 RETURNING claim
@@ -36,12 +36,14 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
             let rows = try await query(
                 "idempotent_request",
                 """
-                SELECT fingerprint, status, body, withheld, claimed_until < now() AS lapsed FROM idempotent_requests
+                SELECT fingerprint, status, body, withheld, unconfirmed, claimed_until < now() AS lapsed
+                FROM idempotent_requests
                 WHERE key_id = \(key) AND idempotency_key = \(idempotencyKey)
                   AND created_at >= now() - make_interval(secs => \(keep)::float8)
                 """)
             guard let row = rows.first else { continue }
             guard try row.decode("fingerprint", as: Data.self) == Data(fingerprint) else { return .otherRequest }
+            guard try !row.decode("unconfirmed", as: Bool.self) else { return .unconfirmed }
             guard let status = try row.decode("status", as: Int16?.self) else {
                 if try row.decode("lapsed", as: Bool?.self) == true { continue }
                 return .running
@@ -59,7 +61,7 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
             """
             UPDATE idempotent_requests
             SET claimed_until = now() + make_interval(secs => \(holdFor.components.seconds)::float8)
-            WHERE claim = \(claim) AND status IS NULL RETURNING 1
+            WHERE claim = \(claim) AND claimed_until IS NOT NULL RETURNING 1
             """)
         return !renewed.isEmpty
     }
@@ -70,13 +72,23 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
             """
             UPDATE idempotent_requests
             SET status = \(Int16(status)), body = \(body.map { Data($0) }), withheld = \(withheld), claimed_until = NULL
-            WHERE claim = \(claim) AND status IS NULL
+            WHERE claim = \(claim) AND claimed_until IS NOT NULL
+            """)
+    }
+
+    public func leaveUnconfirmed(_ claim: UUID) async throws {
+        _ = try await query(
+            "idempotent_unconfirmed",
+            """
+            UPDATE idempotent_requests SET claimed_until = NULL, unconfirmed = true
+            WHERE claim = \(claim) AND claimed_until IS NOT NULL
             """)
     }
 
     public func release(_ claim: UUID) async throws {
         _ = try await query(
-            "idempotent_release", "DELETE FROM idempotent_requests WHERE claim = \(claim) AND status IS NULL")
+            "idempotent_release", "DELETE FROM idempotent_requests WHERE claim = \(claim) AND claimed_until IS NOT NULL"
+        )
     }
 
     /// Runs one of the statements every keyed request makes, prepared once per connection.

@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Postgres
 import Storage
 import Synchronization
 import TestSupport
@@ -251,6 +252,7 @@ struct IdempotencyTests {
             guard !Self.fails(keepingLeft) else { throw Failure() }
             try await store.release(claim)
         }
+        func leaveUnconfirmed(_ claim: UUID) async throws { try await store.leaveUnconfirmed(claim) }
         func prune() async throws -> Int { try await store.prune() }
     }
 
@@ -293,6 +295,62 @@ struct IdempotencyTests {
             #expect(try await first.value == (.created, #"{"run":1}"#))
         }
         #expect(runs == 1)
+    }
+
+    @Test(
+        """
+        a request whose connection ended as a statement of it that commits on its own was sent may have been done: \
+        sent again, it is refused; one whose transaction was open then did nothing, and runs again
+        """,
+        arguments: [false, true])
+    func unconfirmed(inTransaction: Bool) async throws {
+        try await DocumentedService.with(.postgres) { fixture in
+            let pool = try #require(fixture.pool)
+            let runs = Mutex(0)
+            let router = Router(context: AppRequestContext.self)
+            router.add(middleware: APIErrorMiddleware())
+            router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
+                .add(
+                    middleware: IdempotencyMiddleware(
+                        store: PostgresIdempotentRequests(pool: pool), secretAnswers: [],
+                        metrics: NOOPMetricsHandler.instance)
+                )
+                .post("things") { _, _ -> Response in
+                    // As a repository does: its statement, and the domain error for what failed.
+                    let end: PostgresQuery = "SELECT pg_terminate_backend(pg_backend_pid())"
+                    do {
+                        let run = runs.withLock {
+                            $0 += 1
+                            return $0
+                        }
+                        if run > 1 { return Self.answer(run) }
+                        if inTransaction {
+                            try await pool.withConnection { try await $0.withTransaction { try await $0.query(end) } }
+                        } else {
+                            try await pool.query(end)
+                        }
+                        return Self.answer(1)
+                    } catch let error as PostgresError {
+                        throw domainError(error)
+                    }
+                }
+            try await Application(router: router).test(.router) { client in
+                func send() async throws -> (HTTPResponse.Status, String) {
+                    try await client.execute(
+                        uri: "/v1/things", method: .post,
+                        headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
+                    ) { ($0.status, String(buffer: $0.body)) }
+                }
+                #expect(try await send().0 == .serviceUnavailable)
+                let again = try await send()
+                if inTransaction {
+                    #expect(again == (.created, #"{"run":2}"#))
+                } else {
+                    #expect(again.0 == .conflict && Self.code(again.1) == "outcome_unknown", "\(again)")
+                }
+            }
+            #expect(runs.withLock { $0 } == (inTransaction ? 2 : 1))
+        }
     }
 
     @Test("a service without a store refuses the header rather than doing the change unguarded")

@@ -65,6 +65,25 @@ struct IdempotentRequestsTests {
         }
     }
 
+    @Test("a request left unconfirmed is neither run again nor answered, even once its hold would have lapsed")
+    func leftUnconfirmed() async throws {
+        try await withStore { store, key, _ in
+            func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
+                try await store.claim(
+                    key: key, idempotencyKey: "pay", fingerprint: fingerprint ?? self.fingerprint, holdFor: .zero)
+            }
+            let first = try #require(try await claim().claim)
+            try await store.leaveUnconfirmed(first)
+            #expect(try await claim() == .unconfirmed, "the zero hold lapsed, yet the request must not run again")
+            #expect(try await claim([UInt8](repeating: 2, count: 32)) == .otherRequest)
+            // What the request's own instance may still do changes nothing.
+            #expect(try await !store.renew(first, holdFor: .seconds(60)))
+            try await store.record(first, status: 201, body: nil, withheld: false)
+            try await store.release(first)
+            #expect(try await claim() == .unconfirmed)
+        }
+    }
+
     @Test("a withheld answer keeps no body; what was kept longer than the store keeps is pruned, and runs again")
     func withheldAndPruned() async throws {
         try await withStore(keep: .zero) { store, key, pool in
