@@ -119,10 +119,11 @@ public final class PostgresConnection: @unchecked Sendable {
             try self.ensureOpen()
             try cancellation.begin()
             defer { cancellation.end() }
+            let mayCommit = self.mayCommit(script.sql)
             guard PQsendQuery(self.handle, script.sql) == 1 else { throw self.connectionError() }
             self.counter?.count.add(1, ordering: .relaxed)
             cancellation.sent(self.cancelHandle)
-            return try self.collectResult(cancellation: cancellation)
+            return try self.unconfirmedIf(mayCommit) { try self.collectResult(cancellation: cancellation) }
         }
     }
 
@@ -134,15 +135,10 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         try await onQueue { cancellation in
             // Without a BEGIN of its own, the pipeline is one transaction committed at its sync.
-            let commits =
-                PQtransactionStatus(self.handle) == PQTRANS_IDLE
+            let mayCommit =
+                self.mayCommit(statements.first?.sql ?? "")
                 && statements.first?.sql.uppercased().hasPrefix("BEGIN") != true
-            do {
-                try self.runPipeline(statements, cancellation: cancellation)
-            } catch var error as PostgresError where commits && error.endsSession {
-                error.unconfirmed = true
-                throw error
-            }
+            try self.unconfirmedIf(mayCommit) { try self.runPipeline(statements, cancellation: cancellation) }
         }
     }
 
@@ -365,13 +361,25 @@ public final class PostgresConnection: @unchecked Sendable {
         }
         try cancellation.begin()
         defer { cancellation.end() }
-        let commits = PQtransactionStatus(handle) == PQTRANS_IDLE || query.sql == "COMMIT"
+        let mayCommit = mayCommit(query.sql)
         try send(query)
         counter?.count.add(1, ordering: .relaxed)
         cancellation.sent(cancelHandle)
+        return try unconfirmedIf(mayCommit) { try collectResult(cancellation: cancellation) }
+    }
+
+    /// Whether `sql`, about to be sent, may commit: the connection is outside a transaction (it commits on its
+    /// own), or it is a COMMIT. Runs on `queue`.
+    private func mayCommit(_ sql: String) -> Bool {
+        PQtransactionStatus(handle) == PQTRANS_IDLE || sql == "COMMIT"
+    }
+
+    /// Runs `body`, which reads what was sent, and marks a failure that ended the session `unconfirmed` when what
+    /// was sent `mayCommit`: it may have been done. Runs on `queue`.
+    private func unconfirmedIf<T>(_ mayCommit: Bool, _ body: () throws -> T) throws -> T {
         do {
-            return try collectResult(cancellation: cancellation)
-        } catch var error as PostgresError where commits && error.endsSession {
+            return try body()
+        } catch var error as PostgresError where mayCommit && error.endsSession {
             error.unconfirmed = true
             throw error
         }

@@ -32,7 +32,8 @@ extension SQLState {
 }
 
 /// The domain error for a database error, for every repository of this module: the functions' own SQLSTATEs,
-/// unique and check violations, data exceptions, lost connections.
+/// unique and check violations, data exceptions, lost connections. An `unconfirmed` one is noted in the task's
+/// `UnconfirmedChanges`: what maps it is in the request that may have made the change.
 public func domainError(_ error: PostgresError) -> any Error {
     if error.unconfirmed { UnconfirmedChanges.current?.note() }
     switch error.kind {
