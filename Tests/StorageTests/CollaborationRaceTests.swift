@@ -356,15 +356,40 @@ struct CollaborationRaceTests {
                     VALUES (\(couple), 'helper', \(permission))
                     """)
             }
-            let outcomes = try await race([
-                { try await add("budget.view") }, { try await add("vendors.view") },
+            // Set off at once, the raw writes, a statement each, nearly always land before the edit, which takes
+            // a transaction of several (on Citus in all but a few rounds of a hundred). Every other round they set
+            // off once the edit's statement runs, and still race it to the role's row.
+            let edited = Flag()
+            @Sendable func editRunning() async throws {
+                while !edited.isSet, index % 2 == 1,
+                    try await pool.query(
+                        """
+                        SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+                            AND state = 'active' AND query LIKE '%edit_couple_role(%'
+                        """
+                    ).isEmpty
                 {
+                    await Task.yield()
+                }
+            }
+            let outcomes = try await race([
+                {
+                    try await editRunning()
+                    try await add("budget.view")
+                },
+                {
+                    try await editRunning()
+                    try await add("vendors.view")
+                },
+                {
+                    defer { edited.set() }
                     _ = try await repository.editRole(
                         couple: couple, name: helper, description: nil,
                         permissions: ["guests.view", "gifts.view"].map { Permission(rawValue: $0)! },
                         as: .operator(label: "test"))
                 },
                 {
+                    try await editRunning()
                     _ = try await pool.query(
                         "UPDATE couple_roles SET description = 'Helps out' WHERE couple_id = \(couple) AND name = 'helper'"
                     )
