@@ -70,3 +70,10 @@ public func domainError(_ error: PostgresError) -> any Error {
         return error
     }
 }
+
+/// `domainError` for statements that only read: cut off, they changed nothing, whether or not they may commit.
+func domainError(reading error: PostgresError) -> any Error {
+    var error = error
+    error.unconfirmed = false
+    return domainError(error)
+}

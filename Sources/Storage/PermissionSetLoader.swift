@@ -29,7 +29,7 @@ final class PermissionSetLoader: Sendable {
                     }
                 }
             } catch let error as PostgresError {
-                throw domainError(error)
+                throw domainError(reading: error)
             }
         }
     }
@@ -83,7 +83,7 @@ final class PermissionSetLoader: Sendable {
                 .unavailable,
                 "what roles grant changed \(Self.policyChangeAttempts) times while a check read it; try again")
         } catch let error as PostgresError {
-            throw domainError(error)
+            throw domainError(reading: error)
         }
     }
 
