@@ -201,7 +201,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
             } while ContinuousClock.now < until
             logger.warning(
                 "could not \(what) a request sent with an Idempotency-Key",
-                metadata: ["error": "\(type(of: failure))"])
+                metadata: ["error": "\(failure)"])
         }
     }
 }
