@@ -150,18 +150,18 @@ struct IdempotencyTests {
     private typealias Send = @Sendable () async throws -> (HTTPResponse.Status, String)
 
     /// `body` with a `send` of `POST /v1/things` with Idempotency-Key `k`, in a task of its own, behind the
-    /// middleware over the PostgreSQL store that fails as `Unheard` is told; `handle` answers it, by run (from 1).
-    /// Returns the runs.
+    /// middleware over the PostgreSQL store that fails as `Unheard` is told; `handle` answers it, by run (from 1),
+    /// over the store's pool. Returns the runs.
     private func withThings(
         keepingFailing: Int = 0, renewalsFailing: Int = 0, renewEvery: Duration = .seconds(10),
-        handle: @escaping @Sendable (Int) async throws -> Response,
+        handle: @escaping @Sendable (_ run: Int, PostgresConnectionPool) async throws -> Response,
         _ body: @escaping @Sendable (@escaping Send, Unheard) async throws -> Void
     ) async throws -> Int {
         let runs = Mutex(0)
         try await DocumentedService.with(.postgres) { fixture in
+            let pool = try #require(fixture.pool)
             let store = Unheard(
-                PostgresIdempotentRequests(pool: try #require(fixture.pool)), keeping: keepingFailing,
-                renewals: renewalsFailing)
+                PostgresIdempotentRequests(pool: pool), keeping: keepingFailing, renewals: renewalsFailing)
             let router = Router(context: AppRequestContext.self)
             router.add(middleware: APIErrorMiddleware())
             router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
@@ -174,7 +174,7 @@ struct IdempotencyTests {
                         runs.withLock {
                             $0 += 1
                             return $0
-                        })
+                        }, pool)
                 }
             try await Application(router: router).test(.router) { client in
                 try await body(
@@ -197,7 +197,7 @@ struct IdempotencyTests {
 
     @Test("a request whose task is cancelled as it answers (its client gone) still has its answer kept")
     func cancelledAsItAnswers() async throws {
-        let runs = try await withThings { run in
+        let runs = try await withThings { run, _ in
             withUnsafeCurrentTask { $0?.cancel() }
             return Self.answer(run)
         } _: { send, _ in
@@ -263,7 +263,7 @@ struct IdempotencyTests {
         """,
         arguments: [false, true])
     func toldAgain(refusedFirst: Bool) async throws {
-        let runs = try await withThings(keepingFailing: 2) { run in
+        let runs = try await withThings(keepingFailing: 2) { run, _ in
             if refusedFirst && run == 1 { throw APIError.badRequest("not yet") }
             return Self.answer(run)
         } _: { send, _ in
@@ -281,7 +281,7 @@ struct IdempotencyTests {
     @Test("a renewal the database did not hear is made again: the request still running keeps its key")
     func renewedAgain() async throws {
         let finish = Mutex(false)
-        let runs = try await withThings(renewalsFailing: 1, renewEvery: .milliseconds(100)) { run in
+        let runs = try await withThings(renewalsFailing: 1, renewEvery: .milliseconds(100)) { run, _ in
             while !finish.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
             return Self.answer(run)
         } _: { send, unheard in
@@ -304,53 +304,30 @@ struct IdempotencyTests {
         """,
         arguments: [false, true])
     func unconfirmed(inTransaction: Bool) async throws {
-        try await DocumentedService.with(.postgres) { fixture in
-            let pool = try #require(fixture.pool)
-            let runs = Mutex(0)
-            let router = Router(context: AppRequestContext.self)
-            router.add(middleware: APIErrorMiddleware())
-            router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
-                .add(
-                    middleware: IdempotencyMiddleware(
-                        store: PostgresIdempotentRequests(pool: pool), secretAnswers: [],
-                        metrics: NOOPMetricsHandler.instance)
-                )
-                .post("things") { _, _ -> Response in
-                    // As a repository does: its statement, and the domain error for what failed.
-                    let end: PostgresQuery = "SELECT pg_terminate_backend(pg_backend_pid())"
-                    do {
-                        let run = runs.withLock {
-                            $0 += 1
-                            return $0
-                        }
-                        if run > 1 { return Self.answer(run) }
-                        if inTransaction {
-                            try await pool.withConnection { try await $0.withTransaction { try await $0.query(end) } }
-                        } else {
-                            try await pool.query(end)
-                        }
-                        return Self.answer(1)
-                    } catch let error as PostgresError {
-                        throw domainError(error)
-                    }
-                }
-            try await Application(router: router).test(.router) { client in
-                func send() async throws -> (HTTPResponse.Status, String) {
-                    try await client.execute(
-                        uri: "/v1/things", method: .post,
-                        headers: [.authorization: "Bearer \(fixture.apiKey)", .idempotencyKey: "k"]
-                    ) { ($0.status, String(buffer: $0.body)) }
-                }
-                #expect(try await send().0 == .serviceUnavailable)
-                let again = try await send()
+        let runs = try await withThings { run, pool in
+            if run > 1 { return Self.answer(run) }
+            // As a repository does: its statement, and the domain error for what failed.
+            let end: PostgresQuery = "SELECT pg_terminate_backend(pg_backend_pid())"
+            do {
                 if inTransaction {
-                    #expect(again == (.created, #"{"run":2}"#))
+                    try await pool.withConnection { try await $0.withTransaction { try await $0.query(end) } }
                 } else {
-                    #expect(again.0 == .conflict && Self.code(again.1) == "outcome_unknown", "\(again)")
+                    try await pool.query(end)
                 }
+                return Self.answer(1)
+            } catch let error as PostgresError {
+                throw domainError(error)
             }
-            #expect(runs.withLock { $0 } == (inTransaction ? 2 : 1))
+        } _: { send, _ in
+            #expect(try await send().0 == .serviceUnavailable)
+            let again = try await send()
+            if inTransaction {
+                #expect(again == (.created, #"{"run":2}"#))
+            } else {
+                #expect(again.0 == .conflict && Self.code(again.1) == "outcome_unknown", "\(again)")
+            }
         }
+        #expect(runs == (inTransaction ? 2 : 1))
     }
 
     @Test("a service without a store refuses the header rather than doing the change unguarded")
