@@ -137,7 +137,7 @@ public final class PostgresConnection: @unchecked Sendable {
             // Without a BEGIN of its own, the pipeline is one transaction committed at its sync.
             let mayCommit =
                 self.mayCommit(statements.first?.sql ?? "")
-                && statements.first?.sql.uppercased().hasPrefix("BEGIN") != true
+                && statements.first?.sql.prefix(5).uppercased() != "BEGIN"
             try self.unconfirmedIf(mayCommit) { try self.runPipeline(statements, cancellation: cancellation) }
         }
     }
