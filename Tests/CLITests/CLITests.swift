@@ -1889,11 +1889,19 @@ struct CLITests {
         #expect(!result.stderr.contains("\u{1B}"))
     }
 
-    @Test("an unreachable database exits 5 with one clear line")
+    @Test("an unreachable database, or one that refuses the login, exits 5 with one line that says which")
     func databaseUnavailable() async throws {
         let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
         #expect(result.status == 5)
-        #expect(result.stderr.hasPrefix("rbac: cannot reach the database"))
+        #expect(result.stderr.hasPrefix("rbac: cannot connect to the database at postgres://nobody@127.0.0.1:1/none: "))
+        #expect(result.stderr.contains("Connection refused") && result.stderr.split(separator: "\n").count == 1)
+
+        let role = "no_such_role_" + UUID().uuidString.lowercased().prefix(8)
+        let refused = try await Self.rbac(
+            ["couples", "list"], database: try TestDatabase.server().connectionString + " user=\(role)")
+        #expect(refused.status == 5)
+        #expect(refused.stderr.hasPrefix("rbac: cannot connect to the database at "), "\(refused.stderr)")
+        #expect(refused.stderr.contains("role \"\(role)\" does not exist"), "\(refused.stderr)")
     }
 
     @Test("policy validate and test pass on the shipped policy; a failing test and an unknown permission are reported")

@@ -50,7 +50,9 @@ struct CommandFailure: Error {
             self.init(.usage, "invalid database URL or PG* variable: \(error.message)")
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
             let target = database.map { " at \($0.redactedDescription)" } ?? ""
-            self.init(.databaseUnavailable, "cannot reach the database\(target): \(error.message)")
+            // Also when the server answered but refused the login (no such role or database, a wrong password):
+            // libpq reports no SQLSTATE for a connection it could not make, and its message says which.
+            self.init(.databaseUnavailable, "cannot connect to the database\(target): \(error.message)")
         case let error as PostgresError where error.sqlState?.errorClass == "RB":
             // Raised by the SQL functions: the message is written for people and carries no secrets.
             let mapped = domainError(error) as? CollaborationError
