@@ -333,8 +333,13 @@ extension RBAC {
                     }
                 }
                 if !ended {
+                    // Held by a database that stopped answering, or by a webhook or an email on its way, which
+                    // cancelling does not stop (a webhook may take 15 s, an email 30).
                     logger.warning(
-                        "stopping without the database: the outbox, the sweep or the record of keys used waits for it")
+                        """
+                        stopping with background work unfinished: a message being sent goes again once its lease \
+                        lapses, and the service keys used since the last sweep may stay unrecorded
+                        """)
                 }
                 await budgetReads?.close()
                 await pool.close()
