@@ -22,7 +22,7 @@ struct RBAC: AsyncParsableCommand {
                  migration, a database not migrated yet, a budget, role or
                  couple limit reached, a role still held, the primary
                  scenario deleted, a message being sent)
-              5  database unavailable
+              5  database unavailable (unreachable, or refusing the login)
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
             the HTTP API gives it; so is a full page's hint of where the next starts: {"next_after": PLACE}.
