@@ -303,24 +303,27 @@ struct PermissionSetBatchTests {
             // The load waits for the memberships the locker holds, and its session is ended there: the statement
             // was sent outside a transaction, yet it only reads, so the request it served changed nothing.
             let locker = try await PostgresConnection.connect(pool.configuration)
-            try await locker.execute("BEGIN")
-            try await locker.execute("LOCK TABLE memberships IN ACCESS EXCLUSIVE MODE")
-            let unconfirmed = UnconfirmedChanges()
-            async let load = UnconfirmedChanges.$current.withValue(unconfirmed) {
-                try await Outcome.of { _ = try await repository.permissionSet(couple: couple, user: owner) }
+            try await ensuring {
+                try await locker.execute("BEGIN")
+                try await locker.execute("LOCK TABLE memberships IN ACCESS EXCLUSIVE MODE")
+                let unconfirmed = UnconfirmedChanges()
+                async let load = UnconfirmedChanges.$current.withValue(unconfirmed) {
+                    try await Outcome.of { _ = try await repository.permissionSet(couple: couple, user: owner) }
+                }
+                var killed: Int64 = 0
+                while killed == 0 {
+                    killed = try await pool.query(
+                        """
+                        SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+                            AND query LIKE '%user_roles(%'
+                        """)[0].decode("n")
+                }
+                #expect(try await load == .refused("unavailable"))
+                #expect(!unconfirmed.any)
+            } finally: {
+                await locker.close()
             }
-            var killed: Int64 = 0
-            while killed == 0 {
-                killed = try await pool.query(
-                    """
-                    SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
-                    WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
-                        AND query LIKE '%user_roles(%'
-                    """)[0].decode("n")
-            }
-            #expect(try await load == .refused("unavailable"))
-            #expect(!unconfirmed.any)
-            await locker.close()
         }
     }
 
