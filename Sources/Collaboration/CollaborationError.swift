@@ -28,3 +28,11 @@ public enum CollaborationErrorCode: String, RefusalCode, Codable {
     case inProgress = "in_progress"
     case unavailable = "unavailable"
 }
+
+extension DomainError where Code == CollaborationErrorCode {
+    /// `role` is neither the policy's nor one the couple defined: the database's words (rbac.require_role).
+    public static func unknownRole(_ role: String, valid: [RoleName]) -> Self {
+        CollaborationError(
+            .invalidInput, "unknown role \"\(role)\"; valid roles: \(valid.map(\.rawValue).joined(separator: ", "))")
+    }
+}

@@ -356,7 +356,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         }.keys
         if let reassign {
             guard permissions(of: reassign, in: couple) != nil else {
-                throw CollaborationError(.invalidInput, "unknown role \"\(reassign)\"; valid roles: \(validRoles)")
+                throw CollaborationError.unknownRole(reassign.rawValue, valid: roles().map(\.name))
             }
             guard reassign != name else {
                 throw CollaborationError(
@@ -720,8 +720,6 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     // MARK: Rules
 
-    private var validRoles: String { roles().map(\.name.rawValue).joined(separator: ", ") }
-
     /// Active and not past its expiry: a membership that grants what its role does.
     private func isInForce(_ membership: Membership) -> Bool {
         membership.status == .active && (membership.expiresAt.map { $0 > now() } ?? true)
@@ -738,7 +736,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     private func requireRole(_ role: RoleName, in couple: UUID) throws {
         guard permissions(of: role, in: couple) != nil else {
-            throw CollaborationError(.invalidInput, "unknown role \"\(role)\"; valid roles: \(validRoles)")
+            throw CollaborationError.unknownRole(role.rawValue, valid: roles().map(\.name))
         }
     }
 

@@ -31,8 +31,15 @@ extension RBAC {
         }
 
         func run() async throws {
-            let unknownAddress = { (address: EmailAddress) in
-                "add them with `rbac users add --email \(address)`, or invite them with "
+            let unknownAddress = { (context: CommandContext, actor: Actor, address: EmailAddress) in
+                // An unknown role is named now rather than by the invitation suggested. The couple's roles are
+                // read as the actor: one who may not see them gets the suggestion unchecked, as before.
+                if let roles = try? await context.permissions.roles(of: try Parse.couple(member.couple), as: actor),
+                    !roles.contains(where: { $0.name.rawValue == role })
+                {
+                    throw CollaborationError.unknownRole(role, valid: roles.map(\.name))
+                }
+                return "add them with `rbac users add --email \(address)`, or invite them with "
                     + "`rbac invite --couple \(member.couple) --email \(address) --role \(role)`"
             }
             try await member.change(acting, unknownAddress: unknownAddress) { context, actor, user, couple in

@@ -303,6 +303,11 @@ struct CLITests {
                     "user nobody@example.com does not exist: add them with `rbac users add --email nobody@example.com`, "
                         + "or invite them with `rbac invite --couple \(couple) --email nobody@example.com --role planner`"
                 ),
+                // ... but not an invitation its role would refuse.
+                (
+                    ["grant", "--couple", couple, "--user", "nobody@example.com", "--role", "florist"], 2,
+                    "unknown role \"florist\"; valid roles: owner, partner, planner, viewer\n"
+                ),
             ]
             for (arguments, status, message) in refusals {
                 let refused = try await run(arguments)

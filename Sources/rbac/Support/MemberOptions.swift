@@ -13,10 +13,11 @@ struct MemberOptions: ParsableArguments {
     }
 
     /// Runs `body`, a change to the membership, as the acting person, and prints the membership it returns: as
-    /// JSON with --json, else `message`. `unknownAddress`, given an address no user has, says what to do instead.
+    /// JSON with --json, else `message`. `unknownAddress`, given an address no user has, says what to do instead,
+    /// or throws what would refuse that.
     func change(
         _ acting: ActingOptions,
-        unknownAddress: ((EmailAddress) -> String)? = nil,
+        unknownAddress: ((CommandContext, Actor, EmailAddress) async throws -> String)? = nil,
         _ body: (CommandContext, Actor, _ user: UUID, _ couple: UUID) async throws -> Membership,
         message: (User, Membership) -> String
     ) async throws {
@@ -28,7 +29,8 @@ struct MemberOptions: ParsableArguments {
                 guard let unknownAddress, case .email(let address) = try UserReference(parsing: self.user) else {
                     throw error
                 }
-                throw CollaborationError(.notFound, "\(error.message): \(unknownAddress(address))")
+                throw CollaborationError(
+                    .notFound, "\(error.message): \(try await unknownAddress(context, actor, address))")
             }
             let membership = try await body(context, actor, user.id, try Parse.couple(couple))
             try acting.output.print(membership, message(user, membership))
