@@ -20,12 +20,14 @@ public enum IdempotentRequest: Sendable, Equatable {
 
 /// The requests sent with an `Idempotency-Key`, by service key, and their answers.
 public protocol IdempotentRequestStore: Sendable {
-    /// Claims `idempotencyKey` of `key` for a request of this `fingerprint` for `holdFor`, or says why not.
-    func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
-        -> IdempotentRequest
+    /// Claims `idempotencyKey` of `key` for a request of this `fingerprint`, made under `couple`, for `holdFor`, or
+    /// says why not.
+    func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], couple: UUID?, holdFor: Duration)
+        async throws -> IdempotentRequest
     /// Holds `claim` for `holdFor` from now; false when it is no longer this instance's.
     func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool
-    /// Keeps the success of the request `claim` ran, for the same request sent again.
+    /// Keeps the success of the request `claim` ran, for the same request sent again; not one that holds what its
+    /// couple was, when the couple was deleted meanwhile.
     func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws
     /// Gives up `claim` without an answer: the request failed and changed nothing, and may run again.
     func release(_ claim: UUID) async throws

@@ -82,8 +82,10 @@ struct IdempotencyMiddleware: RouterMiddleware {
         let fingerprint = Digest.sha256(
             Array("\(request.method.rawValue) \(request.uri.description)\n\(acting)\n".utf8)
                 + body.readableBytesView)
+        // Deleting the couple deletes the answers kept for it.
+        let couple = context.parameters.get("couple").flatMap(UUID.init(uuidString:))
         switch try await store.claim(
-            key: serviceKey.id, idempotencyKey: key, fingerprint: fingerprint, holdFor: Self.hold)
+            key: serviceKey.id, idempotencyKey: key, fingerprint: fingerprint, couple: couple, holdFor: Self.hold)
         {
         case .claimed(let claim):
             counted[.ran]?.increment()

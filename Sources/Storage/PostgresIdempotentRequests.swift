@@ -14,20 +14,22 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
 
     /// A row older than `keep` is as good as none, and so is a hold its instance stopped renewing (it died), but
     /// only for the request it held: another sent with the key is refused as long as the row is kept.
-    public func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
-        -> IdempotentRequest
-    {
+    public func claim(
+        key: UUID, idempotencyKey: String, fingerprint: [UInt8], couple: UUID?, holdFor: Duration
+    ) async throws -> IdempotentRequest {
         // Between the two statements the row can be released, or lapse; the claim is tried again then.
         for _ in 0..<3 {
             let claimed = try await query(
                 "idempotent_claim",
                 """
-                INSERT INTO idempotent_requests AS r (key_id, idempotency_key, fingerprint, claim, claimed_until)
-                VALUES (\(key), \(idempotencyKey), \(Data(fingerprint)), \(UUID()),
+                INSERT INTO idempotent_requests AS r
+                    (key_id, idempotency_key, fingerprint, couple_id, claim, claimed_until)
+                VALUES (\(key), \(idempotencyKey), \(Data(fingerprint)), \(couple), \(UUID()),
                         now() + make_interval(secs => \(holdFor.components.seconds)::float8))
                 ON CONFLICT (key_id, idempotency_key) DO UPDATE
-                SET fingerprint = excluded.fingerprint, claim = excluded.claim, claimed_until = excluded.claimed_until,
-                    status = NULL, body = NULL, withheld = false, unconfirmed = false, created_at = now()
+                SET fingerprint = excluded.fingerprint, couple_id = excluded.couple_id, claim = excluded.claim,
+                    claimed_until = excluded.claimed_until, status = NULL, body = NULL, withheld = false,
+                    unconfirmed = false, created_at = now()
                 WHERE r.created_at < now() - make_interval(secs => \(keep)::float8)
                    OR (r.claimed_until < now() AND r.fingerprint = excluded.fingerprint)
                 RETURNING claim
@@ -66,13 +68,23 @@ public struct PostgresIdempotentRequests: IdempotentRequestStore {
         return !renewed.isEmpty
     }
 
+    /// An answer with a body, to a request under a couple deleted meanwhile, is not kept (`delete_couple` deletes
+    /// those it finds kept): the key is given up. Waiting for a deletion under way, by locking the couple's row,
+    /// keeps one from slipping in after it.
     public func record(_ claim: UUID, status: Int, body: [UInt8]?, withheld: Bool) async throws {
+        let body = body.map { Data($0) }
         _ = try await query(
             "idempotent_record",
             """
-            UPDATE idempotent_requests
-            SET status = \(Int16(status)), body = \(body.map { Data($0) }), withheld = \(withheld), claimed_until = NULL
-            WHERE claim = \(claim) AND claimed_until IS NOT NULL
+            WITH kept AS (
+                UPDATE idempotent_requests r
+                SET status = \(Int16(status)), body = \(body), withheld = \(withheld), claimed_until = NULL
+                WHERE claim = \(claim) AND claimed_until IS NOT NULL
+                  AND (r.couple_id IS NULL OR \(body) IS NULL
+                       OR EXISTS (SELECT FROM couples c WHERE c.id = r.couple_id FOR KEY SHARE))
+                RETURNING 1)
+            DELETE FROM idempotent_requests
+            WHERE claim = \(claim) AND claimed_until IS NOT NULL AND NOT EXISTS (SELECT FROM kept)
             """)
     }
 

@@ -103,6 +103,26 @@ struct IdempotencyTests {
         }
     }
 
+    @Test("a payment sent again once its couple is deleted runs again, and is refused; the deletion is replayed")
+    func coupleDeleted() async throws {
+        try await withPayments { payments in
+            let fixture = payments.fixture
+            #expect(try await payments.pay(#"{"amount":400}"#, key: "pay-1").0 == .created)
+            var headers = fixture.keyHeader(actingAs: fixture.owner)
+            headers[.idempotencyKey] = "goodbye"
+            func delete() async throws -> HTTPResponse.Status {
+                try await payments.client.execute(
+                    uri: "/v1/couples/\(fixture.couple)", method: .delete, headers: headers
+                ) { $0.status }
+            }
+            #expect(try await delete() == .noContent)
+            let again = try await payments.pay(#"{"amount":400}"#, key: "pay-1")
+            // Refused as any request for a couple the acting user is not in: whether it exists is not told.
+            #expect(again.0 == .forbidden && Self.code(again.1) == "permission_denied", "\(again)")
+            #expect(try await delete() == .noContent, "the deletion's own answer, which names nothing, was not kept")
+        }
+    }
+
     @Test("an invitation sent again with its key is refused as done: its token is kept nowhere")
     func invitationTokenNotKept() async throws {
         try await withPayments { payments in
@@ -233,10 +253,11 @@ struct IdempotencyTests {
             }
         }
 
-        func claim(key: UUID, idempotencyKey: String, fingerprint: [UInt8], holdFor: Duration) async throws
-            -> IdempotentRequest
-        {
-            try await store.claim(key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, holdFor: holdFor)
+        func claim(
+            key: UUID, idempotencyKey: String, fingerprint: [UInt8], couple: UUID?, holdFor: Duration
+        ) async throws -> IdempotentRequest {
+            try await store.claim(
+                key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, couple: couple, holdFor: holdFor)
         }
         func renew(_ claim: UUID, holdFor: Duration) async throws -> Bool {
             guard !Self.fails(renewalsLeft) else { throw Failure() }

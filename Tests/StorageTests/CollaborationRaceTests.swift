@@ -245,11 +245,59 @@ struct CollaborationRaceTests {
                 let claims = try await race(4) { _, go in
                     await go()
                     return try await store.claim(
-                        key: key.id, idempotencyKey: "round-\(round)", fingerprint: fingerprint, holdFor: .seconds(60))
+                        key: key.id, idempotencyKey: "round-\(round)", fingerprint: fingerprint, couple: nil,
+                        holdFor: .seconds(60))
                 }
                 let claimed = claims.compactMap(\.claim)
                 #expect(claimed.count == 1 && claims.filter { $0 == .running }.count == 3, "round \(round): \(claims)")
             }
+        }
+    }
+
+    @Test("an answer recorded while its couple is deleted is never kept, in whichever order the two land")
+    func recordedWhileDeleted() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
+            let key = try await PostgresServiceKeyRepository(pool: pool).createKey(
+                name: "billing", keyHash: [UInt8](repeating: 7, count: 32)
+            ).id
+            let store = PostgresIdempotentRequests(pool: pool)
+            let fingerprint = [UInt8](repeating: 1, count: 32)
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let budget = PostgresBudgetRepository(pool: pool)
+            let owner = try await pool.newUser()
+            var created: Set<Bool> = []
+            for round in 0..<Self.rounds {
+                let couple = try await pool.newCouple(members: [(owner, "owner")])
+                let made = try await race(2) { index, go in
+                    if index == 1 {
+                        await go()
+                        try await repository.deleteCouple(couple, as: .user(owner))
+                        return false
+                    }
+                    // A request under the couple: claimed, made, then its answer kept, as the middleware does.
+                    let claim = try #require(
+                        try await store.claim(
+                            key: key, idempotencyKey: "scenario-\(round)", fingerprint: fingerprint,
+                            couple: couple, holdFor: .seconds(60)
+                        ).claim)
+                    await go()
+                    guard
+                        let scenario = try? await budget.createScenario(
+                            couple: couple, name: "Main", primary: true, as: .user(owner))
+                    else {
+                        try await store.release(claim)
+                        return false
+                    }
+                    try await store.record(
+                        claim, status: 201, body: Array(scenario.id.uuidString.utf8), withheld: false)
+                    return true
+                }
+                created.insert(made[0])
+                #expect(
+                    try await pool.query("SELECT 1 FROM idempotent_requests WHERE couple_id = \(couple)").isEmpty,
+                    "round \(round): an answer about the deleted couple was kept")
+            }
+            #expect(created == [true, false], "the scenario should be made before the deletion in some rounds only")
         }
     }
 

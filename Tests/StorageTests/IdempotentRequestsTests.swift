@@ -26,7 +26,7 @@ struct IdempotentRequestsTests {
         try await withStore { store, key, _ in
             func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
                 try await store.claim(
-                    key: key, idempotencyKey: "pay-1", fingerprint: fingerprint ?? self.fingerprint,
+                    key: key, idempotencyKey: "pay-1", fingerprint: fingerprint ?? self.fingerprint, couple: nil,
                     holdFor: .seconds(60))
             }
             let first = try #require(try await claim().claim)
@@ -48,19 +48,25 @@ struct IdempotentRequestsTests {
     func lapsedHold() async throws {
         try await withStore { store, key, _ in
             let lapsed = try #require(
-                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .zero).claim)
+                try await store.claim(
+                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .zero
+                ).claim)
             let other = [UInt8](repeating: 3, count: 32)
             #expect(
-                try await store.claim(key: key, idempotencyKey: "k", fingerprint: other, holdFor: .seconds(60))
+                try await store.claim(
+                    key: key, idempotencyKey: "k", fingerprint: other, couple: nil, holdFor: .seconds(60))
                     == .otherRequest)
             let taken = try #require(
-                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .seconds(60))
-                    .claim, "a lapsed hold was not taken over")
+                try await store.claim(
+                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
+                )
+                .claim, "a lapsed hold was not taken over")
             #expect(taken != lapsed)
             #expect(try await !store.renew(lapsed, holdFor: .seconds(60)))
             try await store.record(lapsed, status: 200, body: nil, withheld: false)
             #expect(
-                try await store.claim(key: key, idempotencyKey: "k", fingerprint: fingerprint, holdFor: .seconds(60))
+                try await store.claim(
+                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60))
                     == .running, "the lapsed claim's answer was not kept")
         }
     }
@@ -70,7 +76,8 @@ struct IdempotentRequestsTests {
         try await withStore { store, key, _ in
             func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
                 try await store.claim(
-                    key: key, idempotencyKey: "pay", fingerprint: fingerprint ?? self.fingerprint, holdFor: .zero)
+                    key: key, idempotencyKey: "pay", fingerprint: fingerprint ?? self.fingerprint, couple: nil,
+                    holdFor: .zero)
             }
             let first = try #require(try await claim().claim)
             try await store.leaveUnconfirmed(first)
@@ -89,7 +96,7 @@ struct IdempotentRequestsTests {
         try await withStore(keep: .zero) { store, key, pool in
             let claim = try #require(
                 try await store.claim(
-                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, holdFor: .seconds(60)
+                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
                 )
                 .claim)
             try await store.record(claim, status: 201, body: nil, withheld: true)
@@ -100,11 +107,41 @@ struct IdempotentRequestsTests {
                 ])
             #expect(
                 try await store.claim(
-                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, holdFor: .seconds(60)
+                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
                 )
                 .claim != nil, "a request kept no time at all was answered")
             #expect(try await store.prune() == 1)
             #expect(try await pool.query("SELECT 1 FROM idempotent_requests").isEmpty)
+        }
+    }
+
+    @Test("deleting a couple deletes the answers kept that hold what it was; one recorded after is not kept")
+    func deletedWithTheCouple() async throws {
+        try await withStore { store, key, pool in
+            let owner = try await pool.newUser()
+            let (couple, other) = (
+                try await pool.newCouple(members: [(owner, "owner")]),
+                try await pool.newCouple(members: [(owner, "owner")])
+            )
+            func claim(_ idempotencyKey: String, under couple: UUID?) async throws -> UUID {
+                try #require(
+                    try await store.claim(
+                        key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, couple: couple,
+                        holdFor: .seconds(60)
+                    ).claim)
+            }
+            let body = Array(#"{"id":"\#(UUID())","name":"Flowers"}"#.utf8)
+            try await store.record(try await claim("item", under: couple), status: 201, body: body, withheld: false)
+            try await store.record(try await claim("removed", under: couple), status: 204, body: nil, withheld: false)
+            try await store.record(
+                try await claim("created", under: nil), status: 201,
+                body: Array(#"{"id":"\#(couple.uuidString.lowercased())"}"#.utf8), withheld: false)
+            try await store.record(try await claim("elsewhere", under: other), status: 201, body: body, withheld: false)
+            let late = try await claim("late", under: couple)
+            try await PostgresCollaborationRepository(pool: pool).deleteCouple(couple, as: .user(owner))
+            try await store.record(late, status: 201, body: body, withheld: false)
+            let kept = try await pool.query("SELECT idempotency_key FROM idempotent_requests ORDER BY 1")
+            #expect(try kept.map { try $0.decode("idempotency_key", as: String.self) } == ["elsewhere", "removed"])
         }
     }
 }

@@ -316,8 +316,9 @@ BEGIN
 END $$;
 
 -- Deleting a couple and everything of it: memberships, invitations, its own roles and its budget (cascades, and
--- rbac.delete_couple_budget on Citus). A member holding couple.delete, or the operator. Its audit log stays,
--- recording the deletion and who made it; caches hear that the couple is gone (notifications.sql).
+-- rbac.delete_couple_budget on Citus), and the answers kept for an Idempotency-Key that hold what it was. A member
+-- holding couple.delete, or the operator. Its audit log stays, recording the deletion and who made it; caches
+-- hear that the couple is gone (notifications.sql).
 CREATE OR REPLACE FUNCTION public.delete_couple(p_couple_id uuid) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
@@ -330,4 +331,10 @@ BEGIN
     PERFORM FROM memberships WHERE couple_id = p_couple_id ORDER BY user_id FOR UPDATE;
     PERFORM FROM couple_roles WHERE couple_id = p_couple_id ORDER BY name FOR UPDATE;
     DELETE FROM couples WHERE id = p_couple_id;
+    -- Those made under it, and the couple's creation, which names it; sent again, such a request runs again
+    -- and finds no couple. An answer without a body names nothing and stays (this deletion's own, sent again,
+    -- is answered as it was). One still running keeps no body once the couple is gone (its store's record).
+    DELETE FROM idempotent_requests
+    WHERE body IS NOT NULL
+      AND (couple_id = p_couple_id OR position(convert_to(p_couple_id::text, 'UTF8') IN body) > 0);
 END $$;
