@@ -331,7 +331,7 @@ struct IdempotencyTests {
             let end: PostgresQuery = "SELECT pg_terminate_backend(pg_backend_pid())"
             do {
                 if inTransaction {
-                    try await pool.withConnection { try await $0.withTransaction { try await $0.query(end) } }
+                    _ = try await pool.withConnection { try await $0.withTransaction { try await $0.query(end) } }
                 } else {
                     try await pool.query(end)
                 }
