@@ -7,8 +7,6 @@ import Testing
 
 @Suite("Requests kept for their Idempotency-Key")
 struct IdempotentRequestsTests {
-    private let fingerprint = [UInt8](repeating: 1, count: 32)
-
     /// `body` with a store over a fresh database, and a service key's id there.
     private func withStore(
         keep: Duration = .seconds(3600),
@@ -25,9 +23,7 @@ struct IdempotentRequestsTests {
     func lifecycle() async throws {
         try await withStore { store, key, _ in
             func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
-                try await store.claim(
-                    key: key, idempotencyKey: "pay-1", fingerprint: fingerprint ?? self.fingerprint, couple: nil,
-                    holdFor: .seconds(60))
+                try await store.claim("pay-1", by: key, fingerprint: fingerprint)
             }
             let first = try #require(try await claim().claim)
             #expect(try await claim() == .running)
@@ -47,27 +43,13 @@ struct IdempotentRequestsTests {
     @Test("a hold not renewed lapses: the same request runs again, and the claim it had is no longer its own")
     func lapsedHold() async throws {
         try await withStore { store, key, _ in
-            let lapsed = try #require(
-                try await store.claim(
-                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .zero
-                ).claim)
-            let other = [UInt8](repeating: 3, count: 32)
-            #expect(
-                try await store.claim(
-                    key: key, idempotencyKey: "k", fingerprint: other, couple: nil, holdFor: .seconds(60))
-                    == .otherRequest)
-            let taken = try #require(
-                try await store.claim(
-                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
-                )
-                .claim, "a lapsed hold was not taken over")
+            let lapsed = try #require(try await store.claim("k", by: key, holdFor: .zero).claim)
+            #expect(try await store.claim("k", by: key, fingerprint: [UInt8](repeating: 3, count: 32)) == .otherRequest)
+            let taken = try #require(try await store.claim("k", by: key).claim, "a lapsed hold was not taken over")
             #expect(taken != lapsed)
             #expect(try await !store.renew(lapsed, holdFor: .seconds(60)))
             try await store.record(lapsed, status: 200, body: nil, withheld: false)
-            #expect(
-                try await store.claim(
-                    key: key, idempotencyKey: "k", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60))
-                    == .running, "the lapsed claim's answer was not kept")
+            #expect(try await store.claim("k", by: key) == .running, "the lapsed claim's answer was not kept")
         }
     }
 
@@ -75,9 +57,7 @@ struct IdempotentRequestsTests {
     func leftUnconfirmed() async throws {
         try await withStore { store, key, _ in
             func claim(_ fingerprint: [UInt8]? = nil) async throws -> IdempotentRequest {
-                try await store.claim(
-                    key: key, idempotencyKey: "pay", fingerprint: fingerprint ?? self.fingerprint, couple: nil,
-                    holdFor: .zero)
+                try await store.claim("pay", by: key, fingerprint: fingerprint, holdFor: .zero)
             }
             let first = try #require(try await claim().claim)
             try await store.leaveUnconfirmed(first)
@@ -94,11 +74,7 @@ struct IdempotentRequestsTests {
     @Test("a withheld answer keeps no body; what was kept longer than the store keeps is pruned, and runs again")
     func withheldAndPruned() async throws {
         try await withStore(keep: .zero) { store, key, pool in
-            let claim = try #require(
-                try await store.claim(
-                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
-                )
-                .claim)
+            let claim = try #require(try await store.claim("invite", by: key).claim)
             try await store.record(claim, status: 201, body: nil, withheld: true)
             let kept = try await pool.query("SELECT body IS NULL AS empty, withheld FROM idempotent_requests")
             #expect(
@@ -106,10 +82,7 @@ struct IdempotentRequestsTests {
                     [true, true]
                 ])
             #expect(
-                try await store.claim(
-                    key: key, idempotencyKey: "invite", fingerprint: fingerprint, couple: nil, holdFor: .seconds(60)
-                )
-                .claim != nil, "a request kept no time at all was answered")
+                try await store.claim("invite", by: key).claim != nil, "a request kept no time at all was answered")
             #expect(try await store.prune() == 1)
             #expect(try await pool.query("SELECT 1 FROM idempotent_requests").isEmpty)
         }
@@ -124,11 +97,7 @@ struct IdempotentRequestsTests {
                 try await pool.newCouple(members: [(owner, "owner")])
             )
             func claim(_ idempotencyKey: String, under couple: UUID?) async throws -> UUID {
-                try #require(
-                    try await store.claim(
-                        key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint, couple: couple,
-                        holdFor: .seconds(60)
-                    ).claim)
+                try #require(try await store.claim(idempotencyKey, by: key, couple: couple).claim)
             }
             let body = Array(#"{"id":"\#(UUID())","name":"Flowers"}"#.utf8)
             try await store.record(try await claim("item", under: couple), status: 201, body: body, withheld: false)
@@ -143,6 +112,18 @@ struct IdempotentRequestsTests {
             let kept = try await pool.query("SELECT idempotency_key FROM idempotent_requests ORDER BY 1")
             #expect(try kept.map { try $0.decode("idempotency_key", as: String.self) } == ["elsewhere", "removed"])
         }
+    }
+}
+
+extension PostgresIdempotentRequests {
+    /// A claim of `idempotencyKey` by service key `key`, of one fingerprint and no couple unless told.
+    fileprivate func claim(
+        _ idempotencyKey: String, by key: UUID, fingerprint: [UInt8]? = nil, couple: UUID? = nil,
+        holdFor: Duration = .seconds(60)
+    ) async throws -> IdempotentRequest {
+        try await claim(
+            key: key, idempotencyKey: idempotencyKey, fingerprint: fingerprint ?? [UInt8](repeating: 1, count: 32),
+            couple: couple, holdFor: holdFor)
     }
 }
 
