@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "Identity", dependencies: ["OutboundHTTP", "Secrets", "Tenancy"]),
         // What both domains share: the actor, paging, the permission checker's protocol, operation metrics.
         .target(name: "Tenancy", dependencies: [.product(name: "CoreMetrics", package: "swift-metrics")]),
-        // The collaboration domain: models, repository protocols, in-memory repositories, services (actors).
+        // The collaboration domain: models, repository protocols, services (actors).
         .target(
             name: "Collaboration",
             dependencies: ["Secrets", "Tenancy", .product(name: "CoreMetrics", package: "swift-metrics")]),
@@ -116,17 +116,23 @@ let package = Package(
         .target(
             name: "TestSupport", dependencies: ["Collaboration", "Postgres", "Storage", "ChildProcess", "Secrets"],
             path: "Tests/TestSupport"),
+        // The domains' rules over in-memory state, for fast tests of the services; never built into rbac.
+        .target(
+            name: "InMemoryRepositories", dependencies: ["Budget", "Collaboration", "Secrets", "Tenancy"],
+            path: "Tests/InMemoryRepositories"),
         .testTarget(name: "PostgresTests", dependencies: ["CLibPQ", "Postgres", "TestSupport", "ChildProcess"]),
         .testTarget(name: "SecretsTests", dependencies: ["Secrets"]),
         .testTarget(
             name: "IdentityTests", dependencies: ["Identity", "OutboundHTTP", "Secrets", "TestSupport", "ChildProcess"]),
-        .testTarget(name: "CollaborationTests", dependencies: ["Collaboration", "TestSupport"]),
-        .testTarget(name: "BudgetTests", dependencies: ["Budget", "Collaboration", "TestSupport"]),
+        .testTarget(
+            name: "CollaborationTests", dependencies: ["Collaboration", "InMemoryRepositories", "TestSupport"]),
+        .testTarget(
+            name: "BudgetTests", dependencies: ["Budget", "Collaboration", "InMemoryRepositories", "TestSupport"]),
         .testTarget(
             name: "ServerTests",
             dependencies: [
-                "Server", "Budget", "Collaboration", "Identity", "OutboundHTTP", "Secrets", "Storage", "Postgres",
-                "TestSupport",
+                "Server", "Budget", "Collaboration", "Identity", "InMemoryRepositories", "OutboundHTTP", "Secrets",
+                "Storage", "Postgres", "TestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -138,8 +144,8 @@ let package = Package(
         .testTarget(
             name: "StorageTests",
             dependencies: [
-                "Storage", "Budget", "Collaboration", "Delivery", "OutboundHTTP", "Postgres", "Secrets", "TestSupport",
-                "ChildProcess", .product(name: "Prometheus", package: "swift-prometheus"),
+                "Storage", "Budget", "Collaboration", "Delivery", "InMemoryRepositories", "OutboundHTTP", "Postgres",
+                "Secrets", "TestSupport", "ChildProcess", .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
     ]
 )

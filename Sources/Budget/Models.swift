@@ -297,7 +297,7 @@ public enum Money {
 
     /// `amount` in whole cents, rounded half away from zero, and held to Int64's bounds (validated amounts are
     /// far within them).
-    static func cents(_ amount: Decimal) -> Int64 {
+    public static func cents(_ amount: Decimal) -> Int64 {
         if let cents = wholeCents(amount) { return cents }
         var scaled = amount * 100
         var rounded = Decimal()

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Every refusal of a collaboration operation (a refusal from elsewhere, such as the budget's or the rules for
 /// text, converts with `CollaborationError(_:)`).
 public typealias CollaborationError = DomainError<CollaborationErrorCode>
@@ -34,5 +36,14 @@ extension DomainError where Code == CollaborationErrorCode {
     public static func unknownRole(_ role: String, valid: [RoleName]) -> Self {
         CollaborationError(
             .invalidInput, "unknown role \"\(role)\"; valid roles: \(valid.map(\.rawValue).joined(separator: ", "))")
+    }
+}
+
+extension Date {
+    /// The instant as refusals show it to people, as the SQL functions do (`rbac.shown_time`):
+    /// 2026-12-11 03:30:45 UTC.
+    public var shownInRefusals: String {
+        formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
+            + " UTC"
     }
 }

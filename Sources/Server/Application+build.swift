@@ -11,7 +11,7 @@ import Prometheus
 import Secrets
 import ServiceLifecycle
 
-/// What the HTTP service needs; tests build it with in-memory repositories.
+/// What the HTTP service needs: `rbac serve` builds it over PostgreSQL, tests also over in-memory repositories.
 public struct ServerDependencies: Sendable {
     public let repository: any CollaborationRepository
     public let keys: ServiceKeyService
@@ -47,7 +47,7 @@ public struct ServerDependencies: Sendable {
         limiter: FailedAttemptLimiter = FailedAttemptLimiter(), trustedProxies: TrustedProxies = .none,
         browserOrigins: BrowserOrigins = .none,
         checker: PermissionChecker? = nil,
-        budgets: any BudgetRepository = InMemoryBudgetRepository(),
+        budgets: any BudgetRepository,
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         sampleMetrics: @escaping @Sendable () -> Void = {},
         idempotentRequests: (any IdempotentRequestStore)? = nil,

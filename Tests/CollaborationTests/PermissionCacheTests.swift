@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryRepositories
 import Synchronization
 import TestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryRepositories
 import Secrets
 import Synchronization
 import TestSupport

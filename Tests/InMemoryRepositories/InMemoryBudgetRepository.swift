@@ -1,3 +1,4 @@
+import Budget
 import Foundation
 import Synchronization
 import Tenancy

@@ -1,5 +1,7 @@
+import Collaboration
 import Foundation
 import Secrets
+import Tenancy
 
 /// The collaboration rules over in-memory state, for fast tests of the services. It enforces what the SQL
 /// functions enforce (permissions, grantable roles, last owner, single-use invitations, email binding, the
@@ -950,14 +952,5 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         auditLog[couple, default: []].append(
             AuditEntry(id: nextAuditID, at: now(), actor: label, action: action, before: nil, after: nil))
         nextAuditID += 1
-    }
-}
-
-extension Date {
-    /// The instant as refusals show it to people, as the SQL functions do (`rbac.shown_time`):
-    /// 2026-12-11 03:30:45 UTC.
-    public var shownInRefusals: String {
-        formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false).dateTimeSeparator(.space))
-            + " UTC"
     }
 }

@@ -3,6 +3,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import InMemoryRepositories
 import Secrets
 import Synchronization
 import Testing

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Logging
 import Postgres
 import Prometheus
@@ -53,7 +54,7 @@ struct CacheTests {
                 checker: PermissionChecker(
                     repository: repository, cache: cache, isCacheTrusted: feed.isTrusted,
                     metrics: ServerDependencies.operationMetrics(registry)),
-                metrics: registry, isReady: { true })
+                budgets: PostgresBudgetRepository(pool: pool), metrics: registry, isReady: { true })
             listener = Task { await feed.run() }
         }
 
@@ -540,7 +541,8 @@ struct CacheTests {
         let registry = PrometheusCollectorRegistry()
         let dependencies = ServerDependencies(
             repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
-            publicBaseURL: URL(string: "https://rbac.test")!, metrics: registry, isReady: { true })
+            publicBaseURL: URL(string: "https://rbac.test")!, budgets: InMemoryBudgetRepository(), metrics: registry,
+            isReady: { true })
         let app = Application(router: buildRouter(dependencies))
         try await app.test(.router) { client in
             for _ in 0..<3 { try await client.execute(uri: "/health", method: .get) { #expect($0.status == .ok) } }

@@ -2,6 +2,7 @@ import Collaboration
 import Foundation
 import Hummingbird
 import Identity
+import InMemoryRepositories
 import Logging
 import ServiceLifecycle
 import TestSupport
@@ -130,7 +131,7 @@ struct CheckAnswerDifferentialTests {
                 tokens: tokens, publicBaseURL: URL(string: "https://rbac.test")!,
                 checker: PermissionChecker(
                     repository: repository, cache: PermissionCache(), isCacheTrusted: { trusted }),
-                isReady: { true })
+                budgets: InMemoryBudgetRepository(), isReady: { true })
         }
 
         func request(

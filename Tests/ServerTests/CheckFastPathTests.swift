@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -37,7 +38,7 @@ struct CheckFastPathTests {
                 publicBaseURL: URL(string: "https://rbac.test")!,
                 checker: PermissionChecker(
                     repository: fixture.repository, cache: PermissionCache(), isCacheTrusted: { true }),
-                metrics: registry, isReady: { true })
+                budgets: InMemoryBudgetRepository(), metrics: registry, isReady: { true })
             // Through the route: the key, the owner's and the invitee's (empty) sets, and for the invitee's
             // denial, the permissions some role grants.
             let (headers, bodies) = (headers, [fixture.owner, fixture.invitee].map { body(user: $0) })

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Postgres
 import Secrets
 import Storage

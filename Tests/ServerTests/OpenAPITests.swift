@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Storage
 import Testing
 
@@ -17,7 +18,8 @@ struct OpenAPITests {
         let router = documentedRoutes(
             ServerDependencies(
                 repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
-                publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true }))
+                publicBaseURL: URL(string: "https://rbac.test")!, budgets: InMemoryBudgetRepository(),
+                isReady: { true }))
         let document = try #require(try JSONSerialization.jsonObject(with: try openAPIDocument()) as? [String: Any])
         #expect(document["openapi"] as? String == "3.1.0")
         let paths = try #require(document["paths"] as? [String: [String: Any]])

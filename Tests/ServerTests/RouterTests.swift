@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Logging
 import Secrets
 import Synchronization
@@ -71,7 +72,7 @@ struct Fixture {
         ServerDependencies(
             repository: repository, keys: keys, tokens: tokens, signIn: signIn,
             publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter, browserOrigins: browserOrigins,
-            isReady: { true })
+            budgets: InMemoryBudgetRepository(), isReady: { true })
     }
 
     func invite(_ role: String = "partner", email: String? = nil) async throws -> String {
@@ -343,7 +344,8 @@ struct RouterTests {
                     ServerDependencies(
                         repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
                         publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter,
-                        trustedProxies: try TrustedProxies(parsing: proxies, header: header), isReady: { true })),
+                        trustedProxies: try TrustedProxies(parsing: proxies, header: header),
+                        budgets: InMemoryBudgetRepository(), isReady: { true })),
                 configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         }
         // A client's own Forwarded header, which a proxy that writes X-Forwarded-For passes on.
@@ -788,7 +790,8 @@ struct RouterTests {
         let lines = LineLogHandlerTests.Lines()
         let dependencies = ServerDependencies(
             repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
-            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { isReady.load(ordering: .relaxed) })
+            publicBaseURL: URL(string: "https://rbac.test")!, budgets: InMemoryBudgetRepository(),
+            isReady: { isReady.load(ordering: .relaxed) })
         let app = Application(
             router: buildRouter(dependencies),
             logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })

@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Identity
+import InMemoryRepositories
 import Logging
 import NIOCore
 import NIOPosix
@@ -27,7 +28,7 @@ struct ShutdownTests {
         let fixture = try await Fixture()
         let dependencies = ServerDependencies(
             repository: fixture.repository, keys: keys ?? fixture.keys, tokens: fixture.tokens,
-            publicBaseURL: URL(string: "https://rbac.test")!, isReady: { true })
+            publicBaseURL: URL(string: "https://rbac.test")!, budgets: InMemoryBudgetRepository(), isReady: { true })
         let listening = AsyncStream.makeStream(of: Int.self)
         let group = makeGroup(
             buildApplication(

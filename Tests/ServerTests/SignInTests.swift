@@ -67,7 +67,7 @@ struct SignInTests {
                     keySet: keySet,
                     policy: TokenPolicy(issuers: [supabase, auth0], audiences: ["authenticated", "https://rbac.api"])),
                 publicBaseURL: URL(string: "https://rbac.test")!, limiter: limiter,
-                isReady: { true })
+                budgets: PostgresBudgetRepository(pool: owned.pool), isReady: { true })
             try await body(
                 Setup(
                     owned: owned, tool: tool, dependencies: dependencies, lines: LineLogHandlerTests.Lines(),

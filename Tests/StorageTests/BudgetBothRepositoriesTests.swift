@@ -1,6 +1,7 @@
 import Budget
 import Collaboration
 import Foundation
+import InMemoryRepositories
 import Storage
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import Collaboration
 import Foundation
+import InMemoryRepositories
 import Postgres
 import Storage
 import TestSupport
