@@ -56,6 +56,9 @@ public struct PostgresConfiguration: Sendable {
         }
     }
 
+    /// Whether the connection string itself holds a password (a URL's `user:password@`, or a `password` field).
+    public var carriesPassword: Bool { Self.fields(of: connectionString)["password"]?.isEmpty == false }
+
     /// Why a URL's `@` is not where the user and password end, if it is not. libpq ends the user and password at
     /// the first `@` or `/`, so a password holding either, not percent-encoded, would be read as a host, a port
     /// or a database, which its messages then quote.

@@ -1259,11 +1259,16 @@ struct CLITests {
                 ["couples", "list", "--database-url", "postgres://bob:S3cret/Pw@db/x"]:
                     "write a '/' in the user or password as %2F",
                 ["couples", "list", "--database-url", " "]: "invalid database URL: it is blank",
-                ["couples", "list", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
+                ["couples", "list", "--database-url", "postgres://bob@db/x?sslmode=bogus"]:
                     #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
                 // serve waits for a database that does not answer yet, but not for settings that never reach one.
-                ["serve", "--port", "1", "--database-url", "postgres://bob:S3cretPw@db/x?sslmode=bogus"]:
+                ["serve", "--port", "1", "--database-url", "postgres://bob@db/x?sslmode=bogus"]:
                     #"invalid database URL or PG* variable: invalid sslmode value: "bogus""#,
+                // The process list shows a command's arguments to everyone.
+                ["couples", "list", "--database-url", "postgres://bob:S3cretPw@db/x"]:
+                    "--database-url must not carry a password, which the process list shows",
+                ["serve", "--port", "1", "--database-url", "host=db password=S3cretPw"]:
+                    "--database-url must not carry a password, which the process list shows",
                 [
                     "couples", "create", "--name", "N", "--owner-email", "a@example.com", "--actor", "a@example.com",
                     "--actor-label", "bot",
@@ -1273,6 +1278,12 @@ struct CLITests {
                 let result = try await run(arguments)
                 #expect(result.status == 2 && result.stderr.contains(message), "\(arguments): \(result.stderr)")
             }
+            // DATABASE_URL may carry one, and a refusal of the URL never shows it.
+            let bogus = try await Self.rbac(
+                ["couples", "list"], database: "postgres://bob:S3cretPw@db/x?sslmode=bogus")
+            #expect(
+                bogus.status == 2 && bogus.stderr.contains(#"invalid sslmode value: "bogus""#)
+                    && !bogus.stderr.contains("S3cret"), "\(bogus.stderr)")
             // An invitation link given where something else belongs is refused without being echoed, by rbac's
             // own messages and ArgumentParser's, in either format: standard error is often kept in a log.
             let token = "inv_" + String(repeating: "Q", count: 42) + "A"

@@ -53,6 +53,17 @@ struct ConfigurationTests {
         }
     }
 
+    @Test(
+        "a password is found wherever a connection string holds it",
+        arguments: [
+            ("postgres://bob:S3cretPw@db/x", true), ("postgres://db/x?password=S3cretPw", true),
+            ("host=db password='S3cret Pw'", true), ("postgres://bob@db/x", false), ("postgres://bob:@db/x", false),
+            ("host=db user=bob", false), ("", false),
+        ])
+    func password(connectionString: String, carries: Bool) {
+        #expect(PostgresConfiguration(connectionString: connectionString).carriesPassword == carries)
+    }
+
     @Test("an '@' in a URL's query or after a '?' in its password, and ports left out, are read as libpq reads them")
     func atSignsKept() throws {
         for url in [

@@ -11,8 +11,9 @@ struct DatabaseOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "PostgreSQL URL, e.g. postgres://user@host:5432/db. Default: $DATABASE_URL, then the PG* variables, "
-                + "then rbac's own local cluster.",
+            "PostgreSQL URL, e.g. postgres://user@host:5432/db, with no password (that goes in $DATABASE_URL, "
+                + "$PGPASSWORD or ~/.pgpass). Default: $DATABASE_URL, then the PG* variables, then rbac's own local "
+                + "cluster.",
             valueName: "url"))
     var databaseURL: String?
 
@@ -34,6 +35,16 @@ struct DatabaseOptions: ParsableArguments {
                 try configuration.validate()
             } catch let error as PostgresError {
                 throw CommandFailure(.usage, "\(error.message); expected postgres://user@host:port/database")
+            }
+            // Any local user can read a process's arguments for as long as it runs (`ps`); its environment and a
+            // password file, only its owner.
+            if databaseURL != nil, configuration.carriesPassword {
+                throw CommandFailure(
+                    .usage,
+                    """
+                    --database-url must not carry a password, which the process list shows: give the URL in \
+                    DATABASE_URL instead, or the password in PGPASSWORD or a password file (~/.pgpass, PGPASSFILE)
+                    """)
             }
             return configuration
         }
