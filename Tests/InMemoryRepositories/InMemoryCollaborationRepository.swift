@@ -444,18 +444,24 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     public func leave(couple: UUID, user: UUID?, as actor: Actor) throws -> Membership {
         _ = try self.couple(couple)
-        let leaver: UUID
+        let leaver = try subject(
+            user, of: actor, unnamed: "name the member who leaves", denied: "members can leave only for themselves")
+        return try delete(couple, leaver, as: actor)
+    }
+
+    /// Whom a call that acts for one user acts for, as `rbac.subject_user` says: the user the operator names
+    /// (refused as `unnamed` when none), or the acting user, who may name only themself (refused as `denied`).
+    private func subject(_ user: UUID?, of actor: Actor, unnamed: String, denied: String) throws -> UUID {
         switch actor {
         case .operator:
-            guard let user else { throw CollaborationError(.invalidInput, "name the member who leaves") }
-            leaver = user
+            guard let user else { throw CollaborationError(.invalidInput, unnamed) }
+            return user
         case .user(let id):
             guard user == nil || user == id else {
-                throw CollaborationError(.permissionDenied, "permission denied: members can leave only for themselves")
+                throw CollaborationError(.permissionDenied, "permission denied: \(denied)")
             }
-            leaver = id
+            return id
         }
-        return try delete(couple, leaver, as: actor)
     }
 
     public func transferOwnership(couple: UUID, to newOwner: UUID, as actor: Actor) throws -> Membership {
@@ -575,18 +581,9 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
     }
 
     public func acceptInvitation(tokenHash: [UInt8], user: UUID?, as actor: Actor) throws -> Membership {
-        let accepter: UUID
-        switch actor {
-        case .operator:
-            guard let user else { throw CollaborationError(.invalidInput, "name the user who accepts") }
-            accepter = user
-        case .user(let id):
-            guard user == nil || user == id else {
-                throw CollaborationError(
-                    .permissionDenied, "permission denied: users accept invitations only for themselves")
-            }
-            accepter = id
-        }
+        let accepter = try subject(
+            user, of: actor, unnamed: "name the user who accepts",
+            denied: "users accept invitations only for themselves")
         return try accept(tokenHash, by: accepter, as: actor) { $0.lowercased() == $1.email.lowercased() }
     }
 

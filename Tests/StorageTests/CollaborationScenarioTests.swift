@@ -457,6 +457,38 @@ struct CollaborationScenarioTests {
         }
     }
 
+    @Test(
+        "a member leaves, and a person accepts, only for themself; the operator names whom, and must",
+        arguments: Backend.allCases)
+    func actingForOneself(backend: Backend) async throws {
+        try await Self.withWorld(backend) { world in
+            let (couple, owner) = try await world.couple()
+            let partner = try await world.member(couple, "partner")
+            let issued = try await world.invitations.invite(
+                to: couple, role: RoleName(rawValue: "viewer")!, as: .user(owner))
+            let invitee = try await world.user("invitee")
+            let leavingForAnother = await expectRefusal(.permissionDenied) {
+                _ = try await world.memberships.leave(couple, user: partner, as: .user(owner))
+            }
+            let acceptingForAnother = await expectRefusal(.permissionDenied) {
+                _ = try await world.invitations.accept(token: issued.token.rawValue, user: invitee, as: .user(partner))
+            }
+            #expect(leavingForAnother?.message.contains("members can leave only for themselves") == true)
+            #expect(acceptingForAnother?.message.contains("users accept invitations only for themselves") == true)
+            await expectRefusal(.invalidInput) {
+                _ = try await world.memberships.leave(couple, user: nil, as: world.admin)
+            }
+            await expectRefusal(.invalidInput) {
+                _ = try await world.invitations.accept(token: issued.token.rawValue, user: nil, as: world.admin)
+            }
+            let joined = try await world.invitations.accept(
+                token: issued.token.rawValue, user: invitee, as: world.admin)
+            #expect(joined.userID == invitee && joined.role.rawValue == "viewer", "a refusal used the invitation")
+            #expect(try await world.memberships.leave(couple, user: partner, as: world.admin).userID == partner)
+            #expect(try await world.permissions.role(user: owner, couple: couple, as: world.admin) == .owner)
+        }
+    }
+
     @Test("ownership moves to a member, and the old owner becomes a partner", arguments: Backend.allCases)
     func transferOwnership(backend: Backend) async throws {
         try await Self.withWorld(backend) { world in
