@@ -1573,11 +1573,13 @@ struct CLITests {
                 }
                 return used
             }
-            func serve(sweepingEvery interval: String) async throws -> (ChildProcess.Running, Int) {
+            func serve(
+                sweepingEvery interval: String,
+                until ready: @escaping @Sendable (String) -> Bool = { $0.contains("listening on") }
+            ) async throws -> (ChildProcess.Running, Int) {
                 let (serve, port) = try await Self.serve(
                     ["--jwt-secret-file", secret, "--sweep-interval", interval],
-                    database: configuration.connectionString, errorLog: "/dev/null",
-                    until: { $0.contains("listening on") })
+                    database: configuration.connectionString, errorLog: "/dev/null", until: ready)
                 try #require(serve.ready, "serve did not start: \(serve.lines)")
                 return (serve, port)
             }
@@ -1590,7 +1592,14 @@ struct CLITests {
             let admin = try await PostgresConnection.connect(configuration)
             _ = try await admin.execute("ALTER FUNCTION sweep_expired(integer) RENAME TO sweep_expired_away")
             let started = Date()
-            let (first, firstPort) = try await serve(sweepingEvery: "1s")
+            // Its lines are read up to the later of the two, in whichever order the listener and the first sweep
+            // come to log theirs.
+            let (listening, warned) = (Flag(), Flag())
+            let (first, firstPort) = try await serve(sweepingEvery: "1s") { line in
+                if line.contains("listening on") { listening.set() }
+                if line.contains("sweeping failed in part") { warned.set() }
+                return listening.isSet && warned.isSet
+            }
             defer { Task { await first.stop() } }
             try await ask(firstPort, with: swept)
             #expect(
@@ -1599,9 +1608,9 @@ struct CLITests {
             await first.stop()
             _ = try await admin.execute("ALTER FUNCTION sweep_expired_away(integer) RENAME TO sweep_expired")
             await admin.close()
-            let warned = first.lines.filter { $0.contains("sweeping failed in part") }
+            let warnings = first.lines.filter { $0.contains("sweeping failed in part") }
             #expect(
-                !warned.isEmpty && warned.allSatisfy { $0.contains("expiries=") && !$0.contains("keys_used=") },
+                !warnings.isEmpty && warnings.allSatisfy { $0.contains("expiries=") && !$0.contains("keys_used=") },
                 "\(first.lines)")
             // Sweeps an hour apart: what serve saw after the one it makes as it starts is recorded as it stops.
             let (second, secondPort) = try await serve(sweepingEvery: "3600s")
