@@ -1580,7 +1580,7 @@ struct CLITests {
                 let (serve, port) = try await Self.serve(
                     ["--jwt-secret-file", secret, "--sweep-interval", interval],
                     database: configuration.connectionString, errorLog: "/dev/null", until: ready)
-                try #require(serve.ready, "serve did not start: \(serve.lines)")
+                try #require(serve.ready, "serve exited before logging what the test waits for: \(serve.lines)")
                 return (serve, port)
             }
             func ask(_ port: Int, with key: String) async throws {
