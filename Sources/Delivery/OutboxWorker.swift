@@ -103,7 +103,16 @@ public struct OutboxWorker: Sendable {
         return try await withThrowingTaskGroup(of: Outcome.self) { group in
             for message in claimed {
                 group.addTask {
-                    let outcome = try await message.channel == "email" ? email(message) : webhook(message)
+                    let outcome: Outcome
+                    do {
+                        outcome = try await message.channel == "email" ? email(message) : webhook(message)
+                    } catch is CancellationError {
+                        // Stopped while sending it: due again at once rather than when its lease runs out (the
+                        // receiver may have had it; a message goes at least once). In a task of its own, which the
+                        // cancellation does not reach: it would cancel the statement too.
+                        try? await Task { try await outbox.release(message) }.value
+                        throw CancellationError()
+                    }
                     deliveries(message.channel, outcome.rawValue).increment()
                     if outcome == .delivered {
                         lag(message.channel).recordNanoseconds(
@@ -211,8 +220,8 @@ public struct OutboxWorker: Sendable {
                 url, body: body, contentType: "application/json",
                 headers: ["webhook-id: \(id)", "webhook-timestamp: \(timestamp)", "webhook-signature: \(signatures)"]
             )
-        } catch {
-            return try await retry(message, "\(error)")
+        } catch let error as OutboundHTTP.Failure {
+            return try await retry(message, error.description)
         }
         switch response.status {
         case 200..<300:
@@ -246,7 +255,7 @@ public struct OutboxWorker: Sendable {
         ).message(at: now())
         do {
             try await mail.server.send(from: mail.address, to: to, message: bytes)
-        } catch {
+        } catch let error as OutboundMail.Failure {
             return error.permanent
                 ? try await dead(message, error.description) : try await retry(message, error.description)
         }

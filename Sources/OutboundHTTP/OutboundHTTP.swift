@@ -3,8 +3,8 @@ import Foundation
 
 /// Requests rbac makes to other services (an identity provider's discovery document, its keys, its token
 /// endpoint) through libcurl, with TLS by the system's OpenSSL. Only `https` URLs are taken and the peer's
-/// certificate is always verified; redirects are not followed. Each request runs on a thread of its own queue, so
-/// a slow peer never holds one of Swift's cooperative threads.
+/// certificate is always verified; redirects are not followed. Each request is a `Transfer`: on a thread of its
+/// own, so a slow peer never holds one of Swift's cooperative threads, and ended by cancelling its task.
 public struct OutboundHTTP: Sendable {
     public struct Configuration: Sendable {
         public var connectTimeout: Duration
@@ -78,13 +78,8 @@ public struct OutboundHTTP: Sendable {
             throw Failure(description: "\(Self.redacted(url)): only https URLs are fetched")
         }
         let configuration = configuration
-        return try await withCheckedThrowingContinuation { continuation in
-            // A serial queue of its own: a thread that may block for the whole timeout, never one of a shared
-            // pool's few.
-            DispatchQueue(label: "rbac.outbound-http").async {
-                continuation.resume(
-                    with: Result { try Self.performBlocking(url, headers: headers, body: body, configuration) })
-            }
+        return try await Transfer.run(label: "rbac.outbound-http") {
+            try Self.performBlocking(url, headers: headers, body: body, configuration, $0)
         }
     }
 
@@ -98,7 +93,7 @@ public struct OutboundHTTP: Sendable {
     }
 
     private static func performBlocking(
-        _ url: URL, headers: [String], body: [UInt8]?, _ configuration: Configuration
+        _ url: URL, headers: [String], body: [UInt8]?, _ configuration: Configuration, _ transfer: Transfer
     ) throws -> Response {
         _ = globalInit
         guard let curl = curl_easy_init() else { throw Failure(description: "libcurl could not start a request") }
@@ -143,7 +138,7 @@ public struct OutboundHTTP: Sendable {
                 }
             }
         }
-        if code == CURLE_OK { code = withExtendedLifetime(collector) { curl_easy_perform(curl) } }
+        if code == CURLE_OK { code = try withExtendedLifetime(collector) { try transfer.perform(curl) } }
         guard code == CURLE_OK else {
             let reason =
                 collector.overflowed || code == CURLE_FILESIZE_EXCEEDED

@@ -3,7 +3,7 @@ import Foundation
 
 /// Email through libcurl's SMTP client, TLS by the system's OpenSSL: `smtp://host:587` requires STARTTLS,
 /// `smtps://host:465` is TLS from the start, and `smtp+insecure://` (tests, a relay on localhost) is plain SMTP,
-/// only when asked for by name. Each message runs on a thread of its own queue, like `OutboundHTTP`'s requests.
+/// only when asked for by name. Each message is a `Transfer`, like `OutboundHTTP`'s requests.
 public struct OutboundMail: Sendable {
     public let server: URL
     let username: String?
@@ -36,16 +36,13 @@ public struct OutboundMail: Sendable {
         self.timeout = timeout
     }
 
-    /// Sends `message` (headers and body, CRLF line ends) from `from` to `to` (bare addresses).
-    public func send(from: String, to: String, message: [UInt8]) async throws(Failure) {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Failure?, Never>) in
-            // A serial queue of its own: a thread that may block for the whole timeout, never one of a shared
-            // pool's few.
-            DispatchQueue(label: "rbac.outbound-mail").async {
-                continuation.resume(returning: sendBlocking(from: from, to: to, message: message))
-            }
+    /// Sends `message` (headers and body, CRLF line ends) from `from` to `to` (bare addresses). Throws `Failure`
+    /// when the server did not take it, `CancellationError` when the task was cancelled before it had.
+    public func send(from: String, to: String, message: [UInt8]) async throws {
+        let failure = try await Transfer.run(label: "rbac.outbound-mail") {
+            try sendBlocking(from: from, to: to, message: message, $0)
         }
-        if let result { throw result }
+        if let failure { throw failure }
     }
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
@@ -68,7 +65,7 @@ public struct OutboundMail: Sendable {
         return length
     }
 
-    private func sendBlocking(from: String, to: String, message: [UInt8]) -> Failure? {
+    private func sendBlocking(from: String, to: String, message: [UInt8], _ transfer: Transfer) throws -> Failure? {
         _ = Self.globalInit
         guard let curl = curl_easy_init() else { return Failure(code: nil, description: "libcurl could not start") }
         defer { curl_easy_cleanup(curl) }
@@ -100,7 +97,7 @@ public struct OutboundMail: Sendable {
         if code == CURLE_OK {
             code = rbac_curl_set_pointer(curl, CURLOPT_READDATA, Unmanaged.passUnretained(reader).toOpaque())
         }
-        if code == CURLE_OK { code = withExtendedLifetime(reader) { curl_easy_perform(curl) } }
+        if code == CURLE_OK { code = try withExtendedLifetime(reader) { try transfer.perform(curl) } }
         guard code != CURLE_OK else { return nil }
         var reply = 0
         _ = rbac_curl_response_code(curl, &reply)

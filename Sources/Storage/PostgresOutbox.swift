@@ -474,6 +474,18 @@ public struct PostgresOutbox: Sendable {
         }
     }
 
+    /// Gives back a message whose sending its worker stopped (serve or deliver stopping): due again at once, the
+    /// attempt not counted, as nothing failed; as `delivered`, only while `message`'s claim is the latest.
+    public func release(_ message: Claimed) async throws {
+        _ = try await run {
+            try await $0.execute(
+                """
+                UPDATE outbox SET claim = NULL, attempts = attempts - 1, next_attempt_at = now()
+                WHERE id = \(message.id) AND status = 'pending' AND claim = \(message.claim)
+                """)
+        }
+    }
+
     /// An endpoint that answered 410 Gone: it gets nothing more; its waiting messages are dead.
     public func disable(endpoint: UUID, error: String) async throws {
         let message = error.storedPrefix(1000)

@@ -333,8 +333,8 @@ extension RBAC {
                     }
                 }
                 if !ended {
-                    // Held by a database that stopped answering, or by a webhook or an email on its way, which
-                    // cancelling does not stop (a webhook may take 15 s, an email 30).
+                    // Held by a database that stopped answering: a webhook or an email on its way ends when
+                    // cancelled.
                     logger.warning(
                         """
                         stopping with background work unfinished: a message being sent goes again once its lease \

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// libcurl against a real HTTPS server whose certificate comes from a test CA.
-@Suite("Outbound HTTPS: verified TLS, timeouts, a size cap, https only")
+@Suite("Outbound HTTPS and SMTP: verified TLS, timeouts, a size cap, https only, cancellation")
 struct OutboundHTTPTests {
     @Test("an answer with its status, headers and max-age, trusting the test CA")
     func answer() async throws {
@@ -50,5 +50,35 @@ struct OutboundHTTPTests {
             }
             #expect(big?.description.contains("longer than 1048576 bytes") == true, "\(String(describing: big))")
         }
+    }
+
+    /// Timeouts far beyond the time limit: a cancellation that waits for one, or for a goodbye to the peer (SMTP's
+    /// QUIT), fails the test.
+    @Test(
+        "cancelled, a request ends at once while its peer takes its time; so does an email to a silent server",
+        .timeLimit(.minutes(1)))
+    func cancelled() async throws {
+        try await HTTPSPeer.with { peer in
+            // Left alone, the peer answers 200 after 5 s, well within the timeout.
+            let http = OutboundHTTP(.init(totalTimeout: .seconds(600), caFile: peer.caFile))
+            let request = Task { try await http.get(peer.baseURL.appendingPathComponent("slow")) }
+            let asked = peer.root.appendingPathComponent("slow.asked").path
+            try #require(try await eventually(within: .seconds(10)) { FileManager.default.fileExists(atPath: asked) })
+            request.cancel()
+            await #expect(throws: CancellationError.self) { try await request.value }
+        }
+
+        // A server that takes the connection and never greets: left alone, libcurl waits for the greeting until its
+        // connect timeout.
+        let listener = try listeningOnLoopback()
+        defer { close(listener.socket) }
+        let mail = try OutboundMail(
+            server: URL(string: "smtp+insecure://127.0.0.1:\(listener.port)")!, timeout: .seconds(600))
+        let sending = Task { try await mail.send(from: "a@example.com", to: "b@example.com", message: []) }
+        let connection = try await onOwnThread { accept(listener.socket, nil, nil) }
+        defer { close(connection) }
+        try #require(connection >= 0)
+        sending.cancel()
+        await #expect(throws: CancellationError.self) { try await sending.value }
     }
 }

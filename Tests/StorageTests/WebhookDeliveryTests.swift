@@ -523,6 +523,26 @@ struct WebhookDeliveryTests {
         }
     }
 
+    @Test("a worker stopped while sending gives the message back: due at once, the attempt not counted")
+    func stoppedWhileSending() async throws {
+        try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, _ in
+            // Left alone, the receiver answers 204 after 10 s, within the worker's 15.
+            try "sleep 10\n".write(to: peer.root.appendingPathComponent("statuses"), atomically: true, encoding: .utf8)
+            _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
+            let running = Task { await worker.run() }
+            let arrived = peer.root.appendingPathComponent("arrived").path
+            try #require(try await eventually(within: .seconds(10)) { FileManager.default.fileExists(atPath: arrived) })
+            running.cancel()
+            await running.value
+            let row = try await pool.query(
+                "SELECT status, attempts, claim IS NULL AS free, next_attempt_at <= now() AS due FROM outbox")[0]
+            #expect(try row.decode("status", as: String.self) == "pending")
+            #expect(try row.decode("attempts", as: Int32.self) == 0)
+            #expect(try row.decode("free", as: Bool.self) && row.decode("due", as: Bool.self))
+            #expect(try await worker.runOnce() == [.delivered])
+        }
+    }
+
     @Test("a message whose worker died is sent when its lease ends; retry puts a dead one back")
     func abandonedAndRetried() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, key, _ in

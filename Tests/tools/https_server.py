@@ -5,7 +5,8 @@
 
 Serves the files in ROOT over TLS on a free loopback port, and prints the port as its first line once it
 listens. A file's sidecar NAME.headers (JSON) adds header fields to its answer; NAME.status sets its status.
-Two paths are made up: /slow answers after 5 seconds, /big with 2 MiB. Files may change while it runs.
+Two paths are made up: /slow answers after 5 seconds (making ROOT/slow.asked as it arrives), /big with 2 MiB.
+Files may change while it runs.
 """
 import json
 import sys
@@ -32,6 +33,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/slow":
+            (self.root / "slow.asked").touch()
             time.sleep(5)
             return self.answer(200, b"late")
         if self.path == "/big":
