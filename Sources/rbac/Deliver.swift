@@ -3,14 +3,16 @@ import Delivery
 import Foundation
 import OutboundHTTP
 import Storage
+import UnixSignals
 
 extension RBAC {
     struct Deliver: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Send the outbox's messages (rbac serve does too); with --once, what is due now, then exit.",
             discussion: """
-                Several workers may run on one database: each claims due messages with SKIP LOCKED. A message \
-                whose worker died is taken up again a minute later. An idle worker looks for due messages every 200 ms. \
+                Several workers may run on one database: each claims due messages with SKIP LOCKED. On SIGINT or \
+                SIGTERM it stops, and what it was sending is due again at once; a message whose worker died is \
+                taken up again a minute later. An idle worker looks for due messages every 200 ms. \
                 Sent and dead messages stay until a sweep deletes them (rbac serve, or rbac sweep from cron).
 
                 Example: rbac deliver --once --json
@@ -43,7 +45,14 @@ extension RBAC {
                             : outcomes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
                                 separator: ", "))
                 } else {
-                    await worker.run { printError("rbac: \($0)") }
+                    await withTaskGroup { group in
+                        group.addTask { await worker.run { printError("rbac: \($0)") } }
+                        group.addTask {
+                            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { return }
+                        }
+                        await group.next()
+                        group.cancelAll()
+                    }
                 }
             }
         }

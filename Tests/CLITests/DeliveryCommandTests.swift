@@ -338,8 +338,12 @@ struct DeliveryCommandTests {
         }
     }
 
-    @Test("a worker killed with SIGKILL mid-delivery: after restart the message is delivered, with the same id")
-    func killedMidDelivery() async throws {
+    /// SIGKILL: the message waits out the dead worker's lease. SIGTERM: the worker stops, exits 0, and gives the
+    /// message back, due at once with the attempt not counted.
+    @Test(
+        "a worker killed or stopped mid-delivery: after restart the message is delivered, with the same id",
+        arguments: [SIGKILL, SIGTERM])
+    func killedMidDelivery(_ signal: Int32) async throws {
         try await Self.withReceiver(key: "cd") { peer, run, configuration, keyFile, url in
             let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
             let added = try CLITests.json(
@@ -363,18 +367,20 @@ struct DeliveryCommandTests {
             }
             _ = try await eventually(within: .seconds(30), every: .milliseconds(20)) { arrivedLines() != nil }
             let first = try #require(arrivedLines(), "no delivery arrived within 30 s")
-            kill(worker.processIdentifier, SIGKILL)
+            kill(worker.processIdentifier, signal)
             worker.waitUntilExit()
-            #expect(worker.terminationReason == .uncaughtSignal)
+            let killed = signal == SIGKILL
+            #expect(killed ? worker.terminationReason == .uncaughtSignal : worker.terminationStatus == 0)
 
             let database = try await PostgresConnection.connect(configuration)
             let claimed = try await database.query(
                 "SELECT status, attempts, next_attempt_at > now() AS leased FROM outbox")
             #expect(claimed.count == 1)
             #expect(try claimed[0].decode("status", as: String.self) == "pending", "not sent, not lost")
-            #expect(try claimed[0].decode("leased", as: Bool.self), "held by the dead worker's lease")
+            #expect(try claimed[0].decode("leased", as: Bool.self) == killed, "held only by a dead worker's lease")
+            #expect(try claimed[0].decode("attempts", as: Int32.self) == (killed ? 1 : 0))
             // The lease ends (a minute, in life).
-            _ = try await database.execute("UPDATE outbox SET next_attempt_at = now()")
+            if killed { _ = try await database.execute("UPDATE outbox SET next_attempt_at = now()") }
             let restarted = try CLITests.json(try await run(["deliver", "--once", "--json"] + keyed))
             #expect(restarted["delivered"] as? Int == 1, "\(restarted)")
             let sent: String = try await database.query("SELECT status FROM outbox")[0].decode(column: 0)
