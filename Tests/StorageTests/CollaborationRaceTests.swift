@@ -1046,6 +1046,86 @@ struct CollaborationRaceTests {
         }
     }
 
+    /// Stepped rather than raced: an order that came up once in thousands of random triples (scripts/reliability),
+    /// held in place by two blockers. A joining has locked the invitations to the joiner's address; one more is made
+    /// to it, by the owner, whose deletion then locks it with the rest of theirs; the joining's guard goes on to
+    /// revoke it, and the deletion to the couple's row. Taken in the lock order, the invitation before the couple's
+    /// row, the joining waits for the deletion and the deletion for nothing of the joining's.
+    @Test("a joining revokes an invitation its inviter's deletion holds: the joining waits, no deadlock")
+    func joinRevokesWhatADeletionHolds() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 2) { pool in
+            let (owner, partner, guest) = (try await pool.newUser(), try await pool.newUser(), try await pool.newUser())
+            let couple = try await pool.newCouple(members: [(owner, "owner"), (partner, "partner")])
+            let address: String = try await pool.query("SELECT email FROM users WHERE id = \(guest)")[0]
+                .decode("email")
+            let (hash, later) = (
+                Data(SecretToken.generate(.invitation).hash), Data(SecretToken.generate(.invitation).hash)
+            )
+            try await pool.acting(as: partner) {
+                try await $0.query("SELECT create_invitation(\(couple), \(hash), 'viewer', \(address))")
+            }
+            var connections: [PostgresConnection] = []
+            for _ in 0..<4 { connections.append(try await PostgresConnection.connect(pool.configuration)) }
+            let (joining, deletion, guestRow, ownerMembership) = (
+                connections[0], connections[1], connections[2], connections[3]
+            )
+            func pid(_ connection: PostgresConnection) async throws -> Int32 {
+                try await connection.query("SELECT pg_backend_pid() AS pid")[0].decode("pid")
+            }
+            let (joiningPID, deletionPID) = (try await pid(joining), try await pid(deletion))
+            /// Whether `waiter` comes to wait for a lock `holder` holds.
+            func waits(_ waiter: Int32, for holder: Int32) async throws -> Bool {
+                try await eventually(within: .seconds(10)) {
+                    try await pool.query("SELECT \(holder) = ANY (pg_blocking_pids(\(waiter))) AS waits")[0]
+                        .decode("waits")
+                }
+            }
+            try await ensuring {
+                // The guest's row against the joining guard's FOR SHARE; the owner's membership against the
+                // deletion's FOR UPDATE, taken after it locked the owner's invitations.
+                try await guestRow.execute("BEGIN")
+                _ = try await guestRow.execute("UPDATE users SET display_name = 'Held' WHERE id = \(guest)")
+                try await ownerMembership.execute("BEGIN")
+                _ = try await ownerMembership.execute(
+                    "SELECT FROM memberships WHERE couple_id = \(couple) AND user_id = \(owner) FOR SHARE")
+                async let joined = Outcome.of {
+                    try await joining.execute("BEGIN")
+                    let claims = try PostgresJSON(encoding: ["sub": guest.uuidString.lowercased()])
+                    try await joining.runScript("SET LOCAL \"request.jwt.claims\" = \(literal: claims.text)")
+                    _ = try await joining.query("SELECT * FROM accept_invitation(\(hash))")
+                    try await joining.execute("COMMIT")
+                }
+                try #require(try await waits(joiningPID, for: try await pid(guestRow)))
+                // Raw SQL, which takes no lock of the couple's that the joining holds against it.
+                _ = try await pool.query(
+                    """
+                    INSERT INTO invitations (couple_id, token_hash, role, email, invited_by, expires_at)
+                    VALUES (\(couple), \(later), 'viewer', \(address), \(owner), now() + interval '1 day')
+                    """)
+                async let deleted = Outcome.of {
+                    try await deletion.execute("BEGIN")
+                    _ = try await deletion.query("SELECT delete_user(\(owner))")
+                    try await deletion.execute("COMMIT")
+                }
+                try #require(try await waits(deletionPID, for: try await pid(ownerMembership)))
+                try await guestRow.execute("COMMIT")
+                try #require(try await waits(joiningPID, for: deletionPID))
+                try await ownerMembership.execute("COMMIT")
+                let outcomes = (try await deleted, try await joined)
+                #expect(outcomes.0 == .refused("RBLST"), "the couple's only owner: \(outcomes)")
+                #expect(outcomes.1 == .success, "\(outcomes)")
+                #expect(
+                    try await pool.count(
+                        """
+                        SELECT count(*) FROM invitations i
+                        WHERE couple_id = \(couple) AND rbac.invitation_status(i) = 'pending'
+                        """) == 0, "the later invitation revoked by the joining")
+            } finally: {
+                for connection in connections { await connection.close() }
+            }
+        }
+    }
+
     @Test("a member's address changes while the couple invites the new address: nothing to it stays pending")
     func newAddressRacesInvitations() async throws {
         try await raceRounds(maxConnections: 4, "the calls should land in more than one order") { pool, _ in

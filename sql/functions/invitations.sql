@@ -84,6 +84,36 @@ BEGIN
     ORDER BY i.created_at, i.id FOR UPDATE;
 END $$;
 
+-- Locks couple p_couple_id's row, and the pending invitations to user p_user_id's address that
+-- rbac.lock_invitations_to did not: made since, they wait to be revoked as the user joins (rbac.memberships_guard).
+-- The couple's row first, which create_invitation holds until it commits, so that none is made after these are
+-- locked. One made meanwhile may be locked by the deletion of its inviter, which goes on to the couple's row:
+-- rather than wait for it holding that row, and deadlock the two, this lets the row go (the block's
+-- subtransaction), waits for the invitations alone, as the lock order has them, and tries again.
+CREATE OR REPLACE FUNCTION rbac.lock_couple_joined(p_couple_id uuid, p_user_id uuid) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    v_free bigint;
+BEGIN
+    LOOP
+        BEGIN
+            PERFORM FROM couples WHERE id = p_couple_id FOR NO KEY UPDATE;
+            SELECT count(*) INTO v_free FROM (
+                SELECT FROM invitations i WHERE i.couple_id = p_couple_id AND rbac.invites_member(i, p_user_id)
+                FOR NO KEY UPDATE SKIP LOCKED) f;
+            IF v_free = (SELECT count(*) FROM invitations i
+                         WHERE i.couple_id = p_couple_id AND rbac.invites_member(i, p_user_id)) THEN
+                RETURN;
+            END IF;
+            -- Never leaves this function: it only undoes the block.
+            RAISE EXCEPTION 'an invitation to the joiner is locked' USING ERRCODE = 'RBWAI';
+        EXCEPTION WHEN SQLSTATE 'RBWAI' THEN
+            PERFORM FROM invitations i WHERE i.couple_id = p_couple_id AND rbac.invites_member(i, p_user_id)
+                ORDER BY i.created_at, i.id FOR NO KEY UPDATE;
+        END;
+    END LOOP;
+END $$;
+
 -- Locks the pending invitations user p_user_id made to the couple, oldest first, as rbac.lock_invitations_to:
 -- their membership's end revokes them (rbac.memberships_guard), so the functions that end it take these locks
 -- before the membership's and the couple's, as accepting one does; and before them, the user's inviting lock.

@@ -26,18 +26,21 @@ BEGIN
     IF TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM public.users WHERE id = NEW.user_id FOR SHARE) THEN
         RAISE EXCEPTION 'user % does not exist', NEW.user_id USING ERRCODE = 'RBNFD';
     END IF;
+    -- The new member's pending invitations to the couple could only fail them now: revoked below, each recorded
+    -- and announced as any revocation. grant_role and accept_invitation locked them before the couple's row
+    -- (rbac.lock_invitations_to, where two joinings of one person also wait for each other); those made since,
+    -- with the couple's row, rbac.lock_couple_joined locks. None is left pending: one made later sees the member and
+    -- is refused. Raw SQL, which holds no lock of the couple's, may still make one in between, and this then wait
+    -- for it below, holding the couple's row.
+    IF TG_OP = 'INSERT' THEN
+        PERFORM rbac.lock_couple_joined(v_couple_id, NEW.user_id);
+    END IF;
     UPDATE public.couples SET revision = revision + 1 WHERE id = v_couple_id RETURNING name INTO v_couple_name;
     IF NOT FOUND AND TG_OP = 'DELETE' THEN
         RETURN OLD;
     ELSIF NOT FOUND THEN
         RAISE EXCEPTION 'couple % does not exist', v_couple_id USING ERRCODE = 'RBNFD';
     END IF;
-    -- The new member's pending invitations to the couple could only fail them now: revoked, each recorded and
-    -- announced as any revocation. grant_role and accept_invitation locked them before the couple's row
-    -- (rbac.lock_invitations_to, where two joinings of one person also wait for each other), so this waits only
-    -- for one made since and held by another transaction, or for those of a raw INSERT; should that other wait
-    -- for this couple's row, PostgreSQL ends the deadlock (the repository runs the call again). None is left
-    -- pending: one made later sees the member and is refused.
     IF TG_OP = 'INSERT' THEN
         UPDATE public.invitations i SET revoked_at = now()
         WHERE i.couple_id = NEW.couple_id AND rbac.invites_member(i, NEW.user_id);
