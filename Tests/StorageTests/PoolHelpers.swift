@@ -28,8 +28,7 @@ extension PostgresConnectionPool {
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await withTransaction(isolation: isolation, maxAttempts: 1) { connection in
-            let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])
-            try await connection.runScript("SET LOCAL \"request.jwt.claims\" = \(literal: claims.text)")
+            try await connection.act(as: user)
             return try await body(connection)
         }
     }
@@ -87,6 +86,14 @@ extension PostgresConnectionPool {
 
     func count(_ query: PostgresQuery) async throws -> Int {
         try await self.query(query)[0].decode(column: 0)
+    }
+}
+
+extension PostgresConnection {
+    /// Acts for the end user `user` to the end of the transaction under way, as PostgREST does with a verified JWT.
+    func act(as user: UUID) async throws {
+        let claims = try PostgresJSON(encoding: ["sub": user.uuidString.lowercased()])
+        try await runScript("SET LOCAL \"request.jwt.claims\" = \(literal: claims.text)")
     }
 }
 
