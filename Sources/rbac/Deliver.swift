@@ -3,6 +3,7 @@ import Delivery
 import Foundation
 import OutboundHTTP
 import Storage
+import Synchronization
 import UnixSignals
 
 extension RBAC {
@@ -11,8 +12,9 @@ extension RBAC {
             abstract: "Send the outbox's messages (rbac serve does too); with --once, what is due now, then exit.",
             discussion: """
                 Several workers may run on one database: each claims due messages with SKIP LOCKED. On SIGINT or \
-                SIGTERM it stops, and what it was sending is due again at once; a message whose worker died is \
-                taken up again a minute later. An idle worker looks for due messages every 200 ms. \
+                SIGTERM it stops, and what it was sending is due again at once (with --once, it prints what it \
+                sent and exits 130 or 143, as a shell reports a command the signal ended); a message whose worker \
+                died is taken up again a minute later. An idle worker looks for due messages every 200 ms. \
                 Sent and dead messages stay until a sweep deletes them (rbac serve, or rbac sweep from cron).
 
                 Example: rbac deliver --once --json
@@ -26,34 +28,56 @@ extension RBAC {
 
         func run() async throws {
             let key = try key.required()
-            try await options.run { context in
+            let stopped = try await options.run { context -> UnixSignal? in
                 let worker = OutboxWorker(
                     outbox: PostgresOutbox(pool: context.pool),
                     http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,
                     mail: try mail.mail(caFile: caFile), links: try CommandContext.publicBaseURL())
-                if once {
-                    var outcomes: [String: Int] = [:]
+                guard once else {
+                    _ = try await Self.untilSignalled { await worker.run { printError("rbac: \($0)") } }
+                    return nil
+                }
+                let outcomes = Mutex<[String: Int]>([:])
+                let signal = try await Self.untilSignalled {
                     while true {
                         let round = try await worker.runOnce()
-                        if round.isEmpty { break }
-                        for outcome in round { outcomes[outcome.rawValue, default: 0] += 1 }
-                    }
-                    try options.output.print(
-                        outcomes,
-                        outcomes.isEmpty
-                            ? "Nothing was due."
-                            : outcomes.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
-                                separator: ", "))
-                } else {
-                    await withTaskGroup { group in
-                        group.addTask { await worker.run { printError("rbac: \($0)") } }
-                        group.addTask {
-                            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) { return }
-                        }
-                        await group.next()
-                        group.cancelAll()
+                        if round.isEmpty { return }
+                        outcomes.withLock { for outcome in round { $0[outcome.rawValue, default: 0] += 1 } }
                     }
                 }
+                let counts = outcomes.withLock { $0 }
+                try options.output.print(
+                    counts,
+                    counts.isEmpty
+                        ? (signal == nil ? "Nothing was due." : "Nothing was sent.")
+                        : counts.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(
+                            separator: ", "))
+                return signal
+            }
+            // With --once, stopped before the outbox was drained: what it did is printed, and the exit says it did
+            // not finish, as a shell's does for a command a signal ended.
+            if let stopped {
+                printError("rbac: stopped by \("\(stopped)".uppercased()); what it was sending is due again")
+                throw ExitCode(128 + stopped.rawValue)
+            }
+        }
+
+        /// Runs `body` until it returns or SIGINT or SIGTERM comes, which cancels it; the signal, if one came.
+        /// Sending stops within a moment of cancellation, giving back what it had claimed.
+        private static func untilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws
+            -> UnixSignal?
+        {
+            try await withThrowingTaskGroup(of: UnixSignal?.self) { group in
+                group.addTask {
+                    try await body()
+                    return nil
+                }
+                group.addTask {
+                    for await signal in await UnixSignalsSequence(trapping: .sigint, .sigterm) { return signal }
+                    return nil
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
             }
         }
     }

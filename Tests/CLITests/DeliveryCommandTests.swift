@@ -338,12 +338,12 @@ struct DeliveryCommandTests {
         }
     }
 
-    /// SIGKILL: the message waits out the dead worker's lease. SIGTERM: the worker stops, exits 0, and gives the
-    /// message back, due at once with the attempt not counted.
+    /// SIGKILL: the message waits out the dead worker's lease. SIGTERM: the worker stops, exits 0 (with --once,
+    /// 143: it did not finish), and gives the message back, due at once with the attempt not counted.
     @Test(
         "a worker killed or stopped mid-delivery: after restart the message is delivered, with the same id",
-        arguments: [SIGKILL, SIGTERM])
-    func killedMidDelivery(_ signal: Int32) async throws {
+        arguments: [(SIGKILL, false), (SIGTERM, false), (SIGTERM, true)])
+    func killedMidDelivery(_ signal: Int32, once: Bool) async throws {
         try await Self.withReceiver(key: "cd") { peer, run, configuration, keyFile, url in
             let keyed = ["--delivery-key-file", keyFile.path, "--ca-file", peer.caFile]
             let added = try CLITests.json(
@@ -359,7 +359,7 @@ struct DeliveryCommandTests {
             try Data("sleep 60\n".utf8).write(to: peer.root.appendingPathComponent("statuses"))
             _ = try await CLITests.createCouple(run)
 
-            let worker = try Self.startWorker(keyed, on: configuration)
+            let worker = try Self.startWorker(keyed + (once ? ["--once"] : []), on: configuration)
             let arrived = peer.root.appendingPathComponent("arrived")
             // A whole line: the receiver creates the file before the line reaches it.
             func arrivedLines() -> String? {
@@ -370,7 +370,10 @@ struct DeliveryCommandTests {
             kill(worker.processIdentifier, signal)
             worker.waitUntilExit()
             let killed = signal == SIGKILL
-            #expect(killed ? worker.terminationReason == .uncaughtSignal : worker.terminationStatus == 0)
+            #expect(
+                killed
+                    ? worker.terminationReason == .uncaughtSignal
+                    : worker.terminationReason == .exit && worker.terminationStatus == (once ? 128 + SIGTERM : 0))
 
             let database = try await PostgresConnection.connect(configuration)
             let claimed = try await database.query(
