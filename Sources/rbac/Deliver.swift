@@ -14,7 +14,9 @@ extension RBAC {
                 Several workers may run on one database: each claims due messages with SKIP LOCKED. On SIGINT or \
                 SIGTERM it stops, and what it was sending is due again at once (with --once, it prints what it \
                 sent and exits 130 or 143, as a shell reports a command the signal ended); a message whose worker \
-                died is taken up again a minute later. An idle worker looks for due messages every 200 ms. \
+                died is taken up again a minute later. An idle worker looks for due messages every 200 ms; while \
+                the database cannot be reached, even at the start, it says so once and tries every 5 s (with \
+                --once, it exits 5). \
                 Sent and dead messages stay until a sweep deletes them (rbac serve, or rbac sweep from cron).
 
                 Example: rbac deliver --once --json
@@ -28,7 +30,8 @@ extension RBAC {
 
         func run() async throws {
             let key = try key.required()
-            let stopped = try await options.run { context -> UnixSignal? in
+            // Without --once it is a service: started while the database is down, it waits for it.
+            let stopped = try await options.run(waitingForDatabase: !once) { context -> UnixSignal? in
                 let worker = OutboxWorker(
                     outbox: PostgresOutbox(pool: context.pool),
                     http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,

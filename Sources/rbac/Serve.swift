@@ -434,9 +434,7 @@ extension RBAC.Serve {
                     "the database at \(database.redactedDescription) lacks \(count) of this release, from "
                         + "\(first.fileName) on: run `rbac migrate` first")
             }
-        } catch let error as PostgresError
-            where (error.kind == .connection && !error.refusesConnectionOption) || error.kind == .poolTimeout
-        {
+        } catch let error as PostgresError where error.unreachable {
             return
         }
     }

@@ -338,6 +338,44 @@ struct DeliveryCommandTests {
         }
     }
 
+    /// A worker is a service: started while the database is down it waits, as it does when the database goes down
+    /// under it (the reliability suite restarts PostgreSQL under workers started at random); with --once it exits 5.
+    @Test("a worker started while the database cannot be reached says so once, waits, and stops on SIGTERM")
+    func startedWithoutDatabase() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-deliver-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (keyFile, log) = (root.appendingPathComponent("delivery.key"), root.appendingPathComponent("stderr"))
+        try Data("\(String(repeating: "ef", count: 32))\n".utf8).write(to: keyFile)
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let offline = "postgres://nobody@127.0.0.1:1/none"
+
+        let once = try await CLITests.rbac(
+            ["deliver", "--once", "--delivery-key-file", keyFile.path], database: offline)
+        #expect(once.status == 5 && once.stderr.hasPrefix("rbac: cannot connect to the database"), "\(once)")
+
+        let worker = Process()
+        worker.executableURL = CLITests.executable
+        worker.arguments = ["deliver", "--delivery-key-file", keyFile.path]
+        worker.environment = ProcessInfo.processInfo.environment.merging(["DATABASE_URL": offline]) { $1 }
+        worker.standardOutput = FileHandle.nullDevice
+        worker.standardError = try FileHandle(forWritingTo: log)
+        try worker.run()
+        defer { if worker.isRunning { kill(worker.processIdentifier, SIGKILL) } }
+        func said() -> String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+        let paused = try await eventually(within: .seconds(30), every: .milliseconds(20)) {
+            said().hasSuffix("\n")
+        }
+        #expect(paused, "the worker said nothing within 30 s")
+        #expect(worker.isRunning, "it exited: \(said())")
+        kill(worker.processIdentifier, SIGTERM)
+        worker.waitUntilExit()
+        #expect(worker.terminationReason == .exit && worker.terminationStatus == 0)
+        let lines = said().split(separator: "\n")
+        #expect(lines.count == 1 && lines[0].hasPrefix("rbac: outbox delivery paused: "), "\(lines)")
+        #expect(lines.first?.contains("127.0.0.1") == true, "it names the database it waits for: \(lines)")
+    }
+
     /// SIGKILL: the message waits out the dead worker's lease. SIGTERM: the worker stops, exits 0 (with --once,
     /// 143: it did not finish), and gives the message back, due at once with the attempt not counted.
     @Test(

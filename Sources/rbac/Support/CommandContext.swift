@@ -86,9 +86,11 @@ struct OperatorOptions: ParsableArguments {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var output: OutputOptions
 
-    /// Runs `body` with a context whose changes are recorded under the operator's label.
-    func run<T>(_ body: (CommandContext) async throws -> T) async throws -> T {
-        try await CommandContext.run(database, operatorLabel: label.recorded, body)
+    /// Runs `body` with a context whose changes are recorded under the operator's label. `waitingForDatabase`:
+    /// see `CommandContext.run`.
+    func run<T>(waitingForDatabase: Bool = false, _ body: (CommandContext) async throws -> T) async throws -> T {
+        try await CommandContext.run(
+            database, operatorLabel: label.recorded, waitingForDatabase: waitingForDatabase, body)
     }
 }
 
@@ -104,9 +106,12 @@ struct CommandContext {
     }
 
     /// Runs `body` with a context on the configured database, turning every failure into a `CommandFailure`.
-    /// Changes made as the operator are recorded under `operatorLabel`.
+    /// Changes made as the operator are recorded under `operatorLabel`. With `waitingForDatabase`, for a command
+    /// that runs until stopped, a database that cannot be reached yet is `body`'s to wait for, as `serve`'s is:
+    /// the login is not asked about then.
     static func run<T>(
-        _ database: DatabaseOptions, operatorLabel: String = osUser(), _ body: (CommandContext) async throws -> T
+        _ database: DatabaseOptions, operatorLabel: String = osUser(), waitingForDatabase: Bool = false,
+        _ body: (CommandContext) async throws -> T
     ) async throws -> T {
         var configuration: PostgresConfiguration?
         do {
@@ -120,7 +125,9 @@ struct CommandContext {
                 permissions: CollaborationPermissionService(repository: repository),
                 memberships: MembershipService(repository: repository))
             return try await ensuring {
-                try await requireOperator(pool, database: resolved)
+                do {
+                    try await requireOperator(pool, database: resolved)
+                } catch let error as PostgresError where waitingForDatabase && error.unreachable {}
                 return try await body(context)
             } finally: {
                 await pool.close()

@@ -112,4 +112,8 @@ extension PostgresError {
     /// libpq's refusal of a connection option's value (sslmode=bogus, say) before it tries any server: the settings
     /// are at fault, not the server, and no retry would help. Its message quotes the value, never a password.
     var refusesConnectionOption: Bool { kind == .connection && message.hasPrefix("invalid ") }
+
+    /// No connection could be made, or none was free in time: what a service waits out rather than stops for.
+    /// Also a login the server refused, which libpq cannot tell apart.
+    var unreachable: Bool { (kind == .connection && !refusesConnectionOption) || kind == .poolTimeout }
 }
