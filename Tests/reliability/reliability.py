@@ -28,6 +28,13 @@ figures; the process exits 1 when any failed.
    ones missing, replays that differ from the first answer, and answers other than 201, 409 (running or outcome
    unknown) and 503. A payment whose outcome the service could not know (the restart cut its statement off) is
    given up, as a client would after looking; it must have been made at most once.
+10. webhooks through kills and restarts: membership changes, each a webhook to a receiver that verifies it with the
+   reference Standard Webhooks implementation, while two `rbac deliver` workers are killed (SIGKILL) or stopped
+   (SIGTERM) at random every half second or so and started again, and PostgreSQL is restarted (-m fast, then -m
+   immediate); then the leases run out and `rbac deliver --once` sends what is left. A message never delivered,
+   pending or dead, a delivery that did not verify or names an id or type the outbox does not hold, a stopped
+   worker that did not exit 0 within 5 s, and one that exited on its own fail; deliveries sent again are counted
+   (at least once, not exactly).
 """
 
 import base64
@@ -838,6 +845,125 @@ def keyed_changes_through_restarts(key, a, b):
            f"replays that differ: {differ}, given up: {unanswered[0]}, other answers: {len(odd)} {odd[:2]}")
 
 
+def webhooks_through_kills(key, a, b):
+    """Last of the scenarios: the endpoint it adds is sent a message for every change made after it."""
+    name = "webhooks through kills and restarts"
+    root = os.path.join(CLUSTER, "webhooks")
+    subprocess.run(["scripts/test-ca", root], check=True)
+    inbox, ca = os.path.join(root, "inbox"), os.path.join(root, "ca.pem")
+    os.makedirs(inbox)
+    # One request in ten is answered after 0.3 s, so that kills find requests on their way.
+    with open(os.path.join(inbox, "statuses"), "w") as statuses:
+        statuses.write("".join("sleep 0.3\n" if i % 10 == 0 else "204\n" for i in range(5000)))
+    receiver = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "..", "tools", "webhook_receiver.py"), os.path.join(root, "server.pem"),
+         os.path.join(root, "server.key"), inbox], stdout=subprocess.PIPE, text=True,
+        # Where it says which connections a killed worker cut.
+        stderr=open(os.path.join(CLUSTER, "reliability-receiver.log"), "w"))
+    Server.started.append(receiver)
+    port = int(receiver.stdout.readline())
+    with open(os.path.join(root, "delivery.key"), "w") as delivery_key:
+        delivery_key.write(os.urandom(32).hex())
+    keyed = ["--delivery-key-file", os.path.join(root, "delivery.key"), "--ca-file", ca]
+    added = rbac("webhooks", "add", "--url", f"https://localhost:{port}/hooks", "--json", *keyed[:2])
+    with open(os.path.join(inbox, "secret"), "w") as secret:
+        secret.write(json.loads(added.stdout)["secret"])
+    # The endpoint's messages: the outbox holds the earlier scenarios' invitation emails as well.
+    endpoint = json.loads(added.stdout)["endpoint"]["id"]
+
+    pairs, stop = seed(20), threading.Event()
+
+    def changer():
+        """Moves planners between two roles, each a membership.updated, through the restarts."""
+        connection = None
+        while not stop.is_set():
+            try:
+                connection = connection or psycopg.connect(dbname=DB, autocommit=True)
+                couple, _, planner = random.choice(pairs)
+                connection.execute("SELECT grant_role(%s, %s, %s)",
+                                   (couple, planner, random.choice(["viewer", "planner"])))
+            except psycopg.Error:
+                connection = None
+                time.sleep(0.1)
+            time.sleep(0.005)
+
+    log = open(os.path.join(CLUSTER, "reliability-deliver.log"), "w")
+
+    def worker():
+        process = subprocess.Popen([RBAC, "deliver", *keyed], env=ENV, stdout=log, stderr=subprocess.STDOUT)
+        Server.started.append(process)
+        return process, now()
+
+    kills, odd_exits, slowest = {"SIGKILL": 0, "SIGTERM": 0}, [], [0.0]
+
+    def end(process, how):
+        """Signals a worker and waits for it: SIGTERM must end it with 0, soon."""
+        signalled = now()
+        process.send_signal(how)
+        status = process.wait(timeout=60)
+        kills[how.name] += 1
+        if how == signal.SIGTERM:
+            slowest[0] = max(slowest[0], now() - signalled)
+            if status != 0:
+                odd_exits.append(f"{status} after SIGTERM")
+
+    changing = threading.Thread(target=changer, daemon=True)
+    changing.start()
+    workers = [worker(), worker()]
+    duration = max(SECONDS / 4, 10)
+    start, restarts = now(), [("fast", 0.3), ("immediate", 0.6)]
+    while now() < start + duration:
+        time.sleep(random.uniform(0.2, 0.6))
+        for i, (process, started) in enumerate(workers):
+            # Not even one started while PostgreSQL restarts: it waits for the database.
+            if process.poll() is not None:
+                odd_exits.append(f"{process.returncode} on its own")
+                workers[i] = worker()
+        i = random.randrange(len(workers))
+        process, started = workers[i]
+        # Signals are trapped once it is connected: a worker younger than a second may not be yet.
+        if now() - started > 1 and process.poll() is None:
+            end(process, random.choice([signal.SIGKILL, signal.SIGTERM]))
+            workers[i] = worker()
+        if restarts and now() - start >= duration * restarts[0][1]:
+            restart_postgres(restarts.pop(0)[0])
+    stop.set()
+    changing.join()
+    for process, started in workers:
+        time.sleep(max(0, started + 1 - now()))
+        if process.poll() is None:
+            end(process, signal.SIGTERM)
+
+    # What the workers killed with SIGKILL held waits out their leases (a minute, in life); retries their waits.
+    pending = None
+    for _ in range(20):
+        sql("UPDATE outbox SET next_attempt_at = now() WHERE status = 'pending' AND endpoint_id = %s", (endpoint,))
+        rbac("deliver", "--once", *keyed)
+        pending = sql("SELECT count(*) FROM outbox WHERE status = 'pending' AND endpoint_id = %s", (endpoint,),
+                      fetch=True)[0][0]
+        if pending == 0:
+            break
+    receiver.kill()
+    receiver.wait()
+    outbox = dict(sql("SELECT id::text, event_type FROM outbox WHERE endpoint_id = %s", (endpoint,), fetch=True))
+    dead = sql("SELECT count(*) FROM outbox WHERE status = 'dead' AND endpoint_id = %s", (endpoint,), fetch=True)[0][0]
+    with open(os.path.join(inbox, "received.jsonl")) as received:
+        # A line the kill cut short is not read.
+        deliveries = [json.loads(line) for line in received if line.endswith("\n")]
+    unverified = sum(1 for delivery in deliveries if not delivery["verified"])
+    arrived = {delivery["id"] for delivery in deliveries if delivery["verified"]}
+    missing = len(set(outbox) - arrived)
+    foreign = len(arrived - set(outbox))
+    mistyped = sum(1 for delivery in deliveries
+                   if delivery["verified"] and delivery["type"] != outbox.get(delivery["id"]))
+    report(name, outbox and not pending and not dead and not missing and not foreign and not unverified
+           and not mistyped and not odd_exits and slowest[0] <= 5,
+           f"{len(outbox)} messages, {len(deliveries)} deliveries ({len(deliveries) - len(arrived)} again); "
+           f"pending after: {pending}, dead: {dead}, never arrived: {missing}, unknown ids: {foreign}, unverified: "
+           f"{unverified}, wrong type: {mistyped}; workers killed {kills['SIGKILL']}, stopped {kills['SIGTERM']} "
+           f"(slowest {slowest[0]:.1f} s), other exits: {len(odd_exits)} {odd_exits[:3]}")
+
+
 def main():
     subprocess.run(["createdb", DB], check=True)
     subprocess.run([RBAC, "migrate"], env=ENV, check=True, stdout=subprocess.DEVNULL)
@@ -849,7 +975,7 @@ def main():
         # ONLY=name runs the scenarios whose function name contains it (ONLY=races), for working on one.
         only = os.environ.get("ONLY", "")
         for scenario in (revocations_under_load, feed_killed, races, sigterm_under_load, bad_input, deadlocks,
-                         black_hole, sigterm_in_black_hole, keyed_changes_through_restarts):
+                         black_hole, sigterm_in_black_hole, keyed_changes_through_restarts, webhooks_through_kills):
             if only in scenario.__name__:
                 scenario(key, a, b)
         a.stop()
