@@ -234,6 +234,57 @@ struct CollaborationRaceTests {
         }
     }
 
+    /// Every instance of `rbac serve` sweeps now and then, and `rbac sweep` may run from cron beside them.
+    @Test("instances sweep the same expiries at once: each is recorded once, in the couple's log and the outbox")
+    func sweepsAtOnce() async throws {
+        var seen = Set<[Int]>()
+        try await everyRound(maxConnections: 4) { pool, round in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            if round == 0 {
+                _ = try await PostgresOutbox(pool: pool).addWebhook(
+                    url: "https://hooks.example.com/expiries",
+                    eventTypes: ["membership.expired", "invitation.expired"],
+                    key: try DeliveryKey(hex: DeliveryKey.generateHex()))
+            }
+            // Three members whose access ended a minute ago, and an invitation that lapsed.
+            let owner = try await pool.newUser()
+            let members = [try await pool.newUser(), try await pool.newUser(), try await pool.newUser()]
+            let couple = try await pool.newCouple(members: [(owner, "owner")] + members.map { ($0, "viewer") })
+            _ = try await pool.query(
+                """
+                UPDATE memberships SET expires_at = now() - interval '1 minute'
+                WHERE couple_id = \(couple) AND role = 'viewer'
+                """)
+            _ = try await pool.query(
+                """
+                INSERT INTO invitations (couple_id, token_hash, role, invited_by, expires_at)
+                VALUES (\(couple), \(Data(SecretToken.generate(.invitation).hash)), 'viewer', \(owner),
+                        now() - interval '1 minute')
+                """)
+            let sweeps = try await race(3) { _, go in
+                await go()
+                return try await repository.sweepExpired()
+            }
+            #expect(sweeps.map(\.memberships).reduce(0, +) == 3, "\(sweeps)")
+            #expect(sweeps.map(\.invitations).reduce(0, +) == 1, "\(sweeps)")
+            let logged = try await pool.query(
+                """
+                SELECT action, count(*) AS n FROM audit_log WHERE couple_id = \(couple) AND action LIKE '%.expired'
+                GROUP BY action ORDER BY action
+                """)
+            let queued = try await pool.query(
+                "SELECT event_type, count(*) AS n FROM outbox WHERE couple_id = \(couple) GROUP BY 1 ORDER BY 1")
+            for rows in [logged, queued] {
+                let counts = try rows.map {
+                    "\(try $0.decode(column: 0, as: String.self)) \(try $0.decode("n", as: Int.self))"
+                }
+                #expect(counts == ["invitation.expired 1", "membership.expired 3"])
+            }
+            seen.insert(sweeps.map(\.memberships))
+        }
+        #expect(seen.count >= 2, "the sweepers took turns winning: \(seen)")
+    }
+
     @Test("instances claim one Idempotency-Key at once: one runs the request, the others see it running")
     func idempotencyKeyClaimedOnce() async throws {
         try await TestDatabase.withFreshPool(from: .migrated, maxConnections: 4) { pool in
