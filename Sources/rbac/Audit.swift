@@ -68,7 +68,7 @@ extension RBAC {
                     }
                 }
                 if let nextBefore {
-                    printNextPage(
+                    printNote(
                         json: acting.output.json, "older entries remain: --before \(nextBefore)", "next_before",
                         nextBefore)
                 }

@@ -60,7 +60,10 @@ extension RBAC {
             // With --once, stopped before the outbox was drained: what it did is printed, and the exit says it did
             // not finish, as a shell's does for a command a signal ended.
             if let stopped {
-                printError("rbac: stopped by \("\(stopped)".uppercased()); what it was sending is due again")
+                let name = "\(stopped)".uppercased()
+                printNote(
+                    json: options.output.json, "stopped by \(name); what it was sending is due again", "stopped_by",
+                    name)
                 throw ExitCode(128 + stopped.rawValue)
             }
         }

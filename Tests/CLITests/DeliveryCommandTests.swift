@@ -26,8 +26,11 @@ struct DeliveryCommandTests {
         }
     }
 
-    /// `rbac deliver` with `arguments` on `configuration`'s database, running until killed.
-    static func startWorker(_ arguments: [String], on configuration: PostgresConfiguration) throws -> Process {
+    /// `rbac deliver` with `arguments` on `configuration`'s database, running until killed; what it says on stderr
+    /// goes to `stderr`.
+    static func startWorker(
+        _ arguments: [String], on configuration: PostgresConfiguration, stderr: FileHandle = .nullDevice
+    ) throws -> Process {
         let worker = Process()
         worker.executableURL = CLITests.executable
         worker.arguments = ["deliver"] + arguments
@@ -35,7 +38,7 @@ struct DeliveryCommandTests {
             ["DATABASE_URL": configuration.connectionString]
         ) { $1 }
         worker.standardOutput = FileHandle.nullDevice
-        worker.standardError = FileHandle.nullDevice
+        worker.standardError = stderr
         try worker.run()
         return worker
     }
@@ -397,7 +400,11 @@ struct DeliveryCommandTests {
             try Data("sleep 60\n".utf8).write(to: peer.root.appendingPathComponent("statuses"))
             _ = try await CLITests.createCouple(run)
 
-            let worker = try Self.startWorker(keyed + (once ? ["--once"] : []), on: configuration)
+            let said = peer.root.appendingPathComponent("worker.stderr")
+            FileManager.default.createFile(atPath: said.path, contents: nil)
+            let worker = try Self.startWorker(
+                keyed + (once ? ["--once", "--json"] : []), on: configuration,
+                stderr: try FileHandle(forWritingTo: said))
             let arrived = peer.root.appendingPathComponent("arrived")
             // A whole line: the receiver creates the file before the line reaches it.
             func arrivedLines() -> String? {
@@ -412,6 +419,11 @@ struct DeliveryCommandTests {
                 killed
                     ? worker.terminationReason == .uncaughtSignal
                     : worker.terminationReason == .exit && worker.terminationStatus == (once ? 128 + SIGTERM : 0))
+            if once {
+                // What a script reads, as it reads a failure: JSON, since it asked for JSON.
+                let stopped = try String(contentsOf: said, encoding: .utf8)
+                #expect(stopped == #"{"stopped_by":"SIGTERM"}"# + "\n", "\(stopped)")
+            }
 
             let database = try await PostgresConnection.connect(configuration)
             let claimed = try await database.query(

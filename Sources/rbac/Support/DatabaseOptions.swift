@@ -106,7 +106,7 @@ struct PageOptions<Key: PlaceKey>: ParsableArguments {
     }
 
     /// What `body` reads for the page --limit and --after ask for (nil without --limit: every entry). A full
-    /// page says on stderr how to ask for the next one (`printNextPage`): after the last entry's place, which
+    /// page says on stderr how to ask for the next one (`printNote`): after the last entry's place, which
     /// holds once that entry is gone, as the API's `next_after` does.
     func read<Item: ListedRow>(_ output: OutputOptions, _ body: (PageRequest<Key>?) async throws -> [Item])
         async throws -> [Item]
@@ -114,7 +114,7 @@ struct PageOptions<Key: PlaceKey>: ParsableArguments {
         let after = after.flatMap { PageCursor<Key>(text: $0) }  // validate() refused any other text
         let items = try await body(limit.map { PageRequest(limit: $0, after: after) })
         if let limit, items.count == limit, let place = items.last?.cursor.text {
-            printNextPage(json: output.json, "more may follow: --after \(place)", "next_after", place)
+            printNote(json: output.json, "more may follow: --after \(place)", "next_after", place)
         }
         return items
     }

@@ -8,11 +8,11 @@ func printError(_ line: String) {
     try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
 }
 
-/// Says on standard error where the next page of a listing starts: `rbac: more may follow: --after PLACE` for
-/// people, or with --json one line of JSON naming it as the HTTP API does (`{"next_after":"PLACE"}`), so that a
-/// script pages on without reading prose, as it reads a failure.
-func printNextPage(json: Bool, _ text: String, _ field: String, _ place: some Encodable) {
-    if json, let line = try? JSONEncoder.rbac().encode([field: place]) {
+/// Says on standard error what a command's output leaves out: `rbac: TEXT` for people, or with --json one line of
+/// JSON, `{FIELD: VALUE}`, so that a script reads it without reading prose, as it reads a failure. Listings say
+/// where their next page starts (`{"next_after":"PLACE"}`, as the HTTP API names it).
+func printNote(json: Bool, _ text: String, _ field: String, _ value: some Encodable) {
+    if json, let line = try? JSONEncoder.rbac().encode([field: value]) {
         printError(String(decoding: line, as: UTF8.self))
     } else {
         printError("rbac: \(text)")
