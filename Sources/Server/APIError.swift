@@ -120,18 +120,56 @@ public struct APIError: HTTPResponseError, Sendable {
 
 /// Turns every error below it into an `APIError` response.
 ///
-/// The first 503 after a success logs an error with the reason the client was given, and the first success after a
-/// 503 logs that requests succeed again: one line per change of state, not one per failed request (thousands a
-/// second under load). The route metrics count every 503.
+/// The first 503 after a success logs an error with the reason the client was given, and the first success once no
+/// 503 has come for `quietPeriod` logs that requests succeed again: a line per change of state, not one per failed
+/// request (thousands a second under load), nor one per turn while some requests fail and others succeed (a Citus
+/// worker down fails only its couples' budgets; a pool that makes some requests wait too long fails only those).
+/// The route metrics count every 503.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
-    /// Whether the last request answered here failed with 503; shared by every request.
-    let failing = Failing()
+    /// How long requests must have gone without a 503 before a success is news.
+    static var quietPeriod: Duration { .seconds(10) }
 
     /// Routes whose success says nothing about the database.
     static var answeredWithoutDatabase: Set<String> { ["/health", "/metrics", "/openapi.json"] }
 
-    final class Failing: Sendable {
-        let value = Atomic<Bool>(false)
+    /// Shared by every request.
+    let failures: Failures
+
+    init(now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
+        failures = Failures(now: now)
+    }
+
+    /// Whether requests fail with 503, and when one last did.
+    final class Failures: Sendable {
+        private struct State {
+            var failing = false
+            var last: ContinuousClock.Instant?
+        }
+        private let state = Mutex(State())
+        /// `state.failing`, which every success reads without the lock.
+        let failing = Atomic<Bool>(false)
+        private let now: @Sendable () -> ContinuousClock.Instant
+
+        init(now: @escaping @Sendable () -> ContinuousClock.Instant) { self.now = now }
+
+        /// Notes a 503: true for the first since requests last succeeded.
+        func failed() -> Bool {
+            state.withLock { state in
+                defer { (state.failing, state.last) = (true, now()) }
+                failing.store(true, ordering: .relaxed)
+                return !state.failing
+            }
+        }
+
+        /// Notes a success: true when it is the first once no 503 has come for `quietPeriod`.
+        func succeeded() -> Bool {
+            state.withLock { state in
+                guard state.failing, let last = state.last, now() - last >= quietPeriod else { return false }
+                state.failing = false
+                failing.store(false, ordering: .relaxed)
+                return true
+            }
+        }
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
@@ -139,20 +177,19 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     {
         do {
             let response = try await next(request, context)
-            if failing.value.load(ordering: .relaxed), request.method != .options,
-                !Self.answeredWithoutDatabase.contains(context.endpointPath ?? ""),
-                failing.value.exchange(false, ordering: .relaxed)
+            if failures.failing.load(ordering: .relaxed), request.method != .options,
+                !Self.answeredWithoutDatabase.contains(context.endpointPath ?? ""), failures.succeeded()
             {
-                context.logger.notice("requests succeed again")
+                context.logger.notice("requests succeed again: none has failed with 503 for \(Self.quietPeriod)")
             }
             return response
         } catch {
             let apiError = APIError.from(error)
-            if apiError.status == .serviceUnavailable, !failing.value.exchange(true, ordering: .relaxed) {
+            if apiError.status == .serviceUnavailable, failures.failed() {
                 // Why, as the client was told: most often the database is away, but a delivery key that is not the
                 // database's is a 503 too, and waiting for the database would not end that one.
                 context.logger.error(
-                    "requests fail with 503 until they succeed again; http_requests_total counts them",
+                    "requests fail with 503, some or all; http_requests_total counts them",
                     metadata: ["error": "\(type(of: error))", "reason": "\(apiError.message)"])
             }
             return try apiError.response(from: request, context: context)

@@ -783,37 +783,74 @@ struct RouterTests {
         }
     }
 
-    @Test("503s are logged once when they begin and once when requests succeed again, not once each")
+    @Test("the service's 503s are logged once, with the reason the client was given, not once each")
     func unavailabilityLoggedOnce() async throws {
         let fixture = try await Fixture()
-        let isReady = Atomic<Bool>(false)
         let lines = LineLogHandlerTests.Lines()
         let dependencies = ServerDependencies(
             repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
             publicBaseURL: URL(string: "https://rbac.test")!, budgets: InMemoryBudgetRepository(),
-            isReady: { isReady.load(ordering: .relaxed) })
+            isReady: { false })
         let app = Application(
             router: buildRouter(dependencies),
             logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })
         let statuses = try await app.test(.router) { client in
             var statuses: [HTTPResponse.Status] = []
-            for (ready, uri) in [(false, "/ready"), (false, "/ready"), (false, "/health"), (false, "/ready")]
-                + [(true, "/ready"), (true, "/ready"), (false, "/ready")]
-            {
-                isReady.store(ready, ordering: .relaxed)
+            for uri in ["/ready", "/ready", "/health", "/ready"] {
                 statuses.append(try await client.execute(uri: uri, method: .get) { $0.status })
             }
             return statuses
         }
+        #expect(statuses == [.serviceUnavailable, .serviceUnavailable, .ok, .serviceUnavailable])
+        let written = lines.written.withLock { $0 }
+        #expect(written.count == 1, "\(written)")
         #expect(
-            statuses == [
-                .serviceUnavailable, .serviceUnavailable, .ok, .serviceUnavailable, .ok, .ok, .serviceUnavailable,
-            ])
-        let logged = lines.written.withLock { $0 }.map { $0.drop { $0 != " " }.prefix { $0 != ":" } }
-        #expect(logged == [" error rbac", " notice rbac", " error rbac"], "\(lines.written.withLock { $0 })")
+            written.first?.contains(" error rbac: ") == true
+                && written.first?.contains("requests fail with 503") == true)
+        #expect(written.first?.contains("reason=the database is unavailable; try again shortly") == true)
+    }
+
+    @Test("while 503s and successes mix, one line says they began; a success once none has come for a while, another")
+    func unavailabilityEndsQuietly() async throws {
+        let clock = SteppedClock()
+        let available = Atomic<Bool>(false)
+        let lines = LineLogHandlerTests.Lines()
+        let router = Router(context: AppRequestContext.self)
+        router.add(middleware: APIErrorMiddleware(now: { clock.now }))
+        router.get("budget") { _, _ -> String in
+            guard available.load(ordering: .relaxed) else {
+                throw CollaborationError(.unavailable, "cannot reach part of the database")
+            }
+            return "ok"
+        }
+        router.get("health") { _, _ in "ok" }
+        let quiet = APIErrorMiddleware<AppRequestContext>.quietPeriod
+        // (answered, path, time passed before it, what it logs)
+        let steps: [(Bool, String, Duration, String?)] = [
+            (false, "/budget", .zero, "error"), (true, "/budget", .zero, nil), (false, "/budget", .zero, nil),
+            (true, "/budget", quiet - .seconds(1), nil), (true, "/health", .seconds(1), nil),
+            (true, "/budget", .zero, "notice"), (true, "/budget", .zero, nil), (false, "/budget", .zero, "error"),
+            (false, "/budget", quiet, nil), (true, "/budget", quiet - .milliseconds(1), nil),
+            (true, "/budget", .milliseconds(1), "notice"),
+        ]
+        let app = Application(
+            router: router, logger: Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) })
+        try await app.test(.router) { client in
+            for (index, (up, path, wait, logs)) in steps.enumerated() {
+                clock.advance(wait)
+                available.store(up, ordering: .relaxed)
+                let before = lines.written.withLock { $0.count }
+                let status = try await client.execute(uri: path, method: .get) { $0.status }
+                #expect(status == (up ? .ok : .serviceUnavailable), "step \(index)")
+                let logged = lines.written.withLock { Array($0[before...]) }
+                #expect(
+                    logged.map { $0.drop { $0 != " " }.prefix { $0 != ":" } } == logs.map { [" \($0) rbac"] } ?? [],
+                    "step \(index): \(logged)")
+            }
+        }
         #expect(
-            lines.written.withLock { $0 }.first?.contains("reason=the database is unavailable; try again shortly")
-                == true, "\(lines.written.withLock { $0 })")
+            lines.written.withLock { $0 }.first?.contains("reason=cannot reach part of the database") == true,
+            "\(lines.written.withLock { $0 })")
     }
 
     @Test("invitation tokens and service keys are redacted from logged paths")
