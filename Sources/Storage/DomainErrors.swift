@@ -60,6 +60,10 @@ public func domainError(_ error: PostgresError) -> any Error {
     case .adminShutdown, .crashShutdown, .cannotConnectNow:
         // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
         return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+    case _ where state.errorClass == "08":
+        // Sent by the server, not libpq: a node it needs cannot be reached (on Citus, the worker holding the
+        // couple's budget and audit log). The statement did nothing there; it may work once the node is back.
+        return CollaborationError(.unavailable, "cannot reach part of the database: \(error.message)")
     case .characterNotInRepertoire:
         return CollaborationError(.invalidInput, "a text value contains a NUL character, which cannot be stored")
     case _ where state.errorClass == "22":

@@ -1,0 +1,111 @@
+import Budget
+import Collaboration
+import Foundation
+import Postgres
+import Storage
+import TestSupport
+import Testing
+
+/// On Citus the collaboration core stays on the coordinator, and each couple's budget and audit log on the worker
+/// holding its shards (decision 0009): a worker that goes down takes its couples' budgets and membership changes
+/// with it, and nothing else.
+@Suite("A Citus worker down")
+struct CitusWorkerDownTests {
+    static let admin = Actor.operator(label: "t")
+
+    @Test(
+        "every couple's checks are answered; the worker's couples' changes are refused as unavailable, changing nothing",
+        .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"))
+    func workerDown() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            let memberships = MembershipService(repository: repository)
+            let checker = PermissionChecker(repository: repository)
+            let budgets = PostgresBudgetRepository(pool: pool)
+            func budget(_ couple: UUID) -> CoupleBudget {
+                CoupleBudget(couple: couple, repository: budgets, checker: checker)
+            }
+            // A couple with a planner and a scenario on each worker (a couple's shards land on either).
+            var onWorker: [Int: (couple: UUID, planner: UUID, scenario: UUID)] = [:]
+            for _ in 0..<40 where onWorker.count < TestDatabase.citusWorkers.count {
+                let planner = try await pool.newUser()
+                let couple = try await pool.newCouple(members: [
+                    (try await pool.newUser(), "owner"), (planner, "planner"),
+                ])
+                let scenario = try await budget(couple).createScenario(named: "Main", primary: true, as: Self.admin)
+                let port: Int = try await pool.query("SELECT port FROM rbac.budget_node(\(couple))")[0].decode("port")
+                if onWorker[port] == nil { onWorker[port] = (couple, planner, scenario.id) }
+            }
+            try #require(Set(onWorker.keys) == Set(TestDatabase.citusWorkers))
+            let downPort = TestDatabase.citusWorkers[0]
+            let (down, up) = (onWorker[downPort]!, onWorker[TestDatabase.citusWorkers[1]]!)
+
+            // The worker goes down for this database alone: its node, in this database's metadata, moves to a
+            // port nothing listens on (the other tests' databases keep theirs).
+            let closed = try listeningOnLoopback()
+            close(closed.socket)
+            func moveNode(from: Int, to: Int) async throws {
+                try await pool.query(
+                    """
+                    SELECT citus_update_node(nodeid, '127.0.0.1', \(Int32(to))) FROM pg_dist_node
+                    WHERE nodeport = \(Int32(from))
+                    """)
+            }
+            func state(_ couple: UUID) async throws -> [String] {
+                try await pool.query(
+                    """
+                    SELECT concat_ws(' ', c.revision, m.user_id, m.role, m.status,
+                                     (SELECT count(*) FROM outbox WHERE payload ->> 'couple_id' = c.id::text)) AS row
+                    FROM couples c JOIN memberships m ON m.couple_id = c.id WHERE c.id = \(couple) ORDER BY m.user_id
+                    """
+                ).map { try $0.decode("row") }
+            }
+            let viewer = RoleName(rawValue: "viewer")!
+            let downBefore = try await state(down.couple)
+            try await moveNode(from: downPort, to: Int(closed.port))
+            try await ensuring {
+                for couple in [down, up] {
+                    let check = try await checker.check(
+                        couple: couple.couple, user: couple.planner, permission: Permission(rawValue: "budget.edit")!)
+                    #expect(check.allowed, "answered on the coordinator, whichever worker holds the couple")
+                }
+                await expectUnavailable {
+                    _ = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
+                }
+                await expectUnavailable {
+                    _ = try await budget(down.couple).createItem(
+                        named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
+                }
+                await expectUnavailable {
+                    _ = try await memberships.grant(viewer, to: down.planner, in: down.couple, as: Self.admin)
+                }
+                #expect(try await state(down.couple) == downBefore, "the refused grant changed nothing")
+                #expect(try await budget(up.couple).overview(scenario: up.scenario, as: Self.admin).items.isEmpty)
+                _ = try await memberships.grant(viewer, to: up.planner, in: up.couple, as: Self.admin)
+            } finally: {
+                try await moveNode(from: Int(closed.port), to: downPort)
+            }
+            _ = try await memberships.grant(viewer, to: down.planner, in: down.couple, as: Self.admin)
+            _ = try await budget(down.couple).createItem(
+                named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
+            let overview = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
+            #expect(overview.items.map(\.item.name) == ["Venue"])
+        }
+    }
+
+    /// Expects `body` to be refused as `unavailable`, the code that is a 503 over HTTP and exit 5 in the CLI.
+    private func expectUnavailable(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation)
+        async
+    {
+        do {
+            try await body()
+            Issue.record("not refused", sourceLocation: sourceLocation)
+        } catch {
+            let coded = error as? any CodedError
+            #expect(coded?.codeName == "unavailable", "\(error)", sourceLocation: sourceLocation)
+            #expect(
+                coded?.message.hasPrefix("cannot reach part of the database: ") == true, "\(error)",
+                sourceLocation: sourceLocation)
+        }
+    }
+}
