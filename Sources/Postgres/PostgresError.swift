@@ -15,6 +15,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let adminShutdown = SQLState("57P01")
     public static let crashShutdown = SQLState("57P02")
     public static let cannotConnectNow = SQLState("57P03")
+    /// A lock waited for longer than `lock_timeout` allows.
+    public static let lockNotAvailable = SQLState("55P03")
     public static let raiseException = SQLState("P0001")
     public static let invalidTextRepresentation = SQLState("22P02")
     /// In a UTF-8 database, a text value with a NUL byte: the one valid Swift string PostgreSQL refuses.
@@ -44,7 +46,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
         "42501": "insufficient_privilege", "42601": "syntax_error", "42883": "undefined_function",
         "42703": "undefined_column", "25P02": "in_failed_sql_transaction", "3D000": "invalid_catalog_name",
         "28P01": "invalid_password", "53300": "too_many_connections", "08006": "connection_failure",
-        "3F000": "invalid_schema_name",
+        "3F000": "invalid_schema_name", "55P03": "lock_not_available",
     ]
 }
 

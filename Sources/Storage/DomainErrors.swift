@@ -64,6 +64,11 @@ public func domainError(_ error: PostgresError) -> any Error {
         // Sent by the server, not libpq: a node it needs cannot be reached (on Citus, the worker holding the
         // couple's budget and audit log). The statement did nothing there; it may work once the node is back.
         return CollaborationError(.unavailable, "cannot reach part of the database: \(error.message)")
+    case .lockNotAvailable:
+        // `rbac serve` waits that long (--lock-timeout) for a lock, rather than let one left held take every
+        // connection; the transaction is rolled back.
+        return CollaborationError(
+            .unavailable, "waited too long for a lock that another change or session holds; try again shortly")
     case .characterNotInRepertoire:
         return CollaborationError(.invalidInput, "a text value contains a NUL character, which cannot be stored")
     case _ where state.errorClass == "22":

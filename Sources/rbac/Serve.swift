@@ -88,6 +88,16 @@ extension RBAC {
             parsing: .unconditional,
             help: ArgumentHelp(
                 """
+                How long a statement may wait for a lock another transaction holds (a change to the same couple, \
+                a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
+                Without it, requests to one couple whose row stays locked would take every database connection \
+                in turn, and every couple's requests would fail.
+                """, valueName: "duration"))
+        var lockTimeout: ShortDuration = ShortDuration(argument: "5s")!
+        @Option(
+            parsing: .unconditional,
+            help: ArgumentHelp(
+                """
                 At most this many client connections open at once; more wait to be taken until one closes. \
                 Default: what the open-file limit (ulimit -Hn, to which serve raises ulimit -n) leaves after \
                 256 kept for the database and outbound connections.
@@ -131,6 +141,9 @@ extension RBAC {
             }
             guard (.seconds(1)...Duration.seconds(3600)).contains(idleTimeout.duration) else {
                 throw ValidationError("--idle-timeout must be from 1s to 3600s")
+            }
+            guard (.milliseconds(100)...Duration.seconds(600)).contains(lockTimeout.duration) else {
+                throw ValidationError("--lock-timeout must be from 100ms to 600s")
             }
             guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
             guard (maxConnections ?? 1) >= 1 else { throw ValidationError("--max-connections must be at least 1") }
@@ -194,7 +207,8 @@ extension RBAC {
 
             var configuration: PostgresConfiguration?
             do {
-                let resolved = try await database.configuration()
+                var resolved = try await database.configuration()
+                resolved.settings["lock_timeout"] = "\(Int(lockTimeout.duration / .milliseconds(1)))ms"
                 configuration = resolved
                 let pool = PostgresConnectionPool(
                     configuration: resolved, maxConnections: 16, acquireTimeout: .seconds(5))

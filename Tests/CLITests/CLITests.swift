@@ -1681,6 +1681,61 @@ struct CLITests {
         }
     }
 
+    @Test("serve answers a couple whose row stays locked 503 after --lock-timeout, changing nothing; others go on")
+    func lockHeldTooLong() async throws {
+        try await Self.withServable { secret, run, configuration in
+            let key = try #require(
+                try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"] as? String)
+            var couples: [String] = []
+            for name in ["Liv & Sam", "Ann & Bo"] {
+                let created = try Self.json(
+                    try await run(["couples", "create", "--name", name, "--owner-email", "liv@example.com", "--json"]))
+                couples.append(try #require((created["couple"] as? [String: Any])?["id"] as? String))
+            }
+            let owner = try #require(
+                (try Self.json(try await run(["users", "show", "liv@example.com", "--json"]))["user"]
+                    as? [String: Any])?["id"] as? String)
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret, "--lock-timeout", "200ms", "--no-cache"],
+                database: configuration.connectionString, errorLog: "/dev/null", until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            func post(_ path: String, _ body: String) async throws -> (status: Int, body: String) {
+                var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!, timeoutInterval: 30)
+                request.httpMethod = "POST"
+                request.httpBody = Data(body.utf8)
+                for (field, value) in [
+                    "Authorization": "Bearer \(key)", "X-Acting-User": owner, "Content-Type": "application/json",
+                ] where field != "X-Acting-User" || path != "/v1/check" {
+                    request.setValue(value, forHTTPHeaderField: field)
+                }
+                let (data, response) = try await URLSession.shared.data(for: request)
+                return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+            }
+            let scenario = #"{"name":"Main","primary":true}"#
+            // A session that locked the first couple's row and went on to other things, as one left open in psql.
+            let holder = try await PostgresConnection.connect(configuration)
+            try await ensuring {
+                try await holder.runScript("BEGIN")
+                try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couples[0])) FOR UPDATE")
+                let refused = try await post("/v1/couples/\(couples[0])/budget/scenarios", scenario)
+                #expect(refused.status == 503, "\(refused)")
+                #expect(refused.body.contains(#""code":"unavailable""#) && refused.body.contains("lock"), "\(refused)")
+                #expect(try await post("/v1/couples/\(couples[1])/budget/scenarios", scenario).status == 201)
+                let check = try await post(
+                    "/v1/check", #"{"couple_id":"\#(couples[0])","user_id":"\#(owner)","permission":"budget.edit"}"#)
+                #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
+            } finally: {
+                try? await holder.runScript("ROLLBACK")
+                await holder.close()
+            }
+            #expect(try await post("/v1/couples/\(couples[0])/budget/scenarios", scenario).status == 201)
+            let listed = try Self.jsonArray(
+                try await run(["budget", "scenarios", "list", "--couple", couples[0], "--json"]))
+            #expect(listed.count == 1, "the refused request made nothing: \(listed)")
+        }
+    }
+
     /// The samples of serve's /metrics on `port`, by name and labels.
     static func metrics(_ port: Int) async throws -> [String: Double] {
         let (body, _) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!)
