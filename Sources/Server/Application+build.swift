@@ -40,6 +40,9 @@ public struct ServerDependencies: Sendable {
     public let sampleMetrics: @Sendable () -> Void
     /// Where changes sent with an `Idempotency-Key` are kept; without one, that header is refused.
     public let idempotentRequests: (any IdempotentRequestStore)?
+    /// How many requests of one couple are answered at once (`CoupleAdmission`): less than the database
+    /// connections, so that the others' requests always find one; and how long one past them waits for a turn.
+    public let requestsPerCouple: (limit: Int, wait: Duration)
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
@@ -51,6 +54,7 @@ public struct ServerDependencies: Sendable {
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         sampleMetrics: @escaping @Sendable () -> Void = {},
         idempotentRequests: (any IdempotentRequestStore)? = nil,
+        requestsPerCouple: (limit: Int, wait: Duration) = (8, .seconds(5)),
         isReady: @escaping @Sendable () async -> Bool
     ) {
         self.repository = repository
@@ -71,6 +75,7 @@ public struct ServerDependencies: Sendable {
         }
         self.sampleMetrics = sampleMetrics
         self.idempotentRequests = idempotentRequests
+        self.requestsPerCouple = requestsPerCouple
         self.isReady = isReady
     }
 
@@ -130,6 +135,10 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
         .add(middleware: JSONBodyMiddleware()).add(middleware: DocumentedRequestMiddleware())
+        .add(
+            middleware: CoupleAdmissionMiddleware(
+                admission: CoupleAdmission(
+                    limit: dependencies.requestsPerCouple.limit, wait: dependencies.requestsPerCouple.wait)))
     let permissions = CollaborationPermissionService(repository: dependencies.repository, metrics: metrics)
     PermissionAPIController(
         repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,

@@ -90,8 +90,8 @@ extension RBAC {
                 """
                 How long a statement may wait for a lock another transaction holds (a change to the same couple, \
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
-                Without it, requests to one couple whose row stays locked would take every database connection \
-                in turn, and every couple's requests would fail.
+                Each request waiting holds a database connection; serve answers at most 8 requests of one couple \
+                at once, half its connections, the rest in turn, so that the other couples' requests find one.
                 """, valueName: "duration"))
         var lockTimeout: ShortDuration = ShortDuration(argument: "5s")!
         @Option(
@@ -210,8 +210,9 @@ extension RBAC {
                 var resolved = try await database.configuration()
                 resolved.settings["lock_timeout"] = "\(Int(lockTimeout.duration / .milliseconds(1)))ms"
                 configuration = resolved
+                let (databaseConnections, connectionWait) = (16, Duration.seconds(5))
                 let pool = PostgresConnectionPool(
-                    configuration: resolved, maxConnections: 16, acquireTimeout: .seconds(5))
+                    configuration: resolved, maxConnections: databaseConnections, acquireTimeout: connectionWait)
                 LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -252,6 +253,7 @@ extension RBAC {
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
                     idempotentRequests: idempotentRequests,
+                    requestsPerCouple: (databaseConnections / 2, connectionWait),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",

@@ -1681,8 +1681,31 @@ struct CLITests {
         }
     }
 
-    @Test("serve answers a couple whose row stays locked 503 after --lock-timeout, changing nothing; others go on")
-    func lockHeldTooLong() async throws {
+    /// Two couples of one owner, and `rbac serve` on their database with `--lock-timeout` (and no cache).
+    struct LockableCouples: Sendable {
+        let couples: [String]
+        let owner: String
+        let database: PostgresConfiguration
+        /// POSTs a JSON body as the owner (the service's own key alone to /v1/check), many at once if need be.
+        let post: @Sendable (_ path: String, _ body: String) async throws -> (status: Int, body: String)
+
+        /// Runs `body` while another session holds the first couple's row locked, as one left open in psql would.
+        func locked(_ body: () async throws -> Void) async throws {
+            let holder = try await PostgresConnection.connect(database)
+            try await ensuring {
+                try await holder.runScript("BEGIN")
+                try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couples[0])) FOR UPDATE")
+                try await body()
+            } finally: {
+                try? await holder.runScript("ROLLBACK")
+                await holder.close()
+            }
+        }
+    }
+
+    static func withLockableCouples(
+        lockTimeout: String, _ body: (LockableCouples, ([String]) async throws -> Result) async throws -> Void
+    ) async throws {
         try await Self.withServable { secret, run, configuration in
             let key = try #require(
                 try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"] as? String)
@@ -1696,11 +1719,15 @@ struct CLITests {
                 (try Self.json(try await run(["users", "show", "liv@example.com", "--json"]))["user"]
                     as? [String: Any])?["id"] as? String)
             let (serve, port) = try await Self.serve(
-                ["--jwt-secret-file", secret, "--lock-timeout", "200ms", "--no-cache"],
+                ["--jwt-secret-file", secret, "--lock-timeout", lockTimeout, "--no-cache"],
                 database: configuration.connectionString, errorLog: "/dev/null", until: { $0.contains("listening on") })
             defer { Task { await serve.stop() } }
             try #require(serve.ready, "serve did not start: \(serve.lines)")
-            func post(_ path: String, _ body: String) async throws -> (status: Int, body: String) {
+            // Each request on a connection of its own (URLSession takes six at once by default).
+            let settings = URLSessionConfiguration.ephemeral
+            settings.httpMaximumConnectionsPerHost = 32
+            let session = URLSession(configuration: settings)
+            let served = LockableCouples(couples: couples, owner: owner, database: configuration) { path, body in
                 var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!, timeoutInterval: 30)
                 request.httpMethod = "POST"
                 request.httpBody = Data(body.utf8)
@@ -1709,30 +1736,73 @@ struct CLITests {
                 ] where field != "X-Acting-User" || path != "/v1/check" {
                     request.setValue(value, forHTTPHeaderField: field)
                 }
-                let (data, response) = try await URLSession.shared.data(for: request)
+                let (data, response) = try await session.data(for: request)
                 return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
             }
-            let scenario = #"{"name":"Main","primary":true}"#
-            // A session that locked the first couple's row and went on to other things, as one left open in psql.
-            let holder = try await PostgresConnection.connect(configuration)
-            try await ensuring {
-                try await holder.runScript("BEGIN")
-                try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couples[0])) FOR UPDATE")
-                let refused = try await post("/v1/couples/\(couples[0])/budget/scenarios", scenario)
+            try await body(served, run)
+        }
+    }
+
+    @Test("serve answers a couple whose row stays locked 503 after --lock-timeout, changing nothing")
+    func lockHeldTooLong() async throws {
+        try await Self.withLockableCouples(lockTimeout: "200ms") { served, run in
+            let path = "/v1/couples/\(served.couples[0])/budget/scenarios"
+            try await served.locked {
+                let refused = try await served.post(path, #"{"name":"Main"}"#)
                 #expect(refused.status == 503, "\(refused)")
                 #expect(refused.body.contains(#""code":"unavailable""#) && refused.body.contains("lock"), "\(refused)")
-                #expect(try await post("/v1/couples/\(couples[1])/budget/scenarios", scenario).status == 201)
-                let check = try await post(
-                    "/v1/check", #"{"couple_id":"\#(couples[0])","user_id":"\#(owner)","permission":"budget.edit"}"#)
-                #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
-            } finally: {
-                try? await holder.runScript("ROLLBACK")
-                await holder.close()
             }
-            #expect(try await post("/v1/couples/\(couples[0])/budget/scenarios", scenario).status == 201)
+            #expect(try await served.post(path, #"{"name":"Main"}"#).status == 201)
             let listed = try Self.jsonArray(
-                try await run(["budget", "scenarios", "list", "--couple", couples[0], "--json"]))
+                try await run(["budget", "scenarios", "list", "--couple", served.couples[0], "--json"]))
             #expect(listed.count == 1, "the refused request made nothing: \(listed)")
+        }
+    }
+
+    @Test("serve answers 8 requests of a couple at once, the rest in turn: a locked couple leaves others connections")
+    func lockedCoupleWaitsItsTurn() async throws {
+        try await Self.withLockableCouples(lockTimeout: "600s") { served, run in
+            let (couple, other) = (served.couples[0], served.couples[1])
+            let watcher = try await PostgresConnection.connect(served.database)
+            try await ensuring {
+                try await withThrowingTaskGroup(of: (status: Int, body: String).self) { group in
+                    try await served.locked {
+                        for index in 0..<20 {
+                            group.addTask {
+                                try await served.post(
+                                    "/v1/couples/\(couple)/budget/scenarios", #"{"name":"S\#(index)"}"#)
+                            }
+                        }
+                        // Eight wait on the lock, each holding a database connection; the other twelve wait their
+                        // turn without one.
+                        var waiting = 0
+                        for _ in 0..<300 where waiting < 8 {
+                            waiting = try await watcher.query(
+                                """
+                                SELECT count(*)::int AS waiting FROM pg_stat_activity
+                                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                                """)[0].decode("waiting")
+                            if waiting < 8 { try await Task.sleep(for: .milliseconds(10)) }
+                        }
+                        #expect(waiting == 8)
+                        // The other couple's change finds a connection, and the locked couple's checks are answered.
+                        #expect(
+                            try await served.post("/v1/couples/\(other)/budget/scenarios", #"{"name":"Main"}"#).status
+                                == 201)
+                        let check = try await served.post(
+                            "/v1/check",
+                            #"{"couple_id":"\#(couple)","user_id":"\#(served.owner)","permission":"budget.edit"}"#)
+                        #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
+                    }
+                    // The lock gone, all twenty are answered, eight at a time.
+                    for try await answer in group { #expect(answer.status == 201, "\(answer)") }
+                }
+            } finally: {
+                await watcher.close()
+            }
+            let listed = try Self.jsonArray(
+                try await run(["budget", "scenarios", "list", "--couple", couple, "--json"]))
+            #expect(listed.count == 20)
         }
     }
 
