@@ -50,11 +50,13 @@ public struct User: Sendable, Hashable, Codable, ListedRow {
         do { return try validatedName(name, "the display name") } catch { throw CollaborationError(error) }
     }
 
-    /// Checks the text users are searched for by: 1 to 200 characters, as long as the longest name.
+    /// Checks the text users are searched for by: 1 to 200 characters, as long as the longest name, counted as
+    /// names are (`storedLength`) and as openapi.json's `maxLength` counts them.
     public static func validateSearch(_ search: String?) throws(CollaborationError) {
         guard let search else { return }
-        guard (1...200).contains(search.count) else {
-            throw CollaborationError(.invalidInput, "a search must be 1 to 200 characters, not \(search.count)")
+        guard (1...200).contains(search.storedLength) else {
+            throw CollaborationError(
+                .invalidInput, "a search must be 1 to 200 characters, not \(search.storedLength)")
         }
     }
 
