@@ -6,9 +6,10 @@ import Testing
 
 @Suite("How many requests of one couple are answered at once")
 struct CoupleAdmissionTests {
-    /// Waits until `count` of the couple's requests wait for a place.
+    /// Waits until `count` of the couple's requests wait for a place; fails after 10 s instead of hanging.
     static func waiting(_ admission: CoupleAdmission, _ couple: UUID, count: Int) async throws {
-        while admission.waiting(couple) < count { try await Task.sleep(for: .milliseconds(1)) }
+        for _ in 0..<10_000 where admission.waiting(couple) < count { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(admission.waiting(couple) >= count, "\(admission.waiting(couple)) waiting, not \(count)")
     }
 
     @Test("a couple's places are its own; the rest wait, each taking a place given back in the order they came")

@@ -69,16 +69,21 @@ struct CitusWorkerDownTests {
                         couple: couple.couple, user: couple.planner, permission: Permission(rawValue: "budget.edit")!)
                     #expect(check.allowed, "answered on the coordinator, whichever worker holds the couple")
                 }
-                await expectUnavailable {
-                    _ = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
-                }
-                await expectUnavailable {
-                    _ = try await budget(down.couple).createItem(
-                        named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
-                }
-                await expectUnavailable {
-                    _ = try await memberships.grant(viewer, to: down.planner, in: down.couple, as: Self.admin)
-                }
+                // Unavailable: a 503 over HTTP, exit 5 in the CLI.
+                let refusals = [
+                    await expectBudgetRefusal(.unavailable) {
+                        _ = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
+                    }?.message,
+                    await expectBudgetRefusal(.unavailable) {
+                        _ = try await budget(down.couple).createItem(
+                            named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
+                    }?.message,
+                    await expectRefusal(.unavailable) {
+                        _ = try await memberships.grant(viewer, to: down.planner, in: down.couple, as: Self.admin)
+                    }?.message,
+                ]
+                #expect(
+                    refusals.allSatisfy { $0?.hasPrefix("cannot reach part of the database: ") == true }, "\(refusals)")
                 #expect(try await state(down.couple) == downBefore, "the refused grant changed nothing")
                 #expect(try await budget(up.couple).overview(scenario: up.scenario, as: Self.admin).items.isEmpty)
                 _ = try await memberships.grant(viewer, to: up.planner, in: up.couple, as: Self.admin)
@@ -90,22 +95,6 @@ struct CitusWorkerDownTests {
                 named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
             let overview = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
             #expect(overview.items.map(\.item.name) == ["Venue"])
-        }
-    }
-
-    /// Expects `body` to be refused as `unavailable`, the code that is a 503 over HTTP and exit 5 in the CLI.
-    private func expectUnavailable(_ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation)
-        async
-    {
-        do {
-            try await body()
-            Issue.record("not refused", sourceLocation: sourceLocation)
-        } catch {
-            let coded = error as? any CodedError
-            #expect(coded?.codeName == "unavailable", "\(error)", sourceLocation: sourceLocation)
-            #expect(
-                coded?.message.hasPrefix("cannot reach part of the database: ") == true, "\(error)",
-                sourceLocation: sourceLocation)
         }
     }
 }
