@@ -30,6 +30,8 @@ extension RBAC {
 
         func run() async throws {
             let key = try key.required()
+            // Trapped from the start, so that a signal that comes while it connects stops it as one later does.
+            let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
             // Without --once it is a service: started while the database is down, it waits for it.
             let stopped = try await options.run(waitingForDatabase: !once) { context -> UnixSignal? in
                 let worker = OutboxWorker(
@@ -37,11 +39,11 @@ extension RBAC {
                     http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,
                     mail: try mail.mail(caFile: caFile), links: try CommandContext.publicBaseURL())
                 guard once else {
-                    _ = try await Self.untilSignalled { await worker.run { printError("rbac: \($0)") } }
+                    _ = try await Self.untilSignalled(signals) { await worker.run { printError("rbac: \($0)") } }
                     return nil
                 }
                 let outcomes = Mutex<[String: Int]>([:])
-                let signal = try await Self.untilSignalled {
+                let signal = try await Self.untilSignalled(signals) {
                     while true {
                         let round = try await worker.runOnce()
                         if round.isEmpty { return }
@@ -68,18 +70,18 @@ extension RBAC {
             }
         }
 
-        /// Runs `body` until it returns or SIGINT or SIGTERM comes, which cancels it; the signal, if one came.
-        /// Sending stops within a moment of cancellation, giving back what it had claimed.
-        private static func untilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws
-            -> UnixSignal?
-        {
+        /// Runs `body` until it returns or one of `signals` comes, which cancels it; the signal, if one came (one
+        /// that came before, at once). Sending stops within a moment of cancellation, giving back what it had claimed.
+        private static func untilSignalled(
+            _ signals: UnixSignalsSequence, _ body: @escaping @Sendable () async throws -> Void
+        ) async throws -> UnixSignal? {
             try await withThrowingTaskGroup(of: UnixSignal?.self) { group in
                 group.addTask {
                     try await body()
                     return nil
                 }
                 group.addTask {
-                    for await signal in await UnixSignalsSequence(trapping: .sigint, .sigterm) { return signal }
+                    for await signal in signals { return signal }
                     return nil
                 }
                 defer { group.cancelAll() }

@@ -921,7 +921,7 @@ def webhooks_through_kills(key, a, b):
                 workers[i] = worker()
         i = random.randrange(len(workers))
         process, started = workers[i]
-        # Signals are trapped once it is connected: a worker younger than a second may not be yet.
+        # Signals are trapped once its command runs, a moment after it starts; a second is well past that.
         if now() - started > 1 and process.poll() is None:
             end(process, random.choice([signal.SIGKILL, signal.SIGTERM]))
             workers[i] = worker()
