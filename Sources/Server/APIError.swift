@@ -1,6 +1,7 @@
 import Collaboration
 import Foundation
 import Hummingbird
+import Logging
 import Synchronization
 
 /// An error as the API answers it: a status and `{"error": {"code", "message"}}`. Messages never hold tokens,
@@ -118,79 +119,77 @@ public struct APIError: HTTPResponseError, Sendable {
     }
 }
 
-/// Turns every error below it into an `APIError` response.
-///
-/// The first 503 after a success logs an error with the reason the client was given, and the first success once no
-/// 503 has come for `quietPeriod` logs that requests succeed again: a line per change of state, not one per failed
-/// request (thousands a second under load), nor one per turn while some requests fail and others succeed (a Citus
-/// worker down fails only its couples' budgets; a pool that makes some requests wait too long fails only those).
-/// The route metrics count every 503.
-struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+/// Whether the service's requests fail with 503, and the lines that say so: the first 503 after a success logs an
+/// error with the reason the client was given, and the first success once no 503 has come for `quietPeriod` logs
+/// that requests succeed again. A line per change of state, not one per failed request (thousands a second under
+/// load), nor one per turn while some requests fail and others succeed (a Citus worker down fails only its
+/// couples' budgets; a pool that makes some requests wait too long fails only those). One is shared by the router
+/// and `CheckFastPath`, whose checks answered from the database are successes too: a service that only answers
+/// checks would otherwise never say that it is well again. The route metrics count every 503.
+final class FailureLog: Sendable {
     /// How long requests must have gone without a 503 before a success is news.
     static var quietPeriod: Duration { .seconds(10) }
 
+    private struct State {
+        var failing = false
+        var last: ContinuousClock.Instant?
+    }
+    private let state = Mutex(State())
+    /// `state.failing`, which every success reads without the lock.
+    private let failing = Atomic<Bool>(false)
+    private let now: @Sendable () -> ContinuousClock.Instant
+
+    init(now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) { self.now = now }
+
+    /// Notes a 503 answered for `error`, logging the first since requests last succeeded.
+    func failed(_ error: any Error, answered: APIError, logger: Logger) {
+        let first = state.withLock { state in
+            defer { (state.failing, state.last) = (true, now()) }
+            failing.store(true, ordering: .relaxed)
+            return !state.failing
+        }
+        guard first else { return }
+        // Why, as the client was told: most often the database is away, but a delivery key that is not the
+        // database's is a 503 too, and waiting for the database would not end that one.
+        logger.error(
+            "requests fail with 503, some or all; http_requests_total counts them",
+            metadata: ["error": "\(type(of: error))", "reason": "\(answered.message)"])
+    }
+
+    /// Notes a request answered with what the database said, logging the first once no 503 has come for
+    /// `quietPeriod`.
+    func succeeded(logger: Logger) {
+        guard failing.load(ordering: .relaxed) else { return }
+        let news = state.withLock { state in
+            guard state.failing, let last = state.last, now() - last >= Self.quietPeriod else { return false }
+            state.failing = false
+            failing.store(false, ordering: .relaxed)
+            return true
+        }
+        if news { logger.notice("requests succeed again: none has failed with 503 for \(Self.quietPeriod)") }
+    }
+}
+
+/// Turns every error below it into an `APIError` response, noting successes and 503s in `failures`.
+struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Routes whose success says nothing about the database.
     static var answeredWithoutDatabase: Set<String> { ["/health", "/metrics", "/openapi.json"] }
 
-    /// Shared by every request.
-    let failures: Failures
-
-    init(now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
-        failures = Failures(now: now)
-    }
-
-    /// Whether requests fail with 503, and when one last did.
-    final class Failures: Sendable {
-        private struct State {
-            var failing = false
-            var last: ContinuousClock.Instant?
-        }
-        private let state = Mutex(State())
-        /// `state.failing`, which every success reads without the lock.
-        let failing = Atomic<Bool>(false)
-        private let now: @Sendable () -> ContinuousClock.Instant
-
-        init(now: @escaping @Sendable () -> ContinuousClock.Instant) { self.now = now }
-
-        /// Notes a 503: true for the first since requests last succeeded.
-        func failed() -> Bool {
-            state.withLock { state in
-                defer { (state.failing, state.last) = (true, now()) }
-                failing.store(true, ordering: .relaxed)
-                return !state.failing
-            }
-        }
-
-        /// Notes a success: true when it is the first once no 503 has come for `quietPeriod`.
-        func succeeded() -> Bool {
-            state.withLock { state in
-                guard state.failing, let last = state.last, now() - last >= quietPeriod else { return false }
-                state.failing = false
-                failing.store(false, ordering: .relaxed)
-                return true
-            }
-        }
-    }
+    let failures: FailureLog
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
         do {
             let response = try await next(request, context)
-            if failures.failing.load(ordering: .relaxed), request.method != .options,
-                !Self.answeredWithoutDatabase.contains(context.endpointPath ?? ""), failures.succeeded()
-            {
-                context.logger.notice("requests succeed again: none has failed with 503 for \(Self.quietPeriod)")
+            if request.method != .options, !Self.answeredWithoutDatabase.contains(context.endpointPath ?? "") {
+                failures.succeeded(logger: context.logger)
             }
             return response
         } catch {
             let apiError = APIError.from(error)
-            if apiError.status == .serviceUnavailable, failures.failed() {
-                // Why, as the client was told: most often the database is away, but a delivery key that is not the
-                // database's is a 503 too, and waiting for the database would not end that one.
-                context.logger.error(
-                    "requests fail with 503, some or all; http_requests_total counts them",
-                    metadata: ["error": "\(type(of: error))", "reason": "\(apiError.message)"])
+            if apiError.status == .serviceUnavailable {
+                failures.failed(error, answered: apiError, logger: context.logger)
             }
             return try apiError.response(from: request, context: context)
         }

@@ -43,6 +43,8 @@ public struct ServerDependencies: Sendable {
     /// How many requests of one couple are answered at once (`CoupleAdmission`): less than the database
     /// connections, so that the others' requests always find one; and how long one past them waits for a turn.
     public let requestsPerCouple: (limit: Int, wait: Duration)
+    /// Whether requests fail with 503: noted by the router and the checks answered before it.
+    let failures = FailureLog()
 
     public init(
         repository: any CollaborationRepository, keys: ServiceKeyService, tokens: TokenVerifier,
@@ -104,7 +106,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     router.add(
         middleware: BrowserOriginsMiddleware(
             origins: dependencies.browserOrigins, paths: InvitationController.browserRoutes))
-    router.add(middleware: APIErrorMiddleware())
+    router.add(middleware: APIErrorMiddleware(failures: dependencies.failures))
     router.add(middleware: BodyLimitMiddleware())
     router.get("health") { _, _ in "ok" }
     router.get("metrics") { _, _ -> Response in
@@ -247,7 +249,7 @@ public func buildApplication(
                         additionalChannelHandlers: [
                             CheckFastPath(
                                 keys: dependencies.keys, checker: dependencies.checker, timings: timings,
-                                logger: logger, shutdownGrace: shutdownGrace)
+                                failures: dependencies.failures, logger: logger, shutdownGrace: shutdownGrace)
                         ])),
                 idleTimeout: TimeAmount(idleTimeout))
         },

@@ -51,6 +51,7 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     private let keys: ServiceKeyService
     private let checker: PermissionChecker
     private let timings: CountedTimings
+    private let failures: FailureLog
     private let logger: Logger
 
     /// A check this handler may answer, held until its end arrives.
@@ -83,16 +84,18 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
     /// The `Date` field, formatted once a second.
     private var date: (second: Int, field: String) = (0, "")
 
-    /// `timings`: the route metrics (`RouteMetricsMiddleware.timings`); `logger`: the application's.
+    /// `timings`: the route metrics (`RouteMetricsMiddleware.timings`); `failures`: the router's
+    /// (`ServerDependencies.failures`); `logger`: the application's.
     init(
-        keys: ServiceKeyService, checker: PermissionChecker, timings: CountedTimings, logger: Logger,
-        shutdownGrace: Duration = .seconds(1)
+        keys: ServiceKeyService, checker: PermissionChecker, timings: CountedTimings, failures: FailureLog,
+        logger: Logger, shutdownGrace: Duration = .seconds(1)
     ) {
         self.shutdownGrace = .nanoseconds(
             shutdownGrace.components.seconds * 1_000_000_000 + shutdownGrace.components.attoseconds / 1_000_000_000)
         self.keys = keys
         self.checker = checker
         self.timings = timings
+        self.failures = failures
         self.logger = logger
     }
 
@@ -186,6 +189,8 @@ final class CheckFastPath: ChannelDuplexHandler, RemovableChannelHandler {
         switch result {
         case .success(let answer):
             writeAnswer(answer, since: held.since, context: context)
+            // A cached answer says nothing about the database; this one is the database's.
+            failures.succeeded(logger: logger)
         case .failure(let error):
             passOn(held, unavailable: APIError.from(error).status == .serviceUnavailable, context: context)
             context.fireChannelRead(wrapInboundOut(.end(nil)))

@@ -10,6 +10,7 @@ import NIOEmbedded
 import NIOHTTPTypes
 import Postgres
 import Prometheus
+import TestSupport
 import Testing
 
 @testable import Server
@@ -67,7 +68,9 @@ struct CheckFastPathTests {
         }
 
         /// `body` with a connection through a new fast path, closed afterwards.
-        func withConnection<T>(_ body: (Connection) async throws -> T) async throws -> T {
+        func withConnection<T>(failures: FailureLog = FailureLog(), _ body: (Connection) async throws -> T)
+            async throws -> T
+        {
             let (keys, checker, registry, lines) = (dependencies.keys, dependencies.checker, registry, lines)
             let connection = try await Connection {
                 var logger = Logger(label: "rbac") { LineLogHandler(label: $0, stream: lines) }
@@ -75,7 +78,7 @@ struct CheckFastPathTests {
                 return CheckFastPath(
                     keys: keys, checker: checker,
                     timings: RouteMetricsMiddleware.timings(PrometheusMetricsFactory(registry: registry)),
-                    logger: logger)
+                    failures: failures, logger: logger)
             }
             return try await ensuring {
                 try await body(connection)
@@ -279,6 +282,31 @@ struct CheckFastPathTests {
         #expect(warm.lines.written.withLock { $0.count } == 1, "logged")
         let samples = try CacheTests.parsePrometheus(warm.registry.emitToString())
         #expect(samples[#"http_requests_total{method="POST",route="/v1/check",status="200"}"#] == 4)
+    }
+
+    @Test("once checks failed with 503, one answered here from the database, not the cache, says they succeed again")
+    func endsUnavailability() async throws {
+        let warm = try await Warm()
+        let clock = SteppedClock()
+        let failures = FailureLog(now: { clock.now })
+        let logger = Logger(label: "rbac") { LineLogHandler(label: $0, stream: warm.lines) }
+        failures.failed(
+            CollaborationError(.unavailable, "down"), answered: .unavailable, logger: logger)
+        clock.advance(FailureLog.quietPeriod)
+        // (from the cache, what it logs besides its request line)
+        let steps = [(true, nil), (false, "notice"), (false, nil)]
+        for (index, (cached, logs)) in steps.enumerated() {
+            let before = warm.lines.written.withLock { $0.count }
+            try await warm.withConnection(failures: failures) { connection in
+                try await connection.read(warm.request(nil, warm.body(user: cached ? nil : UUID())))
+                #expect(Self.isAnswer(await connection.next(3)) != nil, "step \(index): answered here")
+                #expect(try await connection.nothingMore())
+            }
+            let logged = warm.lines.written.withLock { Array($0[before...]) }.filter { !$0.contains(" request\n") }
+            #expect(
+                logged.map { $0.drop { $0 != " " }.prefix { $0 != ":" } } == logs.map { [" \($0) rbac"] } ?? [],
+                "step \(index): \(logged)")
+        }
     }
 
     @Test(

@@ -183,7 +183,7 @@ struct IdempotencyTests {
             let store = Unheard(
                 PostgresIdempotentRequests(pool: pool), keeping: keepingFailing, renewals: renewalsFailing)
             let router = Router(context: AppRequestContext.self)
-            router.add(middleware: APIErrorMiddleware())
+            router.add(middleware: APIErrorMiddleware(failures: FailureLog()))
             router.group("v1").add(middleware: ServiceKeyMiddleware(keys: fixture.dependencies.keys))
                 .add(
                     middleware: IdempotencyMiddleware(

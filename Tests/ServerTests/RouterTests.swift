@@ -821,7 +821,7 @@ struct RouterTests {
         let available = Atomic<Bool>(false)
         let lines = LineLogHandlerTests.Lines()
         let router = Router(context: AppRequestContext.self)
-        router.add(middleware: APIErrorMiddleware(now: { clock.now }))
+        router.add(middleware: APIErrorMiddleware(failures: FailureLog(now: { clock.now })))
         router.get("budget") { _, _ -> String in
             guard available.load(ordering: .relaxed) else {
                 throw CollaborationError(.unavailable, "cannot reach part of the database")
@@ -829,7 +829,7 @@ struct RouterTests {
             return "ok"
         }
         router.get("health") { _, _ in "ok" }
-        let quiet = APIErrorMiddleware<AppRequestContext>.quietPeriod
+        let quiet = FailureLog.quietPeriod
         // (answered, path, time passed before it, what it logs)
         let steps: [(Bool, String, Duration, String?)] = [
             (false, "/budget", .zero, "error"), (true, "/budget", .zero, nil), (false, "/budget", .zero, nil),
