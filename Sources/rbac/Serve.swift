@@ -91,7 +91,8 @@ extension RBAC {
                 How long a statement may wait for a lock another transaction holds (a change to the same couple, \
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
                 Each request waiting holds a database connection; serve answers at most 8 requests of one couple \
-                at once, half its connections, the rest in turn, so that the other couples' requests find one.
+                at once, half its connections, the rest in turn, so that the other couples' requests find one. \
+                It replaces a lock_timeout that the database URL's options set.
                 """, valueName: "duration"))
         var lockTimeout: ShortDuration = ShortDuration(argument: "5s")!
         @Option(
