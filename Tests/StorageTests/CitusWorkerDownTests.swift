@@ -9,13 +9,15 @@ import Testing
 /// On Citus the collaboration core stays on the coordinator, and each couple's budget and audit log on the worker
 /// holding its shards (decision 0009): a worker that goes down takes its couples' budgets and membership changes
 /// with it, and nothing else.
-@Suite("A Citus worker down")
+@Suite(
+    "A Citus worker down",
+    .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"))
 struct CitusWorkerDownTests {
     static let admin = Actor.operator(label: "t")
 
     @Test(
-        "every couple's checks are answered; the worker's couples' changes are refused as unavailable, changing nothing",
-        .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"))
+        "every couple's checks are answered; the worker's couples' changes are refused as unavailable, changing nothing"
+    )
     func workerDown() async throws {
         try await TestDatabase.withFreshPool(from: .migrated) { pool in
             let repository = PostgresCollaborationRepository(pool: pool)
@@ -25,31 +27,14 @@ struct CitusWorkerDownTests {
             func budget(_ couple: UUID) -> CoupleBudget {
                 CoupleBudget(couple: couple, repository: budgets, checker: checker)
             }
-            // A couple with a planner and a scenario on each worker (a couple's shards land on either).
-            var onWorker: [Int: (couple: UUID, planner: UUID, scenario: UUID)] = [:]
-            for _ in 0..<40 where onWorker.count < TestDatabase.citusWorkers.count {
+            // A couple with a planner and a scenario on each worker.
+            let (down, up) = try await Self.onEachWorker(pool) { pool in
                 let planner = try await pool.newUser()
                 let couple = try await pool.newCouple(members: [
                     (try await pool.newUser(), "owner"), (planner, "planner"),
                 ])
                 let scenario = try await budget(couple).createScenario(named: "Main", primary: true, as: Self.admin)
-                let port: Int = try await pool.query("SELECT port FROM rbac.budget_node(\(couple))")[0].decode("port")
-                if onWorker[port] == nil { onWorker[port] = (couple, planner, scenario.id) }
-            }
-            try #require(Set(onWorker.keys) == Set(TestDatabase.citusWorkers))
-            let downPort = TestDatabase.citusWorkers[0]
-            let (down, up) = (onWorker[downPort]!, onWorker[TestDatabase.citusWorkers[1]]!)
-
-            // The worker goes down for this database alone: its node, in this database's metadata, moves to a
-            // port nothing listens on (the other tests' databases keep theirs).
-            let closed = try listeningOnLoopback()
-            close(closed.socket)
-            func moveNode(from: Int, to: Int) async throws {
-                try await pool.query(
-                    """
-                    SELECT citus_update_node(nodeid, '127.0.0.1', \(Int32(to))) FROM pg_dist_node
-                    WHERE nodeport = \(Int32(from))
-                    """)
+                return (couple, (couple: couple, planner: planner, scenario: scenario.id))
             }
             func state(_ couple: UUID) async throws -> [String] {
                 try await pool.query(
@@ -62,8 +47,7 @@ struct CitusWorkerDownTests {
             }
             let viewer = RoleName(rawValue: "viewer")!
             let downBefore = try await state(down.couple)
-            try await moveNode(from: downPort, to: Int(closed.port))
-            try await ensuring {
+            try await Self.withFirstWorkerDown(pool) {
                 for couple in [down, up] {
                     let check = try await checker.check(
                         couple: couple.couple, user: couple.planner, permission: Permission(rawValue: "budget.edit")!)
@@ -87,14 +71,88 @@ struct CitusWorkerDownTests {
                 #expect(try await state(down.couple) == downBefore, "the refused grant changed nothing")
                 #expect(try await budget(up.couple).overview(scenario: up.scenario, as: Self.admin).items.isEmpty)
                 _ = try await memberships.grant(viewer, to: up.planner, in: up.couple, as: Self.admin)
-            } finally: {
-                try await moveNode(from: Int(closed.port), to: downPort)
             }
             _ = try await memberships.grant(viewer, to: down.planner, in: down.couple, as: Self.admin)
             _ = try await budget(down.couple).createItem(
                 named: "Venue", scenario: down.scenario, budgeted: 100, as: Self.admin)
             let overview = try await budget(down.couple).overview(scenario: down.scenario, as: Self.admin)
             #expect(overview.items.map(\.item.name) == ["Venue"])
+        }
+    }
+
+    @Test("a sweep records the expiries of every couple but the down worker's, and theirs once it is back")
+    func sweepWithWorkerDown() async throws {
+        try await TestDatabase.withFreshPool(from: .migrated) { pool in
+            let repository = PostgresCollaborationRepository(pool: pool)
+            // On each worker, a couple whose viewer's access ended a minute ago.
+            let (down, up) = try await Self.onEachWorker(pool) { pool in
+                let couple = try await pool.newCouple(members: [
+                    (try await pool.newUser(), "owner"), (try await pool.newUser(), "viewer"),
+                ])
+                return (couple, couple)
+            }
+            try await pool.query(
+                """
+                UPDATE memberships SET expires_at = now() - interval '1 minute'
+                WHERE couple_id IN (\(down), \(up)) AND role = 'viewer'
+                """)
+            func recorded() async throws -> Set<UUID> {
+                Set(try await pool.query("SELECT couple_id FROM expiries_recorded").map { try $0.decode("couple_id") })
+            }
+            func logged(_ couple: UUID) async throws -> Int {
+                try await pool.query(
+                    """
+                    SELECT count(*)::int AS n FROM audit_log
+                    WHERE couple_id = \(couple) AND action = 'membership.expired'
+                    """)[0].decode("n")
+            }
+            try await Self.withFirstWorkerDown(pool) { () async throws in
+                #expect(try await repository.sweepExpired().memberships == 1, "the up worker's couple's")
+                #expect(try await recorded() == [up])
+                #expect(try await repository.sweepExpired().memberships == 0, "the down one's still waits")
+            }
+            #expect(try await repository.sweepExpired().memberships == 1, "the down worker's couple's, now")
+            #expect(try await recorded() == [up, down])
+            #expect(try await logged(down) == 1)
+            #expect(try await logged(up) == 1)
+        }
+    }
+
+    /// What `make` makes, for a couple it returns, on each worker (a couple's shards land on either): the first
+    /// worker's and the second's.
+    static func onEachWorker<T>(
+        _ pool: PostgresConnectionPool, _ make: (PostgresConnectionPool) async throws -> (UUID, T)
+    )
+        async throws -> (first: T, second: T)
+    {
+        var onWorker: [Int: T] = [:]
+        for _ in 0..<40 where onWorker.count < TestDatabase.citusWorkers.count {
+            let (couple, made) = try await make(pool)
+            let port: Int = try await pool.query("SELECT port FROM rbac.budget_node(\(couple))")[0].decode("port")
+            if onWorker[port] == nil { onWorker[port] = made }
+        }
+        try #require(Set(onWorker.keys) == Set(TestDatabase.citusWorkers))
+        return (onWorker[TestDatabase.citusWorkers[0]]!, onWorker[TestDatabase.citusWorkers[1]]!)
+    }
+
+    /// Runs `body` with the first worker down for this database alone: its node, in this database's metadata,
+    /// moves to a port nothing listens on (the other tests' databases keep theirs), and back afterwards.
+    static func withFirstWorkerDown(_ pool: PostgresConnectionPool, _ body: () async throws -> Void) async throws {
+        let closed = try listeningOnLoopback()
+        close(closed.socket)
+        func moveNode(from: Int, to: Int) async throws {
+            try await pool.query(
+                """
+                SELECT citus_update_node(nodeid, '127.0.0.1', \(Int32(to))) FROM pg_dist_node
+                WHERE nodeport = \(Int32(from))
+                """)
+        }
+        let downPort = TestDatabase.citusWorkers[0]
+        try await moveNode(from: downPort, to: Int(closed.port))
+        try await ensuring {
+            try await body()
+        } finally: {
+            try await moveNode(from: Int(closed.port), to: downPort)
         }
     }
 }

@@ -2,19 +2,45 @@
 -- expires_at), so nothing writes when they do. The sweeper (rbac sweep, and rbac serve now and then) writes
 -- what happened afterwards: an audit entry and an outbox event for each, once.
 
+-- Records one expiry, once: its expiries_recorded row, the couple's audit entry (p_logged) and the outbox event
+-- (p_event, with the expiry's instant). False when another sweeper recorded it first (its row is inserted
+-- first, and a second insert waits for the first to commit); NULL, with nothing of it kept, when the couple's
+-- audit log is on a Citus worker that cannot be reached.
+CREATE OR REPLACE FUNCTION rbac.record_expiry(p_action text, p_couple uuid, p_subject uuid, p_expires_at timestamptz,
+                                              p_event jsonb, p_logged jsonb)
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+BEGIN
+    INSERT INTO expiries_recorded (couple_id, subject_id, expires_at) VALUES (p_couple, p_subject, p_expires_at)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
+    VALUES (p_couple, NULL, 'system:expiry', p_action, NULL, p_logged);
+    PERFORM rbac.enqueue_event(p_action, p_couple,
+                               p_event || jsonb_build_object('expires_at', rbac.event_time(p_expires_at)));
+    RETURN true;
+EXCEPTION WHEN connection_exception THEN
+    RETURN NULL;
+END $$;
+
 -- Records up to p_limit memberships and up to p_limit invitations that expired in the last 30 days and were
 -- not recorded yet: membership.expired / invitation.expired in the couple's audit log and through the outbox,
--- and an expired invitation's sealed token erased. Concurrent sweepers record each expiry once (the first to
--- insert its expiries_recorded row). Returns how many of each it recorded; the operator's.
+-- and an expired invitation's sealed token erased. Concurrent sweepers record each expiry once
+-- (rbac.record_expiry). On Citus, a couple whose worker cannot be reached is left to a later sweep, and so is
+-- every other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one
+-- such couple would otherwise fail the whole sweep, every time, for as long as the worker is down. Returns
+-- how many of each it recorded; the operator's.
 CREATE OR REPLACE FUNCTION public.sweep_expired(p_limit integer DEFAULT 1000)
 RETURNS TABLE (memberships_expired integer, invitations_expired integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    v_membership record;
-    v_invitation invitations;
+    v_due record;
     v_memberships integer := 0;
     v_invitations integer := 0;
-    v_after jsonb;
+    v_recorded boolean;
+    -- The workers (host:port) found down during this sweep.
+    v_down text[] := '{}';
 BEGIN
     IF NOT rbac.is_operator() THEN
         RAISE EXCEPTION 'only the operator sweeps expiries' USING ERRCODE = 'RBDEN';
@@ -22,56 +48,40 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'a sweep takes 1 to 100000 of each, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
-    FOR v_membership IN
-        WITH due AS (
-            SELECT m.couple_id, m.user_id, m.role, m.expires_at FROM memberships m
-            WHERE m.expires_at <= now() AND m.expires_at > now() - interval '30 days'
-              AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
-                              WHERE r.couple_id = m.couple_id AND r.subject_id = m.user_id
-                                AND r.expires_at = m.expires_at)
-            ORDER BY m.expires_at LIMIT p_limit),
-        recorded AS (
-            INSERT INTO expiries_recorded (couple_id, subject_id, expires_at)
-            SELECT couple_id, user_id, expires_at FROM due
-            ON CONFLICT DO NOTHING RETURNING couple_id, subject_id, expires_at)
-        SELECT due.* FROM due JOIN recorded r
-            ON r.couple_id = due.couple_id AND r.subject_id = due.user_id AND r.expires_at = due.expires_at
+    FOR v_due IN
+        (SELECT 'membership.expired' AS action, m.couple_id, m.user_id AS subject_id, m.expires_at,
+                jsonb_build_object('couple_id', m.couple_id, 'user_id', m.user_id, 'role', m.role,
+                                   'expires_at', m.expires_at) AS after
+         FROM memberships m
+         WHERE m.expires_at <= now() AND m.expires_at > now() - interval '30 days'
+           AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
+                           WHERE r.couple_id = m.couple_id AND r.subject_id = m.user_id
+                             AND r.expires_at = m.expires_at)
+         ORDER BY m.expires_at, m.couple_id, m.user_id LIMIT p_limit)
+        UNION ALL
+        (SELECT 'invitation.expired', i.couple_id, i.id, i.expires_at,
+                jsonb_build_object('couple_id', i.couple_id, 'invitation_id', i.id, 'role', i.role,
+                                   'email', i.email, 'expires_at', i.expires_at)
+         FROM invitations i
+         WHERE i.accepted_at IS NULL AND i.revoked_at IS NULL
+           AND i.expires_at <= now() AND i.expires_at > now() - interval '30 days'
+           AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
+                           WHERE r.couple_id = i.couple_id AND r.subject_id = i.id AND r.expires_at = i.expires_at)
+         ORDER BY i.expires_at, i.id LIMIT p_limit)
     LOOP
-        v_after := jsonb_build_object('couple_id', v_membership.couple_id, 'user_id', v_membership.user_id,
-                                      'role', v_membership.role, 'expires_at', v_membership.expires_at);
-        INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
-        VALUES (v_membership.couple_id, NULL, 'system:expiry', 'membership.expired', NULL, v_after);
-        PERFORM rbac.enqueue_event(
-            'membership.expired', v_membership.couple_id,
-            v_after || jsonb_build_object('expires_at', rbac.event_time(v_membership.expires_at)));
-        v_memberships := v_memberships + 1;
-    END LOOP;
-
-    FOR v_invitation IN
-        WITH due AS (
-            SELECT i.* FROM invitations i
-            WHERE i.accepted_at IS NULL AND i.revoked_at IS NULL
-              AND i.expires_at <= now() AND i.expires_at > now() - interval '30 days'
-              AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
-                              WHERE r.couple_id = i.couple_id AND r.subject_id = i.id AND r.expires_at = i.expires_at)
-            ORDER BY i.expires_at LIMIT p_limit),
-        recorded AS (
-            INSERT INTO expiries_recorded (couple_id, subject_id, expires_at)
-            SELECT couple_id, id, expires_at FROM due
-            ON CONFLICT DO NOTHING RETURNING couple_id, subject_id)
-        SELECT due.* FROM due JOIN recorded r ON r.couple_id = due.couple_id AND r.subject_id = due.id
-    LOOP
-        v_after := jsonb_build_object('couple_id', v_invitation.couple_id, 'invitation_id', v_invitation.id,
-                                      'role', v_invitation.role, 'email', v_invitation.email,
-                                      'expires_at', v_invitation.expires_at);
-        -- The log's entry without the address, as rbac.audit_change writes invitations'.
-        INSERT INTO audit_log (couple_id, actor_id, actor_label, action, before, after)
-        VALUES (v_invitation.couple_id, NULL, 'system:expiry', 'invitation.expired', NULL, v_after - 'email');
-        PERFORM rbac.erase_sealed_token(v_invitation.id);
-        PERFORM rbac.enqueue_event(
-            'invitation.expired', v_invitation.couple_id,
-            v_after || jsonb_build_object('expires_at', rbac.event_time(v_invitation.expires_at)));
-        v_invitations := v_invitations + 1;
+        CONTINUE WHEN cardinality(v_down) > 0
+            AND (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id)) = ANY (v_down);
+        -- The log's entry of an invitation without the address, as rbac.audit_change writes invitations'.
+        v_recorded := rbac.record_expiry(v_due.action, v_due.couple_id, v_due.subject_id, v_due.expires_at,
+                                         v_due.after, v_due.after - 'email');
+        IF v_recorded IS NULL THEN
+            v_down := v_down || (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id));
+        ELSIF v_recorded AND v_due.action = 'membership.expired' THEN
+            v_memberships := v_memberships + 1;
+        ELSIF v_recorded THEN
+            PERFORM rbac.erase_sealed_token(v_due.subject_id);
+            v_invitations := v_invitations + 1;
+        END IF;
     END LOOP;
 
     -- Past the window, a record is no longer needed to tell recorded from not.
