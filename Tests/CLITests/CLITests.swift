@@ -1776,15 +1776,15 @@ struct CLITests {
                         // Eight wait on the lock, each holding a database connection; the other twelve wait their
                         // turn without one.
                         var waiting = 0
-                        for _ in 0..<300 where waiting < 8 {
+                        let eight = try await eventually(within: .seconds(30)) {
                             waiting = try await watcher.query(
                                 """
                                 SELECT count(*)::int AS waiting FROM pg_stat_activity
                                 WHERE datname = current_database() AND wait_event_type = 'Lock'
                                 """)[0].decode("waiting")
-                            if waiting < 8 { try await Task.sleep(for: .milliseconds(10)) }
+                            return waiting >= 8
                         }
-                        #expect(waiting == 8)
+                        #expect(eight && waiting == 8, "\(waiting) wait on the lock")
                         // The other couple's change finds a connection, and the locked couple's checks are answered.
                         #expect(
                             try await served.post("/v1/couples/\(other)/budget/scenarios", #"{"name":"Main"}"#).status

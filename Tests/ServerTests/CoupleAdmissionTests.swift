@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import Server
@@ -8,8 +9,10 @@ import Testing
 struct CoupleAdmissionTests {
     /// Waits until `count` of the couple's requests wait for a place; fails after 10 s instead of hanging.
     static func waiting(_ admission: CoupleAdmission, _ couple: UUID, count: Int) async throws {
-        for _ in 0..<10_000 where admission.waiting(couple) < count { try await Task.sleep(for: .milliseconds(1)) }
-        try #require(admission.waiting(couple) >= count, "\(admission.waiting(couple)) waiting, not \(count)")
+        let lined = try await eventually(within: .seconds(10), every: .milliseconds(1)) {
+            admission.waiting(couple) >= count
+        }
+        try #require(lined, "\(admission.waiting(couple)) waiting, not \(count)")
     }
 
     @Test("a couple's places are its own; the rest wait, each taking a place given back in the order they came")
@@ -56,20 +59,16 @@ struct CoupleAdmissionTests {
         var full = 0
         for _ in 0..<100 {
             let inside = Counter()
-            let admitted = await withTaskGroup(of: Bool.self) { group in
-                for _ in 0..<20 {
-                    group.addTask {
-                        guard await admission.enter(couple) else { return false }
-                        inside.change(by: 1)
-                        await Task.yield()
-                        inside.change(by: -1)
-                        admission.leave(couple)
-                        return true
-                    }
-                }
-                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            let admitted = try await race(20) { _, go in
+                await go()
+                guard await admission.enter(couple) else { return false }
+                inside.change(by: 1)
+                await Task.yield()
+                inside.change(by: -1)
+                admission.leave(couple)
+                return true
             }
-            #expect(admitted == 20)
+            #expect(admitted.allSatisfy { $0 })
             #expect(inside.most <= 3 && inside.now == 0)
             full += inside.most == 3 ? 1 : 0
         }
