@@ -159,8 +159,22 @@ extension ChildProcess {
         }
         close(ends[1])
         let readEnd = ends[0]
-        let (lines, found) = await withCheckedContinuation {
-            (continuation: CheckedContinuation<([String], Bool), Never>) in
+        // A cancelled wait (a test past its time limit) kills the child, which ends the wait with a closed pipe: a
+        // line that never comes fails the test rather than hanging it.
+        let (lines, found) = await withTaskCancellationHandler {
+            await Self.readLines(readEnd, hangingUp: hangingUp, until: ready)
+        } onCancel: {
+            kill(pid, SIGKILL)
+        }
+        return Running(pid: pid, lines: lines, ready: found)
+    }
+
+    /// The lines read from `readEnd` until one that `ready` accepts (true), or the end (false); the rest is read and
+    /// dropped on a thread of its own, or with `hangingUp` the pipe is closed.
+    private static func readLines(
+        _ readEnd: Int32, hangingUp: Bool, until ready: @escaping @Sendable (String) -> Bool
+    ) async -> ([String], Bool) {
+        await withCheckedContinuation { (continuation: CheckedContinuation<([String], Bool), Never>) in
             DispatchQueue(label: "rbac.child-process").async {
                 var lines: [String] = []
                 var line: [UInt8] = []
@@ -185,7 +199,6 @@ extension ChildProcess {
                 if !answered || hangingUp { continuation.resume(returning: (lines, answered)) }
             }
         }
-        return Running(pid: pid, lines: lines, ready: found)
     }
 }
 

@@ -360,7 +360,7 @@ struct DeliveryCommandTests {
 
         for round in 1...40 {
             let log = root.appendingPathComponent("stderr-\(round)")
-            FileManager.default.createFile(atPath: log.path, contents: nil)
+            try #require(FileManager.default.createFile(atPath: log.path, contents: nil))
             let worker = Process()
             worker.executableURL = CLITests.executable
             worker.arguments = ["deliver", "--delivery-key-file", keyFile.path]
@@ -446,7 +446,7 @@ struct DeliveryCommandTests {
             _ = try await CLITests.createCouple(run)
 
             let said = peer.root.appendingPathComponent("worker.stderr")
-            FileManager.default.createFile(atPath: said.path, contents: nil)
+            try #require(FileManager.default.createFile(atPath: said.path, contents: nil))
             let worker = try Self.startWorker(
                 keyed + (once ? ["--once", "--json"] : []), on: configuration,
                 stderr: try FileHandle(forWritingTo: said))
