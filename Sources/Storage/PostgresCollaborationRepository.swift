@@ -7,10 +7,13 @@ import Secrets
 public struct ExpirySweep: Sendable, Hashable, Codable {
     public let memberships: Int
     public let invitations: Int
+    /// The expiries it came to and left for a later sweep: on Citus, the couple's worker did not answer.
+    public let unreached: Int
 
-    public init(memberships: Int, invitations: Int) {
+    public init(memberships: Int, invitations: Int, unreached: Int) {
         self.memberships = memberships
         self.invitations = invitations
+        self.unreached = unreached
     }
 }
 
@@ -586,10 +589,14 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     public func sweepExpired(limit: Int = 1000) async throws -> ExpirySweep {
         try await run(as: nil) { connection in
             let row = try await connection.query(
-                "SELECT memberships_expired, invitations_expired FROM sweep_expired(\(Int32(clamping: limit)))")[0]
+                """
+                SELECT memberships_expired, invitations_expired, expiries_unreached
+                FROM sweep_expired(\(Int32(clamping: limit)))
+                """)[0]
             return ExpirySweep(
                 memberships: Int(try row.decode("memberships_expired", as: Int32.self)),
-                invitations: Int(try row.decode("invitations_expired", as: Int32.self)))
+                invitations: Int(try row.decode("invitations_expired", as: Int32.self)),
+                unreached: Int(try row.decode("expiries_unreached", as: Int32.self)))
         }
     }
 

@@ -292,6 +292,10 @@ extension RBAC {
                                         "memberships": "\(swept.memberships)", "invitations": "\(swept.invitations)",
                                     ])
                             }
+                            if swept.unreached > 0 {
+                                failed["expiries"] =
+                                    "left \(swept.unreached) for later: their couples' Citus worker did not answer"
+                            }
                         }
                         await part("outbox") {
                             let pruned = try await PostgresOutbox(pool: pool).prune(

@@ -17,6 +17,9 @@ extension RBAC {
                 dead more than --keep-dead ago (waiting ones stay), and the answers kept a day for requests sent \
                 with an Idempotency-Key. rbac serve sweeps every --sweep-interval on its own.
 
+                On Citus, expiries whose couple's worker does not answer are left for a later sweep, the rest \
+                recorded, and the sweep exits 5 once done.
+
                 Example: rbac sweep --keep-sent 1d
                 """)
         @Option(parsing: .unconditional, help: "Record at most this many of each kind in one go (1 to 100000).")
@@ -29,14 +32,17 @@ extension RBAC {
         }
 
         func run() async throws {
-            try await options.run { context in
-                var total = ExpirySweep(memberships: 0, invitations: 0)
+            let unreached = try await options.run { context in
+                var total = ExpirySweep(memberships: 0, invitations: 0, unreached: 0)
                 // Until a sweep records fewer than it may: what expires meanwhile waits for the next.
                 while true {
                     let swept = try await context.repository.sweepExpired(limit: limit)
+                    // Each round comes again to the expiries the last one left, so the most one left is how many
+                    // are known to wait.
                     total = ExpirySweep(
                         memberships: total.memberships + swept.memberships,
-                        invitations: total.invitations + swept.invitations)
+                        invitations: total.invitations + swept.invitations,
+                        unreached: max(total.unreached, swept.unreached))
                     guard swept.memberships == limit || swept.invitations == limit else { break }
                 }
                 let pruned = try await PostgresOutbox(pool: context.pool).prune(
@@ -48,6 +54,8 @@ extension RBAC {
                 struct Swept: Encodable {
                     let memberships: Int
                     let invitations: Int
+                    /// The expiries left for a later sweep: their couple's Citus worker did not answer.
+                    let unreached: Int
                     /// The outbox messages deleted.
                     let outbox: OutboxPruning
                     /// The answers to requests sent with an Idempotency-Key deleted.
@@ -55,13 +63,22 @@ extension RBAC {
                 }
                 try options.output.print(
                     Swept(
-                        memberships: total.memberships, invitations: total.invitations, outbox: pruned,
-                        keptAnswers: answers),
+                        memberships: total.memberships, invitations: total.invitations, unreached: total.unreached,
+                        outbox: pruned, keptAnswers: answers),
                     """
                     recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
                     invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s) and \
                     \(answers) kept answer(s)
                     """)
+                return total.unreached
+            }
+            if unreached > 0 {
+                printError(
+                    """
+                    rbac: at least \(unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
+                    couples' audit logs did not answer (the rest were recorded); sweep again once it is back
+                    """)
+                throw ExitCode(ExitStatus.databaseUnavailable.rawValue)
             }
         }
     }

@@ -248,6 +248,7 @@ extension CLITests {
             let first = try await run(["sweep", "--keep-sent", "1d", "--json"])
             #expect(first.status == 0, "\(first.stderr)")
             #expect(try Self.json(first)["memberships"] as? Int == 1)
+            #expect(try Self.json(first)["unreached"] as? Int == 0)
             #expect(try Self.json(first)["outbox"] as? [String: Int] == ["sent": 1, "dead": 0])
             #expect(try Self.json(first)["kept_answers"] as? Int == 1)
             let second = try await run(["sweep", "--keep-sent", "1h"])
@@ -260,6 +261,58 @@ extension CLITests {
             #expect(members.stdout.contains("expired"))
             for refused in [["--limit", "0"], ["--keep-sent", "0m"], ["--keep-dead", "1w"]] {
                 #expect(try await run(["sweep"] + refused).status == 2, "\(refused)")
+            }
+        }
+    }
+
+    @Test(
+        """
+        sweep with a Citus worker down records the other couples' expiries, says how many wait, and exits 5; \
+        serve's sweeper warns
+        """,
+        .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"),
+        .timeLimit(.minutes(2)))
+    func sweepWithWorkerDown() async throws {
+        try await Self.withServable { secret, run, configuration in
+            let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
+            try await ensuring {
+                #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+                // On each worker, a couple whose planner's access ended a minute ago.
+                let (down, up) = try await TestDatabase.onEachWorker(pool) { _ in
+                    let couple = try await Self.createCouple(run)
+                    return (try #require(UUID(uuidString: couple)), couple)
+                }
+                for couple in [down, up] {
+                    let grant = ["--couple", couple, "--user", "pia@example.com", "--role", "planner"]
+                    #expect(try await run(["grant"] + grant + ["--expires", "1d"]).status == 0)
+                }
+                try await pool.query(
+                    "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
+                try await TestDatabase.withFirstWorkerDown(pool) {
+                    let swept = try await run(["sweep", "--json"])
+                    #expect(swept.status == 5, "\(swept.stderr)")
+                    #expect(try Self.json(swept)["memberships"] as? Int == 1, "the up worker's couple's")
+                    #expect(try Self.json(swept)["unreached"] as? Int == 1)
+                    #expect(
+                        swept.stderr.contains(
+                            "at least 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' "),
+                        "\(swept.stderr)")
+                    let warned = "sweeping failed in part"
+                    let (serve, _) = try await Self.serve(
+                        ["--jwt-secret-file", secret], database: configuration.connectionString,
+                        errorLog: "/dev/null", until: { $0.contains(warned) })
+                    defer { Task { await serve.stop() } }
+                    try #require(serve.ready, "serve did not warn: \(serve.lines)")
+                    let line = serve.lines.first { $0.contains(warned) } ?? ""
+                    #expect(line.contains("left 1 for later: their couples' Citus worker did not answer"), "\(line)")
+                    await serve.stop()
+                }
+                let after = try await run(["sweep", "--json"])
+                #expect(after.status == 0, "\(after.stderr)")
+                #expect(try Self.json(after)["memberships"] as? Int == 1, "the down worker's couple's, once it is back")
+                #expect(try Self.json(after)["unreached"] as? Int == 0)
+            } finally: {
+                await pool.close()
             }
         }
     }

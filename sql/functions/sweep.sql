@@ -30,14 +30,24 @@ END $$;
 -- (rbac.record_expiry). On Citus, a couple whose worker cannot be reached is left to a later sweep, and so is
 -- every other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one
 -- such couple would otherwise fail the whole sweep, every time, for as long as the worker is down. Returns
--- how many of each it recorded; the operator's.
+-- how many of each it recorded, and how many due ones it left because their worker did not answer (more may
+-- wait past p_limit); the operator's.
+-- Dropped first while it returns two columns: CREATE OR REPLACE cannot add the third. privileges.sql grants it
+-- again.
+DO $$
+BEGIN
+    IF pg_get_function_result(to_regprocedure('public.sweep_expired(integer)')) NOT LIKE '%expiries_unreached%' THEN
+        DROP FUNCTION public.sweep_expired(integer);
+    END IF;
+END $$;
 CREATE OR REPLACE FUNCTION public.sweep_expired(p_limit integer DEFAULT 1000)
-RETURNS TABLE (memberships_expired integer, invitations_expired integer)
+RETURNS TABLE (memberships_expired integer, invitations_expired integer, expiries_unreached integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     v_due record;
     v_memberships integer := 0;
     v_invitations integer := 0;
+    v_unreached integer := 0;
     v_recorded boolean;
     -- The workers (host:port) found down during this sweep.
     v_down text[] := '{}';
@@ -69,12 +79,16 @@ BEGIN
                            WHERE r.couple_id = i.couple_id AND r.subject_id = i.id AND r.expires_at = i.expires_at)
          ORDER BY i.expires_at, i.id LIMIT p_limit)
     LOOP
-        CONTINUE WHEN cardinality(v_down) > 0
-            AND (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id)) = ANY (v_down);
+        IF cardinality(v_down) > 0
+           AND (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id)) = ANY (v_down) THEN
+            v_unreached := v_unreached + 1;
+            CONTINUE;
+        END IF;
         -- The log's entry of an invitation without the address, as rbac.audit_change writes invitations'.
         v_recorded := rbac.record_expiry(v_due.action, v_due.couple_id, v_due.subject_id, v_due.expires_at,
                                          v_due.after, v_due.after - 'email');
         IF v_recorded IS NULL THEN
+            v_unreached := v_unreached + 1;
             v_down := v_down || (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id));
         ELSIF v_recorded AND v_due.action = 'membership.expired' THEN
             v_memberships := v_memberships + 1;
@@ -86,5 +100,5 @@ BEGIN
 
     -- Past the window, a record is no longer needed to tell recorded from not.
     DELETE FROM expiries_recorded WHERE expires_at < now() - interval '31 days';
-    RETURN QUERY SELECT v_memberships, v_invitations;
+    RETURN QUERY SELECT v_memberships, v_invitations, v_unreached;
 END $$;
