@@ -37,12 +37,12 @@ extension RBAC {
                 // Until a sweep records fewer than it may: what expires meanwhile waits for the next.
                 while true {
                     let swept = try await context.repository.sweepExpired(limit: limit)
-                    // Each round comes again to the expiries the last one left, so the most one left is how many
-                    // are known to wait.
+                    // Each round passes over the expiries the last one left; the last round, which recorded
+                    // fewer than it may, passed over all of them.
                     total = ExpirySweep(
                         memberships: total.memberships + swept.memberships,
                         invitations: total.invitations + swept.invitations,
-                        unreached: max(total.unreached, swept.unreached))
+                        unreached: swept.unreached)
                     guard swept.memberships == limit || swept.invitations == limit else { break }
                 }
                 let pruned = try await PostgresOutbox(pool: context.pool).prune(
@@ -75,7 +75,7 @@ extension RBAC {
             if unreached > 0 {
                 printError(
                     """
-                    rbac: at least \(unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
+                    rbac: \(unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
                     couples' audit logs did not answer (the rest were recorded); sweep again once it is back
                     """)
                 throw ExitCode(ExitStatus.databaseUnavailable.rawValue)

@@ -295,7 +295,7 @@ extension CLITests {
                     #expect(try Self.json(swept)["unreached"] as? Int == 1)
                     #expect(
                         swept.stderr.contains(
-                            "at least 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' "),
+                            "rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' "),
                         "\(swept.stderr)")
                     let warned = "sweeping failed in part"
                     let (serve, _) = try await Self.serve(

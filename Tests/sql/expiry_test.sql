@@ -119,8 +119,11 @@ WHERE token_hash = pg_temp.hash('late') OR token_hash = pg_temp.hash('stale');
 INSERT INTO outbox (event_type, couple_id, payload, channel, token_box)
 SELECT 'invitation.created', couple_id, jsonb_build_object('invitation_id', id), 'email', '\x01'
 FROM invitations WHERE token_hash = pg_temp.hash('stale');
-SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (2, 1, 0)$$,
-                  'a sweep records the two expired memberships and the expired invitation');
+SELECT results_eq($$SELECT * FROM sweep_expired(1)$$, $$VALUES (1, 1, 0)$$,
+                  'a sweep records at most its limit of each kind, the oldest first');
+SELECT ok(EXISTS (SELECT 1 FROM expiries_recorded WHERE subject_id = pg_temp.id('ivy')),
+          'the membership that expired an hour ago');
+SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0, 0)$$, 'the next records the other');
 SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (0, 0, 0)$$, 'the next records nothing again');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'membership.expired'), 2, 'membership.expired is in the audit log');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'invitation.expired'), 1, 'and invitation.expired');

@@ -25,13 +25,14 @@ EXCEPTION WHEN connection_exception THEN
 END $$;
 
 -- Records up to p_limit memberships and up to p_limit invitations that expired in the last 30 days and were
--- not recorded yet: membership.expired / invitation.expired in the couple's audit log and through the outbox,
--- and an expired invitation's sealed token erased. Concurrent sweepers record each expiry once
--- (rbac.record_expiry). On Citus, a couple whose worker cannot be reached is left to a later sweep, and so is
--- every other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one
--- such couple would otherwise fail the whole sweep, every time, for as long as the worker is down. Returns
--- how many of each it recorded, and how many due ones it left because their worker did not answer (more may
--- wait past p_limit); the operator's.
+-- not recorded yet, oldest first: membership.expired / invitation.expired in the couple's audit log and
+-- through the outbox, and an expired invitation's sealed token erased. Concurrent sweepers record each expiry
+-- once (rbac.record_expiry). On Citus, a couple whose worker cannot be reached is passed over, and so is every
+-- other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one such
+-- couple would otherwise fail the whole sweep, every time, for as long as the worker is down. The limit counts
+-- what was recorded, not what was passed over, so that a down worker's backlog cannot starve the others.
+-- Returns how many of each it recorded, and how many due ones it passed over because their worker did not
+-- answer (all of them when it recorded fewer than p_limit of each); the operator's.
 -- Dropped first while it returns two columns: CREATE OR REPLACE cannot add the third. privileges.sql grants it
 -- again.
 DO $$
@@ -44,13 +45,15 @@ CREATE OR REPLACE FUNCTION public.sweep_expired(p_limit integer DEFAULT 1000)
 RETURNS TABLE (memberships_expired integer, invitations_expired integer, expiries_unreached integer)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    v_due record;
-    v_memberships integer := 0;
-    v_invitations integer := 0;
-    v_unreached integer := 0;
-    v_recorded boolean;
-    -- The workers (host:port) found down during this sweep.
+    -- The workers found down during this sweep.
     v_down text[] := '{}';
+    -- The worker (host:port) holding the couple's audit log, NULL on plain PostgreSQL.
+    v_node text;
+    -- The kind being read, and how many of it were recorded.
+    v_action text;
+    v_count integer;
+    v_due record;
+    v_recorded boolean;
 BEGIN
     IF NOT rbac.is_operator() THEN
         RAISE EXCEPTION 'only the operator sweeps expiries' USING ERRCODE = 'RBDEN';
@@ -58,47 +61,61 @@ BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'a sweep takes 1 to 100000 of each, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
-    FOR v_due IN
-        (SELECT 'membership.expired' AS action, m.couple_id, m.user_id AS subject_id, m.expires_at,
-                jsonb_build_object('couple_id', m.couple_id, 'user_id', m.user_id, 'role', m.role,
-                                   'expires_at', m.expires_at) AS after
-         FROM memberships m
-         WHERE m.expires_at <= now() AND m.expires_at > now() - interval '30 days'
-           AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
-                           WHERE r.couple_id = m.couple_id AND r.subject_id = m.user_id
-                             AND r.expires_at = m.expires_at)
-         ORDER BY m.expires_at, m.couple_id, m.user_id LIMIT p_limit)
-        UNION ALL
-        (SELECT 'invitation.expired', i.couple_id, i.id, i.expires_at,
-                jsonb_build_object('couple_id', i.couple_id, 'invitation_id', i.id, 'role', i.role,
-                                   'email', i.email, 'expires_at', i.expires_at)
-         FROM invitations i
-         WHERE i.accepted_at IS NULL AND i.revoked_at IS NULL
-           AND i.expires_at <= now() AND i.expires_at > now() - interval '30 days'
-           AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
-                           WHERE r.couple_id = i.couple_id AND r.subject_id = i.id AND r.expires_at = i.expires_at)
-         ORDER BY i.expires_at, i.id LIMIT p_limit)
-    LOOP
-        IF cardinality(v_down) > 0
-           AND (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id)) = ANY (v_down) THEN
-            v_unreached := v_unreached + 1;
-            CONTINUE;
-        END IF;
-        -- The log's entry of an invitation without the address, as rbac.audit_change writes invitations'.
-        v_recorded := rbac.record_expiry(v_due.action, v_due.couple_id, v_due.subject_id, v_due.expires_at,
-                                         v_due.after, v_due.after - 'email');
-        IF v_recorded IS NULL THEN
-            v_unreached := v_unreached + 1;
-            v_down := v_down || (SELECT host || ':' || port FROM rbac.budget_node(v_due.couple_id));
-        ELSIF v_recorded AND v_due.action = 'membership.expired' THEN
-            v_memberships := v_memberships + 1;
-        ELSIF v_recorded THEN
-            PERFORM rbac.erase_sealed_token(v_due.subject_id);
-            v_invitations := v_invitations + 1;
+    expiries_unreached := 0;
+    -- One kind after the other: each query's other branch is off, and each stops once p_limit are recorded.
+    FOREACH v_action IN ARRAY ARRAY['membership.expired', 'invitation.expired'] LOOP
+        v_count := 0;
+        FOR v_due IN
+            (SELECT m.couple_id, m.user_id AS subject_id, m.expires_at,
+                    jsonb_build_object('couple_id', m.couple_id, 'user_id', m.user_id, 'role', m.role,
+                                       'expires_at', m.expires_at) AS after
+             FROM memberships m
+             WHERE v_action = 'membership.expired'
+               AND m.expires_at <= now() AND m.expires_at > now() - interval '30 days'
+               AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
+                               WHERE r.couple_id = m.couple_id AND r.subject_id = m.user_id
+                                 AND r.expires_at = m.expires_at)
+             ORDER BY m.expires_at, m.couple_id, m.user_id)
+            UNION ALL
+            (SELECT i.couple_id, i.id, i.expires_at,
+                    jsonb_build_object('couple_id', i.couple_id, 'invitation_id', i.id, 'role', i.role,
+                                       'email', i.email, 'expires_at', i.expires_at)
+             FROM invitations i
+             WHERE v_action = 'invitation.expired'
+               AND i.accepted_at IS NULL AND i.revoked_at IS NULL
+               AND i.expires_at <= now() AND i.expires_at > now() - interval '30 days'
+               AND NOT EXISTS (SELECT 1 FROM expiries_recorded r
+                               WHERE r.couple_id = i.couple_id AND r.subject_id = i.id
+                                 AND r.expires_at = i.expires_at)
+             ORDER BY i.expires_at, i.id)
+        LOOP
+            SELECT host || ':' || port INTO v_node FROM rbac.budget_node(v_due.couple_id);
+            IF v_node = ANY (v_down) THEN
+                expiries_unreached := expiries_unreached + 1;
+                CONTINUE;
+            END IF;
+            -- The log's entry of an invitation without the address, as rbac.audit_change writes invitations'.
+            v_recorded := rbac.record_expiry(v_action, v_due.couple_id, v_due.subject_id, v_due.expires_at,
+                                             v_due.after, v_due.after - 'email');
+            IF v_recorded IS NULL THEN
+                expiries_unreached := expiries_unreached + 1;
+                v_down := v_down || v_node;
+            ELSIF v_recorded THEN
+                IF v_action = 'invitation.expired' THEN
+                    PERFORM rbac.erase_sealed_token(v_due.subject_id);
+                END IF;
+                v_count := v_count + 1;
+                EXIT WHEN v_count = p_limit;
+            END IF;
+        END LOOP;
+        IF v_action = 'membership.expired' THEN
+            memberships_expired := v_count;
+        ELSE
+            invitations_expired := v_count;
         END IF;
     END LOOP;
 
     -- Past the window, a record is no longer needed to tell recorded from not.
     DELETE FROM expiries_recorded WHERE expires_at < now() - interval '31 days';
-    RETURN QUERY SELECT v_memberships, v_invitations, v_unreached;
+    RETURN NEXT;
 END $$;
