@@ -52,10 +52,9 @@ extension RBAC {
                 }
                 let answers = try await PostgresIdempotentRequests(pool: context.pool).prune()
                 struct Swept: Encodable {
-                    let memberships: Int
-                    let invitations: Int
-                    /// The expiries left for a later sweep: their couple's Citus worker did not answer.
-                    let unreached: Int
+                    /// The expiries recorded of each kind, and those left for a later sweep (`unreached`): their
+                    /// couple's Citus worker did not answer.
+                    let memberships, invitations, unreached: Int
                     /// The outbox messages deleted.
                     let outbox: OutboxPruning
                     /// The answers to requests sent with an Idempotency-Key deleted.
