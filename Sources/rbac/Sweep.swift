@@ -44,6 +44,11 @@ extension RBAC {
                         invitations: total.invitations + swept.invitations,
                         unreached: swept.unreached)
                     guard swept.memberships == limit || swept.invitations == limit else { break }
+                    printError(
+                        """
+                        rbac: recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
+                        invitation(s) so far
+                        """)
                 }
                 let pruned = try await PostgresOutbox(pool: context.pool).prune(
                     keepSent: keeping.keepSent.duration, keepDead: keeping.keepDead.duration
