@@ -4,17 +4,11 @@ import Postgres
 import Secrets
 
 /// What one sweep recorded: how many memberships and invitations had expired unrecorded.
-public struct ExpirySweep: Sendable, Hashable, Codable {
+public struct ExpirySweep: Sendable, Hashable {
     public let memberships: Int
     public let invitations: Int
-    /// The expiries it came to and left for a later sweep: on Citus, the couple's worker did not answer.
+    /// The expiries it passed over, left for a later sweep: on Citus, the couple's worker did not answer.
     public let unreached: Int
-
-    public init(memberships: Int, invitations: Int, unreached: Int) {
-        self.memberships = memberships
-        self.invitations = invitations
-        self.unreached = unreached
-    }
 }
 
 /// The collaboration repository on PostgreSQL: each operation is one transaction that names the actor the way

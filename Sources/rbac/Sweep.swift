@@ -33,20 +33,19 @@ extension RBAC {
 
         func run() async throws {
             let unreached = try await options.run { context in
-                var total = ExpirySweep(memberships: 0, invitations: 0, unreached: 0)
+                var (memberships, invitations, unreached) = (0, 0, 0)
                 // Until a sweep records fewer than it may: what expires meanwhile waits for the next.
                 while true {
                     let swept = try await context.repository.sweepExpired(limit: limit)
+                    memberships += swept.memberships
+                    invitations += swept.invitations
                     // Each round passes over the expiries the last one left; the last round, which recorded
                     // fewer than it may, passed over all of them.
-                    total = ExpirySweep(
-                        memberships: total.memberships + swept.memberships,
-                        invitations: total.invitations + swept.invitations,
-                        unreached: swept.unreached)
+                    unreached = swept.unreached
                     guard swept.memberships == limit || swept.invitations == limit else { break }
                     printError(
                         """
-                        rbac: recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
+                        rbac: recorded \(memberships) expired membership(s) and \(invitations) expired \
                         invitation(s) so far
                         """)
                 }
@@ -67,14 +66,14 @@ extension RBAC {
                 }
                 try options.output.print(
                     Swept(
-                        memberships: total.memberships, invitations: total.invitations, unreached: total.unreached,
+                        memberships: memberships, invitations: invitations, unreached: unreached,
                         outbox: pruned, keptAnswers: answers),
                     """
-                    recorded \(total.memberships) expired membership(s) and \(total.invitations) expired \
+                    recorded \(memberships) expired membership(s) and \(invitations) expired \
                     invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s) and \
                     \(answers) kept answer(s)
                     """)
-                return total.unreached
+                return unreached
             }
             if unreached > 0 {
                 printError(

@@ -2,9 +2,10 @@ import Budget
 import Collaboration
 import Foundation
 import Postgres
-import Storage
 import TestSupport
 import Testing
+
+@testable import Storage
 
 /// On Citus the collaboration core stays on the coordinator, and each couple's budget and audit log on the worker
 /// holding its shards (decision 0009): a worker that goes down takes its couples' budgets and membership changes
