@@ -24,6 +24,9 @@ extension RBAC {
                 Example: rbac serve --public-url https://invite.example.com --jwt-issuer https://tenant.eu.auth0.com/
                 """)
 
+        /// The database connections serve holds; half of them may go to one couple's requests at once.
+        static let databaseConnections = 16
+
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
         @Option(parsing: .unconditional, help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
         @Option(
@@ -90,8 +93,9 @@ extension RBAC {
                 """
                 How long a statement may wait for a lock another transaction holds (a change to the same couple, \
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
-                Each request waiting holds a database connection; serve answers at most 8 requests of one couple \
-                at once, half its connections, the rest in turn, so that the other couples' requests find one. \
+                Each request waiting holds a database connection; serve answers at most \
+                \(Serve.databaseConnections / 2) requests of one couple at once, half its connections, the rest \
+                in turn, so that the other couples' requests find one. \
                 It replaces a lock_timeout that the database URL's options set.
                 """, valueName: "duration"))
         var lockTimeout: ShortDuration = ShortDuration(argument: "5s")!
@@ -211,9 +215,9 @@ extension RBAC {
                 var resolved = try await database.configuration()
                 resolved.settings["lock_timeout"] = "\(Int(lockTimeout.duration / .milliseconds(1)))ms"
                 configuration = resolved
-                let (databaseConnections, connectionWait) = (16, Duration.seconds(5))
+                let connectionWait = Duration.seconds(5)
                 let pool = PostgresConnectionPool(
-                    configuration: resolved, maxConnections: databaseConnections, acquireTimeout: connectionWait)
+                    configuration: resolved, maxConnections: Self.databaseConnections, acquireTimeout: connectionWait)
                 LoggingSystem.bootstrap(LineLogHandler.standardError)
                 var logger = Logger(label: "rbac")
                 logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -254,7 +258,7 @@ extension RBAC {
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
                     idempotentRequests: idempotentRequests,
-                    requestsPerCouple: (databaseConnections / 2, connectionWait),
+                    requestsPerCouple: (Self.databaseConnections / 2, connectionWait),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",
