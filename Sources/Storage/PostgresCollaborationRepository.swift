@@ -578,20 +578,34 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
 
     // MARK: Expiries
 
-    /// Records in the audit logs and the outbox the memberships and invitations that expired since the last
-    /// sweep, at most `limit` of each (`public.sweep_expired`); the operator's. Expiry itself needs no sweep.
-    public func sweepExpired(limit: Int = 1000) async throws -> ExpirySweep {
-        try await run(as: nil) { connection in
-            let row = try await connection.query(
-                """
-                SELECT memberships_expired, invitations_expired, expiries_unreached
-                FROM sweep_expired(\(Int32(clamping: limit)))
-                """)[0]
-            return ExpirySweep(
-                memberships: Int(try row.decode("memberships_expired", as: Int32.self)),
-                invitations: Int(try row.decode("invitations_expired", as: Int32.self)),
-                unreached: Int(try row.decode("expiries_unreached", as: Int32.self)))
-        }
+    /// Records in the audit logs and the outbox the memberships and invitations that expired unrecorded
+    /// (`public.sweep_expired`), `limit` of each to a statement, until one records fewer: what expires meanwhile
+    /// waits for the next sweep. The operator's; expiry itself needs no sweep. `progress` hears the count so far
+    /// after each statement that leaves more to do, and a cancelled task (serve shutting down) stops between
+    /// them. `unreached` is the last statement's, which passed over every waiting expiry unless cancelled.
+    public func sweepExpired(limit: Int = 1000, progress: (ExpirySweep) -> Void = { _ in }) async throws
+        -> ExpirySweep
+    {
+        var total = ExpirySweep(memberships: 0, invitations: 0, unreached: 0)
+        repeat {
+            let round = try await run(as: nil) { connection in
+                let row = try await connection.query(
+                    """
+                    SELECT memberships_expired, invitations_expired, expiries_unreached
+                    FROM sweep_expired(\(Int32(clamping: limit)))
+                    """)[0]
+                return ExpirySweep(
+                    memberships: Int(try row.decode("memberships_expired", as: Int32.self)),
+                    invitations: Int(try row.decode("invitations_expired", as: Int32.self)),
+                    unreached: Int(try row.decode("expiries_unreached", as: Int32.self)))
+            }
+            total = ExpirySweep(
+                memberships: total.memberships + round.memberships,
+                invitations: total.invitations + round.invitations, unreached: round.unreached)
+            guard round.memberships == limit || round.invitations == limit else { break }
+            progress(total)
+        } while !Task.isCancelled
+        return total
     }
 
     // MARK: Audit

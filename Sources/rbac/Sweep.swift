@@ -33,19 +33,10 @@ extension RBAC {
 
         func run() async throws {
             let unreached = try await options.run { context in
-                var (memberships, invitations, unreached) = (0, 0, 0)
-                // Until a sweep records fewer than it may: what expires meanwhile waits for the next.
-                while true {
-                    let swept = try await context.repository.sweepExpired(limit: limit)
-                    memberships += swept.memberships
-                    invitations += swept.invitations
-                    // Each round passes over the expiries the last one left; the last round, which recorded
-                    // fewer than it may, passed over all of them.
-                    unreached = swept.unreached
-                    guard swept.memberships == limit || swept.invitations == limit else { break }
+                let swept = try await context.repository.sweepExpired(limit: limit) { sofar in
                     printError(
                         """
-                        rbac: recorded \(memberships) expired membership(s) and \(invitations) expired \
+                        rbac: recorded \(sofar.memberships) expired membership(s) and \(sofar.invitations) expired \
                         invitation(s) so far
                         """)
                 }
@@ -66,14 +57,14 @@ extension RBAC {
                 }
                 try options.output.print(
                     Swept(
-                        memberships: memberships, invitations: invitations, unreached: unreached,
+                        memberships: swept.memberships, invitations: swept.invitations, unreached: swept.unreached,
                         outbox: pruned, keptAnswers: answers),
                     """
-                    recorded \(memberships) expired membership(s) and \(invitations) expired \
+                    recorded \(swept.memberships) expired membership(s) and \(swept.invitations) expired \
                     invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s) and \
                     \(answers) kept answer(s)
                     """)
-                return unreached
+                return swept.unreached
             }
             if unreached > 0 {
                 printError(
