@@ -4,12 +4,22 @@
 
 -- Records one expiry, once: its expiries_recorded row, the couple's audit entry (p_logged) and the outbox event
 -- (p_event, with the expiry's instant). False when another sweeper recorded it first (its row is inserted
--- first, and a second insert waits for the first to commit); NULL, with nothing of it kept, when the couple's
--- audit log is on a Citus worker that cannot be reached.
-CREATE OR REPLACE FUNCTION rbac.record_expiry(p_action text, p_couple uuid, p_subject uuid, p_expires_at timestamptz,
-                                              p_event jsonb, p_logged jsonb)
+-- first, and a second insert waits for the first to commit). p_node is the Citus worker holding the couple's
+-- audit log: NULL, with nothing of the expiry kept, when that worker cannot be reached. On plain PostgreSQL
+-- (p_node NULL) there is no worker to lose, and no subtransaction is opened: past 64 in one transaction they
+-- overflow its cache of them, and until it ends other sessions' snapshots look ids up in pg_subtrans.
+DROP FUNCTION IF EXISTS rbac.record_expiry(text, uuid, uuid, timestamptz, jsonb, jsonb);
+CREATE OR REPLACE FUNCTION rbac.record_expiry(p_node text, p_action text, p_couple uuid, p_subject uuid,
+                                              p_expires_at timestamptz, p_event jsonb, p_logged jsonb)
 RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 BEGIN
+    IF p_node IS NOT NULL THEN
+        BEGIN
+            RETURN rbac.record_expiry(NULL, p_action, p_couple, p_subject, p_expires_at, p_event, p_logged);
+        EXCEPTION WHEN connection_exception THEN
+            RETURN NULL;
+        END;
+    END IF;
     INSERT INTO expiries_recorded (couple_id, subject_id, expires_at) VALUES (p_couple, p_subject, p_expires_at)
     ON CONFLICT DO NOTHING;
     IF NOT FOUND THEN
@@ -20,8 +30,6 @@ BEGIN
     PERFORM rbac.enqueue_event(p_action, p_couple,
                                p_event || jsonb_build_object('expires_at', rbac.event_time(p_expires_at)));
     RETURN true;
-EXCEPTION WHEN connection_exception THEN
-    RETURN NULL;
 END $$;
 
 -- Records up to p_limit memberships and up to p_limit invitations that expired in the last 30 days and were
@@ -95,8 +103,8 @@ BEGIN
                 CONTINUE;
             END IF;
             -- The log's entry of an invitation without the address, as rbac.audit_change writes invitations'.
-            v_recorded := rbac.record_expiry(v_action, v_due.couple_id, v_due.subject_id, v_due.expires_at,
-                                             v_due.after, v_due.after - 'email');
+            v_recorded := rbac.record_expiry(v_node, v_action, v_due.couple_id, v_due.subject_id,
+                                             v_due.expires_at, v_due.after, v_due.after - 'email');
             IF v_recorded IS NULL THEN
                 expiries_unreached := expiries_unreached + 1;
                 v_down := v_down || v_node;
