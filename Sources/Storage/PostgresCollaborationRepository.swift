@@ -9,6 +9,8 @@ public struct ExpirySweep: Sendable, Hashable {
     public let invitations: Int
     /// The expiries it passed over, left for a later sweep: on Citus, the couple's worker did not answer.
     public let unreached: Int
+    /// Those workers (host:port), in the order the sweep found them down.
+    public let unreachedWorkers: [String]
 }
 
 /// The collaboration repository on PostgreSQL: each operation is one transaction that names the actor the way
@@ -582,26 +584,29 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     /// (`public.sweep_expired`), `limit` of each to a statement, until one records fewer: what expires meanwhile
     /// waits for the next sweep. The operator's; expiry itself needs no sweep. `progress` hears the count so far
     /// after each statement that leaves more to do, and a cancelled task (serve shutting down) stops between
-    /// them. `unreached` is the last statement's, which passed over every waiting expiry unless cancelled.
+    /// them. `unreached` and its workers are the last statement's, which passed over every waiting expiry unless
+    /// cancelled.
     public func sweepExpired(limit: Int = 1000, progress: (ExpirySweep) -> Void = { _ in }) async throws
         -> ExpirySweep
     {
-        var total = ExpirySweep(memberships: 0, invitations: 0, unreached: 0)
+        var total = ExpirySweep(memberships: 0, invitations: 0, unreached: 0, unreachedWorkers: [])
         repeat {
             let round = try await run(as: nil) { connection in
                 let row = try await connection.query(
                     """
-                    SELECT memberships_expired, invitations_expired, expiries_unreached
+                    SELECT memberships_expired, invitations_expired, expiries_unreached, workers_unreached
                     FROM sweep_expired(\(Int32(clamping: limit)))
                     """)[0]
                 return ExpirySweep(
                     memberships: Int(try row.decode("memberships_expired", as: Int32.self)),
                     invitations: Int(try row.decode("invitations_expired", as: Int32.self)),
-                    unreached: Int(try row.decode("expiries_unreached", as: Int32.self)))
+                    unreached: Int(try row.decode("expiries_unreached", as: Int32.self)),
+                    unreachedWorkers: try row.decode("workers_unreached"))
             }
             total = ExpirySweep(
                 memberships: total.memberships + round.memberships,
-                invitations: total.invitations + round.invitations, unreached: round.unreached)
+                invitations: total.invitations + round.invitations, unreached: round.unreached,
+                unreachedWorkers: round.unreachedWorkers)
             guard round.memberships == limit || round.invitations == limit else { break }
             progress(total)
         } while !Task.isCancelled

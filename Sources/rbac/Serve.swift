@@ -298,7 +298,10 @@ extension RBAC {
                             }
                             if swept.unreached > 0 {
                                 failed["expiries"] =
-                                    "left \(swept.unreached) for later: their couples' Citus worker did not answer"
+                                    """
+                                    left \(swept.unreached) for later: their couples' Citus worker did not answer: \
+                                    \(swept.unreachedWorkers.joined(separator: ", "))
+                                    """
                             }
                         }
                         await part("outbox") {

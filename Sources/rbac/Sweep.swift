@@ -18,7 +18,7 @@ extension RBAC {
                 with an Idempotency-Key. rbac serve sweeps every --sweep-interval on its own.
 
                 On Citus, expiries whose couple's worker does not answer are left for a later sweep, the rest \
-                recorded, and the sweep exits 5 once done.
+                recorded, and the sweep exits 5 once done, naming the worker.
 
                 Example: rbac sweep --keep-sent 1d
                 """)
@@ -32,7 +32,7 @@ extension RBAC {
         }
 
         func run() async throws {
-            let unreached = try await options.run { context in
+            let swept = try await options.run { context in
                 let swept = try await context.repository.sweepExpired(limit: limit) { sofar in
                     printError(
                         """
@@ -50,6 +50,8 @@ extension RBAC {
                     /// The expiries recorded of each kind, and those left for a later sweep (`unreached`): their
                     /// couple's Citus worker did not answer.
                     let memberships, invitations, unreached: Int
+                    /// Those workers (host:port).
+                    let unreachedWorkers: [String]
                     /// The outbox messages deleted.
                     let outbox: OutboxPruning
                     /// The answers to requests sent with an Idempotency-Key deleted.
@@ -58,19 +60,20 @@ extension RBAC {
                 try options.output.print(
                     Swept(
                         memberships: swept.memberships, invitations: swept.invitations, unreached: swept.unreached,
-                        outbox: pruned, keptAnswers: answers),
+                        unreachedWorkers: swept.unreachedWorkers, outbox: pruned, keptAnswers: answers),
                     """
                     recorded \(swept.memberships) expired membership(s) and \(swept.invitations) expired \
                     invitation(s); deleted \(pruned.sent) sent and \(pruned.dead) dead outbox message(s) and \
                     \(answers) kept answer(s)
                     """)
-                return swept.unreached
+                return swept
             }
-            if unreached > 0 {
+            if swept.unreached > 0 {
                 printError(
                     """
-                    rbac: \(unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
-                    couples' audit logs did not answer (the rest were recorded); sweep again once it is back
+                    rbac: \(swept.unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
+                    couples' audit logs did not answer: \(swept.unreachedWorkers.joined(separator: ", ")) (the rest \
+                    were recorded); sweep again once it is back
                     """)
                 throw ExitCode(ExitStatus.databaseUnavailable.rawValue)
             }

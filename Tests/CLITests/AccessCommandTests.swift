@@ -253,6 +253,7 @@ extension CLITests {
                 first.stderr.contains("rbac: recorded 1 expired membership(s) and 0 expired invitation(s) so far"),
                 "\(first.stderr)")
             #expect(try Self.json(first)["unreached"] as? Int == 0)
+            #expect(try Self.json(first)["unreached_workers"] as? [String] == [])
             #expect(try Self.json(first)["outbox"] as? [String: Int] == ["sent": 1, "dead": 0])
             #expect(try Self.json(first)["kept_answers"] as? Int == 1)
             let second = try await run(["sweep", "--keep-sent", "1h"])
@@ -292,14 +293,18 @@ extension CLITests {
                 }
                 try await pool.query(
                     "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
-                try await TestDatabase.withFirstWorkerDown(pool) {
+                try await TestDatabase.withFirstWorkerDown(pool) { node in
                     let swept = try await run(["sweep", "--json"])
                     #expect(swept.status == 5, "\(swept.stderr)")
                     #expect(try Self.json(swept)["memberships"] as? Int == 1, "the up worker's couple's")
                     #expect(try Self.json(swept)["unreached"] as? Int == 1)
+                    #expect(try Self.json(swept)["unreached_workers"] as? [String] == [node])
                     #expect(
                         swept.stderr.contains(
-                            "rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' "),
+                            """
+                            rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' \
+                            audit logs did not answer: \(node) (the rest were recorded)
+                            """),
                         "\(swept.stderr)")
                     let warned = "sweeping failed in part"
                     let (serve, _) = try await Self.serve(
@@ -308,13 +313,16 @@ extension CLITests {
                     defer { Task { await serve.stop() } }
                     try #require(serve.ready, "serve did not warn: \(serve.lines)")
                     let line = serve.lines.first { $0.contains(warned) } ?? ""
-                    #expect(line.contains("left 1 for later: their couples' Citus worker did not answer"), "\(line)")
+                    #expect(
+                        line.contains("left 1 for later: their couples' Citus worker did not answer: \(node)"),
+                        "\(line)")
                     await serve.stop()
                 }
                 let after = try await run(["sweep", "--json"])
                 #expect(after.status == 0, "\(after.stderr)")
                 #expect(try Self.json(after)["memberships"] as? Int == 1, "the down worker's couple's, once it is back")
                 #expect(try Self.json(after)["unreached"] as? Int == 0)
+                #expect(try Self.json(after)["unreached_workers"] as? [String] == [])
             } finally: {
                 await pool.close()
             }

@@ -48,7 +48,7 @@ struct CitusWorkerDownTests {
             }
             let viewer = RoleName(rawValue: "viewer")!
             let downBefore = try await state(down.couple)
-            try await TestDatabase.withFirstWorkerDown(pool) {
+            try await TestDatabase.withFirstWorkerDown(pool) { _ in
                 for couple in [down, up] {
                     let check = try await checker.check(
                         couple: couple.couple, user: couple.planner, permission: Permission(rawValue: "budget.edit")!)
@@ -110,20 +110,22 @@ struct CitusWorkerDownTests {
                     WHERE couple_id = \(couple) AND action = 'membership.expired'
                     """)[0].decode("n")
             }
-            try await TestDatabase.withFirstWorkerDown(pool) { () async throws in
+            try await TestDatabase.withFirstWorkerDown(pool) { (node: String) async throws in
                 // The down couple's first expiry finds its worker away, its second is skipped: both counted,
                 // neither counted against the limit.
                 #expect(
                     try await repository.sweepExpired(limit: 2)
-                        == ExpirySweep(memberships: 2, invitations: 0, unreached: 2),
+                        == ExpirySweep(memberships: 2, invitations: 0, unreached: 2, unreachedWorkers: [node]),
                     "the up worker's couple's, the down one's left")
                 #expect(try await recorded() == [up])
                 #expect(
-                    try await repository.sweepExpired() == ExpirySweep(memberships: 0, invitations: 0, unreached: 2),
+                    try await repository.sweepExpired()
+                        == ExpirySweep(memberships: 0, invitations: 0, unreached: 2, unreachedWorkers: [node]),
                     "the down one's still wait")
             }
             #expect(
-                try await repository.sweepExpired() == ExpirySweep(memberships: 2, invitations: 0, unreached: 0),
+                try await repository.sweepExpired()
+                    == ExpirySweep(memberships: 2, invitations: 0, unreached: 0, unreachedWorkers: []),
                 "the down worker's couple's, now")
             #expect(try await recorded() == [up, down])
             #expect(try await logged(down) == 2)

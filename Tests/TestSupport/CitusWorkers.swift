@@ -23,8 +23,10 @@ extension TestDatabase {
     }
 
     /// Runs `body` with the first worker down for this database alone: its node, in this database's metadata,
-    /// moves to a port nothing listens on (the other tests' databases keep theirs), and back afterwards.
-    public static func withFirstWorkerDown(_ pool: PostgresConnectionPool, _ body: () async throws -> Void) async throws
+    /// moves to a port nothing listens on (the other tests' databases keep theirs), and back afterwards. `body`
+    /// is given the node's name while it is down (host:port).
+    public static func withFirstWorkerDown(_ pool: PostgresConnectionPool, _ body: (String) async throws -> Void)
+        async throws
     {
         let closed = try listeningOnLoopback()
         close(closed.socket)
@@ -38,7 +40,7 @@ extension TestDatabase {
         let downPort = citusWorkers[0]
         try await moveNode(from: downPort, to: Int(closed.port))
         try await ensuring {
-            try await body()
+            try await body("127.0.0.1:\(closed.port)")
         } finally: {
             try await moveNode(from: Int(closed.port), to: downPort)
         }

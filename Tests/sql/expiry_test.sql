@@ -119,7 +119,7 @@ WHERE token_hash = pg_temp.hash('late') OR token_hash = pg_temp.hash('stale');
 INSERT INTO outbox (event_type, couple_id, payload, channel, token_box)
 SELECT 'invitation.created', couple_id, jsonb_build_object('invitation_id', id), 'email', '\x01'
 FROM invitations WHERE token_hash = pg_temp.hash('stale');
-SELECT results_eq($$SELECT * FROM sweep_expired(1)$$, $$VALUES (1, 1, 0)$$,
+SELECT results_eq($$SELECT * FROM sweep_expired(1)$$, $$VALUES (1, 1, 0, '{}'::text[])$$,
                   'a sweep records at most its limit of each kind, the oldest first');
 SELECT ok(EXISTS (SELECT 1 FROM expiries_recorded WHERE subject_id = pg_temp.id('ivy')),
           'the membership that expired an hour ago');
@@ -129,8 +129,8 @@ SELECT ok(EXISTS (SELECT 1 FROM expiries_recorded WHERE subject_id = pg_temp.id(
 SELECT is((SELECT count(DISTINCT xmin::text)::int FROM expiries_recorded), 1,
           'on plain PostgreSQL a sweep opens no subtransaction for each expiry');
 \endif
-SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0, 0)$$, 'the next records the other');
-SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (0, 0, 0)$$, 'the next records nothing again');
+SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0, 0, '{}'::text[])$$, 'the next records the other');
+SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (0, 0, 0, '{}'::text[])$$, 'the next records nothing again');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'membership.expired'), 2, 'membership.expired is in the audit log');
 SELECT is((SELECT count(*)::int FROM audit_log WHERE action = 'invitation.expired'), 1, 'and invitation.expired');
 SELECT is((SELECT actor_label FROM audit_log WHERE action = 'invitation.expired'), 'system:expiry', 'recorded by no one');
@@ -142,7 +142,7 @@ SELECT ok((SELECT payload ? 'email' FROM outbox WHERE event_type = 'invitation.e
           'which, for webhook receivers, have it');
 SELECT is((SELECT count(*)::int FROM outbox WHERE token_box IS NOT NULL), 0, 'the expired invitation''s sealed token is erased');
 UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE user_id = pg_temp.id('ivy');
-SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0, 0)$$,
+SELECT results_eq($$SELECT * FROM sweep_expired()$$, $$VALUES (1, 0, 0, '{}'::text[])$$,
                   'a membership given another expiry that passes is recorded again');
 SELECT pg_temp.act_as('olivia');
 SELECT throws_ok($$SELECT sweep_expired()$$, 'RBDEN', NULL, 'only the operator sweeps');

@@ -39,22 +39,22 @@ END $$;
 -- other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one such
 -- couple would otherwise fail the whole sweep, every time, for as long as the worker is down. The limit counts
 -- what was recorded, not what was passed over, so that a down worker's backlog cannot starve the others.
--- Returns how many of each it recorded, and how many due ones it passed over because their worker did not
--- answer (all of them when it recorded fewer than p_limit of each); the operator's.
--- Dropped first while it returns two columns: CREATE OR REPLACE cannot add the third. privileges.sql grants it
+-- Returns how many of each it recorded, how many due ones it passed over because their worker did not answer
+-- (all of them when it recorded fewer than p_limit of each), and those workers (host:port), for the operator
+-- to bring back; the operator's.
+-- Dropped first while it returns fewer columns: CREATE OR REPLACE cannot add one. privileges.sql grants it
 -- again.
 DO $$
 BEGIN
-    IF pg_get_function_result(to_regprocedure('public.sweep_expired(integer)')) NOT LIKE '%expiries_unreached%' THEN
+    IF pg_get_function_result(to_regprocedure('public.sweep_expired(integer)')) NOT LIKE '%workers_unreached%' THEN
         DROP FUNCTION public.sweep_expired(integer);
     END IF;
 END $$;
 CREATE OR REPLACE FUNCTION public.sweep_expired(p_limit integer DEFAULT 1000)
-RETURNS TABLE (memberships_expired integer, invitations_expired integer, expiries_unreached integer)
+RETURNS TABLE (memberships_expired integer, invitations_expired integer, expiries_unreached integer,
+               workers_unreached text[])
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    -- The workers found down during this sweep.
-    v_down text[] := '{}';
     -- The worker (host:port) holding the couple's audit log, NULL on plain PostgreSQL.
     v_node text;
     -- The kind being read, and how many of it were recorded.
@@ -70,6 +70,8 @@ BEGIN
         RAISE EXCEPTION 'a sweep takes 1 to 100000 of each, not %', p_limit USING ERRCODE = 'RBINV';
     END IF;
     expiries_unreached := 0;
+    -- The workers found down during this sweep, in the order found.
+    workers_unreached := '{}';
     -- One kind after the other: each query's other branch is off, and each stops once p_limit are recorded.
     FOREACH v_action IN ARRAY ARRAY['membership.expired', 'invitation.expired'] LOOP
         v_count := 0;
@@ -98,7 +100,7 @@ BEGIN
              ORDER BY i.expires_at, i.id)
         LOOP
             SELECT host || ':' || port INTO v_node FROM rbac.budget_node(v_due.couple_id);
-            IF v_node = ANY (v_down) THEN
+            IF v_node = ANY (workers_unreached) THEN
                 expiries_unreached := expiries_unreached + 1;
                 CONTINUE;
             END IF;
@@ -107,7 +109,7 @@ BEGIN
                                              v_due.expires_at, v_due.after, v_due.after - 'email');
             IF v_recorded IS NULL THEN
                 expiries_unreached := expiries_unreached + 1;
-                v_down := v_down || v_node;
+                workers_unreached := workers_unreached || v_node;
             ELSIF v_recorded THEN
                 IF v_action = 'invitation.expired' THEN
                     PERFORM rbac.erase_sealed_token(v_due.subject_id);
