@@ -40,9 +40,10 @@ public struct ServerDependencies: Sendable {
     public let sampleMetrics: @Sendable () -> Void
     /// Where changes sent with an `Idempotency-Key` are kept; without one, that header is refused.
     public let idempotentRequests: (any IdempotentRequestStore)?
-    /// How many requests of one couple are answered at once (`CoupleAdmission`): less than the database
-    /// connections, so that the others' requests always find one; and how long one past them waits for a turn.
-    public let requestsPerCouple: (limit: Int, wait: Duration)
+    /// How many requests of one couple, and of all couples together, are answered at once (`CoupleAdmission`):
+    /// less than the database connections, so that other couples' requests, and checks, always find one; and
+    /// how long one past them waits for a turn.
+    public let coupleRequests: (each: Int, all: Int, wait: Duration)
     /// Whether requests fail with 503: noted by the router and the checks answered before it.
     let failures = FailureLog()
 
@@ -56,7 +57,7 @@ public struct ServerDependencies: Sendable {
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
         sampleMetrics: @escaping @Sendable () -> Void = {},
         idempotentRequests: (any IdempotentRequestStore)? = nil,
-        requestsPerCouple: (limit: Int, wait: Duration) = (8, .seconds(5)),
+        coupleRequests: (each: Int, all: Int, wait: Duration) = (8, 12, .seconds(5)),
         isReady: @escaping @Sendable () async -> Bool
     ) {
         self.repository = repository
@@ -77,7 +78,7 @@ public struct ServerDependencies: Sendable {
         }
         self.sampleMetrics = sampleMetrics
         self.idempotentRequests = idempotentRequests
-        self.requestsPerCouple = requestsPerCouple
+        self.coupleRequests = coupleRequests
         self.isReady = isReady
     }
 
@@ -140,7 +141,8 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         .add(
             middleware: CoupleAdmissionMiddleware(
                 admission: CoupleAdmission(
-                    limit: dependencies.requestsPerCouple.limit, wait: dependencies.requestsPerCouple.wait)))
+                    limit: dependencies.coupleRequests.each, total: dependencies.coupleRequests.all,
+                    wait: dependencies.coupleRequests.wait)))
     let permissions = CollaborationPermissionService(repository: dependencies.repository, metrics: metrics)
     PermissionAPIController(
         repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,

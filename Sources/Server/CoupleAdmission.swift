@@ -3,21 +3,30 @@ import Foundation
 import Hummingbird
 import Synchronization
 
-/// How many requests of one couple are answered at once, so that no couple can take every database connection:
-/// one whose row another session keeps locked holds each request to it for up to `--lock-timeout`, and with it a
-/// connection, and without a bound twenty such requests left none for any other couple. A request past the
-/// bound waits for a place, first come first served, as long as it would wait for a connection; then it is
-/// answered 503.
+/// How many requests of couples are answered at once, so that neither one couple nor a few can take every
+/// database connection: one whose row another session keeps locked holds each request to it for up to
+/// `--lock-timeout`, and with it a connection (on Citus, a worker gone silent holds its couples' requests until
+/// Citus gives up on it). Without a bound, twenty such requests would leave none for any other couple; with a
+/// bound per couple alone, two such couples would leave none for checks. So each couple has `limit` places, and
+/// all couples together `total`, fewer than the connections: the rest stay for checks, users and invitation
+/// pages. A request past a bound waits for a place, first come first served, as long as it would wait for a
+/// connection in all; then it is answered 503.
 final class CoupleAdmission: Sendable {
     let limit: Int
+    let total: Int
     let wait: Duration
 
+    /// A line of requests waiting for places: one couple's, or every couple's.
+    private enum Line: Hashable {
+        case couple(UUID)
+        case all
+    }
     private struct Places {
         var taken = 0
         var waiting: [(ticket: UInt64, admit: CheckedContinuation<Bool, Never>)] = []
     }
     private struct State {
-        var couples: [UUID: Places] = [:]
+        var lines: [Line: Places] = [:]
         var tickets: UInt64 = 0
         /// The tickets of the requests waiting, or about to: one given up on before it was put in line is
         /// missing here when it comes to be.
@@ -25,16 +34,43 @@ final class CoupleAdmission: Sendable {
     }
     private let state = Mutex(State())
 
-    init(limit: Int, wait: Duration) {
-        precondition(limit >= 1)
-        (self.limit, self.wait) = (limit, wait)
+    init(limit: Int, total: Int, wait: Duration) {
+        precondition(1 <= limit && limit <= total)
+        (self.limit, self.total, self.wait) = (limit, total, wait)
     }
 
-    /// Takes one of the couple's places, waiting up to `wait` for one; false when none came free.
+    /// Takes one of the couple's places, then one of all couples', waiting up to `wait` in all; false, holding
+    /// neither, when they did not come free in time.
     func enter(_ couple: UUID) async -> Bool {
+        let deadline = ContinuousClock.now + wait
+        guard await take(.couple(couple), limit, until: deadline) else { return false }
+        guard await take(.all, total, until: deadline) else {
+            give(.couple(couple))
+            return false
+        }
+        return true
+    }
+
+    /// Gives back the places `enter` took: each to the longest waiting for it, if any.
+    func leave(_ couple: UUID) {
+        give(.all)
+        give(.couple(couple))
+    }
+
+    /// How many of the couple's requests wait for one of its places.
+    func waiting(_ couple: UUID) -> Int {
+        state.withLock { $0.lines[.couple(couple)]?.waiting.count ?? 0 }
+    }
+
+    /// How many requests hold a couple's place and wait for one of all couples'.
+    var waitingForAny: Int {
+        state.withLock { $0.lines[.all]?.waiting.count ?? 0 }
+    }
+
+    private func take(_ line: Line, _ limit: Int, until deadline: ContinuousClock.Instant) async -> Bool {
         let ticket: UInt64? = state.withLock { state in
-            if state.couples[couple, default: Places()].taken < limit {
-                state.couples[couple, default: Places()].taken += 1
+            if state.lines[line, default: Places()].taken < limit {
+                state.lines[line, default: Places()].taken += 1
                 return nil
             }
             state.tickets += 1
@@ -42,36 +78,35 @@ final class CoupleAdmission: Sendable {
             return state.tickets
         }
         guard let ticket else { return true }
-        let timer = Task { [wait] in
-            try await Task.sleep(for: wait)
-            giveUp(couple, ticket)
+        let timer = Task {
+            try await Task.sleep(until: deadline, clock: .continuous)
+            giveUp(line, ticket)
         }
         defer { timer.cancel() }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { admit in
-                // A place given back since the count above is taken here; else the turn comes from `leave`.
+                // A place given back since the count above is taken here; else the turn comes from `give`.
                 let admitted: Bool? = state.withLock { state in
                     guard state.pending.contains(ticket) else { return false }
-                    guard state.couples[couple, default: Places()].taken >= limit else {
+                    guard state.lines[line, default: Places()].taken >= limit else {
                         state.pending.remove(ticket)
-                        state.couples[couple, default: Places()].taken += 1
+                        state.lines[line, default: Places()].taken += 1
                         return true
                     }
-                    state.couples[couple, default: Places()].waiting.append((ticket, admit))
+                    state.lines[line, default: Places()].waiting.append((ticket, admit))
                     return nil
                 }
                 if let admitted { admit.resume(returning: admitted) }
             }
         } onCancel: {
-            giveUp(couple, ticket)
+            giveUp(line, ticket)
         }
     }
 
-    /// Gives back a place `enter` took: to the longest waiting, if any.
-    func leave(_ couple: UUID) {
+    private func give(_ line: Line) {
         let next: CheckedContinuation<Bool, Never>? = state.withLock { state in
-            guard var places = state.couples[couple] else { return nil }
-            defer { state.couples[couple] = places.taken == 0 ? nil : places }
+            guard var places = state.lines[line] else { return nil }
+            defer { state.lines[line] = places.taken == 0 ? nil : places }
             guard places.waiting.isEmpty else {
                 let next = places.waiting.removeFirst()
                 state.pending.remove(next.ticket)
@@ -83,18 +118,13 @@ final class CoupleAdmission: Sendable {
         next?.resume(returning: true)
     }
 
-    /// How many of the couple's requests wait for a place.
-    func waiting(_ couple: UUID) -> Int {
-        state.withLock { $0.couples[couple]?.waiting.count ?? 0 }
-    }
-
     /// Ends the wait of `ticket`, if it still waits (or is about to).
-    private func giveUp(_ couple: UUID, _ ticket: UInt64) {
+    private func giveUp(_ line: Line, _ ticket: UInt64) {
         let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             guard state.pending.remove(ticket) != nil,
-                let index = state.couples[couple]?.waiting.firstIndex(where: { $0.ticket == ticket })
+                let index = state.lines[line]?.waiting.firstIndex(where: { $0.ticket == ticket })
             else { return nil }
-            return state.couples[couple]?.waiting.remove(at: index).admit
+            return state.lines[line]?.waiting.remove(at: index).admit
         }
         waiter?.resume(returning: false)
     }
@@ -115,8 +145,10 @@ struct CoupleAdmissionMiddleware<Context: RequestContext>: RouterMiddleware {
             throw APIError(
                 CollaborationError(
                     .unavailable,
-                    "this couple's requests are waiting on the database (\(admission.limit) answered at once); "
-                        + "try again shortly"))
+                    """
+                    requests are waiting on the database (\(admission.limit) of one couple and \(admission.total) of \
+                    all couples answered at once); try again shortly
+                    """))
         }
         defer { admission.leave(couple) }
         return try await next(request, context)

@@ -94,8 +94,9 @@ extension RBAC {
                 How long a statement may wait for a lock another transaction holds (a change to the same couple, \
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
                 Each request waiting holds a database connection; serve answers at most \
-                \(Serve.databaseConnections / 2) requests of one couple at once, half its connections, the rest \
-                in turn, so that the other couples' requests find one. \
+                \(Serve.databaseConnections / 2) requests of one couple at once, half its connections, and \
+                \(Serve.databaseConnections * 3 / 4) of all couples, the rest in turn, so that other couples' \
+                requests, and checks, find one. \
                 It replaces a lock_timeout that the database URL's options set.
                 """, valueName: "duration"))
         var lockTimeout: ShortDuration = ShortDuration(argument: "5s")!
@@ -258,7 +259,7 @@ extension RBAC {
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
                     idempotentRequests: idempotentRequests,
-                    requestsPerCouple: (Self.databaseConnections / 2, connectionWait),
+                    coupleRequests: (Self.databaseConnections / 2, Self.databaseConnections * 3 / 4, connectionWait),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",

@@ -1689,16 +1689,54 @@ struct CLITests {
         /// POSTs a JSON body as the owner (the service's own key alone to /v1/check), many at once if need be.
         let post: @Sendable (_ path: String, _ body: String) async throws -> (status: Int, body: String)
 
-        /// Runs `body` while another session holds the first couple's row locked, as one left open in psql would.
-        func locked(_ body: () async throws -> Void) async throws {
+        /// Runs `body` while another session holds the first `count` couples' rows locked, as one left open in
+        /// psql would.
+        func locked(_ count: Int = 1, _ body: () async throws -> Void) async throws {
             let holder = try await PostgresConnection.connect(database)
             try await ensuring {
                 try await holder.runScript("BEGIN")
-                try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couples[0])) FOR UPDATE")
+                for couple in couples.prefix(count) {
+                    try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couple)) FOR UPDATE")
+                }
                 try await body()
             } finally: {
                 try? await holder.runScript("ROLLBACK")
                 await holder.close()
+            }
+        }
+
+        /// Sends `requests` changes to the first `count` couples in turn while their rows are locked; once
+        /// `expected` of them wait on the locks (or 30 s went by), runs `body` with how many do, each holding a
+        /// database connection. Then lets the locks go and returns every answer's status.
+        func changesWhileLocked(
+            _ requests: Int, to count: Int, expected: Int, _ body: (_ waiting: Int) async throws -> Void
+        ) async throws -> [Int] {
+            let watcher = try await PostgresConnection.connect(database)
+            return try await ensuring {
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    try await locked(count) {
+                        for index in 0..<requests {
+                            let couple = couples[index % count]
+                            group.addTask {
+                                try await post("/v1/couples/\(couple)/budget/scenarios", #"{"name":"S\#(index)"}"#)
+                                    .status
+                            }
+                        }
+                        var waiting = 0
+                        _ = try await eventually(within: .seconds(30)) {
+                            waiting = try await watcher.query(
+                                """
+                                SELECT count(*)::int AS waiting FROM pg_stat_activity
+                                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                                """)[0].decode("waiting")
+                            return waiting >= expected
+                        }
+                        try await body(waiting)
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+            } finally: {
+                await watcher.close()
             }
         }
     }
@@ -1763,46 +1801,39 @@ struct CLITests {
     func lockedCoupleWaitsItsTurn() async throws {
         try await Self.withLockableCouples(lockTimeout: "600s") { served, run in
             let (couple, other) = (served.couples[0], served.couples[1])
-            let watcher = try await PostgresConnection.connect(served.database)
-            try await ensuring {
-                try await withThrowingTaskGroup(of: (status: Int, body: String).self) { group in
-                    try await served.locked {
-                        for index in 0..<20 {
-                            group.addTask {
-                                try await served.post(
-                                    "/v1/couples/\(couple)/budget/scenarios", #"{"name":"S\#(index)"}"#)
-                            }
-                        }
-                        // Eight wait on the lock, each holding a database connection; the other twelve wait their
-                        // turn without one.
-                        var waiting = 0
-                        let eight = try await eventually(within: .seconds(30)) {
-                            waiting = try await watcher.query(
-                                """
-                                SELECT count(*)::int AS waiting FROM pg_stat_activity
-                                WHERE datname = current_database() AND wait_event_type = 'Lock'
-                                """)[0].decode("waiting")
-                            return waiting >= 8
-                        }
-                        #expect(eight && waiting == 8, "\(waiting) wait on the lock")
-                        // The other couple's change finds a connection, and the locked couple's checks are answered.
-                        #expect(
-                            try await served.post("/v1/couples/\(other)/budget/scenarios", #"{"name":"Main"}"#).status
-                                == 201)
-                        let check = try await served.post(
-                            "/v1/check",
-                            #"{"couple_id":"\#(couple)","user_id":"\#(served.owner)","permission":"budget.edit"}"#)
-                        #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
-                    }
-                    // The lock gone, all twenty are answered, eight at a time.
-                    for try await answer in group { #expect(answer.status == 201, "\(answer)") }
-                }
-            } finally: {
-                await watcher.close()
+            let answers = try await served.changesWhileLocked(20, to: 1, expected: 8) { waiting in
+                // Eight wait on the lock, each holding a database connection; the other twelve wait their turn
+                // without one.
+                #expect(waiting == 8, "\(waiting) wait on the lock")
+                // The other couple's change finds a connection, and the locked couple's checks are answered.
+                #expect(
+                    try await served.post("/v1/couples/\(other)/budget/scenarios", #"{"name":"Main"}"#).status == 201)
+                let check = try await served.post(
+                    "/v1/check", #"{"couple_id":"\#(couple)","user_id":"\#(served.owner)","permission":"budget.edit"}"#)
+                #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
             }
+            // The lock gone, all twenty are answered, eight at a time.
+            #expect(answers == Array(repeating: 201, count: 20))
             let listed = try Self.jsonArray(
                 try await run(["budget", "scenarios", "list", "--couple", couple, "--json"]))
             #expect(listed.count == 20)
+        }
+    }
+
+    @Test("serve answers 12 requests of all couples at once: two locked couples leave checks a connection")
+    func lockedCouplesLeaveChecksConnections() async throws {
+        try await Self.withLockableCouples(lockTimeout: "600s") { served, _ in
+            // Fewer than the client's 32 connections, with the check's.
+            let answers = try await served.changesWhileLocked(24, to: 2, expected: 12) { waiting in
+                // Twelve of both couples' requests wait on the locks, each holding a database connection (at most
+                // eight of either couple); the other twelve wait their turn without one.
+                #expect(waiting == 12, "\(waiting) wait on the locks")
+                let check = try await served.post(
+                    "/v1/check",
+                    #"{"couple_id":"\#(served.couples[1])","user_id":"\#(served.owner)","permission":"budget.edit"}"#)
+                #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
+            }
+            #expect(answers == Array(repeating: 201, count: 24))
         }
     }
 

@@ -5,19 +5,19 @@ import Testing
 
 @testable import Server
 
-@Suite("How many requests of one couple are answered at once")
+@Suite("How many requests of one couple, and of all couples, are answered at once")
 struct CoupleAdmissionTests {
-    /// Waits until `count` of the couple's requests wait for a place; fails after 10 s instead of hanging.
-    static func waiting(_ admission: CoupleAdmission, _ couple: UUID, count: Int) async throws {
-        let lined = try await eventually(within: .seconds(10), every: .milliseconds(1)) {
-            admission.waiting(couple) >= count
-        }
-        try #require(lined, "\(admission.waiting(couple)) waiting, not \(count)")
+    /// Waits until `count` requests wait for one of the couple's places (nil: for one of all couples'); fails
+    /// after 10 s instead of hanging.
+    static func waiting(_ admission: CoupleAdmission, _ couple: UUID?, count: Int) async throws {
+        func waiting() -> Int { couple.map(admission.waiting) ?? admission.waitingForAny }
+        let lined = try await eventually(within: .seconds(10), every: .milliseconds(1)) { waiting() >= count }
+        try #require(lined, "\(waiting()) waiting, not \(count)")
     }
 
     @Test("a couple's places are its own; the rest wait, each taking a place given back in the order they came")
     func inTurn() async throws {
-        let admission = CoupleAdmission(limit: 2, wait: .seconds(60))
+        let admission = CoupleAdmission(limit: 2, total: 4, wait: .seconds(60))
         let (couple, other) = (UUID(), UUID())
         for place in [couple, couple, other] { #expect(await admission.enter(place)) }
         let first = Task { await admission.enter(couple) }
@@ -35,13 +35,13 @@ struct CoupleAdmissionTests {
 
     @Test("a request that finds no place within the wait, or whose task is cancelled, is turned away and holds none")
     func turnedAway() async throws {
-        let admission = CoupleAdmission(limit: 1, wait: .milliseconds(50))
+        let admission = CoupleAdmission(limit: 1, total: 2, wait: .milliseconds(50))
         let couple = UUID()
         #expect(await admission.enter(couple))
         #expect(await admission.enter(couple) == false)
         #expect(admission.waiting(couple) == 0)
 
-        let patient = CoupleAdmission(limit: 1, wait: .seconds(60))
+        let patient = CoupleAdmission(limit: 1, total: 2, wait: .seconds(60))
         #expect(await patient.enter(couple))
         let cancelled = Task { await patient.enter(couple) }
         try await Self.waiting(patient, couple, count: 1)
@@ -52,29 +52,59 @@ struct CoupleAdmissionTests {
         #expect(await patient.enter(couple), "the place given back is free, not handed to the one cancelled")
     }
 
-    @Test("many requests of one couple at once: never more than its places in at once, and every one in in the end")
+    @Test("all couples share their places: one with a place of its own waits for one of all, and gives it back")
+    func sharedByAll() async throws {
+        let admission = CoupleAdmission(limit: 2, total: 3, wait: .seconds(60))
+        let couples = (0..<4).map { _ in UUID() }
+        for couple in couples.prefix(3) { #expect(await admission.enter(couple)) }
+        let last = Task { await admission.enter(couples[3]) }
+        try await Self.waiting(admission, nil, count: 1)
+        #expect(admission.waiting(couples[3]) == 0, "it has one of its couple's places")
+        admission.leave(couples[0])
+        #expect(await last.value)
+
+        // Turned away while waiting for one of all, it gives back the couple's place it held.
+        let brief = CoupleAdmission(limit: 1, total: 1, wait: .milliseconds(50))
+        #expect(await brief.enter(couples[0]))
+        #expect(await brief.enter(couples[1]) == false)
+        #expect(brief.waitingForAny == 0)
+        brief.leave(couples[0])
+        #expect(await brief.enter(couples[1]), "the couple's place it held was given back")
+    }
+
+    @Test(
+        """
+        many requests of four couples at once: never more than a couple's places, nor all couples', in at once, and \
+        every one in in the end
+        """)
     func racing() async throws {
-        let admission = CoupleAdmission(limit: 3, wait: .seconds(60))
-        let couple = UUID()
+        let admission = CoupleAdmission(limit: 3, total: 5, wait: .seconds(60))
+        let couples = (0..<4).map { _ in UUID() }
         var full = 0
         for _ in 0..<100 {
-            let inside = Counter()
-            let admitted = try await race(20) { _, go in
+            let (all, each) = (Counter(), couples.map { _ in Counter() })
+            let admitted = try await race(24) { index, go in
+                let couple = index % couples.count
                 await go()
-                guard await admission.enter(couple) else { return false }
-                inside.change(by: 1)
+                guard await admission.enter(couples[couple]) else { return false }
+                all.change(by: 1)
+                each[couple].change(by: 1)
                 await Task.yield()
-                inside.change(by: -1)
-                admission.leave(couple)
+                each[couple].change(by: -1)
+                all.change(by: -1)
+                admission.leave(couples[couple])
                 return true
             }
             #expect(admitted.allSatisfy { $0 })
-            #expect(inside.most <= 3 && inside.now == 0)
-            full += inside.most == 3 ? 1 : 0
+            #expect(all.most <= 5 && all.now == 0)
+            #expect(each.allSatisfy { $0.most <= 3 && $0.now == 0 })
+            full += all.most == 5 ? 1 : 0
         }
-        #expect(full > 0, "the requests really met: in some round, three were in at once")
-        #expect(admission.waiting(couple) == 0)
-        for _ in 0..<3 { #expect(await admission.enter(couple), "every place given back") }
+        #expect(full > 0, "the requests really met: in some round, five were in at once")
+        #expect(couples.allSatisfy { admission.waiting($0) == 0 } && admission.waitingForAny == 0)
+        for couple in [couples[0], couples[0], couples[0], couples[1], couples[1]] {
+            #expect(await admission.enter(couple), "every place given back")
+        }
     }
 }
 
