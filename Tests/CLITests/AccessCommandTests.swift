@@ -3,6 +3,10 @@ import Postgres
 import TestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// Expiring memberships, couples' own roles and the sweep, through the built `rbac`.
 extension CLITests {
     @Test("grant --until and --expires: the expiry is listed; both at once, a past one, or an owner's exit 2")
@@ -278,51 +282,109 @@ extension CLITests {
         .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"),
         .timeLimit(.minutes(2)))
     func sweepWithWorkerDown() async throws {
-        try await Self.withServable { secret, run, configuration in
+        try await Self.withCoupleOnEachWorker { secret, run, configuration, pool, couples in
+            let (down, up) = couples
+            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            // On each worker, a couple whose planner's access ended a minute ago.
+            for couple in [down, up] {
+                let grant = ["--couple", couple, "--user", "pia@example.com", "--role", "planner"]
+                #expect(try await run(["grant"] + grant + ["--expires", "1d"]).status == 0)
+            }
+            try await pool.query(
+                "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
+            try await TestDatabase.withFirstWorkerDown(pool) { node in
+                let swept = try await run(["sweep", "--json"])
+                #expect(swept.status == 5, "\(swept.stderr)")
+                #expect(try Self.json(swept)["memberships"] as? Int == 1, "the up worker's couple's")
+                #expect(try Self.json(swept)["unreached"] as? Int == 1)
+                #expect(try Self.json(swept)["unreached_workers"] as? [String] == [node])
+                #expect(
+                    swept.stderr.contains(
+                        """
+                        rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' \
+                        audit logs did not answer: \(node) (the rest were recorded)
+                        """),
+                    "\(swept.stderr)")
+                let warned = "sweeping failed in part"
+                let (serve, _) = try await Self.serve(
+                    ["--jwt-secret-file", secret], database: configuration.connectionString,
+                    errorLog: "/dev/null", until: { $0.contains(warned) })
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve did not warn: \(serve.lines)")
+                let line = serve.lines.first { $0.contains(warned) } ?? ""
+                #expect(
+                    line.contains("left 1 for later: their couples' Citus worker did not answer: \(node)"),
+                    "\(line)")
+                await serve.stop()
+            }
+            let after = try await run(["sweep", "--json"])
+            #expect(after.status == 0, "\(after.stderr)")
+            #expect(try Self.json(after)["memberships"] as? Int == 1, "the down worker's couple's, once it is back")
+            #expect(try Self.json(after)["unreached"] as? Int == 0)
+            #expect(try Self.json(after)["unreached_workers"] as? [String] == [])
+        }
+    }
+
+    @Test(
+        """
+        serve answers a change to a couple whose Citus worker went silent 503 once its connect timeout passed, not \
+        Citus's 30 s
+        """,
+        .enabled(if: !TestDatabase.citusWorkers.isEmpty, "needs the Citus cluster of scripts/citus-cluster"),
+        .timeLimit(.minutes(2)))
+    func silentWorker() async throws {
+        try await Self.withCoupleOnEachWorker { secret, run, configuration, pool, couples in
+            let silent = couples.0
+            let key = try #require(
+                try Self.json(try await run(["keys", "create", "--name", "app", "--json"]))["secret"] as? String)
+            let owner = try #require(
+                (try Self.json(try await run(["users", "show", "olivia@example.com", "--json"]))["user"]
+                    as? [String: Any])?["id"] as? String)
+            // Opening a connection waits 2 s here, the URL's connect_timeout: through the coordinator to a
+            // worker too.
+            let (serve, port) = try await Self.serve(
+                ["--jwt-secret-file", secret], database: configuration.connectionString + " connect_timeout=2",
+                errorLog: "/dev/null", until: { $0.contains("listening on") })
+            defer { Task { await serve.stop() } }
+            try #require(serve.ready, "serve did not start: \(serve.lines)")
+            try await TestDatabase.withFirstWorkerDown(pool, silent: true) { _ in
+                var request = URLRequest(
+                    url: URL(string: "http://127.0.0.1:\(port)/v1/couples/\(silent)/budget/scenarios")!,
+                    timeoutInterval: 60)
+                request.httpMethod = "POST"
+                request.httpBody = Data(#"{"name":"Main"}"#.utf8)
+                for (field, value) in [
+                    "Authorization": "Bearer \(key)", "X-Acting-User": owner, "Content-Type": "application/json",
+                ] {
+                    request.setValue(value, forHTTPHeaderField: field)
+                }
+                let (body, response) = try await URLSession.shared.data(for: request)
+                let answer = String(decoding: body, as: UTF8.self)
+                #expect((response as? HTTPURLResponse)?.statusCode == 503, "\(answer)")
+                // Citus says how long it waited: serve's connect timeout, not its own 30 s.
+                #expect(
+                    answer.contains(#""code":"unavailable""#) && answer.contains("after 2000 ms"), "\(answer)")
+            }
+            await serve.stop()
+        }
+    }
+
+    /// On the Citus cluster, a servable database (`withServable`), a pool of two connections to it, and a couple
+    /// made by `rbac couples create` (`createCouple`) on each worker: the first worker's, then the second's.
+    static func withCoupleOnEachWorker(
+        _ body: (
+            String, @escaping ([String]) async throws -> Result, PostgresConfiguration, PostgresConnectionPool,
+            (String, String)
+        ) async throws -> Void
+    ) async throws {
+        try await withServable { secret, run, configuration in
             let pool = PostgresConnectionPool(configuration: configuration, maxConnections: 2)
             try await ensuring {
-                #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
-                // On each worker, a couple whose planner's access ended a minute ago.
-                let (down, up) = try await TestDatabase.onEachWorker(pool) { _ in
-                    let couple = try await Self.createCouple(run)
+                let couples = try await TestDatabase.onEachWorker(pool) { _ in
+                    let couple = try await createCouple(run)
                     return (try #require(UUID(uuidString: couple)), couple)
                 }
-                for couple in [down, up] {
-                    let grant = ["--couple", couple, "--user", "pia@example.com", "--role", "planner"]
-                    #expect(try await run(["grant"] + grant + ["--expires", "1d"]).status == 0)
-                }
-                try await pool.query(
-                    "UPDATE memberships SET expires_at = now() - interval '1 minute' WHERE expires_at IS NOT NULL")
-                try await TestDatabase.withFirstWorkerDown(pool) { node in
-                    let swept = try await run(["sweep", "--json"])
-                    #expect(swept.status == 5, "\(swept.stderr)")
-                    #expect(try Self.json(swept)["memberships"] as? Int == 1, "the up worker's couple's")
-                    #expect(try Self.json(swept)["unreached"] as? Int == 1)
-                    #expect(try Self.json(swept)["unreached_workers"] as? [String] == [node])
-                    #expect(
-                        swept.stderr.contains(
-                            """
-                            rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' \
-                            audit logs did not answer: \(node) (the rest were recorded)
-                            """),
-                        "\(swept.stderr)")
-                    let warned = "sweeping failed in part"
-                    let (serve, _) = try await Self.serve(
-                        ["--jwt-secret-file", secret], database: configuration.connectionString,
-                        errorLog: "/dev/null", until: { $0.contains(warned) })
-                    defer { Task { await serve.stop() } }
-                    try #require(serve.ready, "serve did not warn: \(serve.lines)")
-                    let line = serve.lines.first { $0.contains(warned) } ?? ""
-                    #expect(
-                        line.contains("left 1 for later: their couples' Citus worker did not answer: \(node)"),
-                        "\(line)")
-                    await serve.stop()
-                }
-                let after = try await run(["sweep", "--json"])
-                #expect(after.status == 0, "\(after.stderr)")
-                #expect(try Self.json(after)["memberships"] as? Int == 1, "the down worker's couple's, once it is back")
-                #expect(try Self.json(after)["unreached"] as? Int == 0)
-                #expect(try Self.json(after)["unreached_workers"] as? [String] == [])
+                try await body(secret, run, configuration, pool, (couples.first, couples.second))
             } finally: {
                 await pool.close()
             }

@@ -23,13 +23,16 @@ extension TestDatabase {
     }
 
     /// Runs `body` with the first worker down for this database alone: its node, in this database's metadata,
-    /// moves to a port nothing listens on (the other tests' databases keep theirs), and back afterwards. `body`
-    /// is given the node's name while it is down (host:port).
-    public static func withFirstWorkerDown(_ pool: PostgresConnectionPool, _ body: (String) async throws -> Void)
-        async throws
-    {
-        let closed = try listeningOnLoopback()
-        close(closed.socket)
+    /// moves to a port nothing listens on (the other tests' databases keep theirs), and back afterwards; or,
+    /// `silent`, to one that takes connections and never answers, as a worker whose host hangs. `body` is given
+    /// the node's name while it is down (host:port).
+    public static func withFirstWorkerDown(
+        _ pool: PostgresConnectionPool, silent: Bool = false, _ body: (String) async throws -> Void
+    ) async throws {
+        // Closed at once, the port refuses; left open and never accepted from, it takes connections and says
+        // nothing.
+        let away = try listeningOnLoopback()
+        if !silent { close(away.socket) }
         func moveNode(from: Int, to: Int) async throws {
             try await pool.query(
                 """
@@ -38,11 +41,13 @@ extension TestDatabase {
                 """)
         }
         let downPort = citusWorkers[0]
-        try await moveNode(from: downPort, to: Int(closed.port))
         try await ensuring {
-            try await body("127.0.0.1:\(closed.port)")
+            try await moveNode(from: downPort, to: Int(away.port))
+            try await body("127.0.0.1:\(away.port)")
         } finally: {
-            try await moveNode(from: Int(closed.port), to: downPort)
+            // Refusing from here on, so that moving the node back does not wait out Citus's timeout on it.
+            if silent { close(away.socket) }
+            try await moveNode(from: Int(away.port), to: downPort)
         }
     }
 }
