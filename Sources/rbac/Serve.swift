@@ -24,8 +24,10 @@ extension RBAC {
                 Example: rbac serve --public-url https://invite.example.com --jwt-issuer https://tenant.eu.auth0.com/
                 """)
 
-        /// The database connections serve holds; half of them may go to one couple's requests at once.
+        /// The database connections serve holds, and how many of them one couple's requests, and all couples'
+        /// together, may take at once (`CoupleAdmission`): half and three quarters.
         static let databaseConnections = 16
+        static let coupleRequests = (each: databaseConnections / 2, all: databaseConnections * 3 / 4)
 
         @Option(help: "Address to listen on (default $RBAC_HOST, else 127.0.0.1).") var host: String?
         @Option(parsing: .unconditional, help: "Port to listen on (default $RBAC_PORT, else 8080).") var port: Int?
@@ -94,8 +96,8 @@ extension RBAC {
                 How long a statement may wait for a lock another transaction holds (a change to the same couple, \
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
                 Each request waiting holds a database connection; serve answers at most \
-                \(Serve.databaseConnections / 2) requests of one couple at once, half its connections, and \
-                \(Serve.databaseConnections * 3 / 4) of all couples, the rest in turn, so that other couples' \
+                \(Serve.coupleRequests.each) requests of one couple at once, half its connections, and \
+                \(Serve.coupleRequests.all) of all couples, the rest in turn, so that other couples' \
                 requests, and checks, find one. \
                 It replaces a lock_timeout that the database URL's options set.
                 """, valueName: "duration"))
@@ -263,7 +265,7 @@ extension RBAC {
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
                     idempotentRequests: idempotentRequests,
-                    coupleRequests: (Self.databaseConnections / 2, Self.databaseConnections * 3 / 4, connectionWait),
+                    coupleRequests: (Self.coupleRequests.each, Self.coupleRequests.all, connectionWait),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(
                     "rbac serve",
