@@ -217,10 +217,6 @@ extension RBAC {
             do {
                 var resolved = try await database.configuration()
                 resolved.settings["lock_timeout"] = "\(Int(lockTimeout.duration / .milliseconds(1)))ms"
-                // On Citus, a statement reaching a worker that does not answer waits as long as opening a
-                // connection here does, not Citus's 30 s, holding a connection and a couple's place meanwhile (on
-                // plain PostgreSQL, an unused placeholder).
-                resolved.settings["citus.node_connection_timeout"] = "\(resolved.connectTimeout * 1000)"
                 configuration = resolved
                 let connectionWait = Duration.seconds(5)
                 let pool = PostgresConnectionPool(
