@@ -302,8 +302,8 @@ extension RBAC {
                             if swept.unreached > 0 {
                                 failed["expiries"] =
                                     """
-                                    left \(swept.unreached) for later: their couples' Citus worker did not answer: \
-                                    \(swept.unreachedWorkers.joined(separator: ", "))
+                                    left \(swept.unreached) for later: their couples' Citus worker could not be \
+                                    reached: \(swept.unreachedWorkers.joined(separator: ", "))
                                     """
                             }
                         }

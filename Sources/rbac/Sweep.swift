@@ -17,7 +17,7 @@ extension RBAC {
                 dead more than --keep-dead ago (waiting ones stay), and the answers kept a day for requests sent \
                 with an Idempotency-Key. rbac serve sweeps every --sweep-interval on its own.
 
-                On Citus, expiries whose couple's worker does not answer are left for a later sweep, the rest \
+                On Citus, expiries whose couple's worker cannot be reached are left for a later sweep, the rest \
                 recorded, and the sweep exits 5 once done, naming the worker.
 
                 Example: rbac sweep --keep-sent 1d
@@ -48,7 +48,7 @@ extension RBAC {
                 let answers = try await PostgresIdempotentRequests(pool: context.pool).prune()
                 struct Swept: Encodable {
                     /// The expiries recorded of each kind, and those left for a later sweep (`unreached`): their
-                    /// couple's Citus worker did not answer.
+                    /// couple's Citus worker could not be reached.
                     let memberships, invitations, unreached: Int
                     /// Those workers (host:port).
                     let unreachedWorkers: [String]
@@ -72,8 +72,8 @@ extension RBAC {
                 printError(
                     """
                     rbac: \(swept.unreached) expiry(ies) wait for a later sweep: the Citus worker holding their \
-                    couples' audit logs did not answer: \(swept.unreachedWorkers.joined(separator: ", ")) (the rest \
-                    were recorded); sweep again once it is back
+                    couples' audit logs could not be reached: \(swept.unreachedWorkers.joined(separator: ", ")) \
+                    (the rest were recorded); sweep again once it is back
                     """)
                 throw ExitCode(ExitStatus.databaseUnavailable.rawValue)
             }

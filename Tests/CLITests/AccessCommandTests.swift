@@ -302,7 +302,7 @@ extension CLITests {
                     swept.stderr.contains(
                         """
                         rbac: 1 expiry(ies) wait for a later sweep: the Citus worker holding their couples' \
-                        audit logs did not answer: \(node) (the rest were recorded)
+                        audit logs could not be reached: \(node) (the rest were recorded)
                         """),
                     "\(swept.stderr)")
                 let warned = "sweeping failed in part"
@@ -313,7 +313,7 @@ extension CLITests {
                 try #require(serve.ready, "serve did not warn: \(serve.lines)")
                 let line = serve.lines.first { $0.contains(warned) } ?? ""
                 #expect(
-                    line.contains("left 1 for later: their couples' Citus worker did not answer: \(node)"),
+                    line.contains("left 1 for later: their couples' Citus worker could not be reached: \(node)"),
                     "\(line)")
                 await serve.stop()
             }
