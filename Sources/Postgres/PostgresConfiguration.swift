@@ -158,6 +158,14 @@ public struct PostgresConfiguration: Sendable {
         ("tcp_user_timeout", "15000"),
     ]
 
+    /// Whether connections made with `connectionString` (Citus's `citus.node_conninfo`, say) give up on a server
+    /// that stopped answering while a statement is in flight, as this process's do: it sets a `tcp_user_timeout`
+    /// above 0. Keepalives alone do not: TCP probes only an idle connection, never one waiting for its data to be
+    /// acknowledged.
+    public static func givesUpOnSilentServers(_ connectionString: String) -> Bool {
+        (fields(of: connectionString)["tcp_user_timeout"].flatMap { Int($0) } ?? 0) > 0
+    }
+
     /// Calls `body` with the NULL-terminated keyword and value arrays `PQconnectdbParams` takes.
     func withConnectParameters<T>(
         _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> T

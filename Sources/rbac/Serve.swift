@@ -446,7 +446,9 @@ extension RBAC.Serve {
     /// that lacks a migration of this release, as when a release is deployed before `rbac migrate` ran: requests
     /// would fail one by one. A database that does not answer yet is left to `/ready` and the change feed, as
     /// always, but settings libpq refuses would never reach one; one a later release migrated further serves.
-    /// Without `sql/` beside the binary there is nothing to compare with, which serve says.
+    /// Without `sql/` beside the binary there is nothing to compare with, which serve says. On Citus, it warns
+    /// when the coordinator's connections to its workers would wait out TCP for a host that vanished, if its role
+    /// may read that setting.
     static func requireServable(_ pool: PostgresConnectionPool, database: PostgresConfiguration, logger: Logger)
         async throws
     {
@@ -464,6 +466,23 @@ extension RBAC.Serve {
                     .conflict,
                     "the database at \(database.redactedDescription) lacks \(count) of this release, from "
                         + "\(first.fileName) on: run `rbac migrate` first")
+            }
+            // Each request to a couple of a worker whose host vanished would wait on the coordinator's connection to
+            // it as long as TCP does, with a connection and a couple's place; the setting is the operator's. Only a
+            // superuser or a member of pg_read_all_settings sees it; pg_settings leaves it out for other roles,
+            // where current_setting would fail.
+            if let conninfo = try await pool.query(
+                """
+                SELECT s.setting FROM pg_settings s, pg_extension e
+                WHERE s.name = 'citus.node_conninfo' AND e.extname = 'citus'
+                """
+            ).first?.decode("setting", as: String.self), !PostgresConfiguration.givesUpOnSilentServers(conninfo) {
+                logger.warning(
+                    """
+                    Citus's connections to its workers wait about a quarter of an hour on a worker whose host \
+                    vanished, and requests to its couples with them: give the coordinator's citus.node_conninfo a \
+                    tcp_user_timeout (15000, say) and keepalives
+                    """)
             }
         } catch let error as PostgresError where error.unreachable {
             return

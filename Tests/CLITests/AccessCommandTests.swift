@@ -381,6 +381,31 @@ extension CLITests {
         }
     }
 
+    @Test(
+        """
+        serve warns as it starts when Citus's connections to its workers would wait out TCP, only on Citus and to a \
+        role that may read the setting; an operator login that may not starts all the same
+        """)
+    func workerConnectionsWarning() async throws {
+        try await Self.withServable { secret, _, configuration in
+            func warned(database: String) async throws -> Bool {
+                let (serve, _) = try await Self.serve(
+                    ["--jwt-secret-file", secret], database: database, errorLog: "/dev/null",
+                    until: { $0.contains("listening on") })
+                defer { Task { await serve.stop() } }
+                try #require(serve.ready, "serve did not start: \(serve.lines)")
+                await serve.stop()
+                return serve.lines.contains { $0.contains("give the coordinator's citus.node_conninfo") }
+            }
+            // The test cluster leaves citus.node_conninfo as Citus makes it, without a tcp_user_timeout.
+            #expect(try await warned(database: configuration.connectionString) == !TestDatabase.citusWorkers.isEmpty)
+            try await Self.asOperatorLogin(configuration) { database in
+                let operatorWarned = try await warned(database: database)
+                #expect(!operatorWarned, "it cannot see the setting")
+            }
+        }
+    }
+
     /// On the Citus cluster, a servable database (`withServable`), a pool of two connections to it, and a couple
     /// made by `rbac couples create` (`createCouple`) on each worker: the first worker's, then the second's.
     static func withCoupleOnEachWorker(

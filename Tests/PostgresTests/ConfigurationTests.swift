@@ -168,4 +168,15 @@ struct DeadServerTests {
         let own = try Self.socketOptions(server + " tcp_user_timeout=2500 keepalives_idle=30")
         #expect(own.userTimeout == 2_500 && own.idle == 30 && own.keepalive == 1)
     }
+
+    @Test(
+        "a connection string gives up on a silent server with a tcp_user_timeout above 0, keepalives or not",
+        arguments: [
+            ("sslmode=require tcp_user_timeout=15000", true), ("tcp_user_timeout = '1'", true), ("", false),
+            ("sslmode=require", false), ("keepalives_idle=10 keepalives_interval=5 keepalives_count=3", false),
+            ("tcp_user_timeout=0", false), ("tcp_user_timeout=x", false), ("tcp_user_timeout=", false),
+        ])
+    func givesUpOnSilentServers(connectionString: String, givesUp: Bool) {
+        #expect(PostgresConfiguration.givesUpOnSilentServers(connectionString) == givesUp)
+    }
 }
