@@ -683,7 +683,7 @@ public struct PostgresBudgetRepository: BudgetRepository {
     ) async throws -> T {
         do {
             let hold: PostgresQuery = "SELECT rbac.hold_couple(\(couple))"
-            return try await pool.withTransaction(opening: [hold] + Acting.statements(actor), body)
+            return try await pool.withTransaction(opening: [hold] + Acting.statements(actor, on: pool), body)
         } catch let error as PostgresError {
             throw Self.budgetError(error)
         }

@@ -718,7 +718,7 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
     ) async throws -> T {
         do {
             guard let actor else { return try await pool.withConnection(body) }
-            let acting = try identity.map(Acting.statements) ?? Acting.statements(actor)
+            let acting = try identity.map { try Acting.statements($0, on: pool) } ?? Acting.statements(actor, on: pool)
             return try await pool.withTransaction(isolation: isolation, opening: acting, body)
         } catch let error as PostgresError {
             throw domainError(error)

@@ -1781,19 +1781,44 @@ struct CLITests {
         }
     }
 
-    @Test("serve answers a couple whose row stays locked 503 after --lock-timeout, changing nothing")
+    @Test(
+        """
+        serve answers a change to a couple whose row, or budget row, stays locked 503 after --lock-timeout, changing \
+        nothing
+        """)
     func lockHeldTooLong() async throws {
         try await Self.withLockableCouples(lockTimeout: "200ms") { served, run in
-            let path = "/v1/couples/\(served.couples[0])/budget/scenarios"
+            let couple = served.couples[0]
+            let path = "/v1/couples/\(couple)/budget/scenarios"
             try await served.locked {
                 let refused = try await served.post(path, #"{"name":"Main"}"#)
                 #expect(refused.status == 503, "\(refused)")
                 #expect(refused.body.contains(#""code":"unavailable""#) && refused.body.contains("lock"), "\(refused)")
             }
-            #expect(try await served.post(path, #"{"name":"Main"}"#).status == 201)
-            let listed = try Self.jsonArray(
-                try await run(["budget", "scenarios", "list", "--couple", served.couples[0], "--json"]))
-            #expect(listed.count == 1, "the refused request made nothing: \(listed)")
+            let created = try await served.post(path, #"{"name":"Main"}"#)
+            #expect(created.status == 201)
+            func scenarios() async throws -> [[String: Any]] {
+                try Self.jsonArray(try await run(["budget", "scenarios", "list", "--couple", couple, "--json"]))
+            }
+            #expect(try await scenarios().count == 1, "the refused request made nothing")
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(created.body.utf8)) as? [String: Any])
+            let scenario = try #require(body["id"] as? String)
+            // A budget row is locked where it is stored: on Citus, on its worker, which gives up as soon. Were it
+            // to wait, the server would end the holder's session after 20 s idle, and the change be made.
+            let holder = try await PostgresConnection.connect(served.database)
+            try await ensuring {
+                try await holder.runScript("SET idle_in_transaction_session_timeout = '20s'")
+                try await holder.runScript("BEGIN")
+                try await holder.query(
+                    "SELECT id FROM budget_scenarios WHERE couple_id = \(UUID(uuidString: couple)) FOR UPDATE")
+                let refused = try await served.post("\(path)/\(scenario)/primary", "{}")
+                #expect(refused.status == 503, "\(refused)")
+                #expect(refused.body.contains(#""code":"unavailable""#) && refused.body.contains("lock"), "\(refused)")
+            } finally: {
+                try? await holder.runScript("ROLLBACK")
+                await holder.close()
+            }
+            #expect(try await scenarios().first?["is_primary"] as? Bool == false, "the refused request changed nothing")
         }
     }
 
