@@ -7,7 +7,7 @@ import Secrets
 public struct ExpirySweep: Sendable, Hashable {
     public let memberships: Int
     public let invitations: Int
-    /// The expiries it passed over, left for a later sweep: on Citus, the couple's worker did not answer.
+    /// The expiries it passed over, left for a later sweep: on Citus, the couple's worker could not be reached.
     public let unreached: Int
     /// Those workers (host:port), in the order the sweep found them down.
     public let unreachedWorkers: [String]

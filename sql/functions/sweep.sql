@@ -39,9 +39,9 @@ END $$;
 -- other couple on that worker, which is tried once a sweep: the rest are recorded meanwhile, where one such
 -- couple would otherwise fail the whole sweep, every time, for as long as the worker is down. The limit counts
 -- what was recorded, not what was passed over, so that a down worker's backlog cannot starve the others.
--- Returns how many of each it recorded, how many due ones it passed over because their worker did not answer
--- (all of them when it recorded fewer than p_limit of each), and those workers (host:port), for the operator
--- to bring back; the operator's.
+-- Returns how many of each it recorded, how many due ones it passed over because their worker could not be
+-- reached (all of them when it recorded fewer than p_limit of each), and those workers (host:port), for the
+-- operator to bring back; the operator's.
 -- Dropped first while it returns fewer columns: CREATE OR REPLACE cannot add one. privileges.sql grants it
 -- again.
 DO $$
