@@ -138,7 +138,7 @@ struct CoupleAdmissionMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let couple = context.parameters.get("couple").flatMap(UUID.init(uuidString:)) else {
+        guard let couple = context.parameters.get("couple").flatMap(UUID.init(parsing:)) else {
             return try await next(request, context)
         }
         guard await admission.enter(couple) else {

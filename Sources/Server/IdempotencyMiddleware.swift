@@ -83,7 +83,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
             Array("\(request.method.rawValue) \(request.uri.description)\n\(acting)\n".utf8)
                 + body.readableBytesView)
         // Deleting the couple deletes the answers kept for it.
-        let couple = context.parameters.get("couple").flatMap(UUID.init(uuidString:))
+        let couple = context.parameters.get("couple").flatMap(UUID.init(parsing:))
         switch try await store.claim(
             key: serviceKey.id, idempotencyKey: key, fingerprint: fingerprint, couple: couple, holdFor: Self.hold)
         {

@@ -1,4 +1,6 @@
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import Synchronization
 import TestSupport
 import Testing
@@ -70,6 +72,28 @@ struct CoupleAdmissionTests {
         #expect(brief.waitingForAny == 0)
         brief.leave(couples[0])
         #expect(await brief.enter(couples[1]), "the couple's place it held was given back")
+    }
+
+    @Test("a path whose couple is no id waits for no couple's place, though Foundation would read it as one")
+    func malformedCoupleWaitsForNone() async throws {
+        let admission = CoupleAdmission(limit: 1, total: 1, wait: .milliseconds(200))
+        let router = Router().add(middleware: CoupleAdmissionMiddleware(admission: admission))
+        router.get("couples/:couple") { _, _ in "on to the route" }
+        let couple = try #require(UUID(uuidString: "a9f7e979-05d6-4d8e-9d0a-0c5f7d6e8a91"))
+        // sscanf, which `UUID(uuidString:)` reads with on Linux, takes "+5d6" for 05D6.
+        let malformed = "a9f7e979-+5d6-4d8e-9d0a-0c5f7d6e8a91"
+        #expect(UUID(parsing: malformed) == nil)
+        #expect(await admission.enter(couple))
+        try await Application(router: router).test(.router) { client in
+            try await client.execute(uri: "/couples/\(malformed)", method: .get) { response in
+                #expect(response.status == .ok, "not 503 after waiting for the couple it is not")
+                #expect(String(buffer: response.body) == "on to the route")
+            }
+            try await client.execute(uri: "/couples/\(couple)", method: .get) { response in
+                #expect(response.status == .serviceUnavailable, "the couple's one place is taken")
+            }
+        }
+        admission.leave(couple)
     }
 
     @Test(
