@@ -82,11 +82,14 @@ extension Request {
     /// The end user a backend acts for (`actingUserID()`), as the services take an actor.
     func actingUser() throws -> Actor { .user(try actingUserID()) }
 
-    /// The end user a backend acts for, named by `X-Acting-User`; a 400 when it is missing or not a UUID.
+    /// The end user a backend acts for, named by one `X-Acting-User`; a 400 when it is missing, sent more than
+    /// once or not a UUID.
     func actingUserID() throws -> UUID {
-        guard let header = headers[.actingUser] else {
+        let fields = headers[values: .actingUser]
+        guard let header = fields.first else {
             throw APIError.badRequest("X-Acting-User must name the user this request acts for")
         }
+        guard fields.count == 1 else { throw APIError.badRequest("send one X-Acting-User, not \(fields.count)") }
         return try APIError.uuid(header, "X-Acting-User")
     }
 }

@@ -21,6 +21,14 @@ struct ManagementAPITests {
             ) {
                 #expect($0.status == .badRequest, "the acting user is required")
             }
+            var twice = headers
+            twice[values: .init("X-Acting-User")!] = [fixture.owner.uuidString, fixture.owner.uuidString]
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)/members", method: .post, headers: twice, body: grant
+            ) {
+                #expect($0.status == .badRequest)
+                #expect(String(buffer: $0.body).contains("send one X-Acting-User, not 2"), "\(String(buffer: $0.body))")
+            }
             headers[.init("X-Acting-User")!] = fixture.owner.uuidString
             try await client.execute(
                 uri: "/v1/couples/\(fixture.couple)/members", method: .post, headers: headers, body: grant
