@@ -144,23 +144,17 @@ extension RBAC {
             }
             _ = try trustedProxies()
             do { _ = try BrowserOrigins(parsing: corsOrigin) } catch { throw ValidationError(error.description) }
-            guard (.seconds(1)...Duration.seconds(300)).contains(drainTimeout.duration) else {
-                throw ValidationError("--drain-timeout must be from 1s to 300s")
+            try drainTimeout.require("--drain-timeout", from: "1s", to: "300s")
+            try idleTimeout.require("--idle-timeout", from: "1s", to: "3600s")
+            try lockTimeout.require("--lock-timeout", from: "100ms", to: "600s")
+            guard cacheCapacity >= 1 else {
+                throw ValidationError("--cache-capacity must be at least 1, not \(cacheCapacity)")
             }
-            guard (.seconds(1)...Duration.seconds(3600)).contains(idleTimeout.duration) else {
-                throw ValidationError("--idle-timeout must be from 1s to 3600s")
+            if let maxConnections, maxConnections < 1 {
+                throw ValidationError("--max-connections must be at least 1, not \(maxConnections)")
             }
-            guard (.milliseconds(100)...Duration.seconds(600)).contains(lockTimeout.duration) else {
-                throw ValidationError("--lock-timeout must be from 100ms to 600s")
-            }
-            guard cacheCapacity >= 1 else { throw ValidationError("--cache-capacity must be at least 1") }
-            guard (maxConnections ?? 1) >= 1 else { throw ValidationError("--max-connections must be at least 1") }
-            guard (.seconds(1)...Duration.seconds(3600)).contains(sweepInterval.duration) else {
-                throw ValidationError("--sweep-interval must be from 1s to 3600s")
-            }
-            guard (.milliseconds(20)...Duration.seconds(10)).contains(maxStaleness.duration) else {
-                throw ValidationError("--max-staleness must be from 20ms to 10s")
-            }
+            try sweepInterval.require("--sweep-interval", from: "1s", to: "3600s")
+            try maxStaleness.require("--max-staleness", from: "20ms", to: "10s")
         }
 
         /// `--max-connections`, or what the open files left beside the ones kept allow; refused beyond them.
@@ -397,6 +391,15 @@ extension RBAC {
             guard let match = argument.wholeMatch(of: /(\d{1,6})(ms|s)/), let count = Int(match.1) else { return nil }
             duration = match.2 == "ms" ? .milliseconds(count) : .seconds(count)
             defaultValueDescription = argument
+        }
+
+        /// Refuses a duration outside `low` to `high`, both written as the option takes them ("100ms", "600s"),
+        /// saying what was given.
+        func require(_ option: String, from low: String, to high: String) throws {
+            let range = Self(argument: low)!.duration...Self(argument: high)!.duration
+            guard range.contains(duration) else {
+                throw ValidationError("\(option) must be from \(low) to \(high), not \(defaultValueDescription)")
+            }
         }
     }
 }

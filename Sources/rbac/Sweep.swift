@@ -28,7 +28,9 @@ extension RBAC {
         @OptionGroup var options: OperatorOptions
 
         func validate() throws {
-            guard (1...100_000).contains(limit) else { throw ValidationError("--limit must be from 1 to 100000") }
+            guard (1...100_000).contains(limit) else {
+                throw ValidationError("--limit must be from 1 to 100000, not \(limit)")
+            }
         }
 
         func run() async throws {

@@ -187,9 +187,7 @@ extension RBAC {
 
             func validate() throws {
                 _ = try Parse.id(id, "webhook")
-                if let wait, !(Duration.seconds(1)...Duration.seconds(600)).contains(wait.duration) {
-                    throw ValidationError("--wait must be from 1s to 600s, not \(wait.defaultValueDescription)")
-                }
+                try wait?.require("--wait", from: "1s", to: "600s")
             }
 
             func run() async throws {

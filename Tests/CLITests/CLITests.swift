@@ -2095,6 +2095,29 @@ struct CLITests {
         #expect(!result.stderr.contains("\u{1B}"))
     }
 
+    @Test(
+        "a number or duration out of its range is refused with the range and what was given, before any database",
+        arguments: [
+            (["serve", "--drain-timeout", "0s"], "--drain-timeout must be from 1s to 300s, not 0s"),
+            (["serve", "--idle-timeout", "3601s"], "--idle-timeout must be from 1s to 3600s, not 3601s"),
+            (["serve", "--lock-timeout", "99ms"], "--lock-timeout must be from 100ms to 600s, not 99ms"),
+            (["serve", "--sweep-interval", "999ms"], "--sweep-interval must be from 1s to 3600s, not 999ms"),
+            (["serve", "--max-staleness", "11s"], "--max-staleness must be from 20ms to 10s, not 11s"),
+            (["serve", "--jwt-leeway", "301s"], "--jwt-leeway must be from 0s to 300s, not 301s"),
+            (["serve", "--cache-capacity", "0"], "--cache-capacity must be at least 1, not 0"),
+            (["serve", "--max-connections", "-2"], "--max-connections must be at least 1, not -2"),
+            (["sweep", "--limit", "100001"], "--limit must be from 1 to 100000, not 100001"),
+            (
+                ["webhooks", "ping", "00000000-0000-0000-0000-000000000000", "--wait", "601s"],
+                "--wait must be from 1s to 600s, not 601s"
+            ),
+        ])
+    func outOfRange(arguments: [String], message: String) async throws {
+        let result = try await Self.rbac(arguments, database: "postgres://nobody@127.0.0.1:1/none")
+        #expect(result.status == 2)
+        #expect(result.stderr.hasPrefix("rbac: \(message)\n"), "\(result.stderr)")
+    }
+
     @Test("an unreachable database, or one that refuses the login, exits 5 with one line that says which")
     func databaseUnavailable() async throws {
         let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")

@@ -44,9 +44,7 @@ struct TokenOptions: ParsableArguments {
     var caFile: String?
 
     func validate() throws {
-        guard (.zero...Duration.seconds(300)).contains(jwtLeeway.duration) else {
-            throw ValidationError("--jwt-leeway must be from 0s to 300s")
-        }
+        try jwtLeeway.require("--jwt-leeway", from: "0s", to: "300s")
         if jwksFile != nil, jwksURL != nil { throw ValidationError("give --jwks-file or --jwks-url, not both") }
         for url in jwtIssuer + trustEmailFrom + [jwksURL].compactMap({ $0 }) {
             guard !url.isEmpty, !url.contains(where: \.isNewline) else {
