@@ -199,9 +199,16 @@ extension RBAC {
             // socket on; the lines serve writes while it starts come before that.
             signal(SIGPIPE, SIG_IGN)
             let environment = ProcessInfo.processInfo.environment
-            let host = host ?? environment["RBAC_HOST"] ?? "127.0.0.1"
-            guard let port = port ?? Int(environment["RBAC_PORT"] ?? "8080"), (1...65535).contains(port) else {
-                throw CommandFailure(.usage, "the port must be a number from 1 to 65535")
+            let (hostSource, host) =
+                host.map { ("--host", $0) } ?? ("RBAC_HOST", environment["RBAC_HOST"] ?? "127.0.0.1")
+            guard !host.isEmpty, !host.contains(where: \.isWhitespace), !containsControlCharacter(host) else {
+                throw CommandFailure(
+                    .usage, "\(hostSource) must be an address or host name to listen on, not \(quoted(host))")
+            }
+            let (portSource, text) =
+                port.map { ("--port", String($0)) } ?? ("RBAC_PORT", environment["RBAC_PORT"] ?? "8080")
+            guard let port = Int(text), (1...65535).contains(port) else {
+                throw CommandFailure(.usage, "\(portSource) must be a port number from 1 to 65535, not \(quoted(text))")
             }
             let baseURL = try CommandContext.publicBaseURL(
                 publicURL, fallback: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")

@@ -2118,6 +2118,25 @@ struct CLITests {
         #expect(result.stderr.hasPrefix("rbac: \(message)\n"), "\(result.stderr)")
     }
 
+    @Test("serve's address and port are refused naming where each came from, option or variable, and what it was")
+    func listenAddressRefused() async throws {
+        for (arguments, environment, message) in [
+            ([], ["RBAC_HOST": ""], #"RBAC_HOST must be an address or host name to listen on, not """#),
+            (["--host", "exa mple"], [:], #"--host must be an address or host name to listen on, not "exa mple""#),
+            (["--host", "a\nb"], [:], #"--host must be an address or host name to listen on, not "a\u{A}b""#),
+            (["--port", "0"], [:], #"--port must be a port number from 1 to 65535, not "0""#),
+            (["--port", "65536"], ["RBAC_PORT": "80"], #"--port must be a port number from 1 to 65535, not "65536""#),
+            ([], ["RBAC_PORT": " 80"], #"RBAC_PORT must be a port number from 1 to 65535, not " 80""#),
+            ([], ["RBAC_PORT": ""], #"RBAC_PORT must be a port number from 1 to 65535, not """#),
+        ] {
+            let result = try await Self.rbac(
+                ["serve", "--jwt-secret-file", "/dev/null"] + arguments, database: "postgres://nobody@127.0.0.1:1/none",
+                environment: environment)
+            #expect(result.status == 2)
+            #expect(result.stderr == "rbac: \(message)\n", "\(result.stderr)")
+        }
+    }
+
     @Test("an unreachable database, or one that refuses the login, exits 5 with one line that says which")
     func databaseUnavailable() async throws {
         let result = try await Self.rbac(["couples", "list"], database: "postgres://nobody@127.0.0.1:1/none")
