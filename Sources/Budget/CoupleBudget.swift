@@ -488,7 +488,7 @@ public actor CoupleBudget {
     /// is, so that "Food " groups with "Food"; one that shows nothing (`isBlank`) is no label, "", as if cleared.
     private static func label(_ text: String, _ field: String, limit: Int = 100) throws(BudgetError) -> String {
         guard text.storedLength <= limit else {
-            throw BudgetError(.invalidInput, "\(field) must be at most \(limit) characters")
+            throw BudgetError(.invalidInput, "\(field) must be at most \(limit) characters, not \(text.storedLength)")
         }
         do { try refuseControlCharacters(text, field) } catch { throw BudgetError(error) }
         let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)

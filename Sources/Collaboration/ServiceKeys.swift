@@ -57,7 +57,8 @@ public actor ServiceKeyService {
         try await metrics.measure("key.create") {
             let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
             guard (1...100).contains(trimmed.storedLength) else {
-                throw CollaborationError(.invalidInput, "a key's name must be 1 to 100 characters")
+                throw CollaborationError(
+                    .invalidInput, "a key's name must be 1 to 100 characters, not \(trimmed.storedLength)")
             }
             do {
                 try refuseControlCharacters(name, "a key's name")

@@ -167,7 +167,7 @@ struct ManagementAPIController {
     @Sendable func listInvitations(_ request: Request, context: AppRequestContext) async throws -> Response {
         let status = try request.queryParameter("status").map { text -> InvitationStatus in
             guard let status = InvitationStatus(rawValue: text) else {
-                throw APIError.badRequest("status must be pending, accepted, revoked or expired")
+                throw APIError.badRequest("status must be pending, accepted, revoked or expired, not \(quoted(text))")
             }
             return status
         }

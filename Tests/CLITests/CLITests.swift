@@ -1247,7 +1247,7 @@ struct CLITests {
                 ["couples", "create", "--name", "\u{3164}", "--owner-email", "a@example.com"]:
                     "a couple's name must show something, not only spaces and invisible characters",
                 // Lengths as the tables count them, in Unicode scalars: each of these is half its limit in characters.
-                ["keys", "create", "--name", accented(101)]: "a key's name must be 1 to 100 characters",
+                ["keys", "create", "--name", accented(101)]: "a key's name must be 1 to 100 characters, not 101",
                 ["users", "add", "--email", "eve@example.com", "--name", accented(201)]:
                     "the display name must be 1 to 200 characters",
                 ["users", "add", "--email", "eve@example.com", "--identity", "https://id.example", accented(256)]:
@@ -2107,6 +2107,8 @@ struct CLITests {
             (["serve", "--cache-capacity", "0"], "--cache-capacity must be at least 1, not 0"),
             (["serve", "--max-connections", "-2"], "--max-connections must be at least 1, not -2"),
             (["sweep", "--limit", "100001"], "--limit must be from 1 to 100000, not 100001"),
+            (["sweep", "--keep-dead", "0m"], "--keep-dead must be at least 1m, not 0m"),
+            (["serve", "--keep-sent", "0d"], "--keep-sent must be at least 1m, not 0d"),
             (
                 ["webhooks", "ping", "00000000-0000-0000-0000-000000000000", "--wait", "601s"],
                 "--wait must be from 1s to 600s, not 601s"

@@ -63,6 +63,15 @@ struct ManagementAPITests {
             ) {
                 #expect(String(buffer: $0.body).contains(invitation))
             }
+            try await client.execute(
+                uri: "/v1/couples/\(fixture.couple)/invitations?status=used", method: .get, headers: headers
+            ) {
+                #expect($0.status == .badRequest)
+                #expect(
+                    String(buffer: $0.body).contains(
+                        #"status must be pending, accepted, revoked or expired, not \"used\""#),
+                    "\(String(buffer: $0.body))")
+            }
             // Each deleted twice: the second time the invitation is revoked already, the member gone.
             for (path, answers) in [
                 ("invitations/\(invitation)", [HTTPResponse.Status.noContent, .conflict]),

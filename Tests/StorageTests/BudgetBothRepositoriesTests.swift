@@ -196,6 +196,9 @@ struct BudgetBothRepositoriesTests {
                     (UUID(), ExpenseEdit(name: "Other"), .notFound),
                 ], edit: { _ = try await b.editExpense($0, $1, as: admin) },
                 listing: { try await b.expenses(as: admin) })
+            await #expect(throws: BudgetError(.invalidInput, "vendor must be at most 200 characters, not 201")) {
+                _ = try await b.editExpense(hall.id, ExpenseEdit(vendor: String(repeating: "v", count: 201)), as: admin)
+            }
         }
     }
 

@@ -17,8 +17,9 @@ struct OutboxKeepingOptions: ParsableArguments {
     var keepDead = Lifetime(argument: "30d")!
 
     func validate() throws {
-        guard keepSent.duration >= .seconds(60), keepDead.duration >= .seconds(60) else {
-            throw ValidationError("--keep-sent and --keep-dead must be at least 1m")
+        for (option, lifetime) in [("--keep-sent", keepSent), ("--keep-dead", keepDead)]
+        where lifetime.duration < .seconds(60) {
+            throw ValidationError("\(option) must be at least 1m, not \(lifetime.defaultValueDescription)")
         }
     }
 }
