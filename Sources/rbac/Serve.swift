@@ -207,7 +207,10 @@ extension RBAC {
             }
             let (portSource, text) =
                 port.map { ("--port", String($0)) } ?? ("RBAC_PORT", environment["RBAC_PORT"] ?? "8080")
-            guard let port = Int(text), (1...65535).contains(port) else {
+            // Digits only: Int reads "+80" as 80, which no port is written as.
+            guard text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }), let port = Int(text),
+                (1...65535).contains(port)
+            else {
                 throw CommandFailure(.usage, "\(portSource) must be a port number from 1 to 65535, not \(quoted(text))")
             }
             let baseURL = try CommandContext.publicBaseURL(

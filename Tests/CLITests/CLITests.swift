@@ -2130,6 +2130,7 @@ struct CLITests {
             (["--port", "65536"], ["RBAC_PORT": "80"], #"--port must be a port number from 1 to 65535, not "65536""#),
             ([], ["RBAC_PORT": " 80"], #"RBAC_PORT must be a port number from 1 to 65535, not " 80""#),
             ([], ["RBAC_PORT": ""], #"RBAC_PORT must be a port number from 1 to 65535, not """#),
+            ([], ["RBAC_PORT": "+80"], #"RBAC_PORT must be a port number from 1 to 65535, not "+80""#),
         ] {
             let result = try await Self.rbac(
                 ["serve", "--jwt-secret-file", "/dev/null"] + arguments, database: "postgres://nobody@127.0.0.1:1/none",
