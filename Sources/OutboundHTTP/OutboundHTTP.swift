@@ -138,7 +138,11 @@ public struct OutboundHTTP: Sendable {
                 }
             }
         }
-        if code == CURLE_OK { code = try withExtendedLifetime(collector) { try transfer.perform(curl) } }
+        do {
+            if code == CURLE_OK { code = try withExtendedLifetime(collector) { try transfer.perform(curl) } }
+        } catch let failure as Transfer.Failure {
+            throw Failure(description: "\(redacted(url)): \(failure)")
+        }
         guard code == CURLE_OK else {
             let reason =
                 collector.overflowed || code == CURLE_FILESIZE_EXCEEDED

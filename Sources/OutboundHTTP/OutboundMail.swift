@@ -97,7 +97,11 @@ public struct OutboundMail: Sendable {
         if code == CURLE_OK {
             code = rbac_curl_set_pointer(curl, CURLOPT_READDATA, Unmanaged.passUnretained(reader).toOpaque())
         }
-        if code == CURLE_OK { code = try withExtendedLifetime(reader) { try transfer.perform(curl) } }
+        do {
+            if code == CURLE_OK { code = try withExtendedLifetime(reader) { try transfer.perform(curl) } }
+        } catch let failure as Transfer.Failure {
+            return Failure(code: nil, description: "\(components.host ?? "the mail server"): \(failure)")
+        }
         guard code != CURLE_OK else { return nil }
         var reply = 0
         _ = rbac_curl_response_code(curl, &reply)

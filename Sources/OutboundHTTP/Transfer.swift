@@ -36,10 +36,16 @@ final class Transfer: Sendable {
         }
     }
 
+    /// Why the multi handle that runs a transfer failed, in libcurl's words: not the transfer's own outcome.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ code: CURLMcode) { description = "libcurl: " + String(cString: curl_multi_strerror(code)) }
+    }
+
     /// `curl_easy_perform`, ended by the waiting task's cancellation: `CancellationError` when that came before
-    /// the transfer ended.
+    /// the transfer ended, `Failure` when the multi handle running it failed.
     func perform(_ curl: UnsafeMutableRawPointer) throws -> CURLcode {
-        guard let multi = curl_multi_init() else { return CURLE_OUT_OF_MEMORY }
+        guard let multi = curl_multi_init() else { throw Failure(CURLM_OUT_OF_MEMORY) }
         state.withLock { $0.multi = MultiHandle(pointer: multi) }
         defer {
             state.withLock { $0.multi = nil }
@@ -47,21 +53,25 @@ final class Transfer: Sendable {
         }
         // `self` outlives the easy handle's use: `run` holds it until `body` returns.
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard rbac_curl_set_progress(curl, Self.goOn, context) == CURLE_OK,
-            curl_multi_add_handle(multi, curl) == CURLM_OK
-        else { return CURLE_OUT_OF_MEMORY }
+        let progress = rbac_curl_set_progress(curl, Self.goOn, context)
+        guard progress == CURLE_OK else { return progress }
+        try check(curl_multi_add_handle(multi, curl))
         defer { curl_multi_remove_handle(multi, curl) }
         var running: Int32 = 1
         while true {
-            guard curl_multi_perform(multi, &running) == CURLM_OK else { return CURLE_OUT_OF_MEMORY }
+            try check(curl_multi_perform(multi, &running))
             if running == 0 { break }
             // Back when the socket is ready, one of libcurl's timeouts falls due or a cancellation wakes it; the
             // second is only an upper bound.
-            guard curl_multi_poll(multi, nil, 0, 1000, nil) == CURLM_OK else { return CURLE_OUT_OF_MEMORY }
+            try check(curl_multi_poll(multi, nil, 0, 1000, nil))
         }
         let outcome = rbac_curl_multi_outcome(multi)
         if outcome == CURLE_ABORTED_BY_CALLBACK { throw CancellationError() }
         return outcome
+    }
+
+    private func check(_ code: CURLMcode) throws(Failure) {
+        guard code == CURLM_OK else { throw Failure(code) }
     }
 
     /// Non-zero, which ends the transfer, once the waiting task is cancelled.
