@@ -77,22 +77,25 @@ public struct AccessPolicy: Sendable {
     /// Applies the policy in one transaction, serialised with migration runs, and records its checksums
     /// (`applied_policy`). Unless `force`, nothing runs when the database already holds this very policy: a
     /// `rbac migrate` with nothing new takes no lock on couples or memberships. The row-level security scripts
-    /// run only when they changed or `tablesChanged` (a migration may have added a table they secure), forced or
-    /// not: they lock the tables they secure against every read. What roles grant is written only where it
-    /// differs (`apply_policy`), so permission caches drop only the members of roles that changed. Nothing
-    /// changes if the database refuses any part (an unknown permission, say: the error names it). Returns
-    /// whether it applied anything.
+    /// run only when they changed, or a migration since marked them stale (it may have added a table they
+    /// secure), forced or not: they lock the tables they secure against every read. What roles grant is written
+    /// only where it differs (`apply_policy`), so permission caches drop only the members of roles that changed.
+    /// Nothing changes if the database refuses any part (an unknown permission, say: the error names it), or a
+    /// statement waits longer than `lockTimeout` for a lock (as in `MigrationRunner.migrate`). Returns whether it
+    /// applied anything.
     @discardableResult
-    public func apply(_ pool: PostgresConnectionPool, force: Bool = true, tablesChanged: Bool = false) async throws
-        -> Bool
-    {
+    public func apply(
+        _ pool: PostgresConnectionPool, force: Bool = true, lockTimeout: Duration? = nil
+    ) async throws -> Bool {
         let checksum = checksum
         let scriptsChecksum = scriptsChecksum
         return try await pool.withTransaction { connection in
             try await connection.execute("SELECT pg_advisory_xact_lock(\(MigrationRunner.lockKey))")
+            try await MigrationRunner.limitLockWaits(to: lockTimeout, on: connection)
             let applied = try await connection.query("SELECT checksum, scripts_checksum FROM applied_policy").first
-            if !force, !tablesChanged, try applied?.decode("checksum", as: String.self) == checksum { return false }
-            if try tablesChanged || applied?.decode("scripts_checksum", as: String.self) != scriptsChecksum {
+            let scriptsCurrent = try applied?.decode("scripts_checksum", as: String.self) == scriptsChecksum
+            if !force, scriptsCurrent, try applied?.decode("checksum", as: String.self) == checksum { return false }
+            if !scriptsCurrent {
                 for script in scripts {
                     try await MigrationRunner.run(script.sql, on: connection)
                 }

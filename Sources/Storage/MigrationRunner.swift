@@ -62,10 +62,12 @@ public struct MigrationRunner: Sendable {
 
     /// Applies what is pending, then with `distribute`, or after new migrations on a database distributed
     /// before, the distribution step (which changes nothing on a database it already distributed), in the same
-    /// transaction; `progress` is called with each file's name before it is applied.
+    /// transaction; `progress` is called with each file's name before it is applied. With `lockTimeout`, a
+    /// statement that waits longer for a lock fails the run (`SQLState.lockNotAvailable`; see `limitLockWaits`).
     @discardableResult
     public func migrate(
-        _ pool: PostgresConnectionPool, distribute: Bool = false, progress: @Sendable (String) -> Void = { _ in }
+        _ pool: PostgresConnectionPool, distribute: Bool = false, lockTimeout: Duration? = nil,
+        progress: @Sendable (String) -> Void = { _ in }
     ) async throws -> Applied {
         guard !distribute || distribution != nil else { throw MigrationError.noDistribution }
         return try await pool.withConnection { connection in
@@ -86,6 +88,7 @@ public struct MigrationRunner: Sendable {
                 }
                 if run.isEmpty && !distribute { return run }
                 try await connection.withTransaction { connection in
+                    try await Self.limitLockWaits(to: lockTimeout, on: connection)
                     for table in Self.bookkeeping { try await connection.execute(PostgresQuery(unsafeSQL: table)) }
                     for migration in run.migrations {
                         progress(migration.fileName)
@@ -104,6 +107,12 @@ public struct MigrationRunner: Sendable {
                             INSERT INTO schema_definitions (file_name, checksum) VALUES (\(definition.fileName), \(definition.checksum))
                             ON CONFLICT (file_name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
                             """)
+                    }
+                    // The policy's row-level security scripts secure tables a migration may have added or made
+                    // again: marked stale with the migration, they run on the policy's next apply even when this
+                    // process ends before it.
+                    if !run.migrations.isEmpty, try await Self.exists("applied_policy", on: connection) {
+                        try await connection.execute("UPDATE applied_policy SET scripts_checksum = ''")
                     }
                     // A release's migration may add a budget table: on a database already distributed,
                     // distributing again places it beside the others, so upgrading needs no flag.
@@ -190,6 +199,18 @@ public struct MigrationRunner: Sendable {
         for statement in SQLStatements.split(sql) {
             try await connection.runScript(PostgresQuery(unsafeSQL: statement))
         }
+    }
+
+    /// Bounds how long the rest of the transaction waits for each lock another session holds. A migration's
+    /// `ALTER TABLE` waiting behind a transaction left open in psql queues every later query of that table, a
+    /// check's too, behind itself: giving up, and changing nothing, keeps the service answering. Taken after
+    /// the advisory lock, which a concurrent run waits out for as long as the first one takes. `SET LOCAL`, and
+    /// on Citus carried to the workers, as `Acting` carries serve's.
+    static func limitLockWaits(to timeout: Duration?, on connection: PostgresConnection) async throws {
+        guard let timeout else { return }
+        try await connection.execute("SET LOCAL citus.propagate_set_commands = local")
+        try await connection.execute(
+            "SET LOCAL lock_timeout = \(literal: "\(Int(timeout / .milliseconds(1)))ms")")
     }
 
     private func withLock<T: Sendable>(_ connection: PostgresConnection, _ body: () async throws -> T) async throws -> T

@@ -39,12 +39,14 @@ extension RBAC {
             if status && citus { throw ValidationError("give --status or --citus, not both") }
         }
 
+        @OptionGroup var lockWaits: LockTimeoutOptions
         @OptionGroup var options: OperatorOptions
 
         func run() async throws {
             var configuration: PostgresConfiguration?
             // The file being applied, to name it when it fails.
             let applying = Mutex<String?>(nil)
+            var migrated = false
             do {
                 let runner = try MigrationRunner.load(from: try ProjectFiles.directory("sql"))
                 let policy = try AccessPolicy.load(from: try ProjectFiles.directory("policies"))
@@ -55,20 +57,30 @@ extension RBAC {
                         try printStatus(try await runner.status(pool))
                     } else {
                         try await CommandContext.requireOperator(pool, database: resolved, migrating: true)
-                        let applied = try await runner.migrate(pool, distribute: citus) { fileName in
+                        let applied = try await runner.migrate(
+                            pool, distribute: citus, lockTimeout: lockWaits.duration
+                        ) { fileName in
                             applying.withLock { $0 = fileName }
                             printError("applying \(fileName)")
                         }
                         applying.withLock { $0 = nil }
+                        migrated = !applied.isEmpty
                         let policyApplied = try await policy.apply(
-                            pool, force: false, tablesChanged: !applied.migrations.isEmpty)
+                            pool, force: false, lockTimeout: lockWaits.duration)
                         try printApplied(applied, policyApplied: policyApplied, runner: runner, database: resolved)
                     }
                 } finally: {
                     await pool.close()
                 }
             } catch let error as PostgresError where error.kind == .server {
-                guard let file = applying.withLock({ $0 }) else { throw CommandFailure(error, database: configuration) }
+                let file = applying.withLock { $0 }
+                if let failure = lockWaits.failure(
+                    error, during: "applying \(file ?? "the access policy")",
+                    undone: file != nil ? "nothing was applied" : migrated ? "only the migrations were" : "it was not")
+                {
+                    throw failure
+                }
+                guard let file else { throw CommandFailure(error, database: configuration) }
                 // The files are this project's own SQL, and what they raise is written for whoever migrates (a
                 // row that stops a migration, a database of the wrong encoding): shown whole, with its hint.
                 throw CommandFailure(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Collaboration
 import Foundation
+import Postgres
 import Storage
 
 extension RBAC {
@@ -114,6 +115,7 @@ extension RBAC {
                     "Apply the policy to the database (rbac migrate does this too); nothing changes if it is refused.",
                 discussion: "Example: rbac policy apply --actor-label deploy")
             @OptionGroup var location: Location
+            @OptionGroup var lockWaits: LockTimeoutOptions
             @OptionGroup var options: OperatorOptions
 
             func run() async throws {
@@ -128,7 +130,12 @@ extension RBAC {
                     throw CommandFailure(error)
                 }
                 try await options.run { context in
-                    try await policy.apply(context.pool)
+                    do {
+                        try await policy.apply(context.pool, lockTimeout: lockWaits.duration)
+                    } catch let error as PostgresError {
+                        throw lockWaits.failure(error, during: "applying the access policy", undone: "it was not")
+                            ?? error
+                    }
                     let roles = try await context.permissions.roles().count
                     try options.output.print(["roles": roles], "Applied the policy: \(roles) roles.")
                 }

@@ -22,7 +22,8 @@ struct RBAC: AsyncParsableCommand {
                  migration, a database not migrated yet, a budget, role or
                  couple limit reached, a role still held, the primary
                  scenario deleted, a message being sent)
-              5  database unavailable (unreachable, or refusing the login)
+              5  database unavailable (unreachable, refusing the login, or
+                 a lock held past --lock-timeout)
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
             the HTTP API gives it; so is a full page's hint of where the next starts: {"next_after": PLACE}.

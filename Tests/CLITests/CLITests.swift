@@ -1139,9 +1139,11 @@ struct CLITests {
         }
     }
 
-    @Test("a migration that fails is named with what it raised and its hint; exit 4, and nothing is applied")
-    func failingMigration() async throws {
-        // A release whose last migration refuses the database: this project's files, and one more.
+    /// An `RBAC_HOME` of a release with one more migration: this project's `sql/` and `policies/`, and `sql`
+    /// as `sql/0999_<name>.sql`. Removed when `body` returns.
+    private static func withNextRelease(
+        migration name: String, _ sql: String, _ body: (_ home: URL) async throws -> Void
+    ) async throws {
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("rbac-home-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: home) }
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
@@ -1149,26 +1151,106 @@ struct CLITests {
             try FileManager.default.copyItem(
                 at: repositoryRoot.appendingPathComponent(directory), to: home.appendingPathComponent(directory))
         }
-        try Data(
+        try Data(sql.utf8).write(to: home.appendingPathComponent("sql/0999_\(name).sql"))
+        try await body(home)
+    }
+
+    @Test("a migration that fails is named with what it raised and its hint; exit 4, and nothing is applied")
+    func failingMigration() async throws {
+        // A release whose last migration refuses the database.
+        try await Self.withNextRelease(
+            migration: "refuses",
             "DO $$ BEGIN RAISE EXCEPTION 'a row stops this' USING HINT = 'delete it, then migrate again'; END $$;\n"
-                .utf8
-        ).write(to: home.appendingPathComponent("sql/0999_refuses.sql"))
-        try await TestDatabase.withFresh { configuration in
-            let migrated = try await TestDatabase.settingUp {
-                try await Self.rbac(
-                    Self.migrate, database: configuration.connectionString, environment: ["RBAC_HOME": home.path])
+        ) { home in
+            try await TestDatabase.withFresh { configuration in
+                let migrated = try await TestDatabase.settingUp {
+                    try await Self.rbac(
+                        Self.migrate, database: configuration.connectionString, environment: ["RBAC_HOME": home.path])
+                }
+                #expect(migrated.status == 4)
+                #expect(
+                    migrated.stderr.contains(
+                        "rbac: applying 0999_refuses.sql failed, so nothing was applied: a row stops this; "
+                            + "delete it, then migrate again\n"), "\(migrated.stderr)")
+                let connection = try await PostgresConnection.connect(configuration)
+                let tables: Int = try await connection.query(
+                    "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' AND tablename = 'couples'"
+                )[0].decode("n")
+                await connection.close()
+                #expect(tables == 0, "the migrations before it rolled back with it")
             }
-            #expect(migrated.status == 4)
-            #expect(
-                migrated.stderr.contains(
-                    "rbac: applying 0999_refuses.sql failed, so nothing was applied: a row stops this; "
-                        + "delete it, then migrate again\n"), "\(migrated.stderr)")
-            let connection = try await PostgresConnection.connect(configuration)
-            let tables: Int = try await connection.query(
-                "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' AND tablename = 'couples'"
-            )[0].decode("n")
-            await connection.close()
-            #expect(tables == 0, "the migrations before it rolled back with it")
+        }
+    }
+
+    @Test("migrate and policy apply give up on a lock held past --lock-timeout: exit 5, and the run changes nothing")
+    func migrationLockTimeout() async throws {
+        try await Self.withNextRelease(migration: "adds", "ALTER TABLE memberships ADD COLUMN probe int;\n") { home in
+            try await TestDatabase.withFresh { configuration in
+                let database = configuration.connectionString
+                func run(_ arguments: [String]) async throws -> Result {
+                    try await Self.rbac(arguments, database: database, environment: ["RBAC_HOME": home.path])
+                }
+                let first = try await TestDatabase.settingUp {
+                    try await Self.rbac(Self.migrate, database: database)
+                }
+                #expect(first.status == 0, "\(first.stderr)")
+                let holder = try await PostgresConnection.connect(configuration)
+                defer { Task { await holder.close() } }
+                let probe =
+                    "SELECT count(*)::int AS n FROM pg_attribute WHERE attrelid = 'memberships'::regclass "
+                    + "AND attname = 'probe'"
+                let policyAppliedAt = "SELECT applied_at::text AS t FROM applied_policy"
+                let appliedAt: String = try await holder.query(PostgresQuery(unsafeSQL: policyAppliedAt))[0].decode("t")
+                let advice =
+                    "; try again once that session has ended (pg_stat_activity shows it), or give a longer --lock-timeout"
+                /// `arguments` with --lock-timeout 200ms, run while a transaction that read `table` stays open.
+                func whileReading(_ table: String, _ arguments: [String]) async throws -> Result {
+                    try await holder.execute("BEGIN")
+                    try await holder.execute(PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"))
+                    return try await run(arguments + ["--lock-timeout", "200ms"])
+                }
+                func refusal(_ doing: String, _ undone: String) -> String {
+                    "\(doing) waited longer than --lock-timeout (200ms) for a lock another session holds, so \(undone)"
+                        + advice
+                }
+                func expectRefused(_ result: Result, _ doing: String, so undone: String) {
+                    #expect(result.status == 5)
+                    #expect(result.stderr.hasSuffix("rbac: \(refusal(doing, undone))\n"), "\(result.stderr)")
+                }
+
+                // The migration's ALTER TABLE waits for a transaction that read memberships.
+                expectRefused(
+                    try await whileReading("memberships", Self.migrate), "applying 0999_adds.sql",
+                    so: "nothing was applied")
+                try await holder.execute("ROLLBACK")
+                #expect(try await holder.query(PostgresQuery(unsafeSQL: probe))[0].decode("n", as: Int.self) == 0)
+
+                // The migration (memberships, triggers) goes ahead of a transaction that read couples; the policy's
+                // row-level security scripts, which the migration marked stale, wait for it.
+                expectRefused(
+                    try await whileReading("couples", Self.migrate), "applying the access policy",
+                    so: "only the migrations were")
+                let applyBlocked = try await run(["policy", "apply", "--lock-timeout", "200ms", "--json"])
+                #expect(applyBlocked.status == 5)
+                let refused = try JSONSerialization.jsonObject(with: Data(applyBlocked.stderr.utf8)) as? [String: Any]
+                let error = try #require(refused?["error"] as? [String: Any], "\(applyBlocked.stderr)")
+                #expect(error["code"] as? String == "unavailable")
+                #expect(
+                    error["message"] as? String == refusal("applying the access policy", "it was not"), "\(error)")
+                try await holder.execute("ROLLBACK")
+                #expect(try await holder.query(PostgresQuery(unsafeSQL: probe))[0].decode("n", as: Int.self) == 1)
+                #expect(
+                    try await holder.query(PostgresQuery(unsafeSQL: policyAppliedAt))[0].decode("t") == appliedAt,
+                    "the policy was not applied")
+
+                // With the lock gone, a run with no migration left still applies the policy's stale scripts.
+                let applied = try await run(Self.migrate + ["--lock-timeout", "200ms"])
+                #expect(applied.status == 0, "\(applied.stderr)")
+                // The policy, whatever else the run applies (on Citus, --citus runs the distribution again).
+                #expect(applied.stdout.contains(" and the access policy; "), "\(applied.stdout)")
+                #expect(
+                    try await holder.query(PostgresQuery(unsafeSQL: policyAppliedAt))[0].decode("t") != appliedAt)
+            }
         }
     }
 
@@ -2101,6 +2183,7 @@ struct CLITests {
             (["serve", "--drain-timeout", "0s"], "--drain-timeout must be from 1s to 300s, not 0s"),
             (["serve", "--idle-timeout", "3601s"], "--idle-timeout must be from 1s to 3600s, not 3601s"),
             (["serve", "--lock-timeout", "99ms"], "--lock-timeout must be from 100ms to 600s, not 99ms"),
+            (["migrate", "--lock-timeout", "601s"], "--lock-timeout must be from 100ms to 600s, not 601s"),
             (["serve", "--sweep-interval", "999ms"], "--sweep-interval must be from 1s to 3600s, not 999ms"),
             (["serve", "--max-staleness", "11s"], "--max-staleness must be from 20ms to 10s, not 11s"),
             (["serve", "--jwt-leeway", "301s"], "--jwt-leeway must be from 0s to 300s, not 301s"),
