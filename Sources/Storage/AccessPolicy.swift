@@ -74,6 +74,17 @@ public struct AccessPolicy: Sendable {
         Digest.sha256(parts.map { "\($0.utf8.count):\($0)" }.joined()).hexString
     }
 
+    /// What `applied_policy` records as the scripts' checksum once a migration made them stale.
+    static let staleScripts = ""
+
+    /// Whether the database lacks the policy its migrations need: it was never applied, or a migration since made
+    /// its row-level security scripts stale, as when the `rbac migrate` that applied it ended before the policy.
+    /// A table that migration added would have no row-level security yet.
+    public static func isPending(on pool: PostgresConnectionPool) async throws -> Bool {
+        let applied = try await pool.query("SELECT scripts_checksum FROM applied_policy").first
+        return try applied?.decode("scripts_checksum", as: String.self) == staleScripts || applied == nil
+    }
+
     /// Applies the policy in one transaction, serialised with migration runs, and records its checksums
     /// (`applied_policy`). Unless `force`, nothing runs when the database already holds this very policy: a
     /// `rbac migrate` with nothing new takes no lock on couples or memberships. The row-level security scripts

@@ -112,7 +112,8 @@ public struct MigrationRunner: Sendable {
                     // again: marked stale with the migration, they run on the policy's next apply even when this
                     // process ends before it.
                     if !run.migrations.isEmpty, try await Self.exists("applied_policy", on: connection) {
-                        try await connection.execute("UPDATE applied_policy SET scripts_checksum = ''")
+                        try await connection.execute(
+                            "UPDATE applied_policy SET scripts_checksum = \(AccessPolicy.staleScripts)")
                     }
                     // A release's migration may add a budget table: on a database already distributed,
                     // distributing again places it beside the others, so upgrading needs no flag.

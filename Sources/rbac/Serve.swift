@@ -457,8 +457,9 @@ extension RBAC.Serve {
 
     /// Refuses to serve through a login role that is no operator (`CommandContext.requireOperator`), or a database
     /// that lacks a migration of this release, as when a release is deployed before `rbac migrate` ran: requests
-    /// would fail one by one. A database that does not answer yet is left to `/ready` and the change feed, as
-    /// always, but settings libpq refuses would never reach one; one a later release migrated further serves.
+    /// would fail one by one; or that lacks the policy after its migrations (`AccessPolicy.isPending`). A database
+    /// that does not answer yet is left to `/ready` and the change feed, as always, but settings libpq refuses
+    /// would never reach one; one a later release migrated further serves.
     /// Without `sql/` beside the binary there is nothing to compare with, which serve says. On Citus, it warns
     /// when the coordinator's connections to its workers would wait out TCP for a host that vanished, if its role
     /// may read that setting.
@@ -479,6 +480,12 @@ extension RBAC.Serve {
                     .conflict,
                     "the database at \(database.redactedDescription) lacks \(count) of this release, from "
                         + "\(first.fileName) on: run `rbac migrate` first")
+            }
+            if try await AccessPolicy.isPending(on: pool) {
+                throw CommandFailure(
+                    .conflict,
+                    "the database at \(database.redactedDescription) lacks the access policy its migrations need "
+                        + "(policies/): run `rbac migrate` first")
             }
             // Each request to a couple of a worker whose host vanished would wait on the coordinator's connection to
             // it as long as TCP does, with a connection and a couple's place; the setting is the operator's. Only a

@@ -1562,6 +1562,17 @@ struct CLITests {
                     "\(columnless.stderr)")
                 try await connection.execute(
                     "ALTER TABLE webhook_endpoints RENAME COLUMN renamed TO previous_secret_until")
+                // Migrated, but without the policy its migrations need, as when the run ended before the policy.
+                let scripts: String = try await connection.query("SELECT scripts_checksum FROM applied_policy")[0]
+                    .decode("scripts_checksum")
+                try await connection.execute("UPDATE applied_policy SET scripts_checksum = ''")
+                let unsecured = try await run(serve)
+                #expect(unsecured.status == 4, "\(unsecured.stderr)")
+                #expect(
+                    unsecured.stderr.hasSuffix(
+                        "lacks the access policy its migrations need (policies/): run `rbac migrate` first\n"),
+                    "\(unsecured.stderr)")
+                try await connection.execute("UPDATE applied_policy SET scripts_checksum = \(scripts)")
                 // The release's last migration not applied yet, as when it is deployed before `rbac migrate` runs.
                 let last = try #require(migrations.last)
                 let version = try #require(Int(last.prefix(4)))
