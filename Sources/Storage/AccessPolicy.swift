@@ -81,8 +81,29 @@ public struct AccessPolicy: Sendable {
     /// its row-level security scripts stale, as when the `rbac migrate` that applied it ended before the policy.
     /// A table that migration added would have no row-level security yet.
     public static func isPending(on pool: PostgresConnectionPool) async throws -> Bool {
-        let applied = try await pool.query("SELECT scripts_checksum FROM applied_policy").first
+        let applied = try await applied(on: pool)
         return try applied?.decode("scripts_checksum", as: String.self) == staleScripts || applied == nil
+    }
+
+    /// What `applied_policy` records; nil before the policy was first applied, or its table made.
+    private static func applied(on pool: PostgresConnectionPool) async throws -> PostgresRow? {
+        try await pool.withConnection { connection in
+            guard try await MigrationRunner.exists("applied_policy", on: connection) else { return nil }
+            return try await connection.query("SELECT checksum, scripts_checksum, applied_at FROM applied_policy").first
+        }
+    }
+
+    /// The policy as `rbac migrate --status` lists it after the migrations (`policies/`): applied when the
+    /// database holds this very policy, made stale by no migration since, and there are no `pendingMigrations`
+    /// (after which the next run applies it again).
+    public func status(_ pool: PostgresConnectionPool, pendingMigrations: Bool) async throws -> MigrationRunner.Status {
+        let applied = try await Self.applied(on: pool)
+        let current =
+            try !pendingMigrations && applied?.decode("checksum", as: String.self) == checksum
+            && applied?.decode("scripts_checksum", as: String.self) == scriptsChecksum
+        return MigrationRunner.Status(
+            version: nil, fileName: "policies/", state: current ? .applied : .pending,
+            appliedAt: try applied?.decode("applied_at", as: Date.self))
     }
 
     /// Applies the policy in one transaction, serialised with migration runs, and records its checksums

@@ -191,7 +191,7 @@ public struct MigrationRunner: Sendable {
         """,
     ]
 
-    private static func exists(_ table: String, on connection: PostgresConnection) async throws -> Bool {
+    static func exists(_ table: String, on connection: PostgresConnection) async throws -> Bool {
         try await connection.query("SELECT to_regclass(\(table)) IS NOT NULL AS present")[0].decode("present")
     }
 

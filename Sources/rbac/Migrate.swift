@@ -11,10 +11,12 @@ extension RBAC {
             discussion: """
                 New migrations (sql/NNNN_*.sql) run in order, then the definitions of functions and triggers \
                 (sql/functions/*.sql) whose files changed, all in one transaction, each recorded with its \
-                checksum; then policies/, if it changed. Running again applies only what is new; an applied \
-                migration whose file changed is refused (exit 4), and so is a run in which a file fails, naming \
-                it and what it raised: nothing of that run is applied. Concurrent runs are safe: they wait for \
-                each other. Applying needs a superuser, or on plain PostgreSQL the database's owner with \
+                checksum; then policies/, if it changed or a migration ran since it was applied. Running again \
+                applies only what is new; an applied migration whose file changed is refused (exit 4), and so is \
+                a run in which a file fails, naming it and what it raised: nothing of that run is applied. \
+                Concurrent runs are safe: they wait for each other. A statement that waits --lock-timeout for a \
+                lock another session holds ends the run (exit 5), rather than hold every query of its table \
+                behind it. Applying needs a superuser, or on plain PostgreSQL the database's owner with \
                 CREATEROLE as a member of rbac_operator; --status, and a run that finds nothing to apply, need \
                 only a login in rbac_operator.
 
@@ -29,7 +31,7 @@ extension RBAC {
                   rbac migrate --citus
                 """)
 
-        @Flag(help: "List each migration as applied or pending; change nothing.")
+        @Flag(help: "List each migration, definition file and the policy as applied or pending; change nothing.")
         var status = false
 
         @Flag(help: "Then distribute the budget and the audit log by couple on this Citus coordinator.")
@@ -54,7 +56,9 @@ extension RBAC {
                 configuration = resolved
                 try await ensuring {
                     if status {
-                        try printStatus(try await runner.status(pool))
+                        let migrations = try await runner.status(pool)
+                        let pending = migrations.contains { $0.version != nil && $0.state == .pending }
+                        try printStatus(migrations + [try await policy.status(pool, pendingMigrations: pending)])
                     } else {
                         try await CommandContext.requireOperator(pool, database: resolved, migrating: true)
                         let applied = try await runner.migrate(

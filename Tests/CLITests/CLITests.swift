@@ -1242,6 +1242,11 @@ struct CLITests {
                 #expect(
                     try await holder.query(PostgresQuery(unsafeSQL: policyAppliedAt))[0].decode("t") == appliedAt,
                     "the policy was not applied")
+                let policyState = {
+                    try Self.jsonArray(try await run(["migrate", "--status", "--json"])).last
+                        .map { "\($0["file_name"] ?? "") \($0["state"] ?? "")" }
+                }
+                #expect(try await policyState() == "policies/ pending")
 
                 // With the lock gone, a run with no migration left still applies the policy's stale scripts.
                 let applied = try await run(Self.migrate + ["--lock-timeout", "200ms"])
@@ -1250,6 +1255,7 @@ struct CLITests {
                 #expect(applied.stdout.contains(" and the access policy; "), "\(applied.stdout)")
                 #expect(
                     try await holder.query(PostgresQuery(unsafeSQL: policyAppliedAt))[0].decode("t") != appliedAt)
+                #expect(try await policyState() == "policies/ applied")
             }
         }
     }
