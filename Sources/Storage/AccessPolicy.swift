@@ -81,23 +81,21 @@ public struct AccessPolicy: Sendable {
     /// its row-level security scripts stale, as when the `rbac migrate` that applied it ended before the policy.
     /// A table that migration added would have no row-level security yet.
     public static func isPending(on pool: PostgresConnectionPool) async throws -> Bool {
-        let applied = try await applied(on: pool)
+        let applied = try await pool.withConnection(applied)
         return try applied?.decode("scripts_checksum", as: String.self) == staleScripts || applied == nil
     }
 
     /// What `applied_policy` records; nil before the policy was first applied, or its table made.
-    private static func applied(on pool: PostgresConnectionPool) async throws -> PostgresRow? {
-        try await pool.withConnection { connection in
-            guard try await MigrationRunner.exists("applied_policy", on: connection) else { return nil }
-            return try await connection.query("SELECT checksum, scripts_checksum, applied_at FROM applied_policy").first
-        }
+    private static func applied(_ connection: PostgresConnection) async throws -> PostgresRow? {
+        guard try await MigrationRunner.exists("applied_policy", on: connection) else { return nil }
+        return try await connection.query("SELECT checksum, scripts_checksum, applied_at FROM applied_policy").first
     }
 
     /// The policy as `rbac migrate --status` lists it after the migrations (`policies/`): applied when the
     /// database holds this very policy, made stale by no migration since, and there are no `pendingMigrations`
     /// (after which the next run applies it again).
     public func status(_ pool: PostgresConnectionPool, pendingMigrations: Bool) async throws -> MigrationRunner.Status {
-        let applied = try await Self.applied(on: pool)
+        let applied = try await pool.withConnection(Self.applied)
         let current =
             try !pendingMigrations && applied?.decode("checksum", as: String.self) == checksum
             && applied?.decode("scripts_checksum", as: String.self) == scriptsChecksum
@@ -124,7 +122,7 @@ public struct AccessPolicy: Sendable {
         return try await pool.withTransaction { connection in
             try await connection.execute("SELECT pg_advisory_xact_lock(\(MigrationRunner.lockKey))")
             try await MigrationRunner.limitLockWaits(to: lockTimeout, on: connection)
-            let applied = try await connection.query("SELECT checksum, scripts_checksum FROM applied_policy").first
+            let applied = try await Self.applied(connection)
             let scriptsCurrent = try applied?.decode("scripts_checksum", as: String.self) == scriptsChecksum
             if !force, scriptsCurrent, try applied?.decode("checksum", as: String.self) == checksum { return false }
             if !scriptsCurrent {
