@@ -40,7 +40,7 @@ public struct ServerDependencies: Sendable {
     public let sampleMetrics: @Sendable () -> Void
     /// Where changes sent with an `Idempotency-Key` are kept; without one, that header is refused.
     public let idempotentRequests: (any IdempotentRequestStore)?
-    /// How many requests of one couple, and of all couples together, are answered at once (`CoupleAdmission`):
+    /// How many requests of one couple, and changes in all, are answered at once (`CoupleAdmission`):
     /// less than the database connections, so that other couples' requests, and checks, always find one; and
     /// how long one past them waits for a turn.
     public let coupleRequests: (each: Int, all: Int, wait: Duration)
@@ -129,33 +129,31 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     let metrics = dependencies.operationMetrics
     let invitations = CollaborationInvitationService(
         repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
+    let admission = CoupleAdmission(
+        limit: dependencies.coupleRequests.each, total: dependencies.coupleRequests.all,
+        wait: dependencies.coupleRequests.wait)
     InvitationController(
         invitations: invitations, repository: dependencies.repository, tokens: dependencies.tokens,
         emailVerifyingIssuers: dependencies.emailVerifyingIssuers, signIn: dependencies.signIn,
-        limiter: dependencies.limiter,
-        proxies: dependencies.trustedProxies
+        limiter: dependencies.limiter, proxies: dependencies.trustedProxies, admission: admission
     ).addRoutes(to: router)
     let memberships = MembershipService(repository: dependencies.repository, metrics: metrics)
     let v1 = router.group("v1").add(middleware: ServiceKeyMiddleware(keys: dependencies.keys))
         .add(middleware: JSONBodyMiddleware()).add(middleware: DocumentedRequestMiddleware())
-        .add(
-            middleware: CoupleAdmissionMiddleware(
-                admission: CoupleAdmission(
-                    limit: dependencies.coupleRequests.each, total: dependencies.coupleRequests.all,
-                    wait: dependencies.coupleRequests.wait)))
     let permissions = CollaborationPermissionService(repository: dependencies.repository, metrics: metrics)
     PermissionAPIController(
         repository: dependencies.repository, checker: dependencies.checker, permissions: permissions,
         memberships: memberships
-    ).addRoutes(to: v1)
-    // The routes below change things; the checks above only read.
-    v1.add(
-        middleware: IdempotencyMiddleware(
-            store: dependencies.idempotentRequests, secretAnswers: ManagementAPIController.secretAnswers,
-            metrics: PrometheusMetricsFactory(registry: dependencies.metrics)))
+    ).addRoutes(to: v1.group().add(middleware: CoupleAdmissionMiddleware(admission: admission, outsideCouples: false)))
+    // The routes below change things, or read a couple's; the checks above only read.
+    let changes = v1.group().add(middleware: CoupleAdmissionMiddleware(admission: admission, outsideCouples: true))
+        .add(
+            middleware: IdempotencyMiddleware(
+                store: dependencies.idempotentRequests, secretAnswers: ManagementAPIController.secretAnswers,
+                metrics: PrometheusMetricsFactory(registry: dependencies.metrics)))
     ManagementAPIController(memberships: memberships, invitations: invitations, permissions: permissions)
-        .addRoutes(to: v1)
-    BudgetAPIController(registry: dependencies.budgets).addRoutes(to: v1)
+        .addRoutes(to: changes)
+    BudgetAPIController(registry: dependencies.budgets).addRoutes(to: changes)
     return router
 }
 

@@ -3,20 +3,21 @@ import Foundation
 import Hummingbird
 import Synchronization
 
-/// How many requests of couples are answered at once, so that neither one couple nor a few can take every
-/// database connection: one whose row another session keeps locked holds each request to it for up to
-/// `--lock-timeout`, and with it a connection (on Citus, a worker gone silent holds its couples' requests until
+/// How many requests that may wait on a couple's lock are answered at once, so that neither one couple nor a few
+/// can take every database connection: one whose row another session keeps locked holds each request to it for up
+/// to `--lock-timeout`, and with it a connection (on Citus, a worker gone silent holds its couples' requests until
 /// Citus gives up on it). Without a bound, twenty such requests would leave none for any other couple; with a
 /// bound per couple alone, two such couples would leave none for checks. So each couple has `limit` places, and
-/// all couples together `total`, fewer than the connections: the rest stay for checks, users and invitation
-/// pages. A request past a bound waits for a place, first come first served, as long as it would wait for a
-/// connection in all; then it is answered 503.
+/// all changes together `total`, fewer than the connections: the rest stay for checks, reads of users, sign-ins
+/// and invitation pages, which wait on no couple's lock. A change whose couple its path does not name (accepting an
+/// invitation, deleting a user) takes a place among all alone. A request past a bound waits for a place, first come
+/// first served, as long as it would wait for a connection in all; then it is answered 503.
 final class CoupleAdmission: Sendable {
     let limit: Int
     let total: Int
     let wait: Duration
 
-    /// A line of requests waiting for places: one couple's, or every couple's.
+    /// A line of requests waiting for places: one couple's, or all changes'.
     private enum Line: Hashable {
         case couple(UUID)
         case all
@@ -39,22 +40,40 @@ final class CoupleAdmission: Sendable {
         (self.limit, self.total, self.wait) = (limit, total, wait)
     }
 
-    /// Takes one of the couple's places, then one of all couples', waiting up to `wait` in all; false, holding
-    /// neither, when they did not come free in time.
-    func enter(_ couple: UUID) async -> Bool {
+    /// Runs `body` holding one of the couple's places and one of all (without a couple, one of all alone), taken
+    /// within `wait` in all; `unavailable` when they did not come free in time.
+    func admitted<T>(_ couple: UUID?, _ body: () async throws -> T) async throws -> T {
+        guard await enter(couple) else { throw refusal }
+        defer { leave(couple) }
+        return try await body()
+    }
+
+    /// The answer to a request that found no place in time.
+    var refusal: CollaborationError {
+        CollaborationError(
+            .unavailable,
+            """
+            requests are waiting on the database (\(limit) of one couple and \(total) changes in all answered at \
+            once); try again shortly
+            """)
+    }
+
+    /// Takes one of the couple's places, then one of all, waiting up to `wait` in all; false, holding neither,
+    /// when they did not come free in time.
+    func enter(_ couple: UUID?) async -> Bool {
         let deadline = ContinuousClock.now + wait
-        guard await take(.couple(couple), limit, until: deadline) else { return false }
+        if let couple, !(await take(.couple(couple), limit, until: deadline)) { return false }
         guard await take(.all, total, until: deadline) else {
-            give(.couple(couple))
+            if let couple { give(.couple(couple)) }
             return false
         }
         return true
     }
 
     /// Gives back the places `enter` took: each to the longest waiting for it, if any.
-    func leave(_ couple: UUID) {
+    func leave(_ couple: UUID?) {
         give(.all)
-        give(.couple(couple))
+        if let couple { give(.couple(couple)) }
     }
 
     /// How many of the couple's requests wait for one of its places.
@@ -62,7 +81,7 @@ final class CoupleAdmission: Sendable {
         state.withLock { $0.lines[.couple(couple)]?.waiting.count ?? 0 }
     }
 
-    /// How many requests hold a couple's place and wait for one of all couples'.
+    /// How many requests wait for one of all places (holding their couple's, if any).
     var waitingForAny: Int {
         state.withLock { $0.lines[.all]?.waiting.count ?? 0 }
     }
@@ -130,26 +149,19 @@ final class CoupleAdmission: Sendable {
     }
 }
 
-/// Admits a request to a route of one couple (`/v1/couples/{couple}/...`) through `CoupleAdmission`; a path whose
-/// couple is no id goes on, for the route to refuse.
+/// Admits a request through `CoupleAdmission`: to a route of one couple (`/v1/couples/{couple}/...`) among that
+/// couple's and all; with `outsideCouples`, to any other route among all alone (a path whose couple is no id
+/// included, for the route to refuse). Without it, such a request goes on unbounded: the checks and reads.
 struct CoupleAdmissionMiddleware<Context: RequestContext>: RouterMiddleware {
     let admission: CoupleAdmission
+    let outsideCouples: Bool
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        guard let couple = context.parameters.get("couple").flatMap(UUID.init(parsing:)) else {
-            return try await next(request, context)
-        }
-        guard await admission.enter(couple) else {
-            throw APIError(
-                CollaborationError(
-                    .unavailable,
-                    """
-                    requests are waiting on the database (\(admission.limit) of one couple and \(admission.total) of \
-                    all couples answered at once); try again shortly
-                    """))
-        }
+        let couple = context.parameters.get("couple").flatMap(UUID.init(parsing:))
+        guard couple != nil || outsideCouples else { return try await next(request, context) }
+        guard await admission.enter(couple) else { throw APIError(admission.refusal) }
         defer { admission.leave(couple) }
         return try await next(request, context)
     }

@@ -18,6 +18,8 @@ struct InvitationController {
     let signIn: OpenIDSignIn?
     let limiter: FailedAttemptLimiter
     let proxies: TrustedProxies
+    /// Accepting waits on the couple's lock as a change to the couple does, so it takes a place among all changes.
+    let admission: CoupleAdmission
 
     /// The routes an app's pages may call from another origin (`BrowserOrigins`), as the router names them.
     static let browserRoutes: Set<String> = ["/v1/invitations/{token}", "/invitations/{token}/accept", "/v1/sign-in"]
@@ -128,7 +130,9 @@ struct InvitationController {
                     code: try request.queryParameter("code"), state: try request.queryParameter("state"),
                     cookie: Self.cookie(OpenIDSignIn.cookieName, in: request.headers))
                 let signedIn = try await signedIn(verified)
-                let membership = try await invitations.accept(tokenHash: tokenHash, signedIn: signedIn)
+                let membership = try await admission.admitted(nil) {
+                    try await invitations.accept(tokenHash: tokenHash, signedIn: signedIn)
+                }
                 let name = (try? await invitations.preview(tokenHash: tokenHash))??.coupleName ?? "the couple"
                 response = Self.html(.ok, InvitationPage.accepted(membership, coupleName: name, appURL: signIn.appURL))
             }
@@ -229,7 +233,9 @@ struct InvitationController {
         do {
             // A valid token of someone not seen before makes their user: never an "invalid link".
             let signedIn = try await signedIn(verified)
-            let membership = try await invitations.accept(token: token, signedIn: signedIn)
+            let membership = try await admission.admitted(nil) {
+                try await invitations.accept(token: token, signedIn: signedIn)
+            }
             if json {
                 struct Accepted: Encodable {
                     let coupleID: UUID

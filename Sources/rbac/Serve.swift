@@ -24,7 +24,7 @@ extension RBAC {
                 Example: rbac serve --public-url https://invite.example.com --jwt-issuer https://tenant.eu.auth0.com/
                 """)
 
-        /// The database connections serve holds, and how many of them one couple's requests, and all couples'
+        /// The database connections serve holds, and how many of them one couple's requests, and all changes
         /// together, may take at once (`CoupleAdmission`): half and three quarters.
         static let databaseConnections = 16
         static let coupleRequests = (each: databaseConnections / 2, all: databaseConnections * 3 / 4)
@@ -97,7 +97,7 @@ extension RBAC {
                 a migration, a session left open in psql) before its request is answered 503: 100ms to 600s. \
                 Each request waiting holds a database connection; serve answers at most \
                 \(Serve.coupleRequests.each) requests of one couple at once, half its connections, and \
-                \(Serve.coupleRequests.all) of all couples, the rest in turn, so that other couples' \
+                \(Serve.coupleRequests.all) changes in all, the rest in turn, so that other couples' \
                 requests, and checks, find one. \
                 It replaces a lock_timeout that the database URL's options set.
                 """, valueName: "duration"))

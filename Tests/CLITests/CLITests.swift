@@ -1785,8 +1785,21 @@ struct CLITests {
         let couples: [String]
         let owner: String
         let database: PostgresConfiguration
-        /// POSTs a JSON body as the owner (the service's own key alone to /v1/check), many at once if need be.
-        let post: @Sendable (_ path: String, _ body: String) async throws -> (status: Int, body: String)
+        let key: String
+        /// The secret serve verifies end users' tokens with.
+        let jwtSecret: String
+        /// POSTs `body` to serve's `path` with the header `fields`, many at once if need be.
+        let send:
+            @Sendable (_ path: String, _ body: String, _ fields: [String: String]) async throws -> (
+                status: Int, body: String
+            )
+
+        /// POSTs a JSON body as the owner (the service's own key alone to /v1/check).
+        func post(_ path: String, _ body: String) async throws -> (status: Int, body: String) {
+            var fields = ["Authorization": "Bearer \(key)", "Content-Type": "application/json"]
+            if path != "/v1/check" { fields["X-Acting-User"] = owner }
+            return try await send(path, body, fields)
+        }
 
         /// Runs `body` while another session holds the first `count` couples' rows locked, as one left open in
         /// psql would.
@@ -1804,22 +1817,26 @@ struct CLITests {
             }
         }
 
-        /// Sends `requests` changes to the first `count` couples in turn while their rows are locked; once
-        /// `expected` of them wait on the locks (or 30 s went by), runs `body` with how many do, each holding a
-        /// database connection. Then lets the locks go and returns every answer's status.
+        /// Sends `requests` changes to the first `count` couples in turn while their rows are locked (`change`, a
+        /// scenario added by default); once `expected` of them wait on the locks (or 30 s went by), runs `body`
+        /// with how many do, each holding a database connection. Then lets the locks go and returns every
+        /// answer's status.
         func changesWhileLocked(
-            _ requests: Int, to count: Int, expected: Int, _ body: (_ waiting: Int) async throws -> Void
+            _ requests: Int, to count: Int, expected: Int,
+            sending change: (@Sendable (_ index: Int, _ couple: String) async throws -> Int)? = nil,
+            _ body: (_ waiting: Int) async throws -> Void
         ) async throws -> [Int] {
+            let change =
+                change ?? { index, couple in
+                    try await post("/v1/couples/\(couple)/budget/scenarios", #"{"name":"S\#(index)"}"#).status
+                }
             let watcher = try await PostgresConnection.connect(database)
             return try await ensuring {
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     try await locked(count) {
                         for index in 0..<requests {
                             let couple = couples[index % count]
-                            group.addTask {
-                                try await post("/v1/couples/\(couple)/budget/scenarios", #"{"name":"S\#(index)"}"#)
-                                    .status
-                            }
+                            group.addTask { try await change(index, couple) }
                         }
                         var waiting = 0
                         _ = try await eventually(within: .seconds(30)) {
@@ -1864,15 +1881,14 @@ struct CLITests {
             let settings = URLSessionConfiguration.ephemeral
             settings.httpMaximumConnectionsPerHost = 32
             let session = URLSession(configuration: settings)
-            let served = LockableCouples(couples: couples, owner: owner, database: configuration) { path, body in
+            let served = LockableCouples(
+                couples: couples, owner: owner, database: configuration, key: key,
+                jwtSecret: try String(contentsOfFile: secret, encoding: .utf8)
+            ) { path, body, fields in
                 var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!, timeoutInterval: 30)
                 request.httpMethod = "POST"
                 request.httpBody = Data(body.utf8)
-                for (field, value) in [
-                    "Authorization": "Bearer \(key)", "X-Acting-User": owner, "Content-Type": "application/json",
-                ] where field != "X-Acting-User" || path != "/v1/check" {
-                    request.setValue(value, forHTTPHeaderField: field)
-                }
+                for (field, value) in fields { request.setValue(value, forHTTPHeaderField: field) }
                 let (data, response) = try await session.data(for: request)
                 return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
             }
@@ -1958,6 +1974,41 @@ struct CLITests {
                 #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
             }
             #expect(answers == Array(repeating: 201, count: 24))
+        }
+    }
+
+    @Test("serve holds accepting invitations to the bound of all changes: accepts to a locked couple leave checks some")
+    func lockedCoupleAcceptsInTurn() async throws {
+        try await Self.withLockableCouples(lockTimeout: "600s") { served, run in
+            let couple = served.couples[0]
+            var links: [String] = []
+            for _ in 0..<20 {
+                let invited = try await run(["invite", "--couple", couple, "--role", "viewer", "--json"])
+                links.append(try #require(try Self.json(invited)["link"] as? String))
+            }
+            let tokens = links.compactMap { URL(string: $0)?.lastPathComponent }
+            try #require(tokens.count == 20, "\(links)")
+            let answers = try await served.changesWhileLocked(20, to: 1, expected: 12) { index, _ in
+                let guest = DevelopmentTokens.sign(
+                    [
+                        "sub": "guest\(index)", "email": "guest\(index)@example.com",
+                        "exp": Int(Date().timeIntervalSince1970) + 600,
+                    ], secret: served.jwtSecret)
+                return try await served.send(
+                    "/invitations/\(tokens[index])/accept", "",
+                    ["Authorization": "Bearer \(guest)", "Accept": "application/json"]
+                ).status
+            } _: { waiting in
+                // Twelve wait on the lock, each holding a database connection, as many as all changes may; the
+                // other eight wait their turn without one.
+                #expect(waiting == 12, "\(waiting) wait on the lock")
+                let check = try await served.post(
+                    "/v1/check", #"{"couple_id":"\#(couple)","user_id":"\#(served.owner)","permission":"budget.edit"}"#)
+                #expect(check.status == 200 && check.body.contains(#""allowed":true"#), "\(check)")
+            }
+            #expect(answers == Array(repeating: 200, count: 20))
+            let members = try Self.jsonArray(try await run(["members", "--couple", couple, "--json"]))
+            #expect(members.count == 21)
         }
     }
 

@@ -7,9 +7,9 @@ import Testing
 
 @testable import Server
 
-@Suite("How many requests of one couple, and of all couples, are answered at once")
+@Suite("How many requests of one couple, and changes in all, are answered at once")
 struct CoupleAdmissionTests {
-    /// Waits until `count` requests wait for one of the couple's places (nil: for one of all couples'); fails
+    /// Waits until `count` requests wait for one of the couple's places (nil: for one of all); fails
     /// after 10 s instead of hanging.
     static func waiting(_ admission: CoupleAdmission, _ couple: UUID?, count: Int) async throws {
         func waiting() -> Int { couple.map(admission.waiting) ?? admission.waitingForAny }
@@ -74,11 +74,19 @@ struct CoupleAdmissionTests {
         #expect(await brief.enter(couples[1]), "the couple's place it held was given back")
     }
 
-    @Test("a path whose couple is no id waits for no couple's place, though Foundation would read it as one")
-    func malformedCoupleWaitsForNone() async throws {
+    @Test(
+        """
+        a path whose couple is no id waits for no couple's place, though Foundation would read it as one; outside \
+        couples, a request waits for one of all only where changes are
+        """)
+    func outsideCouples() async throws {
         let admission = CoupleAdmission(limit: 1, total: 1, wait: .milliseconds(200))
-        let router = Router().add(middleware: CoupleAdmissionMiddleware(admission: admission))
-        router.get("couples/:couple") { _, _ in "on to the route" }
+        let router = Router()
+        router.group().add(middleware: CoupleAdmissionMiddleware(admission: admission, outsideCouples: false))
+            .get("couples/:couple") { _, _ in "on to the route" }
+            .get("users") { _, _ in "read" }
+        router.group().add(middleware: CoupleAdmissionMiddleware(admission: admission, outsideCouples: true))
+            .delete("users") { _, _ in "changed" }
         let couple = try #require(UUID(uuidString: "a9f7e979-05d6-4d8e-9d0a-0c5f7d6e8a91"))
         // sscanf, which `UUID(uuidString:)` reads with on Linux, takes "+5d6" for 05D6.
         let malformed = "a9f7e979-+5d6-4d8e-9d0a-0c5f7d6e8a91"
@@ -92,14 +100,23 @@ struct CoupleAdmissionTests {
             try await client.execute(uri: "/couples/\(couple)", method: .get) { response in
                 #expect(response.status == .serviceUnavailable, "the couple's one place is taken")
             }
+            try await client.execute(uri: "/users", method: .get) { response in
+                #expect(response.status == .ok, "a read outside couples takes no place")
+            }
+            try await client.execute(uri: "/users", method: .delete) { response in
+                #expect(response.status == .serviceUnavailable, "a change outside couples waits for one of all")
+                #expect(String(buffer: response.body).contains("try again shortly"))
+            }
         }
         admission.leave(couple)
+        #expect(await admission.enter(nil), "the change turned away holds no place")
+        admission.leave(nil)
     }
 
     @Test(
         """
-        many requests of four couples at once: never more than a couple's places, nor all couples', in at once, and \
-        every one in in the end
+        many requests of four couples and outside couples at once: never more than a couple's places, nor all, in at \
+        once, and every one in in the end
         """)
     func racing() async throws {
         let admission = CoupleAdmission(limit: 3, total: 5, wait: .seconds(60))
@@ -107,16 +124,18 @@ struct CoupleAdmissionTests {
         var full = 0
         for _ in 0..<100 {
             let (all, each) = (Counter(), couples.map { _ in Counter() })
-            let admitted = try await race(24) { index, go in
-                let couple = index % couples.count
+            // One request in five is outside couples: it takes a place among all alone.
+            let admitted = try await race(25) { index, go in
+                let couple = index % (couples.count + 1)
+                let id = couples.indices.contains(couple) ? couples[couple] : nil
                 await go()
-                guard await admission.enter(couples[couple]) else { return false }
+                guard await admission.enter(id) else { return false }
                 all.change(by: 1)
-                each[couple].change(by: 1)
+                if id != nil { each[couple].change(by: 1) }
                 await Task.yield()
-                each[couple].change(by: -1)
+                if id != nil { each[couple].change(by: -1) }
                 all.change(by: -1)
-                admission.leave(couples[couple])
+                admission.leave(id)
                 return true
             }
             #expect(admitted.allSatisfy { $0 })
