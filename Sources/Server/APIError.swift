@@ -150,10 +150,11 @@ final class FailureLog: Sendable {
         }
         guard first else { return }
         // Why, as the client was told: most often the database is away, but a delivery key that is not the
-        // database's is a 503 too, and waiting for the database would not end that one.
-        logger.error(
-            "requests fail with 503, some or all; http_requests_total counts them",
-            metadata: ["error": "\(type(of: error))", "reason": "\(answered.message)"])
+        // database's is a 503 too, and waiting for the database would not end that one. And the database's own
+        // words on it, which the client is not told: they name its hosts, ports and logins.
+        var metadata: Logger.Metadata = ["error": "\(type(of: error))", "reason": "\(answered.message)"]
+        if let detail = (error as? any CodedError)?.detail { metadata["detail"] = "\(detail)" }
+        logger.error("requests fail with 503, some or all; http_requests_total counts them", metadata: metadata)
     }
 
     /// Notes a request answered with what the database said, logging the first once no 503 has come for

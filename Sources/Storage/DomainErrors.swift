@@ -38,7 +38,7 @@ public func domainError(_ error: PostgresError) -> any Error {
     if error.unconfirmed { UnconfirmedChanges.current?.note() }
     switch error.kind {
     case .connection, .poolTimeout, .closed:
-        return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+        return CollaborationError(.unavailable, "cannot reach the database", detail: error.message)
     case .server, .decoding, .invalidQuery:
         break
     }
@@ -59,11 +59,12 @@ public func domainError(_ error: PostgresError) -> any Error {
         return CollaborationError(.invalidInput, "a value is out of range (\(error.constraint ?? "check"))")
     case .adminShutdown, .crashShutdown, .cannotConnectNow:
         // The server ended the session (shut down, crashed, or is starting): the database is away, not wrong.
-        return CollaborationError(.unavailable, "cannot reach the database: \(error.message)")
+        return CollaborationError(.unavailable, "cannot reach the database", detail: error.message)
     case _ where state.errorClass == "08":
         // Sent by the server, not libpq: a node it needs cannot be reached (on Citus, the worker holding the
-        // couple's budget and audit log). The statement did nothing there; it may work once the node is back.
-        return CollaborationError(.unavailable, "cannot reach part of the database: \(error.message)")
+        // couple's budget and audit log, by its address). The statement did nothing there; it may work once the
+        // node is back.
+        return CollaborationError(.unavailable, "cannot reach part of the database", detail: error.message)
     case .lockNotAvailable:
         // `rbac serve` waits that long (--lock-timeout) for a lock, rather than let one left held take every
         // connection; the transaction is rolled back.

@@ -57,10 +57,14 @@ public protocol CodedError: Error {
     var message: String { get }
     /// For a refusal that lifts on its own (a rate limit): when the same request may succeed.
     var retryAt: Date? { get }
+    /// What the operator may read and a client may not: the database's own words on why it cannot be reached,
+    /// which name its hosts, ports and logins.
+    var detail: String? { get }
 }
 
 extension CodedError {
     public var retryAt: Date? { nil }
+    public var detail: String? { nil }
 }
 
 /// One domain's refusal codes, named as programs see them. Domains use the same name for the same refusal, so
@@ -77,20 +81,25 @@ public struct DomainError<Codes: RefusalCode>: Error, Sendable, Equatable, Custo
     public let code: Code
     public let message: String
     public let retryAt: Date?
+    public let detail: String?
 
-    public init(_ code: Code, _ message: String, retryAt: Date? = nil) {
+    public init(_ code: Code, _ message: String, retryAt: Date? = nil, detail: String? = nil) {
         self.code = code
         self.message = message
         self.retryAt = retryAt
+        self.detail = detail
     }
 
     /// A refusal from elsewhere (another domain, the rules for text, the permission checker) under this domain's
     /// code of the same name.
     public init(_ refusal: any CodedError) {
-        self.init(Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message, retryAt: refusal.retryAt)
+        self.init(
+            Code(rawValue: refusal.codeName) ?? .invalidInput, refusal.message, retryAt: refusal.retryAt,
+            detail: refusal.detail)
     }
 
-    public var description: String { message }
+    /// For the operator (logs, the CLI): the message with the detail.
+    public var description: String { detail.map { "\(message) (\($0))" } ?? message }
     public var codeName: String { code.rawValue }
 }
 

@@ -129,6 +129,10 @@ struct LiveTests {
             let owner = try await repository.addUser(
                 email: EmailAddress(rawValue: "olivia@example.com")!, displayName: nil)
             let couple = try await repository.createCouple(name: "Down", owner: owner.id, as: .operator(label: "tests"))
+            let issued = try await CollaborationInvitationService(
+                repository: repository, baseURL: URL(string: "https://rbac.test")!
+            )
+            .invite(to: couple.id, role: RoleName(rawValue: "planner")!, as: .user(owner.id))
             let key = try await Self.serviceKey(pool)
             let headers: HTTPFields = [.authorization: "Bearer \(key.rawValue)"]
             let check = ByteBuffer(
@@ -146,6 +150,13 @@ struct LiveTests {
                     #expect(response.status == .serviceUnavailable)
                     #expect(response.headers[.retryAfter] == "1")
                     #expect(!String(buffer: response.body).contains("allowed"))
+                }
+                // To anyone with a link: not libpq's words, which name the server's socket or host, port and login.
+                try await client.execute(uri: "/v1/invitations/\(issued.token.rawValue)", method: .get) { response in
+                    #expect(response.status == .serviceUnavailable)
+                    #expect(
+                        String(buffer: response.body)
+                            == #"{"error":{"code":"unavailable","message":"cannot reach the database"}}"#)
                 }
                 try await client.execute(uri: "/ready", method: .get) {
                     #expect($0.status == .serviceUnavailable)

@@ -45,7 +45,9 @@ struct CommandFailure: Error {
         case let error as DeliveryKeyMismatch:
             self.init(.conflict, error.message)
         case let error as any CodedError:
-            self.init(Self.status(for: CollaborationError(error).code), error.message, code: error.codeName)
+            // The operator runs this: the detail, the database's own words on why it cannot be reached, is theirs.
+            self.init(
+                Self.status(for: CollaborationError(error).code), "\(CollaborationError(error))", code: error.codeName)
         case let error as PostgresError where error.refusesConnectionOption:
             self.init(.usage, "invalid database URL or PG* variable: \(error.message)")
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
