@@ -12,6 +12,10 @@ public struct APIError: HTTPResponseError, Sendable {
     public let message: String
     /// Sent besides the content type (`Allow` with a 405).
     public let headers: HTTPFields
+    /// What the operator's log shows and the client is not told (`CodedError.detail`).
+    public let detail: String?
+    /// For a browser: the HTML page answered instead of the JSON body.
+    private(set) var page: String?
 
     /// The codes the API answers with besides the domains' refusals (`CollaborationErrorCode`): about the request
     /// itself, not what it asks for. The two together are every code a client can meet; openapi.json lists them.
@@ -34,21 +38,37 @@ public struct APIError: HTTPResponseError, Sendable {
         self.init(status, code: code.rawValue, message, headers: headers)
     }
 
-    private init(_ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields) {
+    private init(
+        _ status: HTTPResponse.Status, code: String, _ message: String, headers: HTTPFields, detail: String? = nil
+    ) {
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.detail = detail
+    }
+
+    /// The same error answered to a browser with `page`.
+    func shown(as page: String) -> APIError {
+        var shown = self
+        shown.page = page
+        return shown
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        let data = try PermissionAPIController.encoder.encode(ErrorBody(code: code, message: message))
-        var headers = headers
-        for field in PermissionAPIController.jsonFields { headers[field.name] = field.value }
+        var response: Response
+        if let page {
+            response = InvitationController.html(status, page)
+        } else {
+            let data = try PermissionAPIController.encoder.encode(ErrorBody(code: code, message: message))
+            response = Response(status: status, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            for field in PermissionAPIController.jsonFields { response.headers[field.name] = field.value }
+        }
+        for field in headers { response.headers[field.name] = field.value }
         // The database is mostly back within seconds (a restart, a failover); a client, proxy or load balancer
         // that honours this waits that long instead of retrying at once, many times over.
-        if status == .serviceUnavailable { headers[.retryAfter] = "1" }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        if status == .serviceUnavailable { response.headers[.retryAfter] = "1" }
+        return response
     }
 
     public static func badRequest(_ message: String) -> APIError {
@@ -91,7 +111,8 @@ public struct APIError: HTTPResponseError, Sendable {
         // Whole seconds, rounded up: a client that waits that long is not refused again.
         let wait = error.retryAt.map { max(1, Int($0.timeIntervalSinceNow.rounded(.up))) }
         self.init(
-            status, code: error.code.rawValue, error.message, headers: wait.map { [.retryAfter: String($0)] } ?? [:])
+            status, code: error.code.rawValue, error.message, headers: wait.map { [.retryAfter: String($0)] } ?? [:],
+            detail: error.detail)
     }
 
     /// Any error from a handler as an APIError; unexpected ones become a 503 that says nothing internal, so a
@@ -153,7 +174,7 @@ final class FailureLog: Sendable {
         // database's is a 503 too, and waiting for the database would not end that one. And the database's own
         // words on it, which the client is not told: they name its hosts, ports and logins.
         var metadata: Logger.Metadata = ["error": "\(type(of: error))", "reason": "\(answered.message)"]
-        if let detail = (error as? any CodedError)?.detail { metadata["detail"] = "\(detail)" }
+        if let detail = answered.detail { metadata["detail"] = "\(detail)" }
         logger.error("requests fail with 503, some or all; http_requests_total counts them", metadata: metadata)
     }
 

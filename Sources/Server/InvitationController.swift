@@ -56,6 +56,8 @@ struct InvitationController {
             return Self.html(.ok, InvitationPage.pending(preview, token: token, signIn: signIn != nil))
         } catch let error as CollaborationError where error.code == .notFound {
             return try await unusable(request, context, json: false)
+        } catch {
+            throw Self.notShown(error)
         }
     }
 
@@ -111,6 +113,8 @@ struct InvitationController {
             return Response(status: .seeOther, headers: headers)
         } catch let error as CollaborationError where error.code == .notFound {
             return try await unusable(request, context, json: false)
+        } catch {
+            throw Self.notShown(error)
         }
     }
 
@@ -149,10 +153,19 @@ struct InvitationController {
             default:
                 response = Self.html(APIError(error).status, InvitationPage.problem(error.message))
             }
+        } catch {
+            let failure = APIError.from(error)
+            response = Self.html(failure.status, InvitationPage.problem(failure.message))
         }
         // Whatever happened, the flow is over: a reload of this address finds no flow to finish.
         response.headers[.setCookie] = signIn.clearingCookie
         return response
+    }
+
+    /// A page for a browser whose invitation could not be read (the database away): never JSON.
+    private static func notShown(_ error: any Error) -> APIError {
+        let failure = APIError.from(error)
+        return failure.shown(as: InvitationPage.notShown(failure.message))
     }
 
     /// Browsers reach the sign-in routes: an HTML answer when this service has no provider to send them to.
@@ -210,10 +223,7 @@ struct InvitationController {
                 headers: headers)
             page = InvitationPage.problem("Too many invalid invitation links from here; wait a minute.")
         }
-        if json { return try refusal.response(from: request, context: context) }
-        var response = Self.html(refusal.status, page)
-        response.headers[.retryAfter] = refusal.headers[.retryAfter]
-        return response
+        return try (json ? refusal : refusal.shown(as: page)).response(from: request, context: context)
     }
 
     @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {
@@ -224,11 +234,11 @@ struct InvitationController {
         do {
             bearer = try await Self.bearerToken(&request, context: context)
         } catch let refusal as APIError {
-            return try respond(refusal, json: json, request, context)
+            throw Self.answer(refusal, json: json)
         }
         let unauthorized = APIError(.unauthorized, code: .unauthorized, "sign in to accept the invitation")
         guard let bearer, let verified = await verified(bearer, context) else {
-            return try respond(unauthorized, json: json, request, context)
+            throw Self.answer(unauthorized, json: json)
         }
         do {
             // A valid token of someone not seen before makes their user: never an "invalid link".
@@ -259,18 +269,16 @@ struct InvitationController {
                 // One answer for every unusable token, so its state cannot be probed.
                 return try await unusable(request, context, json: json)
             default:
-                return try respond(APIError(error), json: json, request, context)
+                throw Self.answer(APIError(error), json: json)
             }
+        } catch {
+            throw Self.answer(APIError.from(error), json: json)
         }
     }
 
-    private func respond(_ error: APIError, json: Bool, _ request: Request, _ context: AppRequestContext) throws
-        -> Response
-    {
-        if json { return try error.response(from: request, context: context) }
-        var response = Self.html(error.status, InvitationPage.problem(error.message))
-        for field in error.headers { response.headers[field.name] = field.value }
-        return response
+    /// `error` as the client asked for it: JSON, or a page for a browser.
+    private static func answer(_ error: APIError, json: Bool) -> APIError {
+        json ? error : error.shown(as: InvitationPage.problem(error.message))
     }
 
     /// The JWT from `Authorization: Bearer ...`, else from the form field `access_token`; a form in a content

@@ -61,6 +61,16 @@ enum InvitationPage {
                 """)
     }
 
+    /// When the invitation could not be read, for `message`'s reason (the database away).
+    static func notShown(_ message: String) -> String {
+        layout(
+            title: "Invitation not shown",
+            body: """
+                <h1>The invitation cannot be shown right now</h1>
+                <p>Reload this page in a moment (\(escape(message))).</p>
+                """)
+    }
+
     static func problem(_ message: String) -> String {
         layout(title: "Could not accept", body: "<h1>Could not accept the invitation</h1><p>\(escape(message))</p>")
     }

@@ -151,12 +151,30 @@ struct LiveTests {
                     #expect(response.headers[.retryAfter] == "1")
                     #expect(!String(buffer: response.body).contains("allowed"))
                 }
-                // To anyone with a link: not libpq's words, which name the server's socket or host, port and login.
-                try await client.execute(uri: "/v1/invitations/\(issued.token.rawValue)", method: .get) { response in
+                // To anyone with a link: not libpq's words, which name the server's socket or host, port and login;
+                // and to a browser, a page.
+                let invitation = "/invitations/\(issued.token.rawValue)"
+                try await client.execute(uri: "/v1\(invitation)", method: .get) { response in
                     #expect(response.status == .serviceUnavailable)
                     #expect(
                         String(buffer: response.body)
                             == #"{"error":{"code":"unavailable","message":"cannot reach the database"}}"#)
+                }
+                let jwt = DevelopmentTokens.sign(
+                    ["sub": "nina", "email": "nina@example.com", "exp": Date().timeIntervalSince1970 + 600],
+                    secret: Self.secret)
+                for (path, method, headers, words) in [
+                    (invitation, HTTPRequest.Method.get, HTTPFields(), "cannot be shown right now"),
+                    ("\(invitation)/accept", .post, [.authorization: "Bearer \(jwt)"], "Could not accept"),
+                ] {
+                    try await client.execute(uri: path, method: method, headers: headers) { response in
+                        let page = String(buffer: response.body)
+                        #expect(response.status == .serviceUnavailable, "\(path)")
+                        #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(path)")
+                        #expect(response.headers[.retryAfter] == "1", "\(path)")
+                        #expect(page.contains(words) && page.contains("cannot reach the database"), "\(page)")
+                        #expect(!page.contains("socket") && !page.contains("connection to server"), "\(page)")
+                    }
                 }
                 try await client.execute(uri: "/ready", method: .get) {
                     #expect($0.status == .serviceUnavailable)
