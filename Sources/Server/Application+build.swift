@@ -131,7 +131,7 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
         repository: dependencies.repository, baseURL: dependencies.publicBaseURL, metrics: metrics)
     let admission = CoupleAdmission(
         limit: dependencies.coupleRequests.each, total: dependencies.coupleRequests.all,
-        wait: dependencies.coupleRequests.wait)
+        wait: dependencies.coupleRequests.wait, registry: dependencies.metrics)
     InvitationController(
         invitations: invitations, repository: dependencies.repository, tokens: dependencies.tokens,
         emailVerifyingIssuers: dependencies.emailVerifyingIssuers, signIn: dependencies.signIn,

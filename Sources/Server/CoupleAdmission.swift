@@ -1,6 +1,7 @@
 import Collaboration
 import Foundation
 import Hummingbird
+import Prometheus
 import Synchronization
 
 /// How many requests that may wait on a couple's lock are answered at once, so that neither one couple nor a few
@@ -11,11 +12,13 @@ import Synchronization
 /// all changes together `total`, fewer than the connections: the rest stay for checks, reads of users, sign-ins
 /// and invitation pages, which wait on no couple's lock. A change whose couple its path does not name (accepting an
 /// invitation, deleting a user) takes a place among all alone. A request past a bound waits for a place, first come
-/// first served, as long as it would wait for a connection in all; then it is answered 503.
+/// first served, as long as it would wait for a connection in all; then it is answered 503. How many wait is
+/// `rbac_requests_waiting_for_turn`: above zero, some couple's requests wait on the database.
 final class CoupleAdmission: Sendable {
     let limit: Int
     let total: Int
     let wait: Duration
+    private let waitingGauge: Gauge
 
     /// A line of requests waiting for places: one couple's, or all changes'.
     private enum Line: Hashable {
@@ -28,6 +31,8 @@ final class CoupleAdmission: Sendable {
     }
     private struct State {
         var lines: [Line: Places] = [:]
+        /// Of every line.
+        var waiting = 0
         var tickets: UInt64 = 0
         /// The tickets of the requests waiting, or about to: one given up on before it was put in line is
         /// missing here when it comes to be.
@@ -35,9 +40,15 @@ final class CoupleAdmission: Sendable {
     }
     private let state = Mutex(State())
 
-    init(limit: Int, total: Int, wait: Duration) {
+    init(
+        limit: Int, total: Int, wait: Duration, registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()
+    ) {
         precondition(1 <= limit && limit <= total)
         (self.limit, self.total, self.wait) = (limit, total, wait)
+        waitingGauge = registry.makeGauge(
+            descriptor: MetricNameDescriptor(
+                metricName: "rbac_requests_waiting_for_turn", unitName: "",
+                helpText: "Requests waiting for a place among one couple's or all changes' (503 after 5 s)."))
     }
 
     /// Runs `body` holding one of the couple's places and one of all (without a couple, one of all alone), taken
@@ -113,6 +124,8 @@ final class CoupleAdmission: Sendable {
                         return true
                     }
                     state.lines[line, default: Places()].waiting.append((ticket, admit))
+                    state.waiting += 1
+                    waitingGauge.set(Int64(state.waiting))
                     return nil
                 }
                 if let admitted { admit.resume(returning: admitted) }
@@ -129,6 +142,8 @@ final class CoupleAdmission: Sendable {
             guard places.waiting.isEmpty else {
                 let next = places.waiting.removeFirst()
                 state.pending.remove(next.ticket)
+                state.waiting -= 1
+                waitingGauge.set(Int64(state.waiting))
                 return next.admit
             }
             places.taken -= 1
@@ -143,6 +158,8 @@ final class CoupleAdmission: Sendable {
             guard state.pending.remove(ticket) != nil,
                 let index = state.lines[line]?.waiting.firstIndex(where: { $0.ticket == ticket })
             else { return nil }
+            state.waiting -= 1
+            waitingGauge.set(Int64(state.waiting))
             return state.lines[line]?.waiting.remove(at: index).admit
         }
         waiter?.resume(returning: false)

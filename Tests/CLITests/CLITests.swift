@@ -1785,6 +1785,8 @@ struct CLITests {
         let couples: [String]
         let owner: String
         let database: PostgresConfiguration
+        /// Where serve listens.
+        let port: Int
         let key: String
         /// The secret serve verifies end users' tokens with.
         let jwtSecret: String
@@ -1882,7 +1884,7 @@ struct CLITests {
             settings.httpMaximumConnectionsPerHost = 32
             let session = URLSession(configuration: settings)
             let served = LockableCouples(
-                couples: couples, owner: owner, database: configuration, key: key,
+                couples: couples, owner: owner, database: configuration, port: port, key: key,
                 jwtSecret: try String(contentsOfFile: secret, encoding: .utf8)
             ) { path, body, fields in
                 var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!, timeoutInterval: 30)
@@ -1943,8 +1945,14 @@ struct CLITests {
             let (couple, other) = (served.couples[0], served.couples[1])
             let answers = try await served.changesWhileLocked(20, to: 1, expected: 8) { waiting in
                 // Eight wait on the lock, each holding a database connection; the other twelve wait their turn
-                // without one.
+                // without one, as /metrics says.
                 #expect(waiting == 8, "\(waiting) wait on the lock")
+                var samples: [String: Double] = [:]
+                _ = try await eventually(within: .seconds(10)) {
+                    samples = try await Self.metrics(served.port)
+                    return samples["rbac_requests_waiting_for_turn"] == 12
+                }
+                #expect(samples["rbac_requests_waiting_for_turn"] == 12, "\(samples)")
                 // The other couple's change finds a connection, and the locked couple's checks are answered.
                 #expect(
                     try await served.post("/v1/couples/\(other)/budget/scenarios", #"{"name":"Main"}"#).status == 201)
@@ -1954,6 +1962,7 @@ struct CLITests {
             }
             // The lock gone, all twenty are answered, eight at a time.
             #expect(answers == Array(repeating: 201, count: 20))
+            #expect(try await Self.metrics(served.port)["rbac_requests_waiting_for_turn"] == 0)
             let listed = try Self.jsonArray(
                 try await run(["budget", "scenarios", "list", "--couple", couple, "--json"]))
             #expect(listed.count == 20)
