@@ -146,13 +146,8 @@ struct InvitationController {
         } catch let error as APIError {
             response = Self.html(
                 error.status, InvitationPage.problem("This sign-in address is not valid: \(error.message)."))
-        } catch let error as CollaborationError {
-            switch error.code {
-            case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
-                response = Self.html(.notFound, InvitationPage.unusable)
-            default:
-                response = Self.html(APIError(error).status, InvitationPage.problem(error.message))
-            }
+        } catch let error as CollaborationError where Self.unusableToken.contains(error.code) {
+            response = Self.html(.notFound, InvitationPage.unusable)
         } catch {
             let failure = APIError.from(error)
             response = Self.html(failure.status, InvitationPage.problem(failure.message))
@@ -263,18 +258,17 @@ struct InvitationController {
             }
             let name = (try? await invitations.preview(token: token).coupleName) ?? "the couple"
             return Self.html(.ok, InvitationPage.accepted(membership, coupleName: name))
-        } catch let error as CollaborationError {
-            switch error.code {
-            case .notFound, .invitationUsed, .invitationRevoked, .invitationExpired:
-                // One answer for every unusable token, so its state cannot be probed.
-                return try await unusable(request, context, json: json)
-            default:
-                throw Self.answer(APIError(error), json: json)
-            }
+        } catch let error as CollaborationError where Self.unusableToken.contains(error.code) {
+            return try await unusable(request, context, json: json)
         } catch {
             throw Self.answer(APIError.from(error), json: json)
         }
     }
+
+    /// The refusals of a token that cannot be used: answered alike, so that its state cannot be probed.
+    private static let unusableToken: Set<CollaborationError.Code> = [
+        .notFound, .invitationUsed, .invitationRevoked, .invitationExpired,
+    ]
 
     /// `error` as the client asked for it: JSON, or a page for a browser.
     private static func answer(_ error: APIError, json: Bool) -> APIError {
