@@ -124,8 +124,7 @@ final class CoupleAdmission: Sendable {
                         return true
                     }
                     state.lines[line, default: Places()].waiting.append((ticket, admit))
-                    state.waiting += 1
-                    waitingGauge.set(Int64(state.waiting))
+                    counted(waiting: 1, in: &state)
                     return nil
                 }
                 if let admitted { admit.resume(returning: admitted) }
@@ -142,8 +141,7 @@ final class CoupleAdmission: Sendable {
             guard places.waiting.isEmpty else {
                 let next = places.waiting.removeFirst()
                 state.pending.remove(next.ticket)
-                state.waiting -= 1
-                waitingGauge.set(Int64(state.waiting))
+                counted(waiting: -1, in: &state)
                 return next.admit
             }
             places.taken -= 1
@@ -152,14 +150,19 @@ final class CoupleAdmission: Sendable {
         next?.resume(returning: true)
     }
 
+    /// Notes, under the lock, `change` more requests waiting in some line, as the gauge shows them.
+    private func counted(waiting change: Int, in state: inout State) {
+        state.waiting += change
+        waitingGauge.set(Int64(state.waiting))
+    }
+
     /// Ends the wait of `ticket`, if it still waits (or is about to).
     private func giveUp(_ line: Line, _ ticket: UInt64) {
         let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             guard state.pending.remove(ticket) != nil,
                 let index = state.lines[line]?.waiting.firstIndex(where: { $0.ticket == ticket })
             else { return nil }
-            state.waiting -= 1
-            waitingGauge.set(Int64(state.waiting))
+            counted(waiting: -1, in: &state)
             return state.lines[line]?.waiting.remove(at: index).admit
         }
         waiter?.resume(returning: false)

@@ -46,8 +46,8 @@ struct CommandFailure: Error {
             self.init(.conflict, error.message)
         case let error as any CodedError:
             // The operator runs this: the detail, the database's own words on why it cannot be reached, is theirs.
-            self.init(
-                Self.status(for: CollaborationError(error).code), "\(CollaborationError(error))", code: error.codeName)
+            let refusal = CollaborationError(error)
+            self.init(Self.status(for: refusal.code), refusal.description, code: error.codeName)
         case let error as PostgresError where error.refusesConnectionOption:
             self.init(.usage, "invalid database URL or PG* variable: \(error.message)")
         case let error as PostgresError where error.kind == .connection || error.kind == .poolTimeout:
