@@ -55,8 +55,9 @@ private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
 }
 
 /// An email address, checked for shape only: something@domain.tld, at most 320 code points, no whitespace,
-/// control characters or bidirectional overrides. The database holds every stored address to the same rule
-/// (`rbac.is_email_address` and the checks of sql/0012); `EmailAddressRuleTests` keeps the two in step.
+/// control characters, bidirectional overrides or characters drawn as nothing. The database holds every stored
+/// address to the same rule (`rbac.is_email_address` and the checks of sql/0012 and sql/0040);
+/// `EmailAddressRuleTests` keeps the two in step.
 public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
 
@@ -99,6 +100,11 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
                 "it holds a control character or a bidirectional override"
             } else if stored.contains(/\s/.matchingSemantics(.unicodeScalar)) {
                 "it holds a space"
+            } else if containsInvisibleCharacter(stored) {
+                // `pia\u{200B}@example.com` reads as `pia@example.com` wherever it is shown, yet is another
+                // address. Joiners are refused too, though some scripts write them inside words: no mail provider
+                // hands out such a name, and one after a Latin letter only hides.
+                "it holds an invisible character (a zero-width space or joiner, a direction mark, ...)"
             } else if scalars.count(where: { $0 == "@" }) != 1 {
                 "it needs one @, between a name and a domain"
             } else if stored.wholeMatch(of: /[^@]+@[^@]+\.[^@]+/.matchingSemantics(.unicodeScalar)) == nil {

@@ -40,7 +40,7 @@ public func refuseBlank(_ text: String, _ field: String) throws(InvalidText) {
 /// one. `rbac.is_blank` is the same rule.
 public func isBlank(_ text: some StringProtocol) -> Bool {
     text.unicodeScalars.allSatisfy {
-        $0.properties.isWhitespace || $0.properties.isDefaultIgnorableCodePoint || $0 == "\u{2800}"
+        $0.properties.isWhitespace || isInvisible($0) || $0 == "\u{2800}"
     }
 }
 
@@ -55,20 +55,27 @@ public func refuseControlCharacters(_ text: String, _ field: String) throws(Inva
     }
 }
 
-/// `text` in double quotes, for a message that echoes what a person typed: control characters are shown escaped
-/// (`\u{1B}`) and the text is cut at 100 characters, so an echo can neither rewrite a terminal nor pass for
-/// more than one log line.
+/// `text` in double quotes, for a message that echoes what a person typed: control characters and characters
+/// drawn as nothing are shown escaped (`\u{1B}`, `\u{200B}`) and the text is cut at 100 characters, so an echo can
+/// neither rewrite a terminal nor pass for more than one log line, and shows what a refusal of invisible text
+/// is about.
 public func quoted(_ text: some StringProtocol) -> String {
-    "\"" + visible(text.storedPrefix(100)) + (text.storedLength > 100 ? "…" : "") + "\""
+    let shown = shownEscaped(text.storedPrefix(100)) { isControl($0) || isInvisible($0) }
+    return "\"" + shown + (text.storedLength > 100 ? "…" : "") + "\""
 }
 
 /// `text` with its control characters and bidirectional overrides shown escaped (`\u{1B}`): for printing what
 /// the database holds, which the rules keep free of them but raw SQL need not have.
 public func visible(_ text: some StringProtocol) -> String {
-    guard text.unicodeScalars.contains(where: isControl) else { return String(text) }
+    shownEscaped(text, where: isControl)
+}
+
+/// `text` with the code points `escaping` picks written `\u{…}`.
+private func shownEscaped(_ text: some StringProtocol, where escaping: (Unicode.Scalar) -> Bool) -> String {
+    guard text.unicodeScalars.contains(where: escaping) else { return String(text) }
     var shown = ""
     for scalar in text.unicodeScalars {
-        if isControl(scalar) {
+        if escaping(scalar) {
             shown += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
         } else {
             shown.unicodeScalars.append(scalar)
@@ -79,6 +86,17 @@ public func visible(_ text: some StringProtocol) -> String {
 
 public func containsControlCharacter(_ text: String) -> Bool {
     text.unicodeScalars.contains(where: isControl)
+}
+
+/// Whether `text` holds a character drawn as nothing (Unicode's Default_Ignorable_Code_Point: zero-width spaces
+/// and joiners, direction marks, the soft hyphen, variation selectors, ...). `rbac.invisible_characters` is the
+/// same rule.
+public func containsInvisibleCharacter(_ text: String) -> Bool {
+    text.unicodeScalars.contains(where: isInvisible)
+}
+
+private func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.properties.isDefaultIgnorableCodePoint
 }
 
 /// Unicode's control characters (Cc), and the bidirectional embeddings, overrides and isolates (U+202A to U+202E,

@@ -284,6 +284,10 @@ struct LiveTests {
                     "/invitations", #"{"role":"viewer","email":"a\u001bb@example.com"}"#,
                     #""a\\u{1B}b@example.com\" is not"#
                 ),
+                (
+                    "/invitations", #"{"role":"viewer","email":"a\u200bb@example.com"}"#,
+                    #""a\\u{200B}b@example.com\" is not an email address: it holds an invisible character"#
+                ),
                 ("/budget/scenarios", #"{"name":"Main\u0000"}"#, "name must not contain control characters"),
                 ("/budget/scenarios", #"{"name":"Main\u001b[2J"}"#, "name must not contain control characters"),
                 ("/budget/expenses", #"{"name":"Cake","amount":10,"vendor":"Bakery\u0000"}"#, "vendor must not"),

@@ -150,6 +150,13 @@ SELECT throws_ok($$INSERT INTO users (email) VALUES ('ann@localhost')$$, '23514'
 SELECT throws_ok($$INSERT INTO users (email) VALUES (U&'ann\001B]0;x\0007@example.com')$$, '23514',
                  'new row for relation "users" violates check constraint "users_email_check"',
                  'control characters included');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', U&'ann\200B@example.com', true, NULL)$$,
+                 'RBINV', 'the identity provider gave no usable email address, which a new user needs: it holds an '
+                 'invisible character (a zero-width space or joiner, a direction mark, ...)');
+SELECT throws_ok($$UPDATE invitations SET email = U&'ann\200D@example.com' WHERE token_hash = pg_temp.hash('inv_idn')$$,
+                 '23514',
+                 'new row for relation "invitations" violates check constraint "invitations_email_visible"',
+                 'and an address that reads as another: a zero-width joiner before its @');
 SELECT throws_ok($$INSERT INTO users (email) VALUES ('bob@mail.XN--bcher-kva.example')$$, '23514',
                  'new row for relation "users" violates check constraint "users_email_domain_letters"',
                  'and a domain in IDNA''s ASCII spelling');

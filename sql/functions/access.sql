@@ -33,15 +33,22 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT p_text ~ '[\u0001-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]'
 $$;
 
+-- The characters drawn as nothing, as a bracket expression for `~`: Unicode's Default_Ignorable_Code_Point (zero-width
+-- spaces and joiners, direction marks, the soft hyphen, Hangul fillers, variation selectors, ...). Spelled out
+-- as has_control_character is; Swift's `containsInvisibleCharacter` is the same rule.
+CREATE OR REPLACE FUNCTION rbac.invisible_characters() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164'
+           '\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]'
+$$;
+
 -- Whether text a person gave shows nothing: only white space (Unicode's White_Space), characters drawn as nothing
--- (Default_Ignorable_Code_Point: zero-width spaces and joiners, the byte-order mark, the soft hyphen, Hangul
--- fillers, variation selectors, ...) and the blank Braille pattern, which passes for a space. A name of such
--- text would look like none. Spelled out as has_control_character is; Swift's `isBlank` is the same rule.
+-- (rbac.invisible_characters) and the blank Braille pattern, which passes for a space. A name of such text would
+-- look like none. Swift's `isBlank` is the same rule.
 CREATE OR REPLACE FUNCTION rbac.is_blank(p_text text) RETURNS boolean
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT p_text ~ ('^[\u0009-\u000d\u0020\u0085\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5'
-                     '\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u206f\u2800\u3000\u3164\ufe00-\ufe0f\ufeff'
-                     '\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*$')
+    SELECT p_text ~ ('^([\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u2800\u3000]|'
+                     || rbac.invisible_characters() || ')*$')
 $$;
 
 -- The identity a request's claims name: request.jwt.claims as PostgREST / Supabase (or rbac serve) put them,

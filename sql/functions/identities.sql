@@ -1,15 +1,17 @@
 -- Signing in: the user of a verified token's identity, made on its first sign-in.
 
 -- Why p_email is no email address as rbac stores one, in the words of Swift's `EmailAddress(validating:)` and
--- in its order; NULL when it is one. The same rule as the checks on every email column (sql/0012). Composed
--- form is not part of it: the callers normalize first. The spaces are Unicode's White_Space characters that are
--- not control characters.
+-- in its order; NULL when it is one. The same rule as the checks on every email column (sql/0012 and 0040).
+-- Composed form is not part of it: the callers normalize first. The spaces are Unicode's White_Space characters
+-- that are not control characters.
 CREATE OR REPLACE FUNCTION rbac.email_shape_refusal(p_email text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
         WHEN length(p_email) > 320 THEN 'it is longer than 320 characters'
         WHEN rbac.has_control_character(p_email) THEN 'it holds a control character or a bidirectional override'
         WHEN p_email ~ '[\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN 'it holds a space'
+        WHEN p_email ~ rbac.invisible_characters()
+            THEN 'it holds an invisible character (a zero-width space or joiner, a direction mark, ...)'
         WHEN p_email !~ '^[^@]*@[^@]*$' THEN 'it needs one @, between a name and a domain'
         WHEN p_email !~ '^[^@]+@[^@]+\.[^@]+$'
             THEN 'it needs a name before its @ and a dot inside its domain (name@example.com)'
