@@ -61,6 +61,9 @@ SELECT lives_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('in
                 'an address at an allowed domain is taken, whatever its case');
 SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY['example.com', 'not a domain'])$$, 'RBINV',
                  'not a domain: ''not a domain''');
+SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY[U&'exa\2061mple.com'])$$, 'RBINV',
+                 U&'not a domain: ''exa\2061mple.com'', which holds an invisible character (a zero-width joiner, a '
+                 'direction mark, ...)');
 SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'), domains), 'RBINV', NULL,
                  format('%s is refused', label))
 FROM (VALUES (ARRAY['example..com'], 'an empty label'), (ARRAY[repeat('a', 64) || '.com'], 'a label of 64'),

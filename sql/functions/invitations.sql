@@ -174,10 +174,15 @@ DECLARE
     v_domains text[] := ARRAY(SELECT DISTINCT rbac.ascii_domain(btrim(d)) FROM unnest(coalesce(p_domains, '{}')) d
                               ORDER BY 1);
     -- The first given that is not a domain once written in ASCII: labels of letters, digits and hyphens, each
-    -- at most 63 characters, at most 253 in all (RFC 1035). Named as given.
+    -- at most 63 characters, at most 253 in all (RFC 1035); nor one that holds a character drawn as nothing once
+    -- mapped, which no address may (sql/0040) and which would list as another domain. Named as given.
     v_refused text := (SELECT coalesce(quote_literal(d), 'NULL')
-                       FROM unnest(coalesce(p_domains, '{}')) d, LATERAL rbac.ascii_domain(btrim(d)) a
-                       WHERE a IS NULL OR a !~ '^([a-z0-9-]{1,63}\.)+[a-z0-9-]{1,63}$' OR length(a) > 253 LIMIT 1);
+                              || CASE WHEN invisible THEN ', which holds an invisible character (a zero-width joiner, '
+                                                          'a direction mark, ...)' ELSE '' END
+                       FROM unnest(coalesce(p_domains, '{}')) d, LATERAL rbac.ascii_domain(btrim(d)) a,
+                            LATERAL (SELECT rbac.mapped_domain(btrim(d)) ~ rbac.invisible_characters()) i(invisible)
+                       WHERE a IS NULL OR a !~ '^([a-z0-9-]{1,63}\.)+[a-z0-9-]{1,63}$' OR length(a) > 253 OR invisible
+                       LIMIT 1);
 BEGIN
     IF NOT rbac.is_operator() THEN
         RAISE EXCEPTION 'only the operator sets the domains a couple may invite' USING ERRCODE = 'RBDEN';
