@@ -299,7 +299,7 @@ struct BudgetAPIController {
     }
 
     private func id(_ context: AppRequestContext, _ name: String) throws -> UUID {
-        try APIError.uuid(context.parameters.get(name), "the \(name) id")
+        try APIError.uuid(context.parameters.get(name), "\(name) id")
     }
 
     /// The JSON body, its keys spelled as the API documents them.

@@ -34,8 +34,11 @@ enum DocumentedRequests {
     /// What one documented operation may be sent.
     struct Operation: Sendable {
         var query: Set<String> = []
-        /// Whether it takes `X-Acting-User`.
+        /// Whether it takes `X-Acting-User`, and whether it needs one.
         var actsForUser = false
+        var needsActingUser = false
+        /// The parameters of its path that are ids (`format: uuid`), in the order the path names them.
+        var ids: [String] = []
         /// The shape of its JSON body, if it takes one.
         var body: Shape?
     }
@@ -54,15 +57,22 @@ enum DocumentedRequests {
             for (method, entry) in entries {
                 guard let entry = entry as? [String: Any] else { continue }
                 var operation = Operation()
+                var ids: Set<String> = []
                 for parameter in entry["parameters"] as? [Any] ?? [] {
                     guard let parameter = resolved(parameter, in: parameters), let name = parameter["name"] as? String
                     else { continue }
                     switch parameter["in"] as? String {
                     case "query": operation.query.insert(name)
-                    case "header" where HTTPField.Name(name) == .actingUser: operation.actsForUser = true
+                    case "header" where HTTPField.Name(name) == .actingUser:
+                        operation.actsForUser = true
+                        operation.needsActingUser = parameter["required"] as? Bool == true
+                    case "path" where (parameter["schema"] as? [String: Any])?["format"] as? String == "uuid":
+                        ids.insert(name)
                     default: continue
                     }
                 }
+                operation.ids = path.split(separator: "/").filter { $0.first == "{" && $0.last == "}" }
+                    .map { String($0.dropFirst().dropLast()) }.filter(ids.contains)
                 let content = (entry["requestBody"] as? [String: Any])?["content"] as? [String: Any]
                 if let schema = (content?["application/json"] as? [String: Any])?["schema"] {
                     operation.body = shape(of: schema, schemas)
@@ -116,16 +126,23 @@ enum DocumentedRequests {
         try refuse(value, shape, at: Self.whole)
     }
 
-    /// A 400 for `X-Acting-User` sent to a route that does not take it, or naming the first query parameter (by
-    /// name) that the route does not take; names are compared decoded, as `Request.queryParameter` reads them.
-    /// Nothing for a route the document does not know.
-    static func refuseUndocumented(_ request: Request, route: String?) throws(APIError) {
-        if request.headers[.actingUser] != nil, operation(request.method, route)?.actsForUser == false {
+    /// A 400 for what a request's path and headers get wrong, before anything reads its body, so that a client
+    /// learns of a mistyped id or a forgotten header first, not after mending a body that was never the problem:
+    /// the first id in the path (`parameters`, as the router read them) that is not a UUID, an `X-Acting-User`
+    /// missing, repeated or no UUID where one is needed or sent to a route that does not take it, or the first query
+    /// parameter (by name) that the route does not take; names are compared decoded, as `Request.queryParameter`
+    /// reads them. Nothing for a route the document does not know.
+    static func refuseBeforeBody(_ request: Request, route: String?, parameters: Parameters) throws {
+        guard let operation = operation(request.method, route) else { return }
+        for name in operation.ids { _ = try APIError.uuid(parameters.get(name), "\(name) id") }
+        if operation.needsActingUser {
+            _ = try request.actingUserID()
+        } else if request.headers[.actingUser] != nil, !operation.actsForUser {
             throw APIError.badRequest(
                 "this request takes no X-Acting-User: it answers for the service key, whichever user the header names")
         }
         guard request.uri.query?.isEmpty == false else { return }  // most requests: nothing to look up
-        guard let taken = operation(request.method, route)?.query else { return }
+        let taken = operation.query
         let names = try request.queryItems().map(\.name)
         guard let unknown = names.filter({ !taken.contains($0) }).sorted().first else { return }
         throw APIError.badRequest(
@@ -205,13 +222,13 @@ public struct StrictJSONDecoder: RequestDecoder {
     }
 }
 
-/// Refuses an `X-Acting-User` or a query parameter the route does not take (`DocumentedRequests`), before the
-/// route reads either.
+/// Refuses a malformed id in the path, a missing or malformed `X-Acting-User`, and a header or query parameter the
+/// route does not take (`DocumentedRequests.refuseBeforeBody`), before the route reads any of them or the body.
 struct DocumentedRequestMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
     {
-        try DocumentedRequests.refuseUndocumented(request, route: context.endpointPath)
+        try DocumentedRequests.refuseBeforeBody(request, route: context.endpointPath, parameters: context.parameters)
         return try await next(request, context)
     }
 }

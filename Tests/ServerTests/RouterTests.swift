@@ -702,6 +702,42 @@ struct RouterTests {
         }
     }
 
+    @Test("an id in the path and X-Acting-User are refused before the body is read")
+    func pathAndHeaderBeforeBody() async throws {
+        let fixture = try await Fixture()
+        let couple = "/v1/couples/\(fixture.couple)"
+        var twice = fixture.keyHeader(actingAs: fixture.owner)
+        twice[values: .actingUser] = [fixture.owner.uuidString, fixture.owner.uuidString]
+        var actingAsNobody = fixture.keyHeader
+        actingAsNobody[.actingUser] = "nobody"
+        let refusals: [(HTTPRequest.Method, String, HTTPFields, String)] = [
+            (
+                .post, "/v1/couples/nope/budget/scenarios", fixture.keyHeader(actingAs: fixture.owner),
+                "couple id must be a UUID"
+            ),
+            (
+                .patch, "\(couple)/budget/scenarios/nope", fixture.keyHeader(actingAs: fixture.owner),
+                "scenario id must be a UUID"
+            ),
+            (.post, "\(couple)/members", fixture.keyHeader, "X-Acting-User must name the user this request acts for"),
+            (.patch, "/v1/users/\(fixture.owner)", twice, "send one X-Acting-User, not 2"),
+            (.post, "\(couple)/invitations", actingAsNobody, "X-Acting-User must be a UUID"),
+        ]
+        try await fixture.application().test(.router) { client in
+            for (method, uri, headers, message) in refusals {
+                try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: "{")) {
+                    #expect($0.status == .badRequest, "\(uri)")
+                    #expect(text($0).contains(#""message":"\#(message)"#), "\(uri): \(text($0))")
+                }
+            }
+            // With its path and headers right, the same body is what is refused.
+            try await client.execute(
+                uri: "\(couple)/members", method: .post, headers: fixture.keyHeader(actingAs: fixture.owner),
+                body: ByteBuffer(string: "{")
+            ) { #expect(text($0).contains("the body is not JSON"), "\(text($0))") }
+        }
+    }
+
     @Test("a body that does not fit is a 400 naming the key at fault and what it takes, on every route alike")
     func bodyMisfitsNamed() async throws {
         let fixture = try await Fixture()
