@@ -221,15 +221,21 @@ struct InvitationController {
         return try (json ? refusal : refusal.shown(as: page)).response(from: request, context: context)
     }
 
+    /// Whether a request to accept asks for JSON (`Accept: application/json`); else it is answered with a page.
+    static func asksForJSON(_ request: Request) -> Bool {
+        request.headers[.accept]?.contains("application/json") ?? false
+    }
+
     @Sendable func accept(_ request: Request, context: AppRequestContext) async throws -> Response {
-        let json = request.headers[.accept]?.contains("application/json") ?? false
+        let json = Self.asksForJSON(request)
         let token = context.parameters.get("token") ?? ""
         var request = request
         let bearer: String?
         do {
             bearer = try await Self.bearerToken(&request, context: context)
-        } catch let refusal as APIError {
-            throw Self.answer(refusal, json: json)
+        } catch {
+            // A form too large to read included, which the decoder refuses in Hummingbird's words.
+            throw Self.answer(APIError.from(error), json: json)
         }
         let unauthorized = APIError(.unauthorized, code: .unauthorized, "sign in to accept the invitation")
         guard let bearer, let verified = await verified(bearer, context) else {
@@ -279,9 +285,7 @@ struct InvitationController {
     /// coding is refused (`APIError.contentCoded`), as every JSON body is.
     private static func bearerToken(_ request: inout Request, context: AppRequestContext) async throws -> String? {
         if let credential = request.headers.bearerCredential { return credential }
-        guard request.headers[.contentType].map(HTTPFields.mediaType) == "application/x-www-form-urlencoded" else {
-            return nil
-        }
+        guard request.headers.declaresForm else { return nil }
         guard request.headers.declaresNoContentCoding else { throw APIError.contentCoded }
         struct Form: Decodable {
             let accessToken: String?

@@ -110,6 +110,11 @@ extension HTTPFields {
         return true
     }
 
+    /// Whether the body is an HTML form's (`application/x-www-form-urlencoded`), as a browser posts one.
+    var declaresForm: Bool {
+        self[.contentType].map(Self.mediaType) == "application/x-www-form-urlencoded"
+    }
+
     /// Whether a body sent with these fields comes as it is: no `Content-Encoding` but `identity`. This service
     /// decodes none, and a body labelled gzip yet read as it came could be one request here and another to a
     /// proxy or gateway that decodes it.
@@ -152,7 +157,8 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
 /// megabytes learns at once, not after the first 64 KiB of them (a chunked body, which declares no length, is
 /// refused once that much has come). What it sends after the answer is read and dropped, as for any request
 /// whose body was not read, up to the idle timeout; a client that waits for `100 Continue` is not told it
-/// (`StrictHTTP1Channel`), and its connection closes after the answer.
+/// (`StrictHTTP1Channel`), and its connection closes after the answer. A form a browser posts (accepting an
+/// invitation) is answered with a page, as the route would answer it.
 struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -160,7 +166,9 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         guard AppRequestContext.refuses(declaredLength: request.headers[.contentLength]) else {
             return try await next(request, context)
         }
-        throw APIError.bodyTooLarge(closing: request.headers[.connection] == "close")
+        let refusal = APIError.bodyTooLarge(closing: request.headers[.connection] == "close")
+        guard request.headers.declaresForm, !InvitationController.asksForJSON(request) else { throw refusal }
+        throw refusal.shown(as: InvitationPage.problem(refusal.message))
     }
 }
 
