@@ -56,6 +56,14 @@ public struct PostgresConfiguration: Sendable {
         }
     }
 
+    /// Whether the connection string's `options`, or else PGOPTIONS, set server setting `name` (`-c name=value`,
+    /// `-cname=value` or `--name=value`, a dash standing for each underscore as the server takes it).
+    public func givesOption(_ name: String) -> Bool {
+        guard let options = Self.resolvedFields(of: connectionString)["options"] else { return false }
+        let spelled = name.replacingOccurrences(of: "_", with: "[_-]")
+        return options.contains(try! Regex("(^|\\s)(-c\\s*|--)\(spelled)="))
+    }
+
     /// Whether the connection string itself holds a password (a URL's `user:password@`, or a `password` field).
     public var carriesPassword: Bool { Self.fields(of: connectionString)["password"]?.isEmpty == false }
 

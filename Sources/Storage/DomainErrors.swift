@@ -67,9 +67,10 @@ public func domainError(_ error: PostgresError) -> any Error {
         return CollaborationError(.unavailable, "cannot reach part of the database", detail: error.message)
     case .lockNotAvailable:
         // `rbac serve` waits that long (--lock-timeout) for a lock, rather than let one left held take every
-        // connection; the transaction is rolled back.
+        // connection, and a CLI command rather than wait without a word; the transaction is rolled back.
         return CollaborationError(
-            .unavailable, "waited too long for a lock that another change or session holds; try again shortly")
+            .unavailable, "waited too long for a lock that another change or session holds; try again shortly",
+            detail: "lock_timeout passed; pg_stat_activity shows the session that holds it")
     case .characterNotInRepertoire:
         return CollaborationError(.invalidInput, "a text value contains a NUL character, which cannot be stored")
     case _ where state.errorClass == "22":

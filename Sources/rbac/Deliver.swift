@@ -32,8 +32,9 @@ extension RBAC {
             let key = try key.required()
             // Trapped from the start, so that a signal that comes while it connects stops it as one later does.
             let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
-            // Without --once it is a service: started while the database is down, it waits for it.
-            let stopped = try await options.run(waitingForDatabase: !once) { context -> UnixSignal? in
+            // Without --once it is a service: started while the database is down, it waits for it. Its locks are
+            // those of events being written, held for moments, so it waits them out rather than bound the wait.
+            let stopped = try await options.run(waitingForDatabase: !once, lockWaits: nil) { context -> UnixSignal? in
                 let worker = OutboxWorker(
                     outbox: PostgresOutbox(pool: context.pool),
                     http: OutboundHTTP(.init(totalTimeout: .seconds(15), caFile: caFile)), key: key,

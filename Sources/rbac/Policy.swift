@@ -129,7 +129,9 @@ extension RBAC {
                 } catch {
                     throw CommandFailure(error)
                 }
-                try await options.run { context in
+                // Its --lock-timeout bounds its statements once it holds the advisory lock, for which a second run
+                // waits as long as the first takes.
+                try await options.run(lockWaits: nil) { context in
                     do {
                         try await policy.apply(context.pool, lockTimeout: lockWaits.duration)
                     } catch let error as PostgresError {

@@ -23,7 +23,7 @@ struct RBAC: AsyncParsableCommand {
                  couple limit reached, a role still held, the primary
                  scenario deleted, a message being sent)
               5  database unavailable (unreachable, refusing the login, or
-                 a lock held past --lock-timeout)
+                 a lock held past 10 s, or past --lock-timeout)
 
             With --json, a failure is one line of JSON on stderr: {"error": {"code", "message"}}, the code as \
             the HTTP API gives it; so is a full page's hint of where the next starts: {"next_after": PLACE}.

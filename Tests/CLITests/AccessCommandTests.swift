@@ -80,6 +80,57 @@ extension CLITests {
         }
     }
 
+    @Test(
+        """
+        a command waits at most 10 s for a lock another session holds, then exits 5 having changed nothing; a \
+        lock_timeout in PGOPTIONS or the URL's options replaces that
+        """)
+    func boundedLockWaits() async throws {
+        try await Self.withDatabase { run, configuration in
+            let couple = try await Self.createCouple(run)
+            #expect(try await run(["users", "add", "--email", "pia@example.com"]).status == 0)
+            let grant = ["grant", "--couple", couple, "--user", "pia@example.com", "--role", "planner"]
+            func members() async throws -> Int {
+                try Self.jsonArray(try await run(["members", "--couple", couple, "--json"])).count
+            }
+            let (holder, watcher) = (
+                try await PostgresConnection.connect(configuration), try await PostgresConnection.connect(configuration)
+            )
+            try await ensuring {
+                // As a session left open in psql would hold it.
+                try await holder.runScript("BEGIN")
+                try await holder.query("SELECT id FROM couples WHERE id = \(UUID(uuidString: couple)) FOR UPDATE")
+                let refused = try await run(grant)
+                #expect(refused.status == 5, "\(refused.stderr)")
+                #expect(
+                    refused.stderr.contains("waited too long for a lock that another change or session holds")
+                        && refused.stderr.contains("pg_stat_activity"), "\(refused.stderr)")
+                #expect(try await members() == 1, "the grant changed nothing")
+                // Told to wait a minute, the grant waits past the 10 s, and is made once the lock goes. (Not for
+                // ever: should this test fail before letting the lock go, the grant must still end.)
+                async let waited = Self.rbac(
+                    grant, database: configuration.connectionString, environment: ["PGOPTIONS": "-c lock_timeout=60s"])
+                let pastDefault = try await eventually(within: .seconds(60), every: .milliseconds(200)) {
+                    try await watcher.query(
+                        """
+                        SELECT count(*)::int AS waiting FROM pg_stat_activity
+                        WHERE datname = current_database() AND wait_event_type = 'Lock'
+                          AND clock_timestamp() - query_start > interval '11 seconds'
+                        """)[0].decode("waiting", as: Int.self) == 1
+                }
+                #expect(pastDefault, "the grant waits beyond 10 s")
+                try await holder.runScript("ROLLBACK")
+                let granted = try await waited
+                #expect(granted.status == 0, "\(granted.stderr)")
+            } finally: {
+                try? await holder.runScript("ROLLBACK")
+                await holder.close()
+                await watcher.close()
+            }
+            #expect(try await members() == 2)
+        }
+    }
+
     @Test("roles create, list, grant, edit, delete --reassign: a couple's own role end to end")
     func coupleRoles() async throws {
         try await Self.withDatabase { run, _ in

@@ -179,4 +179,16 @@ struct DeadServerTests {
     func givesUpOnSilentServers(connectionString: String, givesUp: Bool) {
         #expect(PostgresConfiguration.givesUpOnSilentServers(connectionString) == givesUp)
     }
+
+    @Test(
+        "a setting is given in the URL's options however the server would read it, and no other name matches",
+        arguments: [
+            ("postgres:///db?options=-c%20lock_timeout%3D5s", true), ("options='-c lock_timeout=0'", true),
+            ("options='-clock_timeout=1s'", true), ("options='--lock-timeout=1s'", true),
+            ("options='-c statement_timeout=1s -c lock_timeout=1s'", true), ("options='-c deadlock_timeout=1s'", false),
+            ("options='-c lock_timeouts=1s'", false), ("dbname=x", false), ("", false),
+        ])
+    func givesOption(connectionString: String, gives: Bool) {
+        #expect(PostgresConfiguration(connectionString: connectionString).givesOption("lock_timeout") == gives)
+    }
 }

@@ -86,11 +86,15 @@ struct OperatorOptions: ParsableArguments {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var output: OutputOptions
 
-    /// Runs `body` with a context whose changes are recorded under the operator's label. `waitingForDatabase`:
-    /// see `CommandContext.run`.
-    func run<T>(waitingForDatabase: Bool = false, _ body: (CommandContext) async throws -> T) async throws -> T {
+    /// Runs `body` with a context whose changes are recorded under the operator's label. `waitingForDatabase`
+    /// and `lockWaits`: see `CommandContext.run`.
+    func run<T>(
+        waitingForDatabase: Bool = false, lockWaits: Duration? = CommandContext.lockWaits,
+        _ body: (CommandContext) async throws -> T
+    ) async throws -> T {
         try await CommandContext.run(
-            database, operatorLabel: label.recorded, waitingForDatabase: waitingForDatabase, body)
+            database, operatorLabel: label.recorded, waitingForDatabase: waitingForDatabase, lockWaits: lockWaits,
+            body)
     }
 }
 
@@ -105,17 +109,22 @@ struct CommandContext {
         get throws { CollaborationInvitationService(repository: repository, baseURL: try Self.publicBaseURL()) }
     }
 
+    /// How long a command's statement waits for a lock another session holds (a transaction left open in psql)
+    /// before the command ends, changing nothing (exit 5), rather than wait without a word for as long as that
+    /// session lasts.
+    static let lockWaits = Duration.seconds(10)
+
     /// Runs `body` with a context on the configured database, turning every failure into a `CommandFailure`.
     /// Changes made as the operator are recorded under `operatorLabel`. With `waitingForDatabase`, for a command
     /// that runs until stopped, a database that cannot be reached yet is `body`'s to wait for, as `serve`'s is:
-    /// the login is not asked about then.
+    /// the login is not asked about then. `lockWaits`: see `DatabaseOptions.pool`.
     static func run<T>(
         _ database: DatabaseOptions, operatorLabel: String = osUser(), waitingForDatabase: Bool = false,
-        _ body: (CommandContext) async throws -> T
+        lockWaits: Duration? = lockWaits, _ body: (CommandContext) async throws -> T
     ) async throws -> T {
         var configuration: PostgresConfiguration?
         do {
-            let (pool, resolved) = try await database.pool(operatorLabel: operatorLabel)
+            let (pool, resolved) = try await database.pool(operatorLabel: operatorLabel, lockWaits: lockWaits)
             configuration = resolved
             // With a delivery key in the environment, invitations made here seal their link for the outbox's email.
             let repository = PostgresCollaborationRepository(

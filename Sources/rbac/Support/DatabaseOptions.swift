@@ -63,9 +63,16 @@ struct DatabaseOptions: ParsableArguments {
         return try await LocalCluster.default().start()
     }
 
-    /// A pool for one CLI command, recording the operator's changes under `operatorLabel`.
-    func pool(operatorLabel: String) async throws -> (PostgresConnectionPool, PostgresConfiguration) {
-        let configuration = try await configuration(operatorLabel: operatorLabel)
+    /// A pool for one CLI command, recording the operator's changes under `operatorLabel`. With `lockWaits`, a
+    /// statement waits at most that long for a lock another session holds, unless the URL's options or PGOPTIONS
+    /// set a `lock_timeout` of their own (`0` waits for ever).
+    func pool(operatorLabel: String, lockWaits: Duration? = nil) async throws
+        -> (PostgresConnectionPool, PostgresConfiguration)
+    {
+        var configuration = try await configuration(operatorLabel: operatorLabel)
+        if let lockWaits, !configuration.givesOption("lock_timeout") {
+            configuration.settings["lock_timeout"] = "\(Int(lockWaits / .milliseconds(1)))ms"
+        }
         return (PostgresConnectionPool(configuration: configuration, maxConnections: 4), configuration)
     }
 }
