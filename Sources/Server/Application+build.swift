@@ -38,6 +38,9 @@ public struct ServerDependencies: Sendable {
     public let budgets: BudgetRegistry
     /// Run before `/metrics` is written: records what is sampled there rather than counted as it happens.
     public let sampleMetrics: @Sendable () -> Void
+    /// The clients `/metrics` answers (`rbac serve --metrics-from`), by their address as `trustedProxies` tell it;
+    /// nil: anyone.
+    public let metricsClients: AddressRanges?
     /// Where changes sent with an `Idempotency-Key` are kept; without one, that header is refused.
     public let idempotentRequests: (any IdempotentRequestStore)?
     /// How many requests of one couple, and changes in all, are answered at once (`CoupleAdmission`):
@@ -55,7 +58,7 @@ public struct ServerDependencies: Sendable {
         checker: PermissionChecker? = nil,
         budgets: any BudgetRepository,
         metrics: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
-        sampleMetrics: @escaping @Sendable () -> Void = {},
+        sampleMetrics: @escaping @Sendable () -> Void = {}, metricsClients: AddressRanges? = nil,
         idempotentRequests: (any IdempotentRequestStore)? = nil,
         coupleRequests: (each: Int, all: Int, wait: Duration) = (8, 12, .seconds(5)),
         isReady: @escaping @Sendable () async -> Bool
@@ -77,6 +80,7 @@ public struct ServerDependencies: Sendable {
             CoupleBudget(couple: couple, repository: budgets, checker: checker, metrics: operationMetrics)
         }
         self.sampleMetrics = sampleMetrics
+        self.metricsClients = metricsClients
         self.idempotentRequests = idempotentRequests
         self.coupleRequests = coupleRequests
         self.isReady = isReady
@@ -110,7 +114,14 @@ func documentedRoutes(_ dependencies: ServerDependencies) -> Router<AppRequestCo
     router.add(middleware: APIErrorMiddleware(failures: dependencies.failures))
     router.add(middleware: BodyLimitMiddleware())
     router.get("health") { _, _ in "ok" }
-    router.get("metrics") { _, _ -> Response in
+    router.get("metrics") { request, context -> Response in
+        let client = context.clientAddress(request, trusting: dependencies.trustedProxies)
+        if let clients = dependencies.metricsClients, !clients.contains(client) {
+            throw APIError(
+                CollaborationError(
+                    .permissionDenied,
+                    "/metrics answers only the addresses --metrics-from names"))
+        }
         dependencies.sampleMetrics()
         var headers = HTTPFields()
         headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"

@@ -69,8 +69,8 @@ public actor FailedAttemptLimiter {
 
     /// The client an address belongs to: an IPv4 address (also when written IPv4-mapped), an IPv6 address's /64.
     static func key(_ address: String) -> String {
-        guard let bytes = TrustedProxies.bytes(of: address) else { return address }
-        guard bytes.count == 16 else { return TrustedProxies.text(of: bytes) }
-        return TrustedProxies.text(of: Array(bytes[..<8]) + Array(repeating: 0, count: 8)) + "/64"
+        guard let bytes = AddressRanges.bytes(of: address) else { return address }
+        guard bytes.count == 16 else { return AddressRanges.text(of: bytes) }
+        return AddressRanges.text(of: Array(bytes[..<8]) + Array(repeating: 0, count: 8)) + "/64"
     }
 }

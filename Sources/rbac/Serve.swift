@@ -54,8 +54,8 @@ extension RBAC {
             help: ArgumentHelp(
                 """
                 A reverse proxy (address or CIDR range, repeatable) whose X-Forwarded-For header (see \
-                --forwarded-header) names the client, for the limit on invalid invitation links. Without it, the \
-                peer is the client.
+                --forwarded-header) names the client, for the limit on invalid invitation links and \
+                --metrics-from. Without it, the peer is the client.
                 """, valueName: "cidr"))
         var trustedProxy: [String] = []
         @Option(
@@ -65,6 +65,14 @@ extension RBAC {
                 Forwarded (RFC 7239). The other one is the client's own, passed on untouched, and is ignored.
                 """, valueName: "header"))
         var forwardedHeader: String?
+        @Option(
+            help: ArgumentHelp(
+                """
+                A client (address or CIDR range, repeatable) that GET /metrics answers, by its address as \
+                --trusted-proxy tells it; the rest get 403. Default: this machine (127.0.0.0/8, ::1). Give the \
+                scraper's: --metrics-from 10.0.0.0/8, or 0.0.0.0/0 and ::/0 for anyone.
+                """, valueName: "cidr"))
+        var metricsFrom: [String] = []
         @Option(
             help: ArgumentHelp(
                 """
@@ -143,6 +151,7 @@ extension RBAC {
                 throw ValidationError("unknown log level \(quoted(logLevel))")
             }
             _ = try trustedProxies()
+            _ = try metricsClients()
             do { _ = try BrowserOrigins(parsing: corsOrigin) } catch { throw ValidationError(error.description) }
             try drainTimeout.require("--drain-timeout", from: "1s", to: "300s")
             try idleTimeout.require("--idle-timeout", from: "1s", to: "3600s")
@@ -189,7 +198,15 @@ extension RBAC {
                 return header
             }
             do { return try TrustedProxies(parsing: trustedProxy, header: header ?? .xForwardedFor) } catch {
-                throw ValidationError(error.description)
+                throw ValidationError(error.message("--trusted-proxy"))
+            }
+        }
+
+        /// `--metrics-from`, this machine when not given: what the service is doing (its routes' traffic, its
+        /// pool, its cache) is its operator's to read, and it also answers invitees on the public internet.
+        func metricsClients() throws -> AddressRanges {
+            do { return try AddressRanges(parsing: metricsFrom.isEmpty ? ["127.0.0.0/8", "::1"] : metricsFrom) } catch {
+                throw ValidationError(error.message("--metrics-from"))
             }
         }
 
@@ -264,7 +281,7 @@ extension RBAC {
                         isCacheTrusted: feed.isTrusted, metrics: metrics),
                     budgets: PostgresBudgetRepository(pool: pool, reads: budgetReads),
                     metrics: registry, sampleMetrics: Self.poolGauges(pool, registry),
-                    idempotentRequests: idempotentRequests,
+                    metricsClients: try metricsClients(), idempotentRequests: idempotentRequests,
                     coupleRequests: (Self.coupleRequests.each, Self.coupleRequests.all, connectionWait),
                     isReady: { (try? await pool.query("SELECT 1")) != nil })
                 logger.info(

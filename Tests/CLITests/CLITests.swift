@@ -1492,12 +1492,18 @@ struct CLITests {
         }
     }
 
-    @Test("serve refuses a forwarding header it does not know, or one without a trusted proxy, with exit 2")
+    @Test(
+        """
+        serve refuses a forwarding header it does not know, one without a trusted proxy, or a proxy or metrics \
+        client that is no address, with exit 2
+        """)
     func serveForwardedHeader() async throws {
         try await Self.withDatabase { run, _ in
             for (arguments, message) in [
                 (["--trusted-proxy", "10.0.0.0/8", "--forwarded-header", "X-Real-IP"], "X-Forwarded-For or Forwarded"),
                 (["--forwarded-header", "Forwarded"], "--forwarded-header names the header of the proxies"),
+                (["--trusted-proxy", "proxy.local"], #"--trusted-proxy takes an IP address or a CIDR range"#),
+                (["--metrics-from", "10.0.0.0/33"], #"--metrics-from takes an IP address or a CIDR range such as "#),
             ] {
                 let serve = try await run(["serve", "--port", "1"] + arguments)
                 #expect(serve.status == 2, "\(arguments): \(serve.stderr)")

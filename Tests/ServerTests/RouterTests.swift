@@ -332,6 +332,40 @@ struct RouterTests {
         [.init("X-Forwarded-For")!: "203.0.113.9, \(address)"]
     }
 
+    @Test("/metrics answers the clients --metrics-from names, as a trusted proxy tells them; others get 403")
+    func metricsClients() async throws {
+        let fixture = try await Fixture()
+        func statuses(clients: [String], proxies: [String] = [], forwardedFor: String? = nil) async throws
+            -> (HTTPResponse.Status, String)
+        {
+            let app = Application(
+                router: buildRouter(
+                    ServerDependencies(
+                        repository: fixture.repository, keys: fixture.keys, tokens: fixture.tokens,
+                        publicBaseURL: URL(string: "https://rbac.test")!,
+                        trustedProxies: try TrustedProxies(parsing: proxies), budgets: InMemoryBudgetRepository(),
+                        metricsClients: try AddressRanges(parsing: clients), isReady: { true })),
+                configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            let headers: HTTPFields = forwardedFor.map { [.init("X-Forwarded-For")!: $0] } ?? [:]
+            return try await app.test(.live) { client in
+                try await client.execute(uri: "/metrics", method: .get, headers: headers) { ($0.status, text($0)) }
+            }
+        }
+        #expect(try await statuses(clients: ["127.0.0.0/8", "::1"]).0 == .ok, "this machine")
+        let refused = try await statuses(clients: ["10.0.0.0/8"])
+        #expect(refused.0 == .forbidden)
+        #expect(
+            refused.1.contains(#""code":"permission_denied""#) && refused.1.contains("--metrics-from")
+                && !refused.1.contains("127.0.0.1"), "\(refused.1)")
+        // Behind a trusted proxy, the client it forwards for is asked about, never the proxy.
+        #expect(try await statuses(clients: ["10.0.0.0/8"], proxies: ["127.0.0.1"], forwardedFor: "10.1.2.3").0 == .ok)
+        let forwarded = try await statuses(
+            clients: ["127.0.0.0/8"], proxies: ["127.0.0.1"], forwardedFor: "203.0.113.9")
+        #expect(forwarded.0 == .forbidden)
+        // Without a trusted proxy, a client's own header names no one.
+        #expect(try await statuses(clients: ["10.0.0.0/8"], forwardedFor: "10.1.2.3").0 == .forbidden)
+    }
+
     @Test("behind a trusted proxy, each forwarded client has its own limit; others' forwarding headers are ignored")
     func trustedProxy() async throws {
         let fixture = try await Fixture()
