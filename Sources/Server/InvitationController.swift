@@ -277,7 +277,7 @@ struct InvitationController {
     ]
 
     /// `error` as the client asked for it: JSON, or a page for a browser.
-    private static func answer(_ error: APIError, json: Bool) -> APIError {
+    static func answer(_ error: APIError, json: Bool) -> APIError {
         json ? error : error.shown(as: InvitationPage.problem(error.message))
     }
 

@@ -167,8 +167,8 @@ struct BodyLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         }
         let refusal = APIError.bodyTooLarge(closing: request.headers[.connection] == "close")
-        guard request.headers.declaresForm, !InvitationController.asksForJSON(request) else { throw refusal }
-        throw refusal.shown(as: InvitationPage.problem(refusal.message))
+        guard request.headers.declaresForm else { throw refusal }
+        throw InvitationController.answer(refusal, json: InvitationController.asksForJSON(request))
     }
 }
 
