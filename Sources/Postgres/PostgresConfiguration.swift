@@ -56,6 +56,9 @@ public struct PostgresConfiguration: Sendable {
         }
     }
 
+    /// `duration` as a setting in milliseconds takes it (`lock_timeout`): `1500ms`.
+    public static func milliseconds(_ duration: Duration) -> String { "\(Int(duration / .milliseconds(1)))ms" }
+
     /// Whether the connection string's `options`, or else PGOPTIONS, set server setting `name` (`-c name=value`,
     /// `-cname=value` or `--name=value`, a dash standing for each underscore as the server takes it).
     public func givesOption(_ name: String) -> Bool {

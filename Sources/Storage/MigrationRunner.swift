@@ -211,7 +211,7 @@ public struct MigrationRunner: Sendable {
         guard let timeout else { return }
         try await connection.execute("SET LOCAL citus.propagate_set_commands = local")
         try await connection.execute(
-            "SET LOCAL lock_timeout = \(literal: "\(Int(timeout / .milliseconds(1)))ms")")
+            "SET LOCAL lock_timeout = \(literal: PostgresConfiguration.milliseconds(timeout))")
     }
 
     private func withLock<T: Sendable>(_ connection: PostgresConnection, _ body: () async throws -> T) async throws -> T

@@ -237,7 +237,7 @@ extension RBAC {
             var configuration: PostgresConfiguration?
             do {
                 var resolved = try await database.configuration()
-                resolved.settings["lock_timeout"] = "\(Int(lockTimeout.duration / .milliseconds(1)))ms"
+                resolved.settings["lock_timeout"] = PostgresConfiguration.milliseconds(lockTimeout.duration)
                 configuration = resolved
                 let connectionWait = Duration.seconds(5)
                 let pool = PostgresConnectionPool(

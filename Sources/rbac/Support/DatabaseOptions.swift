@@ -71,7 +71,7 @@ struct DatabaseOptions: ParsableArguments {
     {
         var configuration = try await configuration(operatorLabel: operatorLabel)
         if let lockWaits, !configuration.givesOption("lock_timeout") {
-            configuration.settings["lock_timeout"] = "\(Int(lockWaits / .milliseconds(1)))ms"
+            configuration.settings["lock_timeout"] = PostgresConfiguration.milliseconds(lockWaits)
         }
         return (PostgresConnectionPool(configuration: configuration, maxConnections: 4), configuration)
     }
