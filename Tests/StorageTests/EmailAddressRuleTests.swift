@@ -18,12 +18,12 @@ struct EmailAddressRuleTests {
             // labels written xn--… for what it maps.
             "\u{FF42}", "\u{FF2E}", "\u{FB01}", "\u{2460}", "\u{FF20}", "\u{2024}", "\u{FF0E}", "\u{3002}",
             "\u{FF61}", "\u{AD}", "\u{2060}", "\u{FEFF}", "xn--cher-zra77610b", "xn--bcher-kva0835f",
-            // Drawn as nothing, and not ignored by IDNA: a joiner, a direction mark, a variation selector.
-            "\u{200D}", "\u{200E}", "\u{FE0F}",
         ]
         let bad = [
             "@", " ", "\t", "\u{7}", "\u{1B}", "\u{7F}", "\u{85}", "\u{A0}", "\u{2028}", "\u{3000}", "\u{202E}",
             "\u{2066}",
+            // Drawn as nothing, and not ignored by IDNA: a joiner, a direction mark, a variation selector.
+            "\u{200D}", "\u{200E}", "\u{FE0F}",
         ]
         func part() -> String {
             (0..<Int.random(in: 0...4, using: &generator)).map { _ in
@@ -64,7 +64,8 @@ struct EmailAddressRuleTests {
                     return error.message
                 }
             }
-            // About 120 of the 2,000 are addresses; the bound sits far enough below that to hold on any run.
+            // About 90 of the 2,000 are addresses (83 to 125 in a dozen runs); the bound sits far enough below that to
+            // hold on any run.
             #expect(swift.count { $0 != nil } > 50, "the candidates should hold addresses as well as non-addresses")
             #expect(
                 strings.indices.contains { swift[$0] != nil && swift[$0] != Array(strings[$0].utf8) },
