@@ -54,10 +54,10 @@ private func isLowercaseWord(_ bytes: Substring.UTF8View) -> Bool {
     return bytes.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") }
 }
 
-/// An email address, checked for shape only: something@domain.tld, at most 320 code points, no whitespace,
-/// control characters, bidirectional overrides or characters drawn as nothing. The database holds every stored
-/// address to the same rule (`rbac.is_email_address` and the checks of sql/0012 and sql/0040);
-/// `EmailAddressRuleTests` keeps the two in step.
+/// An email address, checked for shape only: name@domain.tld, at most 320 code points, no whitespace, control
+/// characters, bidirectional overrides or characters drawn as nothing, nothing that needs quotes, and dots only
+/// between other characters. The database holds every stored address to the same rule (`rbac.is_email_address`
+/// and the checks of sql/0012, 0040 and 0041); `EmailAddressRuleTests` keeps the two in step.
 public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible {
     public let rawValue: String
 
@@ -107,8 +107,16 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
                 "it holds an invisible character (a zero-width space or joiner, a direction mark, ...)"
             } else if scalars.count(where: { $0 == "@" }) != 1 {
                 "it needs one @, between a name and a domain"
+            } else if stored.contains(/["(),:;<>\[\\\]]/.matchingSemantics(.unicodeScalar)) {
+                // Characters an address holds only in quotes or a bracketed domain: mail takes `a,b@example.com`
+                // or `a>@example.com` in a header or an SMTP command as something else.
+                "it holds one of \" ( ) , : ; < > [ \\ ] (rbac takes no quoted name or bracketed domain)"
             } else if stored.wholeMatch(of: /[^@]+@[^@]+\.[^@]+/.matchingSemantics(.unicodeScalar)) == nil {
                 "it needs a name before its @ and a dot inside its domain (name@example.com)"
+            } else if stored.wholeMatch(of: /[^.@]+(\.[^.@]+)*@[^.@]+(\.[^.@]+)+/.matchingSemantics(.unicodeScalar))
+                == nil
+            {
+                "a dot cannot begin or end its name or its domain, nor follow another dot"
             } else {
                 nil
             }

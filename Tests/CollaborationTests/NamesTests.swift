@@ -5,6 +5,10 @@ import Testing
 
 /// Why an address holding a character drawn as nothing is none.
 private let invisible = "it holds an invisible character (a zero-width space or joiner, a direction mark, ...)"
+/// Why an address that mail would read only in quotes or brackets is none.
+private let quotedOnly = "it holds one of \" ( ) , : ; < > [ \\ ] (rbac takes no quoted name or bracketed domain)"
+/// Why an address with a dot out of place is none.
+private let dots = "a dot cannot begin or end its name or its domain, nor follow another dot"
 
 @Suite("Names people type")
 struct NamesTests {
@@ -116,6 +120,10 @@ struct NamesTests {
             ("ann\u{AD}@example.com", invisible), ("ann@exa\u{2061}mple.com", invisible),
             ("ann@xn--zz.example", "a label of its domain written xn--… is not the Punycode of a label IDNA takes"),
             ("a@b.c" + String(repeating: "c", count: 316), "it is longer than 320 characters"),
+            ("ann>,<bob@example.com", quotedOnly), ("\"ann\"@example.com", quotedOnly), ("ann@[192.0.2.1]", quotedOnly),
+            ("ann\\bob@example.com", quotedOnly), ("ann..bob@example.com", dots), (".ann@example.com", dots),
+            ("ann.@example.com", dots), ("ann@example..com", dots), ("ann@.example.com", dots),
+            ("ann@example.com.", dots), ("ann@example\u{3002}\u{FF0E}com", dots),
         ])
     func refusedAddress(text: String, reason: String) {
         #expect(throws: CollaborationError(.invalidInput, "\(quoted(text)) is not an email address: \(reason)")) {

@@ -140,10 +140,11 @@ SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', U&'an
                  'RBINV', 'the identity provider gave no usable email address, which a new user needs: it holds a '
                  'control character or a bidirectional override');
 SELECT is(array_agg(rbac.is_email_address(a) ORDER BY n),
-          ARRAY[true, true, true, false, false, false, false, false, false, false, false],
+          ARRAY[true, true, true, false, false, false, false, false, false, false, false, false, false, false, false],
           'rbac.is_email_address takes what EmailAddress takes')
 FROM unnest(ARRAY['a@b.c', U&'zo\00EB@example.com', 'a.b+c@d.e.f', 'a@b', 'a@.', '@b.c', 'a@b.c@d.e', U&'a\00A0b@c.d',
-                  U&'a\0085@b.c', U&'a@b\3000.c', 'a@b.c' || repeat('c', 316)]) WITH ORDINALITY AS t(a, n);
+                  U&'a\0085@b.c', U&'a@b\3000.c', 'a@b.c' || repeat('c', 316), 'a..b@c.d', 'a@b.c.', 'a>,<b@c.d',
+                  'a@[1.2.3.4]']) WITH ORDINALITY AS t(a, n);
 SELECT throws_ok($$INSERT INTO users (email) VALUES ('ann@localhost')$$, '23514',
                  'new row for relation "users" violates check constraint "users_email_check"',
                  'a direct write is held to the same rule');
@@ -157,6 +158,12 @@ SELECT throws_ok($$UPDATE invitations SET email = U&'ann\200D@example.com' WHERE
                  '23514',
                  'new row for relation "invitations" violates check constraint "invitations_email_visible"',
                  'and an address that reads as another: a zero-width joiner before its @');
+SELECT throws_ok($$INSERT INTO users (email) VALUES ('ann>,<bob@example.com')$$, '23514',
+                 'new row for relation "users" violates check constraint "users_email_unquoted"',
+                 'and one that a mail header reads as two recipients');
+SELECT throws_ok($$SELECT * FROM sign_in('https://clerk.test', 'user_new', '.ann@example.com', true, NULL)$$,
+                 'RBINV', 'the identity provider gave no usable email address, which a new user needs: a dot cannot '
+                 'begin or end its name or its domain, nor follow another dot');
 SELECT throws_ok($$INSERT INTO users (email) VALUES ('bob@mail.XN--bcher-kva.example')$$, '23514',
                  'new row for relation "users" violates check constraint "users_email_domain_letters"',
                  'and a domain in IDNA''s ASCII spelling');

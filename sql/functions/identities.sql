@@ -1,7 +1,7 @@
 -- Signing in: the user of a verified token's identity, made on its first sign-in.
 
 -- Why p_email is no email address as rbac stores one, in the words of Swift's `EmailAddress(validating:)` and
--- in its order; NULL when it is one. The same rule as the checks on every email column (sql/0012 and 0040).
+-- in its order; NULL when it is one. The same rule as the checks on every email column (sql/0012, 0040 and 0041).
 -- Composed form is not part of it: the callers normalize first. The spaces are Unicode's White_Space characters
 -- that are not control characters.
 CREATE OR REPLACE FUNCTION rbac.email_shape_refusal(p_email text) RETURNS text
@@ -13,8 +13,12 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
         WHEN p_email ~ rbac.invisible_characters()
             THEN 'it holds an invisible character (a zero-width space or joiner, a direction mark, ...)'
         WHEN p_email !~ '^[^@]*@[^@]*$' THEN 'it needs one @, between a name and a domain'
+        WHEN p_email ~ '["(),:;<>[\\\]]'
+            THEN 'it holds one of " ( ) , : ; < > [ \ ] (rbac takes no quoted name or bracketed domain)'
         WHEN p_email !~ '^[^@]+@[^@]+\.[^@]+$'
             THEN 'it needs a name before its @ and a dot inside its domain (name@example.com)'
+        WHEN p_email !~ '^[^.@]+(\.[^.@]+)*@[^.@]+(\.[^.@]+)+$'
+            THEN 'a dot cannot begin or end its name or its domain, nor follow another dot'
     END
 $$;
 
