@@ -15,11 +15,12 @@ public struct InvalidText: Error, Sendable, Equatable, CodedError {
 /// refuses it too; else an `invalid_input` error naming `field`. At most 200 as given, too: the API's document says
 /// so of what a client sends, and one rule serves every way in.
 public func validatedName(_ text: String, _ field: String) throws(InvalidText) -> String {
-    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    guard text.storedLength <= 200, !trimmed.isEmpty else {
+    guard text.storedLength <= 200, !text.isEmpty else {
         throw InvalidText("\(field) must be 1 to 200 characters")
     }
     try refuseControlCharacters(text, field)
+    // Blank, not too short, is what is wrong with a name of spaces or of a zero-width space, which trimming drops.
+    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
     try refuseBlank(trimmed, field)
     return trimmed
 }
