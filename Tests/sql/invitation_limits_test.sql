@@ -102,8 +102,11 @@ SELECT lives_ok(format($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.h
 FROM unnest(ARRAY[E'ann@b\u00FCcher.example', 'ann@xn--bcher-kva.example', E'ann@M\u00FCnchen.example',
                   E'ann@zo\u00EB.example', E'ann@\uFF42\u00FCcher\uFF61example']) WITH ORDINALITY AS t(address, n);
 SELECT throws_ok($$SELECT create_invitation(pg_temp.id('Other'), pg_temp.hash('inv_idn_x'), 'viewer',
-                                            E'ann@bucher.example')$$, 'RBINV', NULL,
-                 'an address at a domain that only looks alike is refused');
+                                            E'ann@bucher.example')$$, 'RBINV',
+                 'couple ' || pg_temp.id('Other') || E' invites only addresses at b\u00FCcher.example '
+                 '(xn--bcher-kva.example), m\u00FCnchen.example (xn--mnchen-3ya.example), zo\u00EB.example '
+                 '(xn--zo-ija.example); name one',
+                 'an address at a domain that only looks alike is refused, each domain named as people type it');
 SELECT pg_temp.act_as('pia');
 SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), '{}')$$, 'RBDEN',
                  'only the operator sets the domains a couple may invite');

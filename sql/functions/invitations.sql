@@ -148,8 +148,11 @@ BEGIN
     UPDATE couples SET revision = revision WHERE id = p_couple_id;
     IF v_domains <> '{}' AND (p_email IS NULL OR rbac.ascii_domain(split_part(p_email, '@', 2)) <> ALL (v_domains))
     THEN
+        -- Each domain as `rbac couples show` lists it: in the letters people type, its ASCII spelling after.
         RAISE EXCEPTION 'couple % invites only addresses at %; name one', p_couple_id,
-            array_to_string(v_domains, ', ') USING ERRCODE = 'RBINV';
+            (SELECT string_agg(CASE WHEN letters <> d THEN letters || ' (' || d || ')' ELSE d END, ', ' ORDER BY n)
+             FROM unnest(v_domains) WITH ORDINALITY AS t(d, n), rbac.unicode_domain(d) AS letters)
+            USING ERRCODE = 'RBINV';
     END IF;
     -- At the limit, the next may be made once as many have left the hour as bring it under: when the v_limit-th
     -- newest does (a whole second, so that a client waiting that long is not refused again). The DETAIL
