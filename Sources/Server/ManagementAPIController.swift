@@ -263,9 +263,7 @@ struct ManagementAPIController {
             guard let date = Tenancy.instant(parsing: text) else {
                 // A zone's + sent as it is was read as a space (`Request.queryItems`).
                 let plus = text.contains(" ") ? "; a + in a query is a space: write %2B" : ""
-                throw APIError.badRequest(
-                    "\(field) must be an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC)\(plus)"
-                )
+                throw APIError.badRequest("\(field) must be \(instantForms)\(plus)")
             }
             return date
         }

@@ -154,6 +154,9 @@ extension StringProtocol {
     public var isDigits: Bool { !isEmpty && utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
 }
 
+/// What `instant(parsing:)` takes, for a refusal to name: "\(field) must be \(instantForms)".
+public let instantForms = "an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC)"
+
 /// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
 /// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC), in PostgreSQL's calendar
 /// (`CalendarDay.daysSince1970`). Nil for anything else, and for a date or time that does not exist

@@ -42,11 +42,12 @@ extension RBAC {
             }
             if let tail, tail < 1 { throw ValidationError("--tail must be at least 1, not \(tail)") }
             if let before, before < 1 { throw ValidationError("--before must be an entry's id, not \(before)") }
+            _ = try since?.date("--since")
         }
 
         func run() async throws {
             try await acting.run { context, actor in
-                let since = since?.date
+                let since = try since?.date("--since")
                 if couple == nil, tail == nil {
                     // Every entry of a log that grows with every user made: printed as it is read.
                     var printer = ListingPrinter(json: acting.output.json, columns: Self.columns)

@@ -20,13 +20,20 @@ struct Lifetime: ExpressibleByArgument {
     }
 }
 
-/// An instant given on the command line (see `instant(parsing:)`).
+/// An instant given on the command line (see `instant(parsing:)`), read by `date(_:)` when the command checks its
+/// options: a refusal there can say what an instant looks like, where ArgumentParser's says only that the value is
+/// invalid (`2027-09-30T18:00` lacks its zone).
 struct Instant: ExpressibleByArgument {
-    let date: Date
+    let text: String
 
-    init?(argument: String) {
-        guard let date = instant(parsing: argument) else { return nil }
-        self.date = date
+    init?(argument: String) { text = argument }
+
+    /// The instant, or a usage error naming `option`.
+    func date(_ option: String) throws -> Date {
+        guard let date = instant(parsing: text) else {
+            throw ValidationError("\(option) must be \(instantForms), not \(quoted(text))")
+        }
+        return date
     }
 }
 
@@ -44,5 +51,5 @@ func membershipExpiry(after lifetime: Lifetime?, until instant: Instant?, flags:
         }
         return Date().addingTimeInterval(TimeInterval(lifetime.duration.components.seconds))
     }
-    return instant?.date
+    return try instant?.date(flags.1)
 }
