@@ -6,15 +6,16 @@ public struct ExternalIdentity: Sendable, Hashable, Codable {
     /// The token's `iss`; empty for development tokens without one.
     public let issuer: String
     public let subject: String
-    /// The address the token gives, when it is a usable one.
-    public let email: EmailAddress?
+    /// The address the token gives, as it gives it: signing in keeps it as rbac writes an address (`EmailAddress`),
+    /// or keeps none when it is none and tells a new user why.
+    public let email: String?
     /// The provider verified `email` (`email_verified`, or an issuer trusted to verify every address).
     public let emailVerified: Bool
     /// The name the token gives, as a typed display name is kept (`validatedName`); nil for one that is none.
     public let name: String?
 
     public init(
-        issuer: String, subject: String, email: EmailAddress? = nil, emailVerified: Bool = false, name: String? = nil
+        issuer: String, subject: String, email: String? = nil, emailVerified: Bool = false, name: String? = nil
     ) {
         self.issuer = issuer
         self.subject = subject

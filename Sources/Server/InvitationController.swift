@@ -185,7 +185,7 @@ struct InvitationController {
         try await repository.signIn(
             ExternalIdentity(
                 issuer: verified.issuer, subject: verified.subject,
-                email: verified.email.flatMap(EmailAddress.init(rawValue:)),
+                email: verified.email,
                 emailVerified: verified.emailVerified || emailVerifyingIssuers.contains(verified.issuer),
                 name: verified.name))
     }

@@ -148,15 +148,16 @@ public struct PostgresCollaborationRepository: CollaborationRepository {
         """
 
     public func signIn(_ identity: ExternalIdentity) async throws -> SignedIn {
-        // sign_in drops a name with a control character, as a provider's name is only a default; one with a NUL
-        // cannot even be sent, so it is dropped here.
-        let name = identity.name.flatMap { $0.contains("\0") ? nil : $0 }
+        // sign_in drops a name with a control character, as a provider's name is only a default, and an address
+        // that is none, saying why when a new user needs one; either with a NUL cannot even be sent, so it is
+        // dropped here.
+        func sendable(_ text: String?) -> String? { text.flatMap { $0.contains("\0") ? nil : $0 } }
         // Recorded in the operator's log as the service signing someone in.
         return try await run(as: .operator(label: "sign-in")) { connection in
             let row = try await connection.query(
                 """
                 SELECT user_id, created FROM sign_in(\(identity.issuer), \(identity.subject),
-                    \(identity.email?.rawValue), \(identity.emailVerified), \(name))
+                    \(sendable(identity.email)), \(identity.emailVerified), \(sendable(identity.name)))
                 """)[0]
             return SignedIn(user: try row.decode("user_id"), identity: identity, created: try row.decode("created"))
         }

@@ -142,14 +142,15 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
 
     public func signIn(_ identity: ExternalIdentity) throws -> SignedIn {
         let key = UserIdentity(issuer: identity.issuer, subject: identity.subject)
+        let address = identity.email.flatMap(EmailAddress.init(rawValue:))
         if let known = identities[key] {
-            identities[key] = (known.user, identity.email, identity.emailVerified)
+            identities[key] = (known.user, address, identity.emailVerified)
             return SignedIn(user: known.user, identity: identity, created: false)
         }
         if identity.issuer.isEmpty, let id = UUID(parsing: identity.subject), usersByID[id] != nil {
             return SignedIn(user: id, identity: identity, created: false)
         }
-        guard let email = identity.email else {
+        guard let email = address else {
             throw CollaborationError(
                 .invalidInput, "the identity provider gave no usable email address, which a new user needs")
         }
@@ -161,7 +162,7 @@ public actor InMemoryCollaborationRepository: CollaborationRepository {
         let user = existing ?? User(id: UUID(), email: email.rawValue, displayName: identity.name)
         usersByID[user.id] = User(
             id: user.id, email: user.email, displayName: user.displayName, identities: user.identities + [key])
-        identities[key] = (user.id, identity.email, identity.emailVerified)
+        identities[key] = (user.id, address, identity.emailVerified)
         return SignedIn(user: user.id, identity: identity, created: existing == nil)
     }
 

@@ -235,6 +235,35 @@ struct SignInTests {
         }
     }
 
+    @Test("a new person whose provider's address is none is told why (400), and no user is made")
+    func unusableAddress() async throws {
+        try await Self.withSetup { setup in
+            let token = try await setup.token(
+                "auth0", "RS256",
+                [
+                    "iss": Self.auth0, "sub": "auth0|\(UUID().uuidString)", "aud": "https://rbac.api",
+                    "email": "nina..\(UUID().uuidString.prefix(8))@example.com", "email_verified": true,
+                ])
+            func users() async throws -> Int64 {
+                try await setup.owned.pool.query("SELECT count(*) AS n FROM users")[0].decode("n", as: Int64.self)
+            }
+            let before = try await users()
+            try await setup.app().test(.live) { client in
+                try await client.execute(
+                    uri: "/v1/sign-in", method: .post, headers: [.authorization: "Bearer \(token)"]
+                ) { response in
+                    #expect(response.status == .badRequest)
+                    #expect(
+                        String(buffer: response.body).contains(
+                            "the identity provider gave no usable email address, which a new user needs: a dot cannot "
+                                + "begin or end its name or its domain, nor follow another dot"),
+                        "\(String(buffer: response.body))")
+                }
+            }
+            #expect(try await users() == before)
+        }
+    }
+
     @Test("a provider's name with a NUL or another control character is left out; a NUL in the subject is a 400")
     func controlCharacters() async throws {
         try await Self.withSetup { setup in
