@@ -156,12 +156,13 @@ public enum UserReference: Sendable, Hashable, CustomStringConvertible {
     case id(UUID)
     case email(EmailAddress)
 
-    /// A UUID, else an email address; anything else is refused before any query runs.
+    /// A UUID, else an email address; anything else is refused before any query runs. Text with an `@` was meant
+    /// as an address, and is told what is wrong with it.
     public init(parsing text: String) throws(CollaborationError) {
         if let id = UUID(parsing: text) {
             self = .id(id)
-        } else if let email = EmailAddress(rawValue: text) {
-            self = .email(email)
+        } else if text.contains("@") {
+            self = .email(try EmailAddress(validating: text))
         } else {
             throw CollaborationError(.invalidInput, "\(quoted(text)) is neither a user id (UUID) nor an email address")
         }

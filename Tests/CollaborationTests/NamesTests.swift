@@ -78,6 +78,15 @@ struct NamesTests {
         #expect(throws: CollaborationError(.invalidInput, "\"pia\" is neither a user id (UUID) nor an email address")) {
             try UserReference(parsing: "pia")
         }
+        // One with an @ was meant as an address: told what is wrong with it.
+        #expect(
+            throws: CollaborationError(
+                .invalidInput,
+                "\"pia.@example.com\" is not an email address: a dot cannot begin or end its name or its domain, nor "
+                    + "follow another dot")
+        ) {
+            try UserReference(parsing: "pia.@example.com")
+        }
         #expect(throws: CollaborationError.self) { try parseCoupleID("12345") }
     }
 
