@@ -21,8 +21,8 @@ public struct OutboxWorker: Sendable {
         let server: OutboundMail
         /// The sender's address at its domain's ASCII spelling, as every recipient's is: what MAIL FROM carries.
         let address: String
-        /// The From header: the address, after the name when there is one, in an RFC 2047 encoded word when it is
-        /// not plain ASCII. As typed, a name or domain beyond ASCII would need a server that takes UTF-8.
+        /// The From header: the address, after the name when there is one (`displayName`). As typed, a name or
+        /// domain beyond ASCII would need a server that takes UTF-8.
         let from: String
 
         /// `from`: an address, or a name and an address in angle brackets (`Wedding <no-reply@example.com>`).
@@ -45,7 +45,17 @@ public struct OutboxWorker: Sendable {
             }
             let shown = name.trimmingCharacters(in: .whitespaces)
             self.server = server
-            self.from = shown.isEmpty ? self.address : "\(InvitationEmail.encodedWord(shown)) <\(self.address)>"
+            self.from = shown.isEmpty ? self.address : "\(Self.displayName(shown)) <\(self.address)>"
+        }
+
+        /// A sender's name as the From header takes it: beyond ASCII in encoded words; in ASCII as it is, unless it
+        /// holds what the header reads as something else (`Ann, Bo` names two senders, `<` begins an address), then
+        /// as a quoted string.
+        static func displayName(_ name: String) -> String {
+            guard name.unicodeScalars.allSatisfy(\.isASCII), name.contains(where: "()<>[]:;@\\,.\"".contains) else {
+                return InvitationEmail.encodedWord(name)
+            }
+            return "\"" + name.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
         }
     }
 

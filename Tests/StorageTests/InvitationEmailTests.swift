@@ -21,6 +21,8 @@ struct InvitationEmailTests {
         let mailOptions: [String]
         let rcptTos: [String]
         let from: String
+        /// The From header as a mail reader takes it: each sender's name and address.
+        let fromAddresses: [[String]]
         let to: String
         let tls: Bool
         let subject: String
@@ -264,6 +266,20 @@ struct InvitationEmailTests {
             let mail = try #require(try Self.received(setup.peer).first)
             #expect(mail.mailFrom == "hallo@xn--mller-kva.example" && !mail.mailOptions.contains("SMTPUTF8"))
             #expect(mail.from == "Hochzeit M\u{FC}ller <hallo@xn--mller-kva.example>" && mail.headersAscii)
+        }
+    }
+
+    @Test("a sender's name with a comma, an angle bracket or a quote is one sender, named as typed")
+    func quotedSender() async throws {
+        try await Self.withServer { setup in
+            let names = [#"Ann, Bo & "Co""#, "Ann <the planner>", #"A\B: J. Smith"#]
+            for name in names {
+                try await setup.invite("pia@example.com")
+                let worker = try setup.worker(try setup.server(), from: "\(name) <no-reply@wedding.test>")
+                #expect(try await worker.runOnce() == [.delivered])
+            }
+            let mails = try Self.received(setup.peer)
+            #expect(mails.map(\.fromAddresses) == names.map { [[$0, "no-reply@wedding.test"]] })
         }
     }
 

@@ -52,6 +52,7 @@ class Handler:
             "mail_from": envelope.mail_from, "mail_options": envelope.mail_options, "rcpt_tos": envelope.rcpt_tos,
             "tls": session.ssl is not None,
             "from": str(message["From"]), "to": str(message["To"]), "subject": str(message["Subject"]),
+            "from_addresses": [[a.display_name, a.addr_spec] for a in message["From"].addresses],
             "message_id": str(message["Message-ID"]), "auto_submitted": str(message["Auto-Submitted"]),
             "content_type": message.get_content_type(), "parts": parts,
             "crlf_only": b"\n" not in envelope.content.replace(b"\r\n", b""),
