@@ -56,9 +56,13 @@ struct InvitationEmail {
         return Array((headers.joined(separator: "\r\n") + "\r\n\r\n" + parts.joined() + "--\(boundary)--\r\n").utf8)
     }
 
-    /// Plain ASCII as it is; anything else as RFC 2047 encoded words of at most 75 characters, folded.
+    /// Plain ASCII as it is; anything else as RFC 2047 encoded words of at most 75 characters, folded. ASCII that
+    /// holds `=?` is encoded too: a mail reader decodes what looks like an encoded word, and a couple named
+    /// `=?UTF-8?B?4oCu?=` would put a right-to-left override in the subject that `visible` never saw.
     static func encodedWord(_ text: String) -> String {
-        if text.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }) { return text }
+        if text.unicodeScalars.allSatisfy({ $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }), !text.contains("=?") {
+            return text
+        }
         var words: [String] = []
         var chunk = ""
         for character in text {

@@ -78,6 +78,17 @@ struct InvitationEmailTests {
                 caFile: peer.caFile)
         }
 
+        /// The invitation to pia@example.com as the test server received it, mailed from `from` once the couple
+        /// is named `name` (by raw SQL, which the rules need not have held).
+        func mailed(coupleNamed name: String, from: String = "Wedding <no-reply@wedding.test>") async throws
+            -> Received
+        {
+            _ = try await pool.query("UPDATE couples SET name = \(name) WHERE id = \(couple)")
+            try await invite("pia@example.com")
+            #expect(try await worker(try server(), from: from).runOnce() == [.delivered])
+            return try #require(try InvitationEmailTests.received(peer).first)
+        }
+
         /// The email message's last error.
         func lastError() async throws -> String {
             try await pool.query("SELECT last_error FROM outbox WHERE channel = 'email'")[0].decode(column: 0)
@@ -224,14 +235,22 @@ struct InvitationEmailTests {
         }
     }
 
+    @Test("a couple's name that looks like an encoded word reaches the reader as written, not decoded")
+    func nameLikeAnEncodedWord() async throws {
+        try await Self.withServer { setup in
+            // `=?UTF-8?B?4oCu?=` is a right-to-left override, encoded.
+            let name = "Ann =?UTF-8?B?4oCu?= Bo"
+            let mail = try await setup.mailed(coupleNamed: name, from: "=?UTF-8?B?4oCu?=, <no-reply@wedding.test>")
+            #expect(mail.subject == "You're invited to join \(name)" && mail.headersAscii)
+            #expect(mail.fromAddresses == [["=?UTF-8?B?4oCu?=,", "no-reply@wedding.test"]])
+        }
+    }
+
     @Test("a couple's name that raw SQL gave a line break or an override is sent escaped, never as a header")
     func rawSQLName() async throws {
         try await Self.withServer { setup in
-            let name = "Zo\u{EB}\u{202E} & \u{141}ukasz\r\nBcc: eve@example.com"
-            _ = try await setup.pool.query("UPDATE couples SET name = \(name) WHERE id = \(setup.couple)")
-            try await setup.invite("pia@example.com")
-            #expect(try await setup.worker.runOnce() == [.delivered])
-            let mail = try #require(try Self.received(setup.peer).first)
+            let mail = try await setup.mailed(
+                coupleNamed: "Zo\u{EB}\u{202E} & \u{141}ukasz\r\nBcc: eve@example.com")
             let shown = #"Zo\#u{EB}\u{202E} & \#u{141}ukasz\u{D}\u{A}Bcc: eve@example.com"#
             #expect(mail.subject == "You're invited to join \(shown)")
             #expect(mail.rcptTos == ["pia@example.com"], "no second header, no second recipient")
