@@ -48,15 +48,12 @@ public struct OutboxWorker: Sendable {
             self.from = shown.isEmpty ? self.address : "\(Self.displayName(shown)) <\(self.address)>"
         }
 
-        /// A sender's name as the From header takes it: beyond ASCII, or holding `=?`, in encoded words
-        /// (`encodedWord`); in ASCII as it is, unless it holds what the header reads as something else (`Ann, Bo`
-        /// names two senders, `<` begins an address), then as a quoted string.
+        /// A sender's name as the From header takes it: as `encodedWord` writes it, which leaves plain ASCII as it
+        /// is; and such a name that holds what the header reads as something else (`Ann, Bo` names two senders, `<`
+        /// begins an address) as a quoted string.
         static func displayName(_ name: String) -> String {
-            guard name.unicodeScalars.allSatisfy(\.isASCII), !name.contains("=?"),
-                name.contains(where: "()<>[]:;@\\,.\"".contains)
-            else {
-                return InvitationEmail.encodedWord(name)
-            }
+            let encoded = InvitationEmail.encodedWord(name)
+            guard encoded == name, name.contains(where: "()<>[]:;@\\,.\"".contains) else { return encoded }
             return "\"" + name.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"") + "\""
         }
     }
