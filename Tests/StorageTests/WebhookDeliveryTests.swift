@@ -467,7 +467,7 @@ struct WebhookDeliveryTests {
     func unparsableURL() async throws {
         try await Self.withReceiver(events: ["membership.created"]) { pool, peer, worker, _, endpoint in
             // Within the table's check (https://, no whitespace), where `webhookURL` refuses it.
-            _ = try await pool.query("UPDATE webhook_endpoints SET url = 'https://%zz/hooks' WHERE id = \(endpoint.id)")
+            _ = try await pool.query("UPDATE webhook_endpoints SET url = 'https://[x/hooks' WHERE id = \(endpoint.id)")
             _ = try await pool.newCouple(members: [(try await pool.newUser(), "owner")])
             #expect(try await worker.runOnce() == [.dead])
             let error: String = try await pool.query("SELECT last_error FROM outbox")[0].decode(column: 0)

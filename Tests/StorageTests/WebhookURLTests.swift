@@ -17,6 +17,7 @@ struct WebhookURLTests {
         ("https://[::1]/hooks", "https://[::1]/hooks"),
         ("https://xn--bcher-kva.example/", "https://xn--bcher-kva.example/"),
         ("https://hooks.example.com/users/@me?to=a@b", "https://hooks.example.com/users/@me?to=a@b"),
+        ("https://hooks.example.com./a%2e%2E?b=%C3%BC..", "https://hooks.example.com./a%2e%2E?b=%C3%BC.."),
     ]
 
     @Test(
@@ -53,6 +54,13 @@ struct WebhookURLTests {
                 "https://hooks.example.com:99999999999999999999/",
                 "must name a port from 1 to 65535, not 99999999999999999999"
             ),
+            ("https://hooks..example.com/", "host cannot begin with a dot, nor hold one after another"),
+            ("https://.example.com:8443/", "host cannot begin with a dot, nor hold one after another"),
+            ("https://hooks.example.com../", "host cannot begin with a dot, nor hold one after another"),
+            ("https://hooks%2E%2Eexample.com/", "host is written without % escapes"),
+            ("https://hooks.example.com/a%zz", "two hexadecimal digits (%25 for a % itself), and character 28 does"),
+            ("https://hooks.example.com/?a=%4", "and character 30 does not"),
+            ("https://hooks.example.com/a%", "and character 28 does not"),
             ("https://bücher.example/", "character 10 is not: percent-encode it, or give an international domain"),
             ("https://hooks.example.com/\u{7F}", "character 27 is not"),
             ("https://hooks.example.com/a\u{A0}b", "character 28 is not"),

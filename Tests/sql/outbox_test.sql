@@ -160,7 +160,7 @@ SELECT throws_ok('TRUNCATE delivery_key_check', 'RBDEN', NULL, 'nor truncated');
 SELECT is((SELECT count(*)::int FROM delivery_key_check), 1, 'and is still there');
 
 -- The URL as `rbac webhooks add` admits it, whoever writes it: no password to list and audit, nothing a request
--- could not send.
+-- could not send or no server could answer.
 SELECT throws_ok(format('INSERT INTO webhook_endpoints (url, secret_box) VALUES (%L, ''\x00'')', url), '23514', NULL,
                  'refused: ' || why)
 FROM (VALUES ('https://hooks:pa55word@example.com/', 'a user and password'),
@@ -175,11 +175,17 @@ FROM (VALUES ('https://hooks:pa55word@example.com/', 'a user and password'),
              ('https://hooks.example.com:99999999999999999999/', 'a port past any integer'),
              ('https://[::1]:80a/', 'a port that is no number'),
              ('https://hooks.example.com:1:2/', 'two ports'),
-             ('HTTPS://hooks.example.com/', 'the scheme not in lower case')) AS refused (url, why);
+             ('HTTPS://hooks.example.com/', 'the scheme not in lower case'),
+             ('https://hooks..example.com/', 'an empty label'),
+             ('https://.example.com/', 'a host that begins with a dot'),
+             ('https://hooks%2E%2Eexample.com/', 'a % escape in the host, where libcurl decodes it'),
+             ('https://hooks.example.com/a%zz', 'a % without two hexadecimal digits'),
+             ('https://hooks.example.com/?a=%4', 'a % with one')) AS refused (url, why);
 SELECT lives_ok(format('INSERT INTO webhook_endpoints (url, secret_box) VALUES (%L, ''\x00'')', url), 'kept: ' || url)
 FROM (VALUES ('https://[::1]:8443/hooks?team=a'), ('https://hooks.example.com/users/@me'),
              ('https://hooks.example.com:065535?a=b:c'), ('https://hooks.example.com:/'), ('https://[::1]/hooks'),
-             ('https://xn--bcher-kva.example/a%20b')) AS kept (url);
+             ('https://xn--bcher-kva.example/a%20b'),
+             ('https://hooks.example.com./a%2e%2E?b=%C3%BC..')) AS kept (url);
 
 SELECT * FROM finish();
 ROLLBACK;
