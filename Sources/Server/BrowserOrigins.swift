@@ -22,8 +22,9 @@ public struct BrowserOrigins: Sendable {
                     ["http", "https"].contains(scheme),
                     let host = url.host, !host.isEmpty, url.user == nil, url.password == nil,
                     ["", "/"].contains(url.path),
-                    url.query == nil, url.fragment == nil, url.unusablePort == nil
+                    url.query == nil, url.fragment == nil
                 else { throw BrowserOriginError(text, expected: nil) }
+                if let refusal = url.serverRefusal("--cors-origin") { throw BrowserOriginError(refusal) }
                 let port = url.port.flatMap {
                     ($0 == 80 && scheme == "http") || ($0 == 443 && scheme == "https") ? nil : $0
                 }
@@ -35,17 +36,17 @@ public struct BrowserOrigins: Sendable {
 }
 
 public struct BrowserOriginError: Error, CustomStringConvertible {
-    public let value: String
-    let expected: String?
+    public let description: String
+
     init(_ value: String, expected: String?) {
-        self.value = value
-        self.expected = expected
+        let form =
+            expected.map { " as browsers send it: \($0)" }
+            ?? ": a scheme, a host and maybe a port (https://app.example.com)"
+        description = "--cors-origin takes an origin\(form), not \"\(value)\""
     }
-    public var description: String {
-        if let expected { return "--cors-origin takes an origin as browsers send it: \(expected), not \"\(value)\"" }
-        return
-            "--cors-origin takes an origin: a scheme, a host and maybe a port (https://app.example.com), not \"\(value)\""
-    }
+
+    /// A refusal that says why itself (`serverRefusal`).
+    init(_ refusal: String) { description = refusal }
 }
 
 /// Answers the preflights of the browser routes from an allowed origin, and lets that origin read their answers,

@@ -587,9 +587,8 @@ public struct PostgresOutbox: Sendable {
     /// `text` as an endpoint's URL is stored and called, or why it cannot be one. It must be an https URL with a
     /// host, at most 2000 characters of printable ASCII (RFC 3986: other characters percent-encoded, an
     /// international domain in its xn-- form, which is what the request sends anyway), with no user or password,
-    /// no #fragment, a port, if any, from 1 to 65535, a host with no empty label and no % escape, and two
-    /// hexadecimal digits after each %. The scheme, which is case-insensitive, is stored in lower case, as the
-    /// table's check wants it.
+    /// no #fragment, a host and port a connection can reach (`serverRefusal`), and two hexadecimal digits after
+    /// each %. The scheme, which is case-insensitive, is stored in lower case, as the table's check wants it.
     public static func webhookURL(_ text: String) throws(CollaborationError) -> String {
         let length = text.storedLength
         guard length <= 2000 else {
@@ -616,21 +615,9 @@ public struct PostgresOutbox: Sendable {
             throw CollaborationError(
                 .invalidInput, "a webhook URL must be an https URL with a host and no #fragment, not \(quoted(text))")
         }
-        if let refusal = parsed.portRefusal("a webhook URL") { throw CollaborationError(.invalidInput, refusal) }
-        // libcurl calls each of these, but nothing answers as meant: a host with an empty label resolves to
-        // nothing, and a server refuses or misreads a % without its digits; each message would be retried for
-        // more than a day before it died. libcurl decodes % escapes in a host, so `a%2E%2Eb` is `a..b`, and the
-        // host is read as typed, as the table's check reads it.
-        let host = text.dropFirst("https://".count).prefix { !"/?#".contains($0) }
-        if host.hasPrefix(".") || host.contains("..") {
-            throw CollaborationError(
-                .invalidInput, "a webhook URL's host cannot begin with a dot, nor hold one after another")
-        }
-        if host.contains("%") {
-            throw CollaborationError(
-                .invalidInput,
-                "a webhook URL's host is written without % escapes (an international domain in its xn-- form)")
-        }
+        if let refusal = parsed.serverRefusal("a webhook URL") { throw CollaborationError(.invalidInput, refusal) }
+        // libcurl sends a % without its two digits as it is, and a server refuses or misreads it; each message
+        // would be retried for more than a day before it died.
         if let percent = text.firstMatch(of: /%(?![0-9A-Fa-f]{2})/) {
             throw CollaborationError(
                 .invalidInput,

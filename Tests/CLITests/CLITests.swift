@@ -1465,23 +1465,29 @@ struct CLITests {
         }
     }
 
-    @Test("serve refuses a URL whose port no connection can use (0, past 65535, past any integer) with exit 2")
-    func serveURLPorts() async throws {
+    @Test(
+        """
+        serve refuses a URL whose port no connection can use (0, past 65535, past any integer), or whose host has \
+        an empty label or a % escape, with exit 2
+        """)
+    func serveURLServers() async throws {
         try await Self.withDatabase { run, configuration in
             let sending = ["--mail-from", "rbac@example.com"]
             let signingIn = ["--oidc-issuer", "https://id.example", "--oidc-client-id", "rbac"]
-            for port in ["0", "65536", "99999999999999999999"] {
+            let ports = ["0", "65536", "99999999999999999999"].map { (":\($0)", $0) }
+            let hosts = [("..com", "without an empty label"), ("%2Ecom", "without % escapes")]
+            for (typo, reason) in ports + hosts {
                 for (option, url, others) in [
-                    ("--public-url", "https://rbac.example:\(port)", []),
-                    ("--smtp-url", "smtp://mail.example:\(port)", sending),
-                    ("--cors-origin", "https://app.example:\(port)", []),
-                    ("--jwks-url", "https://id.example:\(port)/jwks", []),
-                    ("--oidc-issuer", "https://id.example:\(port)", ["--oidc-client-id", "rbac"]),
-                    ("--app-url", "https://app.example:\(port)/", signingIn),
+                    ("--public-url", "https://rbac.example\(typo)", []),
+                    ("--smtp-url", "smtp://mail.example\(typo)", sending),
+                    ("--cors-origin", "https://app.example\(typo)", []),
+                    ("--jwks-url", "https://id.example\(typo)/jwks", []),
+                    ("--oidc-issuer", "https://id.example\(typo)", ["--oidc-client-id", "rbac"]),
+                    ("--app-url", "https://app.example\(typo)/", signingIn),
                 ] {
                     let serve = try await run(["serve", "--port", "1", option, url] + others)
                     #expect(serve.status == 2, "\(option) \(url): \(serve.stderr)")
-                    #expect(serve.stderr.contains(option) && serve.stderr.contains(port), "\(serve.stderr)")
+                    #expect(serve.stderr.contains(option) && serve.stderr.contains(reason), "\(serve.stderr)")
                 }
             }
             let invite = try await Self.rbac(

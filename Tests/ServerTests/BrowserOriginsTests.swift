@@ -24,6 +24,9 @@ struct BrowserOriginsTests {
             "ftp://app.example.com": "a scheme, a host and maybe a port",
             "https://app.example.com/invite": "a scheme, a host and maybe a port",
             "https://user@app.example.com": "a scheme, a host and maybe a port",
+            "https://app.example.com:0": "--cors-origin must name a port from 1 to 65535, not 0",
+            "https://app..example.com": "--cors-origin must name a host without an empty label",
+            "https://app%2Eexample.com": "--cors-origin must name its host without % escapes",
         ]
         for (text, says) in refused {
             #expect(throws: BrowserOriginError.self) { try BrowserOrigins(parsing: [text]) }

@@ -183,7 +183,7 @@ struct CommandContext {
     }
 
     /// Base URL of invitation links: `option` (`--public-url`), else $RBAC_PUBLIC_URL, else `fallback`. Anything
-    /// but an absolute http(s) URL without credentials, query or fragment, its port if any from 1 to 65535, is a
+    /// but an absolute http(s) URL without credentials, query or fragment, naming a server (`serverRefusal`), is a
     /// usage error: a link made from it would not open, or would hand the credentials to every invitee.
     static func publicBaseURL(_ option: String? = nil, fallback: String = "http://localhost:8080") throws -> URL {
         let configured = ProcessInfo.processInfo.environment["RBAC_PUBLIC_URL"].flatMap { $0.isEmpty ? nil : $0 }
@@ -197,7 +197,7 @@ struct CommandContext {
             throw CommandFailure(
                 .usage, "\(source) must be an absolute http(s) URL such as https://rbac.example.com\(shown)")
         }
-        if let refusal = URLComponents(string: text)?.portRefusal(source) { throw CommandFailure(.usage, refusal) }
+        if let refusal = URLComponents(string: text)?.serverRefusal(source) { throw CommandFailure(.usage, refusal) }
         return url
     }
 
@@ -230,14 +230,14 @@ enum Parse {
 
     static func couple(_ text: String) throws -> UUID { try validated { try parseCoupleID(text) } }
 
-    /// The value of `option` as an https URL (or http too, with `orHTTP`), its port if any from 1 to 65535. Not
+    /// The value of `option` as an https URL (or http too, with `orHTTP`) naming a server (`serverRefusal`). Not
     /// for text that may hold a password: a refusal quotes it.
     static func url(_ text: String, _ option: String, orHTTP: Bool = false) throws {
         let schemes = orHTTP ? ["http", "https"] : ["https"]
         guard let url = URL(string: text), schemes.contains(url.scheme?.lowercased() ?? "") else {
             throw ValidationError("\(option) must be an \(orHTTP ? "http(s)" : "https") URL, not \(quoted(text))")
         }
-        if let refusal = URLComponents(string: text)?.portRefusal(option) { throw ValidationError(refusal) }
+        if let refusal = URLComponents(string: text)?.serverRefusal(option) { throw ValidationError(refusal) }
     }
 
     static func email(_ text: String) throws { _ = try validated { try EmailAddress(validating: text) } }

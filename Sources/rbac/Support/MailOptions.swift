@@ -51,7 +51,7 @@ struct MailOptions: ParsableArguments {
         guard let url = URL(string: text) else {
             throw OutboundMail.Failure(code: nil, description: "--smtp-url is not a URL such as smtp://user@host:587")
         }
-        if let refusal = URLComponents(string: text)?.portRefusal("--smtp-url") {
+        if let refusal = URLComponents(string: text)?.serverRefusal("--smtp-url") {
             throw OutboundMail.Failure(code: nil, description: refusal)
         }
         guard url.password == nil else {
