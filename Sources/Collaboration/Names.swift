@@ -98,13 +98,21 @@ public struct EmailAddress: RawRepresentable, Hashable, Sendable, Codable, Custo
                 "it is longer than 320 characters"
             } else if containsControlCharacter(stored) {
                 "it holds a control character or a bidirectional override"
-            } else if stored.contains(/\s/.matchingSemantics(.unicodeScalar)) {
-                "it holds a space"
             } else if containsInvisibleCharacter(stored) {
                 // `pia\u{200B}@example.com` reads as `pia@example.com` wherever it is shown, yet is another
                 // address. Joiners are refused too, though some scripts write them inside words: no mail provider
                 // hands out such a name, and one after a Latin letter only hides.
                 "it holds an invisible character (a zero-width space or joiner, a direction mark, ...)"
+            } else if let address = stored.wholeMatch(of: /[^<>]*<([^<>]+)>/.matchingSemantics(.unicodeScalar)) {
+                // As a mail program copies it: `Pia <pia@example.com>`.
+                "it wraps the address in <> (give \(address.1) alone)"
+            } else if let address = stored.wholeMatch(
+                of: /[Mm][Aa][Ii][Ll][Tt][Oo]:(.+)/.matchingSemantics(.unicodeScalar))
+            {
+                // As a link's target copies it.
+                "it begins with mailto: (give \(address.1) alone)"
+            } else if stored.contains(/\s/.matchingSemantics(.unicodeScalar)) {
+                "it holds a space"
             } else if scalars.count(where: { $0 == "@" }) != 1 {
                 "it needs one @, between a name and a domain"
             } else if stored.contains(/["(),:;<>\[\\\]]/.matchingSemantics(.unicodeScalar)) {

@@ -133,6 +133,10 @@ struct NamesTests {
             ("ann\\bob@example.com", quotedOnly), ("ann..bob@example.com", dots), (".ann@example.com", dots),
             ("ann.@example.com", dots), ("ann@example..com", dots), ("ann@.example.com", dots),
             ("ann@example.com.", dots), ("ann@example\u{3002}\u{FF0E}com", dots),
+            ("Ann Smith <ann@example.com>", "it wraps the address in <> (give ann@example.com alone)"),
+            ("<ann@example.com>", "it wraps the address in <> (give ann@example.com alone)"),
+            ("mailto:ann@example.com", "it begins with mailto: (give ann@example.com alone)"),
+            ("Ann <ann smith@example.com", "it holds a space"),
         ])
     func refusedAddress(text: String, reason: String) {
         #expect(throws: CollaborationError(.invalidInput, "\(quoted(text)) is not an email address: \(reason)")) {

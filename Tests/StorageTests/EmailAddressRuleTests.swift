@@ -42,6 +42,9 @@ struct EmailAddressRuleTests {
             "ann@xn--bcher-kva.example", "Ann@XN--BCHER-KVA.Example", "xn--bcher-kva@example.com",
             "ann@\u{FF42}\u{FC}cher\u{3002}example", "\u{FF41}nn@example.com",
             "a@xn--ab-8ya.c", "a@xn--zz.c", "a@xn--abc-.c", "a@b.c@xn--bcher-kva.d",
+            // Addresses as mail programs and links copy them.
+            "Pia <pia@example.com>", "<pia@example.com>", "\"Pia, P.\" <pia@example.com>", "Pia <pia@exa mple.com>",
+            "<a@b.c> <d@e.f>", "Pia <pia@example.com", "mailto:pia@example.com", "MailTo:a\u{200B}@b.c", "mailto:",
         ]
         while strings.count < count {
             let candidate =

@@ -9,9 +9,13 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     SELECT CASE
         WHEN length(p_email) > 320 THEN 'it is longer than 320 characters'
         WHEN rbac.has_control_character(p_email) THEN 'it holds a control character or a bidirectional override'
-        WHEN p_email ~ '[\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN 'it holds a space'
         WHEN p_email ~ rbac.invisible_characters()
             THEN 'it holds an invisible character (a zero-width space or joiner, a direction mark, ...)'
+        WHEN p_email ~ '^[^<>]*<[^<>]+>$'
+            THEN format('it wraps the address in <> (give %s alone)', substring(p_email from '<([^<>]+)>$'))
+        WHEN p_email ~ '^[Mm][Aa][Ii][Ll][Tt][Oo]:.'
+            THEN format('it begins with mailto: (give %s alone)', substr(p_email, 8))
+        WHEN p_email ~ '[\u0020\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN 'it holds a space'
         WHEN p_email !~ '^[^@]*@[^@]*$' THEN 'it needs one @, between a name and a domain'
         WHEN p_email ~ '["(),:;<>[\\\]]'
             THEN 'it holds one of " ( ) , : ; < > [ \ ] (rbac takes no quoted name or bracketed domain)'
