@@ -94,8 +94,8 @@ extension RBAC {
             @Argument(help: "The couple's id.") var couple: String
             @Option(
                 help: ArgumentHelp(
-                    "The only domains its invitations may name (at most 100): repeat, or separate with commas; "
-                        + "\"\" alone for any.",
+                    "The only domains its invitations may name, each exactly (a subdomain is another; at most "
+                        + "100): repeat, or separate with commas; \"\" alone for any.",
                     valueName: "domains"))
             var inviteDomains: [String]
             @OptionGroup var options: OperatorOptions

@@ -64,11 +64,19 @@ SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY['example
 SELECT throws_ok($$SELECT set_invite_domains(pg_temp.id('Other'), ARRAY[U&'exa\2061mple.com'])$$, 'RBINV',
                  U&'not a domain: ''exa\2061mple.com'', which holds an invisible character (a zero-width joiner, a '
                  'direction mark, ...)');
+SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'), ARRAY[domain]), 'RBINV',
+                 format('not a domain: %L, %s', domain, says), format('%s is refused, saying what to give', domain))
+FROM (VALUES ('https://shop.example.com:8443/', 'a URL: give its domain alone (shop.example.com)'),
+             ('@example.com', 'which holds an @: give what follows it alone (example.com)'),
+             ('pia@example.com', 'which holds an @: give what follows it alone (example.com)'),
+             ('*.example.com', 'a pattern: name each domain, since each is matched exactly'),
+             ('example.com.', 'which ends in a dot: give it without (example.com)')) AS t(domain, says);
 SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'), domains), 'RBINV', NULL,
                  format('%s is refused', label))
 FROM (VALUES (ARRAY['example..com'], 'an empty label'), (ARRAY[repeat('a', 64) || '.com'], 'a label of 64'),
              (ARRAY[repeat('a.', 126) || 'aa'], 'a domain of 254'), (ARRAY['example.com', NULL], 'a NULL'),
-             (ARRAY['localhost'], 'a name without a dot')) AS t(domains, label);
+             (ARRAY['localhost'], 'a name without a dot'), (ARRAY['https://'], 'a scheme alone'),
+             (ARRAY['example.com@'], 'nothing after an @')) AS t(domains, label);
 SELECT throws_ok(format('SELECT set_invite_domains(%L, %L)', pg_temp.id('Other'),
                         ARRAY(SELECT 'd' || n || '.example' FROM generate_series(1, 101) n)),
                  'RBINV', 'a couple may name at most 100 domains to invite, not 101');

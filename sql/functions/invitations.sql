@@ -178,14 +178,24 @@ DECLARE
                               ORDER BY 1);
     -- The first given that is not a domain once written in ASCII: labels of letters, digits and hyphens, each
     -- at most 63 characters, at most 253 in all (RFC 1035); nor one that holds a character drawn as nothing once
-    -- mapped, which no address may (sql/0040) and which would list as another domain. Named as given.
-    v_refused text := (SELECT coalesce(quote_literal(d), 'NULL')
-                              || CASE WHEN invisible THEN ', which holds an invisible character (a zero-width joiner, '
-                                                          'a direction mark, ...)' ELSE '' END
-                       FROM unnest(coalesce(p_domains, '{}')) d, LATERAL rbac.ascii_domain(btrim(d)) a,
-                            LATERAL (SELECT rbac.mapped_domain(btrim(d)) ~ rbac.invisible_characters()) i(invisible)
-                       WHERE a IS NULL OR a !~ '^([a-z0-9-]{1,63}\.)+[a-z0-9-]{1,63}$' OR length(a) > 253 OR invisible
-                       LIMIT 1);
+    -- mapped, which no address may (sql/0040) and which would list as another domain. Named as given, with what
+    -- to give instead of a URL, an address, a pattern or a final dot: only the domain itself is matched.
+    v_refused text := (
+        SELECT coalesce(quote_literal(d), 'NULL')
+               || CASE WHEN invisible THEN ', which holds an invisible character (a zero-width joiner, a direction '
+                                           'mark, ...)'
+                       WHEN t ~ '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^/?#@]*@)?[^/?#:@]'
+                           THEN format(', a URL: give its domain alone (%s)',
+                                       substring(t from '://(?:[^/?#@]*@)?([^/?#:]*)'))
+                       WHEN t ~ '@[^@]+$' THEN format(', which holds an @: give what follows it alone (%s)',
+                                                substring(t from '@([^@]*)$'))
+                       WHEN t ~ '\*' THEN ', a pattern: name each domain, since each is matched exactly'
+                       WHEN t ~ '[^.]\.$' THEN format(', which ends in a dot: give it without (%s)', rtrim(t, '.'))
+                       ELSE '' END
+        FROM unnest(coalesce(p_domains, '{}')) d, LATERAL btrim(d) t, LATERAL rbac.ascii_domain(t) a,
+             LATERAL (SELECT rbac.mapped_domain(t) ~ rbac.invisible_characters()) i(invisible)
+        WHERE a IS NULL OR a !~ '^([a-z0-9-]{1,63}\.)+[a-z0-9-]{1,63}$' OR length(a) > 253 OR invisible
+        LIMIT 1);
 BEGIN
     IF NOT rbac.is_operator() THEN
         RAISE EXCEPTION 'only the operator sets the domains a couple may invite' USING ERRCODE = 'RBDEN';
