@@ -21,6 +21,19 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
         self.day = day
     }
 
+    /// Why `text` is no day, for a refusal that quotes it: its shape, else the part of the calendar it misses
+    /// (`"2027-02-30" is not a date: 2027-02 has days 01 to 28`), so that a date typed right but for its day is not
+    /// taken for one written wrong.
+    public static func refusal(_ text: String) -> String {
+        let notADate = "\(quoted(text)) is not a date"
+        guard let parts = text.wholeMatch(of: /([0-9]{4})-([0-9]{2})-([0-9]{2})/), let year = Int(parts.1),
+            let month = Int(parts.2)
+        else { return "\(notADate) (YYYY-MM-DD)" }
+        if year == 0 { return "\(notADate): the calendar has no year 0000 (0001 follows 1 BC)" }
+        guard (1...12).contains(month) else { return "\(notADate): a month is 01 to 12" }
+        return "\(notADate): \(parts.1)-\(parts.2) has days 01 to \(days(inMonth: month, year: year))"
+    }
+
     /// Today in UTC.
     public static func today(_ now: Date = Date()) -> CalendarDay {
         var calendar = Calendar(identifier: .gregorian)
@@ -39,7 +52,7 @@ public struct CalendarDay: Sendable, Hashable, Comparable, Codable, CustomString
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let day = CalendarDay(text) else {
             throw DecodingError.dataCorrupted(
-                .init(codingPath: decoder.codingPath, debugDescription: "\(quoted(text)) is not a date (YYYY-MM-DD)"))
+                .init(codingPath: decoder.codingPath, debugDescription: Self.refusal(text)))
         }
         self = day
     }

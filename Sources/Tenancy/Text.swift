@@ -157,6 +157,14 @@ extension StringProtocol {
 /// What `instant(parsing:)` takes, for a refusal to name: "\(field) must be \(instantForms)".
 public let instantForms = "an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC)"
 
+/// For text `instant(parsing:)` refuses since its date, of the right form, names no day (`2027-02-30T10:00Z`):
+/// why, in `CalendarDay.refusal`'s words; nil otherwise, where `instantForms` says enough.
+public func missingDay(in text: String) -> String? {
+    let date = String(text.prefix(10))
+    guard date.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil, CalendarDay(date) == nil else { return nil }
+    return CalendarDay.refusal(date)
+}
+
 /// An instant as people write it: ISO 8601 with a zone (`2026-09-30T18:00Z`, `2026-09-30T18:00:00+02:00`,
 /// fractions of a second ignored), or a date alone (`2026-09-30`, midnight UTC), in PostgreSQL's calendar
 /// (`CalendarDay.daysSince1970`). Nil for anything else, and for a date or time that does not exist

@@ -41,6 +41,32 @@ struct InstantTextTests {
         }
     }
 
+    @Test(
+        "a day refused says what it misses: the form, or the part of the calendar a date of that form names wrong",
+        arguments: [
+            ("2026-02-29", "\"2026-02-29\" is not a date: 2026-02 has days 01 to 28"),
+            ("2028-02-30", "\"2028-02-30\" is not a date: 2028-02 has days 01 to 29"),
+            ("2027-04-00", "\"2027-04-00\" is not a date: 2027-04 has days 01 to 30"),
+            ("2027-13-01", "\"2027-13-01\" is not a date: a month is 01 to 12"),
+            ("0000-01-01", "\"0000-01-01\" is not a date: the calendar has no year 0000 (0001 follows 1 BC)"),
+            ("01/05/2027", "\"01/05/2027\" is not a date (YYYY-MM-DD)"),
+            ("2027-5-1", "\"2027-5-1\" is not a date (YYYY-MM-DD)"),
+            ("٢٠٢٧-٠١-٠١", "\"٢٠٢٧-٠١-٠١\" is not a date (YYYY-MM-DD)"),
+        ])
+    func dayRefusals(text: String, refusal: String) {
+        #expect(CalendarDay(text) == nil)
+        #expect(CalendarDay.refusal(text) == refusal)
+    }
+
+    @Test("an instant refused for its date says so in the same words; one of another form, nothing more")
+    func missingDays() {
+        #expect(missingDay(in: "2027-02-30T10:00Z") == "\"2027-02-30\" is not a date: 2027-02 has days 01 to 28")
+        #expect(missingDay(in: "2027-13-01") == "\"2027-13-01\" is not a date: a month is 01 to 12")
+        for text in ["2027-02-28T24:00Z", "2027-02-28T10:00", "tomorrow", "2027-2-30", "2027-02-28"] {
+            #expect(missingDay(in: text) == nil, "\(text)")
+        }
+    }
+
     @Test("a day's distance from 1970 agrees with Foundation's calendar wherever that one is Gregorian")
     func daysSince1970() throws {
         var calendar = Calendar(identifier: .gregorian)

@@ -41,7 +41,7 @@ extension RBAC.BudgetCommand {
         static func day(_ text: String?, _ option: String) throws -> CalendarDay? {
             guard let text else { return nil }
             guard let day = CalendarDay(text) else {
-                throw ValidationError("\(option) \(quoted(text)) is not a date (YYYY-MM-DD)")
+                throw ValidationError("\(option) \(CalendarDay.refusal(text))")
             }
             return day
         }

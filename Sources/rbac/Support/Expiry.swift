@@ -31,7 +31,9 @@ struct Instant: ExpressibleByArgument {
     /// The instant, or a usage error naming `option`.
     func date(_ option: String) throws -> Date {
         guard let date = instant(parsing: text) else {
-            throw ValidationError("\(option) must be \(instantForms), not \(quoted(text))")
+            throw ValidationError(
+                missingDay(in: text).map { "\(option) \($0)" }
+                    ?? "\(option) must be \(instantForms), not \(quoted(text))")
         }
         return date
     }
