@@ -263,8 +263,7 @@ struct ManagementAPIController {
             guard let date = Tenancy.instant(parsing: text) else {
                 // A zone's + sent as it is was read as a space (`Request.queryItems`).
                 let plus = text.contains(" ") ? "; a + in a query is a space: write %2B" : ""
-                throw APIError.badRequest(
-                    missingDay(in: text).map { "\(field) \($0)" } ?? "\(field) must be \(instantForms)\(plus)")
+                throw APIError.badRequest(instantRefusal(text, field) + plus)
             }
             return date
         }

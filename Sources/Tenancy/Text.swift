@@ -154,11 +154,16 @@ extension StringProtocol {
     public var isDigits: Bool { !isEmpty && utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) } }
 }
 
-/// What `instant(parsing:)` takes, for a refusal to name: "\(field) must be \(instantForms)".
-public let instantForms = "an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC)"
+/// Why `text` is no instant `instant(parsing:)` takes, for a refusal naming `field` (an option, a body's field):
+/// the day its date misses (`missingDay`), else what an instant looks like.
+public func instantRefusal(_ text: String, _ field: String) -> String {
+    missingDay(in: text).map { "\(field) \($0)" }
+        ?? "\(field) must be an ISO 8601 instant with a zone (2026-09-30T18:00Z) or a date (midnight UTC), not "
+        + quoted(text)
+}
 
 /// For text `instant(parsing:)` refuses since its date, of the right form, names no day (`2027-02-30T10:00Z`):
-/// why, in `CalendarDay.refusal`'s words; nil otherwise, where `instantForms` says enough.
+/// why, in `CalendarDay.refusal`'s words; nil otherwise, where the forms an instant takes say enough.
 public func missingDay(in text: String) -> String? {
     let date = String(text.prefix(10))
     guard date.wholeMatch(of: /[0-9]{4}-[0-9]{2}-[0-9]{2}/) != nil, CalendarDay(date) == nil else { return nil }

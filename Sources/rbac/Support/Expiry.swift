@@ -31,9 +31,7 @@ struct Instant: ExpressibleByArgument {
     /// The instant, or a usage error naming `option`.
     func date(_ option: String) throws -> Date {
         guard let date = instant(parsing: text) else {
-            throw ValidationError(
-                missingDay(in: text).map { "\(option) \($0)" }
-                    ?? "\(option) must be \(instantForms), not \(quoted(text))")
+            throw ValidationError(instantRefusal(text, option))
         }
         return date
     }
